@@ -1,0 +1,186 @@
+"""Errors as data.
+
+Every error the runtime raises on purpose is a :class:`ProtocolError`: it carries the
+JSON-RPC ``code``, a human ``message``, optional ``data`` and the HTTP status a
+transport should answer with (``status_hint``, the way h11's ``ProtocolError`` carries
+``error_status_hint``). The core raises them; the transports only render them.
+
+Failures of handler code are kept apart in :class:`HandlerError`: a tool turns them
+into an ``isError`` result, prompts and resources into ``-32603``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+__all__ = [
+    "PARSE_ERROR",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "INVALID_PARAMS",
+    "INTERNAL_ERROR",
+    "HEADER_MISMATCH",
+    "MISSING_REQUIRED_CLIENT_CAPABILITY",
+    "UNSUPPORTED_PROTOCOL_VERSION",
+    "ProtocolError",
+    "ParseError",
+    "InvalidRequest",
+    "MethodNotFound",
+    "InvalidParams",
+    "InternalError",
+    "HeaderMismatch",
+    "MissingRequiredClientCapability",
+    "UnsupportedProtocolVersion",
+    "ReplayMismatch",
+    "InvalidRequestState",
+    "ExpiredRequestState",
+    "HandlerError",
+    "status_for_code",
+]
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+HEADER_MISMATCH = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
+UNSUPPORTED_PROTOCOL_VERSION = -32022
+
+_STATUS_BY_CODE = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+    METHOD_NOT_FOUND: 404,
+}
+
+
+def status_for_code(code: int) -> int:
+    """The HTTP status for a JSON-RPC error code on Streamable HTTP.
+
+    The spec fixes 400 for -32602 (missing ``_meta``), -32020, -32021 and -32022 and
+    404 for an unknown method; parse and shape errors get 400 as well. Everything
+    else, -32603 included, travels with 200: the spec assigns it no status.
+    """
+    return _STATUS_BY_CODE.get(code, 200)
+
+
+class ProtocolError(Exception):
+    """A JSON-RPC error with its code, message, optional data and HTTP status hint."""
+
+    code: ClassVar[int] = INTERNAL_ERROR
+
+    def __init__(self, message: str, *, data: Any = None, code: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+        if code is not None:
+            self.code = code  # type: ignore[misc]
+
+    @property
+    def status_hint(self) -> int:
+        """The HTTP status a transport should send this error with."""
+        return status_for_code(self.code)
+
+    def to_error_object(self) -> dict[str, Any]:
+        """The JSON-RPC ``error`` member for this error."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code}, message={self.message!r})"
+
+
+class ParseError(ProtocolError):
+    """The body is not valid JSON (-32700)."""
+
+    code = PARSE_ERROR
+
+
+class InvalidRequest(ProtocolError):
+    """The body is JSON but not a valid JSON-RPC request (-32600)."""
+
+    code = INVALID_REQUEST
+
+
+class MethodNotFound(ProtocolError):
+    """Unknown, removed or unadvertised method (-32601, HTTP 404)."""
+
+    code = METHOD_NOT_FOUND
+
+
+class InvalidParams(ProtocolError):
+    """Invalid method parameters (-32602, HTTP 400)."""
+
+    code = INVALID_PARAMS
+
+
+class InternalError(ProtocolError):
+    """An unexpected failure (-32603)."""
+
+    code = INTERNAL_ERROR
+
+
+class HeaderMismatch(ProtocolError):
+    """HTTP headers missing, malformed, or disagreeing with the body (-32020, HTTP 400)."""
+
+    code = HEADER_MISMATCH
+
+
+class MissingRequiredClientCapability(ProtocolError):
+    """The request needs a client capability the client did not declare (-32021, HTTP 400).
+
+    ``data.requiredCapabilities`` is a ``ClientCapabilities`` object naming what is missing.
+    """
+
+    code = MISSING_REQUIRED_CLIENT_CAPABILITY
+
+    def __init__(self, message: str, required: dict[str, Any]) -> None:
+        super().__init__(message, data={"requiredCapabilities": required})
+        self.required = required
+
+
+class UnsupportedProtocolVersion(ProtocolError):
+    """The requested protocol version is not supported (-32022, HTTP 400)."""
+
+    code = UNSUPPORTED_PROTOCOL_VERSION
+
+    def __init__(self, requested: Any, supported: list[str]) -> None:
+        super().__init__(
+            f"Unsupported protocol version {requested!r}; supported: {', '.join(supported)}",
+            data={"supported": list(supported), "requested": requested},
+        )
+
+
+class ReplayMismatch(InvalidParams):
+    """A replayed handler asked something other than what its ledger recorded (-32602).
+
+    The handler broke the idempotency contract: the Nth request or Step reached during
+    a replay must be the same as in the execution that recorded it.
+    """
+
+
+class InvalidRequestState(InvalidParams):
+    """A ``requestState`` token that cannot be trusted (-32602)."""
+
+
+class ExpiredRequestState(InvalidRequestState):
+    """A ``requestState`` token older than its time-to-live (-32602)."""
+
+
+class HandlerError(Exception):
+    """Handler code failed, or broke a rule of the handler model.
+
+    ``__cause__`` holds the original exception when handler code raised one;
+    ``location`` is ``"file:line"`` of the handler frame involved, when known.
+    """
+
+    def __init__(self, message: str, *, location: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.location = location
