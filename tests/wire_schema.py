@@ -1,0 +1,179 @@
+"""Validation of JSON against the official MCP 2026-07-28 ``schema.json``, for tests.
+
+One ``Draft202012Validator`` per ``$defs`` name, built on first use and cached. The schema is
+registered in a ``referencing.Registry`` under a fixed URI, so its internal ``#/$defs/...``
+references resolve.
+
+The schema is looked up in ``<checkout>/../shared/mcp-2026-07-28/schema.json``; set
+``MRTR_SHARED_DIR`` to the ``shared/`` folder to point elsewhere.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+from jsonschema import Draft202012Validator
+from referencing import Registry
+from referencing.jsonschema import DRAFT202012
+
+__all__ = [
+    "SHARED_DIR",
+    "SCHEMA_DIR",
+    "SCHEMA_PATH",
+    "EXAMPLES_DIR",
+    "schema",
+    "def_names",
+    "validator",
+    "validate",
+    "is_valid",
+    "validate_message",
+]
+
+SHARED_DIR = Path(
+    os.environ.get("MRTR_SHARED_DIR") or Path(__file__).resolve().parents[1].parent / "shared"
+)
+"""The shared/ folder that holds the official schema and examples."""
+
+SCHEMA_DIR = SHARED_DIR / "mcp-2026-07-28"
+"""The folder of the 2026-07-28 schema and its examples."""
+
+SCHEMA_PATH = SCHEMA_DIR / "schema.json"
+"""The official JSON Schema (draft 2020-12, definitions under ``$defs``)."""
+
+EXAMPLES_DIR = SCHEMA_DIR / "examples"
+"""``examples/<TypeName>/*.json``: each file is valid against ``$defs/<TypeName>``."""
+
+_BASE_URI = "urn:mcp:schema:2026-07-28"
+
+# Notifications whose method names a specific $def.
+_NOTIFICATION_DEFS = {
+    "notifications/progress": "ProgressNotification",
+    "notifications/message": "LoggingMessageNotification",
+    "notifications/cancelled": "CancelledNotification",
+    "notifications/resources/updated": "ResourceUpdatedNotification",
+    "notifications/resources/list_changed": "ResourceListChangedNotification",
+    "notifications/prompts/list_changed": "PromptListChangedNotification",
+    "notifications/tools/list_changed": "ToolListChangedNotification",
+    "notifications/subscriptions/acknowledged": "SubscriptionsAcknowledgedNotification",
+}
+
+# Error codes whose full response envelope has its own $def.
+_ERROR_RESPONSE_DEFS = {
+    -32020: "HeaderMismatchError",
+    -32021: "MissingRequiredClientCapabilityError",
+    -32022: "UnsupportedProtocolVersionError",
+}
+
+# Error codes whose error object has its own $def.
+_ERROR_OBJECT_DEFS = {
+    -32700: "ParseError",
+    -32600: "InvalidRequestError",
+    -32601: "MethodNotFoundError",
+    -32602: "InvalidParamsError",
+    -32603: "InternalError",
+}
+
+
+@functools.cache
+def schema() -> dict[str, Any]:
+    """The parsed schema.json."""
+    with SCHEMA_PATH.open(encoding="utf-8") as f:
+        return json.load(f)
+
+
+@functools.cache
+def _registry() -> Registry:
+    resource = DRAFT202012.create_resource(schema())
+    return Registry().with_resource(_BASE_URI, resource)
+
+
+def def_names() -> list[str]:
+    """All ``$defs`` names, sorted."""
+    return sorted(schema()["$defs"])
+
+
+@functools.cache
+def validator(def_name: str) -> Draft202012Validator:
+    """The cached validator for ``$defs/<def_name>``; KeyError for an unknown name."""
+    if def_name not in schema()["$defs"]:
+        raise KeyError(f"schema.json has no $defs/{def_name}")
+    return Draft202012Validator({"$ref": f"{_BASE_URI}#/$defs/{def_name}"}, registry=_registry())
+
+
+def validate(instance: Any, def_name: str) -> None:
+    """Raise ``jsonschema.ValidationError`` unless ``instance`` is valid for ``def_name``."""
+    validator(def_name).validate(instance)
+
+
+def is_valid(instance: Any, def_name: str) -> bool:
+    """Whether ``instance`` is valid for ``$defs/<def_name>``."""
+    return validator(def_name).is_valid(instance)
+
+
+def _fail(message: str) -> None:
+    raise jsonschema.ValidationError(message)
+
+
+def validate_message(msg: dict[str, Any], result_def: str | None = None) -> None:
+    """Validate a JSON-RPC message a server sends, including rules schema.json leaves out.
+
+    * result response: ``JSONRPCResultResponse``, then ``result`` against ``result_def`` when
+      given; every result must carry ``resultType``; an InputRequiredResult (by ``result_def``
+      or by ``resultType``) must say ``"input_required"`` and carry ``inputRequests`` or
+      ``requestState``, and a ``result_def`` naming a final result rejects ``input_required``;
+    * error response: ``JSONRPCErrorResponse``, plus the specific error $def for known codes;
+    * notification: ``JSONRPCNotification``, plus the specific $def for known methods.
+
+    A server never sends requests, so a message with both ``method`` and ``id`` is rejected.
+    Raises ``jsonschema.ValidationError``.
+    """
+    if not isinstance(msg, dict):
+        _fail(f"a JSON-RPC message must be an object, got {type(msg).__name__}")
+
+    if "result" in msg:
+        validate(msg, "JSONRPCResultResponse")
+        result = msg["result"]
+        if "resultType" not in result:
+            _fail("result has no resultType")
+        is_input_required = (
+            result_def == "InputRequiredResult" or result["resultType"] == "input_required"
+        )
+        if is_input_required:
+            if result_def not in (None, "InputRequiredResult"):
+                _fail(f"expected a final {result_def}, got resultType 'input_required'")
+            if result["resultType"] != "input_required":
+                _fail(
+                    "InputRequiredResult must have resultType 'input_required', "
+                    f"got {result['resultType']!r}"
+                )
+            if "inputRequests" not in result and "requestState" not in result:
+                _fail("InputRequiredResult needs at least one of inputRequests, requestState")
+            validate(result, "InputRequiredResult")
+        elif result_def is not None:
+            validate(result, result_def)
+        return
+
+    if "error" in msg:
+        validate(msg, "JSONRPCErrorResponse")
+        code = msg["error"]["code"]
+        if code in _ERROR_RESPONSE_DEFS:
+            validate(msg, _ERROR_RESPONSE_DEFS[code])
+        elif code in _ERROR_OBJECT_DEFS:
+            validate(msg["error"], _ERROR_OBJECT_DEFS[code])
+        return
+
+    if "method" in msg:
+        if "id" in msg:
+            _fail("servers must not send JSON-RPC requests")
+        validate(msg, "JSONRPCNotification")
+        specific = _NOTIFICATION_DEFS.get(msg["method"])
+        if specific is not None:
+            validate(msg, specific)
+        return
+
+    _fail("not a JSON-RPC response or notification: no result, error or method")
