@@ -16,7 +16,10 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["Kind", "Slot", "Ledger", "default_key", "ACTIONS", "ACTION_CODES"]
+from . import wire
+from .errors import InvalidParams
+
+__all__ = ["Kind", "Slot", "Ledger", "default_key", "decode_answer", "merge_answers", "ACTIONS", "ACTION_CODES"]
 
 
 class Kind(IntEnum):
@@ -85,5 +88,117 @@ class Ledger:
         return isinstance(other, Ledger) and self.slots == other.slots and self.fresh == other.fresh
 
     def index_of_key(self) -> dict[str, int]:
-        """Map each slot's wire key to its 0-based index."""
-        return {slot.wire_key(i + 1): i for i, slot in enumerate(self.slots)}
+        """Map the wire key of each client request slot to its 0-based index (Steps are never issued)."""
+        return {slot.wire_key(i + 1): i for i, slot in enumerate(self.slots) if slot.kind != Kind.STEP}
+
+
+def decode_answer(kind: Kind, key: str, value: Any) -> Any:
+    """Check one ``inputResponses`` value against the kind of request issued under ``key``.
+
+    Returns the form stored in a slot. Only the shape is checked here; an accepted
+    form's content is validated against the schema that was asked when the handler
+    reaches the question, because only the replay knows that schema.
+    """
+    if not isinstance(value, dict):
+        raise InvalidParams(f'inputResponses key "{key}" must be an object, got {_json_type(value)}')
+    if kind is Kind.ELICIT:
+        action = value.get("action")
+        code = ACTION_CODES.get(action) if isinstance(action, str) else None
+        if code is None:
+            if "action" not in value:
+                raise InvalidParams(
+                    f'inputResponses key "{key}" must carry an elicitation result; '
+                    "the server issued an elicitation/create request for it"
+                )
+            raise InvalidParams(f'inputResponses key "{key}": "action" must be one of accept, decline, cancel')
+        if code:  # decline and cancel carry no content worth keeping
+            return [code, None]
+        content = value.get("content")
+        if content is not None and not _is_form_content(content):
+            raise InvalidParams(
+                f'inputResponses key "{key}": "content" must be an object of strings, numbers, booleans '
+                "and string arrays"
+            )
+        return [code, content]
+    target, label = _RESULT_TYPES[kind]
+    try:
+        return msgspec.convert(value, target)
+    except msgspec.ValidationError as exc:
+        raise InvalidParams(
+            f'inputResponses key "{key}" must carry a {label}; the server issued a '
+            f"{_METHODS[kind]} request for it ({exc})"
+        ) from None
+
+
+def merge_answers(
+    ledger: Ledger, responses: Any, *, lenient: bool = False
+) -> tuple[Ledger, dict[str, Any]]:
+    """Merge a retry's ``inputResponses`` into the ledger.
+
+    Returns the new ledger and the answers that match no slot. Strict policy: a key
+    never issued or already answered is an error. Lenient policy: such answers are
+    set aside (a key the handler asks in this very execution may still use them) or
+    ignored. A malformed value for an issued key is an error under both policies.
+    """
+    if responses is None:
+        return ledger, {}
+    if not isinstance(responses, dict):
+        raise InvalidParams(f"inputResponses must be an object mapping keys to answers, got {_json_type(responses)}")
+    if not responses:
+        return ledger, {}
+    index = ledger.index_of_key()
+    slots = list(ledger.slots)
+    fresh = set(ledger.fresh)
+    unmatched: dict[str, Any] = {}
+    for key, value in responses.items():
+        position = index.get(key)
+        if position is None:
+            if lenient:
+                unmatched[key] = value
+                continue
+            raise InvalidParams(
+                f'Unknown inputResponses key "{key}"; the server never issued an input request with that key'
+            )
+        slot = slots[position]
+        if slot.answered:
+            if lenient:
+                continue
+            raise InvalidParams(f'inputResponses key "{key}" was already answered in a previous round trip')
+        slots[position] = Slot(slot.kind, slot.fingerprint, slot.key, True, decode_answer(Kind(slot.kind), key, value))
+        fresh.add(position)
+    return Ledger(tuple(slots), frozenset(fresh)), unmatched
+
+
+def _is_form_content(content: Any) -> bool:
+    if not isinstance(content, dict):
+        return False
+    for name, item in content.items():
+        if not isinstance(name, str):
+            return False
+        if isinstance(item, list):
+            if not all(isinstance(member, str) for member in item):
+                return False
+        elif not isinstance(item, (str, int, float, bool)):
+            return False
+    return True
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
+
+
+_METHODS = {Kind.SAMPLE: "sampling/createMessage", Kind.ROOTS: "roots/list"}
+_RESULT_TYPES: dict[Kind, tuple[type, str]] = {
+    Kind.SAMPLE: (wire.CreateMessageResult, "sampling result (CreateMessageResult)"),
+    Kind.ROOTS: (wire.ListRootsResult, "roots result (ListRootsResult)"),
+}

@@ -1,0 +1,140 @@
+"""The per-request context a handler receives when it declares a first parameter ``ctx``.
+
+Everything in it comes from the request being served: MCP 2026-07-28 is stateless,
+so there is no session to remember capabilities or log levels between requests.
+Notifications (progress, log messages) go to a ``notify`` callable that the transport
+supplies; without one they are validated and dropped, which is what a handler stepped
+in a unit test wants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .effects import Request
+
+__all__ = ["Context", "LOG_LEVELS", "Notify"]
+
+Notify = Callable[[str, dict[str, Any]], None]
+"""A sink for request-scoped notifications: ``notify(method, params)``."""
+
+# RFC 5424 severities in increasing order, as MCP names them.
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+_LOG_RANK = {name: rank for rank, name in enumerate(LOG_LEVELS)}
+
+
+class Context:
+    """What a handler knows about the request it serves.
+
+    Attributes: ``arguments`` (the call arguments), ``principal`` (the authenticated
+    caller or ``None``), ``client_capabilities`` and ``client_info`` (from the request's
+    ``_meta``), ``method`` and ``target`` (tool or prompt name, or resource uri),
+    ``request_id``, ``progress_token``, ``log_level`` and ``is_replaying`` (true while
+    the runtime feeds answers recorded in earlier executions).
+    """
+
+    __slots__ = (
+        "arguments",
+        "principal",
+        "client_capabilities",
+        "client_info",
+        "method",
+        "target",
+        "request_id",
+        "progress_token",
+        "log_level",
+        "is_replaying",
+        "_notify",
+        "_last_progress",
+    )
+
+    def __init__(
+        self,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        principal: str | None = None,
+        client_capabilities: Mapping[str, Any] | None = None,
+        client_info: Mapping[str, Any] | None = None,
+        method: str = "tools/call",
+        target: str | None = None,
+        request_id: str | int | None = None,
+        progress_token: str | int | None = None,
+        log_level: str | None = None,
+        notify: Notify | None = None,
+    ) -> None:
+        if log_level is not None and log_level not in _LOG_RANK:
+            raise ValueError(f"unknown log level {log_level!r}; expected one of {', '.join(LOG_LEVELS)}")
+        self.arguments: Mapping[str, Any] = arguments if arguments is not None else {}
+        self.principal = principal
+        self.client_capabilities: Mapping[str, Any] = client_capabilities if client_capabilities is not None else {}
+        self.client_info = client_info
+        self.method = method
+        self.target = target
+        self.request_id = request_id
+        self.progress_token = progress_token
+        self.log_level = log_level
+        self.is_replaying = False
+        self._notify = notify
+        self._last_progress: float | None = None
+
+    def supports(self, request: Request | type[Request]) -> bool:
+        """Can the client answer this kind of request? Lets a handler degrade instead of failing.
+
+        Pass an instance (``ctx.supports(Sample(..., tools=[...]))`` also checks
+        ``sampling.tools``) or a class (``ctx.supports(Elicit)``).
+        """
+        if isinstance(request, type):
+            if not issubclass(request, Request):
+                raise TypeError(f"supports() takes a request or a request class, got {request!r}")
+            probe = request.__new__(request)
+            probe.key = None
+            if hasattr(probe, "extra"):
+                probe.extra = {}  # type: ignore[attr-defined]
+            return probe.missing_capability(self.client_capabilities) is None
+        if not isinstance(request, Request):
+            raise TypeError(f"supports() takes a request or a request class, got {type(request).__name__}")
+        return request.missing_capability(self.client_capabilities) is None
+
+    def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Report progress on this request.
+
+        Values must strictly increase within one execution (``ValueError`` otherwise).
+        A notification goes out only when the request carried a ``progressToken``; each
+        round trip is a new request, so a replayed handler reports its progress again
+        under the new request's token.
+        """
+        if isinstance(progress, bool) or not isinstance(progress, (int, float)):
+            raise TypeError(f"progress must be a number, got {type(progress).__name__}")
+        if self._last_progress is not None and not progress > self._last_progress:
+            raise ValueError(
+                f"progress must strictly increase with each notification: previous={self._last_progress}, got={progress}"
+            )
+        self._last_progress = progress
+        if self.progress_token is None or self._notify is None:
+            return
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        self._notify("notifications/progress", params)
+
+    def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Send a ``notifications/message`` log entry to the client.
+
+        Only when the request's ``_meta`` asked for logs (``io.modelcontextprotocol/logLevel``)
+        and ``level`` is at least that severity; otherwise nothing is sent.
+        """
+        rank = _LOG_RANK.get(level)
+        if rank is None:
+            raise ValueError(f"unknown log level {level!r}; expected one of {', '.join(LOG_LEVELS)}")
+        if self.log_level is None or self._notify is None or rank < _LOG_RANK[self.log_level]:
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        self._notify("notifications/message", params)
+
+    def __repr__(self) -> str:
+        return f"Context(method={self.method!r}, target={self.target!r}, principal={self.principal!r})"

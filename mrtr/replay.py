@@ -1,0 +1,632 @@
+"""The replay core: run a handler from the top against a ledger of recorded answers.
+
+This module is sans-IO. Given a handler, its arguments, a :class:`~mrtr.Context` and
+a :class:`~mrtr.ledger.Ledger`, :func:`replay` (sync handlers) or :func:`replay_async`
+(any handler) returns :class:`Completed` or :class:`InputRequired`, or raises a typed
+:class:`~mrtr.errors.ProtocolError`. Both carriers, the wire token and the task
+store, call it, so ordinals, fingerprints and error mapping exist exactly once.
+
+Pausing is the runtime not resuming the generator: nothing is thrown through handler
+code, so a ``try: ... except Exception:`` around a ``yield`` cannot swallow it. The
+runtime closes a paused generator at once so ``finally`` blocks run once per round.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from . import wire
+from .context import Context
+from .effects import ElicitResult, Request, Step
+from .errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, ReplayMismatch
+from .ledger import ACTIONS, Kind, Ledger, Slot, decode_answer, default_key
+
+__all__ = ["Completed", "InputRequired", "HandlerSpec", "replay", "replay_async"]
+
+
+class Completed:
+    """The handler finished; ``result`` is what it returned (or, for an async generator, yielded last)."""
+
+    __slots__ = ("result",)
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+
+    def __repr__(self) -> str:
+        return f"Completed({self.result!r})"
+
+
+class InputRequired:
+    """The handler needs answers: ``requests`` maps wire keys to the pending requests.
+
+    ``ledger`` is the ledger to carry into the next round: every slot reached so far,
+    with the new pending ones appended and this round's answers and Step results kept.
+    """
+
+    __slots__ = ("requests", "ledger")
+
+    def __init__(self, requests: dict[str, Request], ledger: Ledger) -> None:
+        self.requests = requests
+        self.ledger = ledger
+
+    def to_wire(self) -> dict[str, dict[str, Any]]:
+        """The ``inputRequests`` object for these requests."""
+        return {key: request.to_wire() for key, request in self.requests.items()}
+
+    def __repr__(self) -> str:
+        return f"InputRequired({self.requests!r})"
+
+
+_SYNC_GEN, _ASYNC_GEN, _CORO, _PLAIN = "sync generator", "async generator", "coroutine", "function"
+
+
+class HandlerSpec:
+    """What the runtime needs to know about a handler function, derived once."""
+
+    __slots__ = ("fn", "shape", "wants_ctx", "name", "__weakref__")
+
+    def __init__(self, fn: Any) -> None:
+        if not callable(fn):
+            raise TypeError(f"a handler must be callable, got {type(fn).__name__}")
+        self.fn = fn
+        if inspect.isasyncgenfunction(fn):
+            self.shape = _ASYNC_GEN
+        elif inspect.isgeneratorfunction(fn):
+            self.shape = _SYNC_GEN
+        elif inspect.iscoroutinefunction(fn):
+            self.shape = _CORO
+        else:
+            self.shape = _PLAIN
+        self.wants_ctx = _declares_ctx(fn)
+        self.name = getattr(fn, "__qualname__", repr(fn))
+
+    @property
+    def is_async(self) -> bool:
+        """True for async generators and coroutine functions."""
+        return self.shape in (_ASYNC_GEN, _CORO)
+
+    def invoke(self, ctx: Context, arguments: Mapping[str, Any]) -> Any:
+        """Call the handler function (which, for a generator, runs none of its code yet)."""
+        if self.wants_ctx:
+            return self.fn(ctx, **arguments)
+        return self.fn(**arguments)
+
+
+def _declares_ctx(fn: Any) -> bool:
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    if not parameters:
+        return False
+    first = parameters[0]
+    if first.kind not in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD):
+        return False
+    return first.name == "ctx" or first.annotation is Context or first.annotation == "Context"
+
+
+_specs: weakref.WeakKeyDictionary[Any, HandlerSpec] = weakref.WeakKeyDictionary()
+
+
+def handler_spec(fn: Any) -> HandlerSpec:
+    """The (cached) :class:`HandlerSpec` of ``fn``."""
+    if isinstance(fn, HandlerSpec):
+        return fn
+    try:
+        spec = _specs.get(fn)
+    except TypeError:  # not weak-referenceable
+        return HandlerSpec(fn)
+    if spec is None:
+        spec = _specs[fn] = HandlerSpec(fn)
+    return spec
+
+
+# -- locating the handler's yield, for diagnostics ---------------------------------------
+
+
+def _yield_location(gen: Any) -> str:
+    """``file:line`` of the innermost frame suspended at a yield (follows ``yield from``)."""
+    frame = None
+    while gen is not None:
+        current = getattr(gen, "gi_frame", None) or getattr(gen, "ag_frame", None)
+        if current is None:
+            break
+        frame = current
+        gen = getattr(gen, "gi_yieldfrom", None)
+    if frame is None:
+        return "<unknown>"
+    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+def _traceback_location(exc: BaseException) -> str | None:
+    tb = exc.__traceback__
+    location = None
+    while tb is not None:
+        location = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return location
+
+
+def _handler_failed(spec: HandlerSpec, exc: Exception) -> HandlerError:
+    error = HandlerError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, location=_traceback_location(exc))
+    error.__cause__ = exc
+    return error
+
+
+# -- Step values ------------------------------------------------------------------------
+
+_return_types: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+_NO_TYPE = object()
+
+
+def _step_return_type(fn: Any) -> Any:
+    try:
+        cached = _return_types.get(fn, None)
+    except TypeError:
+        cached = None
+    if cached is not None:
+        return cached
+    target = getattr(fn, "func", fn)  # functools.partial
+    try:
+        hint = typing.get_type_hints(target).get("return", _NO_TYPE)
+    except Exception:
+        hint = _NO_TYPE
+    if hint is type(None):
+        hint = _NO_TYPE
+    try:
+        _return_types[fn] = hint
+    except TypeError:
+        pass
+    return hint
+
+
+def _step_value(step: Step, stored: Any) -> Any:
+    hint = _step_return_type(step.fn)
+    if hint is _NO_TYPE or hint is Any:
+        return stored
+    return msgspec.convert(stored, hint, strict=False)
+
+
+# -- one execution ------------------------------------------------------------------------
+
+_SEND, _STOP, _RUN_STEP, _RESULT = range(4)
+_MISSING = object()
+
+_CONTRACT = (
+    "Handlers must honour the idempotency contract: code before the last question re-runs on "
+    "every round trip, so the Nth request or Step reached during a replay must ask exactly what "
+    "the execution that recorded it asked. Move non-deterministic work (time, random ids, "
+    "database reads) into a Step."
+)
+
+
+class _Execution:
+    """The bookkeeping of one run of a handler against a ledger."""
+
+    __slots__ = ("spec", "ctx", "slots", "recorded", "fresh", "unmatched", "cursor", "keys", "step_at")
+
+    def __init__(self, spec: HandlerSpec, ctx: Context, ledger: Ledger, unmatched: Mapping[str, Any] | None) -> None:
+        self.spec = spec
+        self.ctx = ctx
+        self.slots = list(ledger.slots)
+        self.recorded = len(self.slots)
+        self.fresh = set(ledger.fresh)
+        self.unmatched = dict(unmatched) if unmatched else None
+        self.cursor = 0
+        self.keys: dict[str, tuple[int, str]] = {}
+        self.step_at: tuple[int, bytes] | None = None
+        ctx.is_replaying = self.recorded > 0
+
+    # The runtime's answer to one yielded value: (operation, payload).
+    def interpret(self, yielded: Any, gen: Any, *, result_allowed: bool) -> tuple[int, Any]:
+        try:
+            if isinstance(yielded, Request):
+                answers, pending = self._ask(((yielded.key, yielded),), gen)
+                outcome = (_STOP, pending) if pending else (_SEND, answers[0])
+            elif isinstance(yielded, Step):
+                outcome = self._step(yielded, gen)
+            else:
+                members = _group_members(yielded)
+                if members is None:
+                    if result_allowed:
+                        return _RESULT, yielded
+                    raise HandlerError(
+                        f"handler {self.spec.name} yielded {type(yielded).__name__} {_short(yielded)}, which is not "
+                        "a request, a group of requests or a Step; a sync generator returns its result with "
+                        "`return`",
+                        location=_yield_location(gen),
+                    )
+                answers, pending = self._ask(members, gen)
+                if pending:
+                    outcome = (_STOP, pending)
+                elif isinstance(yielded, dict):
+                    outcome = (_SEND, {key: answer for (key, _), answer in zip(members, answers)})
+                else:
+                    outcome = (_SEND, tuple(answers))
+        finally:
+            self.ctx.is_replaying = self.cursor < self.recorded
+        return outcome
+
+    def _claim(self, key: str, ordinal: int, gen: Any) -> None:
+        location = _yield_location(gen)
+        earlier = self.keys.get(key)
+        if earlier is not None:
+            raise HandlerError(
+                f'handler {self.spec.name} used the key "{key}" twice in one execution: ordinal #{earlier[0]} '
+                f"at {earlier[1]} and ordinal #{ordinal} at {location}; keys must be unique",
+                location=location,
+            )
+        self.keys[key] = (ordinal, location)
+
+    def _ask(self, members: Any, gen: Any) -> tuple[list[Any], dict[str, Request]]:
+        answers: list[Any] = []
+        pending: dict[str, Request] = {}
+        capabilities = self.ctx.client_capabilities
+        for explicit_key, request in members:
+            missing = request.missing_capability(capabilities)
+            if missing is not None:
+                raise MissingRequiredClientCapability(
+                    f"Client did not declare the {next(iter(missing))} capability this request needs "
+                    f"({request.method}); declare it in io.modelcontextprotocol/clientCapabilities",
+                    missing,
+                )
+            self.cursor += 1
+            ordinal = self.cursor
+            kind = request.kind
+            standard = default_key(kind, ordinal)
+            key = standard if explicit_key is None else explicit_key
+            self._claim(key, ordinal, gen)
+            fingerprint = request.fingerprint()
+            index = ordinal - 1
+            if index < len(self.slots):
+                slot = self.slots[index]
+                if slot.kind != kind or slot.fingerprint != fingerprint or slot.wire_key(ordinal) != key:
+                    raise self._mismatch(ordinal, slot, request, key, fingerprint, gen)
+                if slot.answered:
+                    answers.append(self._deliver(index, slot, request, key))
+                    continue
+                raw = self.unmatched.pop(key, _MISSING) if self.unmatched else _MISSING
+                if raw is _MISSING:
+                    pending[key] = request
+                    answers.append(None)
+                    continue
+                slot = Slot(kind, fingerprint, slot.key, True, decode_answer(kind, key, raw))
+                self.slots[index] = slot
+                self.fresh.add(index)
+                answers.append(self._deliver(index, slot, request, key))
+                continue
+            stored_key = None if key == standard else key
+            raw = self.unmatched.pop(key, _MISSING) if self.unmatched else _MISSING
+            if raw is _MISSING:
+                self.slots.append(Slot(kind, fingerprint, stored_key))
+                pending[key] = request
+                answers.append(None)
+            else:
+                slot = Slot(kind, fingerprint, stored_key, True, decode_answer(kind, key, raw))
+                self.slots.append(slot)
+                self.fresh.add(index)
+                answers.append(self._deliver(index, slot, request, key))
+        return answers, pending
+
+    def _deliver(self, index: int, slot: Slot, request: Request, key: str) -> Any:
+        answer = slot.answer
+        if slot.kind == Kind.ELICIT:
+            code, content = answer
+            if code:
+                return ElicitResult(ACTIONS[code])
+            compiled = request.requested  # type: ignore[attr-defined]
+            if index in self.fresh:
+                try:
+                    content = compiled.validate(content)
+                except InvalidParams as exc:
+                    raise InvalidParams(f'inputResponses key "{key}": {exc.message}', data=exc.data) from None
+                self.fresh.discard(index)
+            return ElicitResult("accept", content, compiled.convert(content))
+        if slot.kind == Kind.SAMPLE:
+            return answer if isinstance(answer, wire.CreateMessageResult) else msgspec.convert(answer, wire.CreateMessageResult)
+        return answer if isinstance(answer, wire.ListRootsResult) else msgspec.convert(answer, wire.ListRootsResult)
+
+    def _step(self, step: Step, gen: Any) -> tuple[int, Any]:
+        self.cursor += 1
+        ordinal = self.cursor
+        key = default_key(Kind.STEP, ordinal)
+        self._claim(key, ordinal, gen)
+        fingerprint = step.fingerprint()
+        index = ordinal - 1
+        if index < len(self.slots):
+            slot = self.slots[index]
+            if slot.kind != Kind.STEP or slot.fingerprint != fingerprint:
+                raise self._mismatch(ordinal, slot, step, key, fingerprint, gen)
+            if slot.answered:
+                return _SEND, _step_value(step, slot.answer)
+        else:
+            # Hold the position even if the function fails: later ordinals must not shift.
+            self.slots.append(Slot(Kind.STEP, fingerprint))
+        self.step_at = (index, fingerprint)
+        return _RUN_STEP, step
+
+    def record_step(self, step: Step, result: Any, gen: Any) -> Any:
+        """Record what a Step's function returned and give back the value to send."""
+        assert self.step_at is not None
+        index, fingerprint = self.step_at
+        self.step_at = None
+        try:
+            stored = msgspec.to_builtins(result, builtin_types=(bytes, bytearray))
+        except (TypeError, msgspec.EncodeError) as exc:
+            raise HandlerError(
+                f"{step.describe()} returned {type(result).__name__}, which cannot be recorded in the ledger "
+                f"({exc}); a Step must return msgspec-encodable data",
+                location=_yield_location(gen),
+            ) from None
+        self.slots[index] = Slot(Kind.STEP, fingerprint, None, True, stored)
+        return _step_value(step, stored)
+
+    def _mismatch(self, ordinal: int, slot: Slot, asked: Request | Step, key: str, fingerprint: bytes, gen: Any) -> ReplayMismatch:
+        recorded_kind = Kind(slot.kind)
+        recorded_key = slot.wire_key(ordinal)
+        lines = [
+            f'MRTR replay mismatch at ordinal #{ordinal} (key "{recorded_key}"): the handler asked something '
+            "other than what this ledger position recorded.",
+            f"  at {_yield_location(gen)} in handler {self.spec.name}",
+            f'  recorded: {_KIND_LABEL[recorded_kind]}, key "{recorded_key}", fingerprint {slot.fingerprint.hex()}',
+            f'  asked now: {asked.describe()}, key "{key}", fingerprint {fingerprint.hex()}',
+        ]
+        changed = []
+        if recorded_kind != asked.kind:
+            changed.append(f"kind {_KIND_LABEL[recorded_kind]} -> {_KIND_LABEL[asked.kind]}")
+        else:
+            if recorded_key != key:
+                changed.append(f'key "{recorded_key}" -> "{key}"')
+            first, second = asked.parts
+            if slot.fingerprint[:8] != fingerprint[:8]:
+                changed.append(first)
+            if slot.fingerprint[8:] != fingerprint[8:]:
+                changed.append(second)
+        lines.append(f"  changed: {', '.join(changed) or 'nothing visible'}")
+        lines.append(_CONTRACT)
+        return ReplayMismatch("\n".join(lines), data={"ordinal": ordinal, "key": recorded_key, "changed": changed})
+
+    def ledger(self) -> Ledger:
+        return Ledger(tuple(self.slots))
+
+
+_KIND_LABEL = {
+    Kind.ELICIT: "elicitation/create",
+    Kind.SAMPLE: "sampling/createMessage",
+    Kind.ROOTS: "roots/list",
+    Kind.STEP: "Step",
+}
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _group_members(yielded: Any) -> list[tuple[str | None, Request]] | None:
+    """The members of a group yield, or ``None`` when ``yielded`` is not a group."""
+    if isinstance(yielded, (tuple, list)):
+        if not yielded:
+            return None
+        flags = [isinstance(member, Request) for member in yielded]
+        if all(flags):
+            return [(member.key, member) for member in yielded]
+        if any(flags) or any(isinstance(member, Step) for member in yielded):
+            raise HandlerError("a group yield may only hold requests (Elicit, Sample, ListRoots); Steps run alone")
+        return None
+    if isinstance(yielded, dict) and yielded:
+        values = list(yielded.values())
+        flags = [isinstance(member, Request) for member in values]
+        if all(flags):
+            members = []
+            for key, request in yielded.items():
+                if not isinstance(key, str) or not key:
+                    raise HandlerError(f"a keyed group needs non-empty string keys, got {key!r}")
+                if request.key is not None and request.key != key:
+                    raise HandlerError(f'a keyed group names a request "{key}" that was built with key="{request.key}"')
+                members.append((key, request))
+            return members
+        if any(flags) or any(isinstance(member, Step) for member in values):
+            raise HandlerError("a group yield may only hold requests (Elicit, Sample, ListRoots); Steps run alone")
+    return None
+
+
+# -- drivers ------------------------------------------------------------------------------
+
+
+def _close(gen: Any, spec: HandlerSpec) -> None:
+    try:
+        gen.close()
+    except RuntimeError as exc:
+        if "ignored GeneratorExit" in str(exc):
+            raise _swallowed_exit(spec, gen) from None
+        raise _handler_failed(spec, exc) from exc
+    except Exception as exc:
+        raise _handler_failed(spec, exc) from exc
+
+
+async def _aclose(agen: Any, spec: HandlerSpec) -> None:
+    try:
+        await agen.aclose()
+    except RuntimeError as exc:
+        if "ignored GeneratorExit" in str(exc):
+            raise _swallowed_exit(spec, agen) from None
+        raise _handler_failed(spec, exc) from exc
+    except Exception as exc:
+        raise _handler_failed(spec, exc) from exc
+
+
+def _swallowed_exit(spec: HandlerSpec, gen: Any) -> HandlerError:
+    location = _yield_location(gen)
+    return HandlerError(
+        f"handler {spec.name} ignored GeneratorExit and yielded again at {location}: the runtime closes a "
+        "paused handler at once, so a bare `except:` or `except BaseException:` around a yield must re-raise",
+        location=location,
+    )
+
+
+def _close_quietly(gen: Any) -> None:
+    try:
+        gen.close()
+    except BaseException:  # already failing with a better error
+        pass
+
+
+async def _aclose_quietly(agen: Any) -> None:
+    try:
+        await agen.aclose()
+    except Exception:  # already failing with a better error
+        pass
+
+
+def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired:
+    spec = execution.spec
+    send: Any = None
+    throw: BaseException | None = None
+    try:
+        while True:
+            try:
+                if throw is None:
+                    yielded = gen.send(send)
+                else:
+                    error, throw = throw, None
+                    yielded = gen.throw(error)
+            except StopIteration as stop:
+                return Completed(stop.value)
+            except ProtocolError:
+                raise
+            except Exception as exc:
+                raise _handler_failed(spec, exc) from exc
+            operation, payload = execution.interpret(yielded, gen, result_allowed=False)
+            if operation == _SEND:
+                send = payload
+            elif operation == _STOP:
+                outcome = InputRequired(payload, execution.ledger())
+                break
+            else:  # _RUN_STEP
+                try:
+                    result = payload.fn(*payload.args, **payload.kwargs)
+                except Exception as exc:
+                    throw, send = exc, None
+                    continue
+                if inspect.isawaitable(result):
+                    getattr(result, "close", lambda: None)()
+                    raise HandlerError(
+                        f"{payload.describe()} is async, but handler {spec.name} is a sync generator; "
+                        "use an async handler for async steps",
+                        location=_yield_location(gen),
+                    )
+                send = execution.record_step(payload, result, gen)
+    except BaseException:
+        _close_quietly(gen)
+        raise
+    _close(gen, spec)
+    return outcome
+
+
+async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired:
+    spec = execution.spec
+    send: Any = None
+    throw: BaseException | None = None
+    try:
+        while True:
+            try:
+                if throw is None:
+                    yielded = await agen.asend(send)
+                else:
+                    error, throw = throw, None
+                    yielded = await agen.athrow(error)
+            except StopAsyncIteration:
+                return Completed(None)
+            except ProtocolError:
+                raise
+            except Exception as exc:
+                raise _handler_failed(spec, exc) from exc
+            operation, payload = execution.interpret(yielded, agen, result_allowed=True)
+            if operation == _SEND:
+                send = payload
+            elif operation == _STOP:
+                outcome: Completed | InputRequired = InputRequired(payload, execution.ledger())
+                break
+            elif operation == _RESULT:
+                outcome = Completed(payload)
+                break
+            else:  # _RUN_STEP
+                try:
+                    result = payload.fn(*payload.args, **payload.kwargs)
+                    if inspect.isawaitable(result):
+                        result = await result
+                except Exception as exc:
+                    throw, send = exc, None
+                    continue
+                send = execution.record_step(payload, result, agen)
+    except BaseException:
+        await _aclose_quietly(agen)
+        raise
+    await _aclose(agen, spec)
+    return outcome
+
+
+def _start(spec: HandlerSpec, ctx: Context, arguments: Mapping[str, Any]) -> Any:
+    try:
+        return spec.invoke(ctx, arguments)
+    except ProtocolError:
+        raise
+    except Exception as exc:
+        raise _handler_failed(spec, exc) from exc
+
+
+def replay(
+    handler: Any,
+    arguments: Mapping[str, Any] | None,
+    ctx: Context,
+    ledger: Ledger | None = None,
+    unmatched: Mapping[str, Any] | None = None,
+) -> Completed | InputRequired:
+    """Run a sync handler (generator or plain function) against ``ledger``.
+
+    ``unmatched`` holds answers that matched no ledger slot (the lenient policy): one
+    is used when the handler asks a question under its key in this very execution.
+    Raises :class:`~mrtr.errors.ProtocolError` subclasses for runtime conditions
+    (replay mismatch, missing client capability, malformed answers) and
+    :class:`~mrtr.errors.HandlerError` when handler code fails.
+    """
+    spec = handler_spec(handler)
+    if spec.is_async:
+        raise TypeError(f"handler {spec.name} is async; use replay_async")
+    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched)
+    started = _start(spec, ctx, arguments or {})
+    if spec.shape == _SYNC_GEN:
+        return _drive(started, execution)
+    return Completed(started)
+
+
+async def replay_async(
+    handler: Any,
+    arguments: Mapping[str, Any] | None,
+    ctx: Context,
+    ledger: Ledger | None = None,
+    unmatched: Mapping[str, Any] | None = None,
+) -> Completed | InputRequired:
+    """Run any handler (sync or async) against ``ledger``; see :func:`replay`."""
+    spec = handler_spec(handler)
+    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched)
+    started = _start(spec, ctx, arguments or {})
+    if spec.shape == _ASYNC_GEN:
+        return await _adrive(started, execution)
+    if spec.shape == _SYNC_GEN:
+        return _drive(started, execution)
+    if spec.shape == _CORO:
+        try:
+            return Completed(await started)
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            raise _handler_failed(spec, exc) from exc
+    return Completed(started)

@@ -1,0 +1,278 @@
+"""Step a handler round by round with scripted answers, without a server.
+
+``run(handler, arguments, answers=[...])`` plays the client: it calls the handler,
+answers every request of each :class:`~mrtr.replay.InputRequired` round from the
+script, and retries, until the handler completes. Every round goes through the real
+ledger merge, answer validation and replay code, and the ledger is sealed into a real
+``requestState`` token and opened again between rounds, exactly as on the wire. So a
+handler that passes here behaves the same behind a server, and a Step value that
+cannot be recorded fails here, not in production.
+
+Answers can be written the way a client would send them (``{"action": "accept",
+"content": {...}}``) or with the helpers :func:`accept`, :func:`decline`,
+:func:`cancel`, :func:`sampled` and :func:`roots`. A plain dict answering an
+:class:`~mrtr.Elicit` means "accept with this content"; a plain string answering a
+:class:`~mrtr.Sample` means "the model said this".
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from .context import Context
+from .effects import Elicit, ElicitResult, ListRoots, Request, Sample
+from .ledger import Ledger, merge_answers
+from .replay import Completed, InputRequired, handler_spec, replay, replay_async
+
+__all__ = [
+    "ALL_CAPABILITIES",
+    "Round",
+    "Outcome",
+    "ScriptExhausted",
+    "accept",
+    "decline",
+    "cancel",
+    "sampled",
+    "roots",
+    "run",
+    "arun",
+]
+
+ALL_CAPABILITIES: dict[str, Any] = {
+    "elicitation": {"form": {}},
+    "sampling": {"tools": {}, "context": {}},
+    "roots": {},
+}
+"""Client capabilities that can answer every kind of request (the default for :func:`run`)."""
+
+
+def accept(content: Mapping[str, Any] | msgspec.Struct | None = None, /, **fields: Any) -> dict[str, Any]:
+    """An accepted elicitation answer; ``accept(name="Ada")`` or ``accept({"name": "Ada"})``."""
+    if isinstance(content, msgspec.Struct):
+        content = msgspec.to_builtins(content)
+    merged = {**(content or {}), **fields}
+    return {"action": "accept", "content": merged}
+
+
+def decline() -> dict[str, Any]:
+    """The user declined the elicitation."""
+    return {"action": "decline"}
+
+
+def cancel() -> dict[str, Any]:
+    """The user dismissed the elicitation without choosing."""
+    return {"action": "cancel"}
+
+
+def sampled(text: str, *, model: str = "test-model", stop_reason: str = "endTurn") -> dict[str, Any]:
+    """A sampling answer whose assistant message is ``text``."""
+    return {"role": "assistant", "content": {"type": "text", "text": text}, "model": model, "stopReason": stop_reason}
+
+
+def roots(*uris: str | Mapping[str, Any]) -> dict[str, Any]:
+    """A roots answer listing ``uris`` (strings or ``{"uri", "name"}`` dicts)."""
+    return {"roots": [{"uri": uri} if isinstance(uri, str) else dict(uri) for uri in uris]}
+
+
+@dataclass
+class Round:
+    """One ``input_required`` round: what the handler asked and what the script answered."""
+
+    number: int
+    requests: dict[str, Request]
+    answers: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def keys(self) -> list[str]:
+        """The wire keys asked in this round, in order."""
+        return list(self.requests)
+
+    def wire(self) -> dict[str, Any]:
+        """The ``inputRequests`` object this round would put on the wire."""
+        return {key: request.to_wire() for key, request in self.requests.items()}
+
+
+@dataclass
+class Outcome:
+    """The end of a scripted conversation: the handler's result and every round before it."""
+
+    result: Any
+    rounds: list[Round]
+    executions: int
+
+    @property
+    def asked(self) -> list[list[str]]:
+        """The keys asked, round by round."""
+        return [round_.keys for round_ in self.rounds]
+
+
+class ScriptExhausted(AssertionError):
+    """The handler asked more than the script answers."""
+
+
+Answers = Iterable[Any] | Callable[..., Any]
+
+
+class _Script:
+    def __init__(self, answers: Answers) -> None:
+        if callable(answers):
+            self.callback: Callable[..., Any] | None = answers
+            self.items: Any = None
+            try:
+                positional = [
+                    p
+                    for p in inspect.signature(answers).parameters.values()
+                    if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                ]
+                self.with_key = len(positional) >= 2
+            except (TypeError, ValueError):
+                self.with_key = False
+        else:
+            self.callback = None
+            self.items = iter(list(answers))
+        self.log: list[str] = []
+
+    def answer(self, key: str, request: Request, number: int) -> Any:
+        if self.callback is not None:
+            raw = self.callback(key, request) if self.with_key else self.callback(request)
+        else:
+            try:
+                raw = next(self.items)
+            except StopIteration:
+                history = "\n".join(self.log) or "  (nothing answered)"
+                raise ScriptExhausted(
+                    f"the script has no answer left for round {number}, key {key!r}: {request!r}\n"
+                    f"answered so far:\n{history}"
+                ) from None
+        self.log.append(f"  round {number}: {key} <- {raw!r}")
+        return _to_wire(request, raw)
+
+
+def _to_wire(request: Request, raw: Any) -> Any:
+    if isinstance(raw, ElicitResult):
+        return {"action": raw.action, "content": raw.content} if raw.content is not None else {"action": raw.action}
+    if isinstance(raw, msgspec.Struct):
+        raw = msgspec.to_builtins(raw)
+        if isinstance(request, Elicit) and "action" not in raw:
+            return accept(raw)
+        return raw
+    if isinstance(request, Elicit) and isinstance(raw, dict) and not (raw.keys() and raw.keys() <= {"action", "content"}):
+        return accept(raw)
+    if isinstance(request, Sample) and isinstance(raw, str):
+        return sampled(raw)
+    if isinstance(request, ListRoots) and isinstance(raw, (list, tuple)):
+        return roots(*raw)
+    return raw
+
+
+def _context(arguments: Mapping[str, Any], capabilities: Mapping[str, Any], principal: str | None, notify: Any) -> Context:
+    return Context(arguments, principal=principal, client_capabilities=capabilities, notify=notify)
+
+
+def _sealer() -> Any:
+    # A real codec so every round crosses the token boundary; imported lazily so the
+    # core modules stay free of crypto.
+    from .state import RequestStateCodec
+
+    return RequestStateCodec([b"\x00" * 32], ttl=3600.0)
+
+
+def _through_token(codec: Any, ledger: Ledger, arguments: Mapping[str, Any], principal: str | None) -> Ledger:
+    token = codec.mint(method="tools/call", target="test", arguments=dict(arguments), principal=principal, ledger=ledger.slots)
+    return Ledger(tuple(codec.decode(token).ledger))
+
+
+def run(
+    handler: Any,
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    answers: Answers = (),
+    capabilities: Mapping[str, Any] = ALL_CAPABILITIES,
+    principal: str | None = None,
+    lenient: bool = False,
+    max_rounds: int = 50,
+    notify: Callable[[str, dict[str, Any]], None] | None = None,
+) -> Outcome:
+    """Run ``handler`` to completion, answering each round from ``answers``.
+
+    ``answers`` is a list consumed in order (one item per request; a group round takes
+    one item per member, in key order) or a callable given each request (or, if it
+    takes two arguments, the wire key and the request). Protocol errors (replay
+    mismatch, a malformed answer, a missing capability) and handler errors propagate
+    as they would behind a server. Async handlers are run with ``trio.run``; inside a
+    running event loop use :func:`arun`.
+    """
+    if handler_spec(handler).is_async:
+        import trio
+
+        async def main() -> Outcome:
+            return await arun(
+                handler, arguments, answers=answers, capabilities=capabilities, principal=principal,
+                lenient=lenient, max_rounds=max_rounds, notify=notify,
+            )
+
+        return trio.run(main)
+    arguments = dict(arguments or {})
+    script = _Script(answers)
+    codec = _sealer()
+    ledger = Ledger()
+    unmatched: dict[str, Any] = {}
+    rounds: list[Round] = []
+    for execution in range(1, max_rounds + 2):
+        outcome = replay(handler, arguments, _context(arguments, capabilities, principal, notify), ledger, unmatched)
+        if isinstance(outcome, Completed):
+            return Outcome(outcome.result, rounds, execution)
+        ledger, unmatched = _next_round(outcome, rounds, script, codec, arguments, principal, lenient, max_rounds)
+    raise AssertionError("unreachable")
+
+
+async def arun(
+    handler: Any,
+    arguments: Mapping[str, Any] | None = None,
+    *,
+    answers: Answers = (),
+    capabilities: Mapping[str, Any] = ALL_CAPABILITIES,
+    principal: str | None = None,
+    lenient: bool = False,
+    max_rounds: int = 50,
+    notify: Callable[[str, dict[str, Any]], None] | None = None,
+) -> Outcome:
+    """The async form of :func:`run`, for any handler, inside a running trio loop."""
+    arguments = dict(arguments or {})
+    script = _Script(answers)
+    codec = _sealer()
+    ledger = Ledger()
+    unmatched: dict[str, Any] = {}
+    rounds: list[Round] = []
+    for execution in range(1, max_rounds + 2):
+        outcome = await replay_async(handler, arguments, _context(arguments, capabilities, principal, notify), ledger, unmatched)
+        if isinstance(outcome, Completed):
+            return Outcome(outcome.result, rounds, execution)
+        ledger, unmatched = _next_round(outcome, rounds, script, codec, arguments, principal, lenient, max_rounds)
+    raise AssertionError("unreachable")
+
+
+def _next_round(
+    outcome: InputRequired,
+    rounds: list[Round],
+    script: _Script,
+    codec: Any,
+    arguments: Mapping[str, Any],
+    principal: str | None,
+    lenient: bool,
+    max_rounds: int,
+) -> tuple[Ledger, dict[str, Any]]:
+    number = len(rounds) + 1
+    if number > max_rounds:
+        raise AssertionError(f"the handler was still asking after {max_rounds} rounds: {rounds[-1].keys}")
+    current = Round(number, dict(outcome.requests))
+    for key, request in outcome.requests.items():
+        current.answers[key] = script.answer(key, request, number)
+    rounds.append(current)
+    ledger = _through_token(codec, outcome.ledger, arguments, principal)
+    return merge_answers(ledger, current.answers, lenient=lenient)
