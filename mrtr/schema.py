@@ -1,0 +1,1166 @@
+"""Elicitation forms: the flat schema vocabulary of MCP 2026-07-28.
+
+A form-mode elicitation asks the user to fill in one flat object. Each property is a
+string (optionally with a format), an integer or number, a boolean, a single choice,
+or a multi-select list of string choices. The 2026-07-28 ``PrimitiveSchemaDefinition``
+allows nothing more: clients render these schemas as plain forms, so nested objects
+and arrays of anything but string choices are refused here, at build time, instead
+of failing later in a client. A handler that needs structure asks several questions.
+
+A form is written with the chainable :class:`Form` builder or derived from a flat
+``msgspec.Struct``. :func:`requested_schema` compiles either into a
+:class:`RequestedSchema`: the exact ``requestedSchema`` JSON sent on the wire, its
+canonical bytes and digest (what replay fingerprints compare), and validators that
+check an accepted answer against exactly what was asked before the handler sees it.
+Clients should validate answers too, but a server cannot rely on that.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import enum
+import hashlib
+import math
+import re
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Self
+
+import msgspec
+import msgspec.inspect as mi
+
+from .errors import InvalidParams
+
+__all__ = ["STRING_FORMATS", "Form", "RequestedSchema", "requested_schema"]
+
+STRING_FORMATS: frozenset[str] = frozenset({"email", "uri", "date", "date-time"})
+"""The values ``format`` may take on a string property."""
+
+# A property check returns None when the value is acceptable, else what is wrong with it.
+# Returning a reason rather than raising lets the same check serve answers (InvalidParams)
+# and builder defaults (ValueError) with wording that fits each.
+_Check = Callable[[Any], "str | None"]
+_Hook = Callable[[Any], Any]
+
+_MAX_RENDER = 80
+_MAX_LISTED = 10
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _render(value: object) -> str:
+    """A short JSON-like rendering of a value for an error message."""
+    if isinstance(value, float) and not math.isfinite(value):
+        # msgspec writes non-finite floats as null, which would misreport the value.
+        text = repr(value)
+    else:
+        try:
+            text = msgspec.json.encode(value).decode()
+        except Exception:  # noqa: BLE001 - anything at all must render in a message
+            text = repr(value)
+    if len(text) > _MAX_RENDER:
+        text = text[: _MAX_RENDER - 3] + "..."
+    return text
+
+
+def _listing(options: Sequence[str]) -> str:
+    shown = ", ".join(_render(option) for option in options[:_MAX_LISTED])
+    if len(options) > _MAX_LISTED:
+        shown += f", ... ({len(options)} options)"
+    return shown
+
+
+# ----------------------------------------------------------------------------- formats
+
+_WHITESPACE = re.compile(r"\s")
+_URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*:")  # RFC 3986 scheme
+_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+_DATE_TIME = re.compile(
+    r"([0-9]{4}-[0-9]{2}-[0-9]{2})[Tt ]"
+    r"([0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]+)?)?)"
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})?"
+)
+
+
+def _is_email(text: str) -> bool:
+    # Deliberately pragmatic: full RFC 5322 accepts addresses no form user means to type.
+    if text.count("@") != 1 or _WHITESPACE.search(text):
+        return False
+    local, _, domain = text.partition("@")
+    labels = domain.split(".")
+    return bool(local) and len(labels) >= 2 and all(labels)
+
+
+def _is_uri(text: str) -> bool:
+    return _URI_SCHEME.match(text) is not None and _WHITESPACE.search(text) is None
+
+
+def _parse_date(text: str) -> _dt.date | None:
+    # fromisoformat alone also takes "20240102" and week dates, which are not RFC 3339.
+    if _DATE.fullmatch(text) is None:
+        return None
+    try:
+        return _dt.date.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def _parse_date_time(text: str) -> _dt.datetime | None:
+    # Seconds and offset are optional because HTML datetime-local inputs send neither.
+    match = _DATE_TIME.fullmatch(text)
+    if match is None:
+        return None
+    day, time, offset = match.groups()
+    if offset is None:
+        offset = ""
+    elif offset in ("Z", "z"):
+        offset = "+00:00"
+    try:
+        return _dt.datetime.fromisoformat(f"{day}T{time}{offset}")
+    except ValueError:
+        return None
+
+
+_FORMAT_CHECKS: dict[str, tuple[Callable[[str], object], str]] = {
+    "email": (_is_email, "an email address"),
+    "uri": (_is_uri, "a URI with a scheme"),
+    "date": (_parse_date, "a date (YYYY-MM-DD)"),
+    "date-time": (_parse_date_time, "an RFC 3339 date-time"),
+}
+
+
+# ------------------------------------------------------------------------------ checks
+
+
+def _string_check(min_length: int | None, max_length: int | None, fmt: str | None) -> _Check:
+    test, wanted = _FORMAT_CHECKS[fmt] if fmt is not None else (None, "")
+
+    def check(value: Any) -> str | None:
+        if not isinstance(value, str):
+            return f"expected a string, got {_render(value)}"
+        if min_length is not None and len(value) < min_length:
+            return f"expected at least {min_length} characters, got {len(value)}"
+        if max_length is not None and len(value) > max_length:
+            return f"expected at most {max_length} characters, got {len(value)}"
+        if test is not None and not test(value):
+            return f"expected {wanted}, got {_render(value)}"
+        return None
+
+    return check
+
+
+def _number_check(integer: bool, minimum: float | None, maximum: float | None) -> _Check:
+    kind = "an integer" if integer else "a number"
+
+    def check(value: Any) -> str | None:
+        # bool is an int subclass, but true is not an answer to "how many".
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"expected {kind}, got {_render(value)}"
+        # JSON has one number type, so 3.0 is an integer; NaN and infinities are not JSON.
+        if isinstance(value, float) and (
+            not math.isfinite(value) or (integer and not value.is_integer())
+        ):
+            return f"expected {kind}, got {_render(value)}"
+        if minimum is not None and value < minimum:
+            return f"expected at least {_render(minimum)}, got {_render(value)}"
+        if maximum is not None and value > maximum:
+            return f"expected at most {_render(maximum)}, got {_render(value)}"
+        return None
+
+    return check
+
+
+def _boolean_check(value: Any) -> str | None:
+    if value is True or value is False:
+        return None
+    return f"expected true or false, got {_render(value)}"
+
+
+def _choice_check(options: tuple[str, ...]) -> _Check:
+    allowed = frozenset(options)
+    listing = _listing(options)
+
+    def check(value: Any) -> str | None:
+        if isinstance(value, str) and value in allowed:
+            return None
+        return f"expected one of {listing}, got {_render(value)}"
+
+    return check
+
+
+def _choices_check(
+    options: tuple[str, ...], min_items: int | None, max_items: int | None
+) -> _Check:
+    allowed = frozenset(options)
+    listing = _listing(options)
+
+    def check(value: Any) -> str | None:
+        if not isinstance(value, list):
+            return f"expected a list of choices, got {_render(value)}"
+        seen: set[str] = set()
+        for item in value:
+            if not isinstance(item, str) or item not in allowed:
+                return f"expected each selection to be one of {listing}, got {_render(item)}"
+            if item in seen:
+                return f"{_render(item)} is selected more than once"
+            seen.add(item)
+        if min_items is not None and len(value) < min_items:
+            return f"expected at least {min_items} selection(s), got {len(value)}"
+        if max_items is not None and len(value) > max_items:
+            return f"expected at most {max_items} selection(s), got {len(value)}"
+        return None
+
+    return check
+
+
+# ------------------------------------------------------------------ argument checking
+
+
+def _need_text(name: str, what: str, value: object) -> None:
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"property {name!r}: {what} must be a string, got {value!r}")
+
+
+def _need_count(name: str, what: str, value: object) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"property {name!r}: {what} must be a non-negative integer, got {value!r}")
+
+
+def _need_bound(name: str, what: str, value: object) -> None:
+    if value is None:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or (isinstance(value, float) and not math.isfinite(value))
+    ):
+        raise ValueError(f"property {name!r}: {what} must be a finite number, got {value!r}")
+
+
+def _need_order(name: str, low_name: str, low: Any, high_name: str, high: Any) -> None:
+    if low is not None and high is not None and low > high:
+        raise ValueError(
+            f"property {name!r}: {low_name} {low!r} is greater than {high_name} {high!r}"
+        )
+
+
+def _wire(member: enum.Enum) -> str:
+    """The string an Enum member travels as: its value when that is a str, else its name."""
+    value = member.value
+    return value if isinstance(value, str) else member.name
+
+
+def _option_values(name: str, options: object) -> tuple[str, ...]:
+    if isinstance(options, type) and issubclass(options, enum.Enum):
+        values = [_wire(member) for member in options]
+    elif isinstance(options, (str, bytes, Mapping)) or not isinstance(options, Iterable):
+        raise ValueError(
+            f"property {name!r}: options must be a sequence of strings or an Enum class, "
+            f"got {options!r}"
+        )
+    else:
+        values = []
+        for option in options:
+            if isinstance(option, enum.Enum):
+                values.append(_wire(option))
+            elif isinstance(option, str):
+                values.append(option)
+            else:
+                raise ValueError(f"property {name!r}: option {option!r} is not a string")
+    if not values:
+        raise ValueError(f"property {name!r}: at least one option is required")
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            raise ValueError(f"property {name!r}: option {value!r} appears more than once")
+        seen.add(value)
+    return tuple(values)
+
+
+def _option_titles(name: str, values: tuple[str, ...], titles: object) -> tuple[str, ...] | None:
+    if titles is None:
+        return None
+    if isinstance(titles, Mapping):
+        by_value: dict[str, object] = {}
+        for key, title in titles.items():
+            wire = _wire(key) if isinstance(key, enum.Enum) else key
+            if wire not in values:
+                raise ValueError(f"property {name!r}: title given for unknown option {key!r}")
+            by_value[wire] = title
+        missing = [value for value in values if value not in by_value]
+        if missing:
+            raise ValueError(f"property {name!r}: no title for option(s) {missing!r}")
+        result = tuple(by_value[value] for value in values)
+    elif isinstance(titles, (str, bytes)) or not isinstance(titles, Iterable):
+        raise ValueError(
+            f"property {name!r}: titles must be a sequence or a mapping, got {titles!r}"
+        )
+    else:
+        result = tuple(titles)
+        if len(result) != len(values):
+            raise ValueError(
+                f"property {name!r}: {len(result)} titles for {len(values)} options"
+            )
+    for title in result:
+        if not isinstance(title, str):
+            raise ValueError(f"property {name!r}: title {title!r} is not a string")
+    return typing.cast("tuple[str, ...]", result)
+
+
+def _wire_default(value: object) -> object:
+    return _wire(value) if isinstance(value, enum.Enum) else value
+
+
+# ------------------------------------------------------------------------------- Form
+
+
+class _Prop:
+    __slots__ = ("json", "check", "required")
+
+    def __init__(self, json: dict[str, Any], check: _Check, required: bool) -> None:
+        self.json = json
+        self.check = check
+        self.required = required
+
+
+def _base(kind: str, title: str | None, description: str | None) -> dict[str, Any]:
+    json: dict[str, Any] = {"type": kind}
+    if title is not None:
+        json["title"] = title
+    if description is not None:
+        json["description"] = description
+    return json
+
+
+class Form:
+    """A chainable builder for a flat elicitation form.
+
+    Each method adds one property and returns the same form, so a form reads as one
+    expression::
+
+        Form().string("name", title="Your name").integer("age", minimum=0, optional=True)
+
+    Properties keep the order they were added in. Every property is required unless
+    ``optional=True``. Adding a name twice, or arguments that cannot describe a usable
+    field (a minimum above the maximum, a default the field itself would reject, an
+    unknown string format...), raises ``ValueError`` naming the property.
+    """
+
+    __slots__ = ("_props", "_compiled")
+
+    def __init__(self) -> None:
+        self._props: dict[str, _Prop] = {}
+        # The compiled form, kept here so that asking the same unchanged form again
+        # costs one attribute read; any change to the form drops it.
+        self._compiled: RequestedSchema | None = None
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            f"{name}:{prop.json['type']}{'' if prop.required else '?'}"
+            for name, prop in self._props.items()
+        )
+        return f"Form({fields})"
+
+    def __len__(self) -> int:
+        """The number of properties."""
+        return len(self._props)
+
+    def _add(
+        self,
+        name: str,
+        json: dict[str, Any],
+        check: _Check,
+        default: object,
+        optional: bool,
+    ) -> Self:
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"property name must be a non-empty string, got {name!r}")
+        if name in self._props:
+            raise ValueError(f"duplicate property {name!r}")
+        _need_text(name, "title", json.get("title"))
+        _need_text(name, "description", json.get("description"))
+        if default is not None:
+            problem = check(default)
+            if problem is not None:
+                raise ValueError(f"property {name!r}: invalid default: {problem}")
+            json["default"] = copy.copy(default)
+        self._props[name] = _Prop(json, check, not optional)
+        self._compiled = None
+        return self
+
+    def string(
+        self,
+        name: str,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        min_length: int | None = None,
+        max_length: int | None = None,
+        format: str | None = None,  # noqa: A002 - the JSON Schema keyword
+        default: str | None = None,
+        optional: bool = False,
+    ) -> Self:
+        """Add a text field; ``format`` is one of ``email``, ``uri``, ``date``, ``date-time``."""
+        _need_count(name, "min_length", min_length)
+        _need_count(name, "max_length", max_length)
+        _need_order(name, "min_length", min_length, "max_length", max_length)
+        if format is not None and format not in STRING_FORMATS:
+            raise ValueError(
+                f"property {name!r}: format must be one of {sorted(STRING_FORMATS)}, got {format!r}"
+            )
+        json = _base("string", title, description)
+        if min_length is not None:
+            json["minLength"] = min_length
+        if max_length is not None:
+            json["maxLength"] = max_length
+        if format is not None:
+            json["format"] = format
+        check = _string_check(min_length, max_length, format)
+        return self._add(name, json, check, default, optional)
+
+    def _numeric(
+        self,
+        kind: str,
+        name: str,
+        title: str | None,
+        description: str | None,
+        minimum: float | None,
+        maximum: float | None,
+        default: float | None,
+        optional: bool,
+    ) -> Self:
+        _need_bound(name, "minimum", minimum)
+        _need_bound(name, "maximum", maximum)
+        _need_order(name, "minimum", minimum, "maximum", maximum)
+        json = _base(kind, title, description)
+        if minimum is not None:
+            json["minimum"] = minimum
+        if maximum is not None:
+            json["maximum"] = maximum
+        check = _number_check(kind == "integer", minimum, maximum)
+        return self._add(name, json, check, default, optional)
+
+    def integer(
+        self,
+        name: str,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        minimum: float | None = None,
+        maximum: float | None = None,
+        default: int | None = None,
+        optional: bool = False,
+    ) -> Self:
+        """Add a whole-number field, with optional inclusive bounds."""
+        return self._numeric(
+            "integer", name, title, description, minimum, maximum, default, optional
+        )
+
+    def number(
+        self,
+        name: str,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        minimum: float | None = None,
+        maximum: float | None = None,
+        default: float | None = None,
+        optional: bool = False,
+    ) -> Self:
+        """Add a numeric field (integer or fractional), with optional inclusive bounds."""
+        return self._numeric(
+            "number", name, title, description, minimum, maximum, default, optional
+        )
+
+    def boolean(
+        self,
+        name: str,
+        *,
+        title: str | None = None,
+        description: str | None = None,
+        default: bool | None = None,
+        optional: bool = False,
+    ) -> Self:
+        """Add a yes/no field."""
+        json = _base("boolean", title, description)
+        return self._add(name, json, _boolean_check, default, optional)
+
+    def choice(
+        self,
+        name: str,
+        options: Iterable[str | enum.Enum] | type[enum.Enum],
+        *,
+        titles: Sequence[str] | Mapping[Any, str] | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        default: str | enum.Enum | None = None,
+        optional: bool = False,
+    ) -> Self:
+        """Add a single-select field.
+
+        ``options`` are strings, or an Enum class (each member travels as its value when
+        that is a str, else as its name). Without ``titles`` the field is an ``enum``;
+        with them (a sequence parallel to the options, or a mapping from option to
+        title) it is a ``oneOf`` of ``{"const", "title"}`` pairs.
+        """
+        values = _option_values(name, options)
+        labels = _option_titles(name, values, titles)
+        json = _base("string", title, description)
+        if labels is None:
+            json["enum"] = list(values)
+        else:
+            json["oneOf"] = [{"const": v, "title": t} for v, t in zip(values, labels)]
+        return self._add(name, json, _choice_check(values), _wire_default(default), optional)
+
+    def choices(
+        self,
+        name: str,
+        options: Iterable[str | enum.Enum] | type[enum.Enum],
+        *,
+        titles: Sequence[str] | Mapping[Any, str] | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        min_items: int | None = None,
+        max_items: int | None = None,
+        default: Iterable[str | enum.Enum] | None = None,
+        optional: bool = False,
+    ) -> Self:
+        """Add a multi-select field: the answer is a list of distinct options.
+
+        ``options`` and ``titles`` work as in :meth:`choice`; titled options become
+        ``items.anyOf``, untitled ones ``items.enum``.
+        """
+        values = _option_values(name, options)
+        labels = _option_titles(name, values, titles)
+        _need_count(name, "min_items", min_items)
+        _need_count(name, "max_items", max_items)
+        _need_order(name, "min_items", min_items, "max_items", max_items)
+        if min_items is not None and min_items > len(values):
+            raise ValueError(
+                f"property {name!r}: min_items {min_items} exceeds the {len(values)} options"
+            )
+        json = _base("array", title, description)
+        if min_items is not None:
+            json["minItems"] = min_items
+        if max_items is not None:
+            json["maxItems"] = max_items
+        if labels is None:
+            json["items"] = {"type": "string", "enum": list(values)}
+        else:
+            json["items"] = {"anyOf": [{"const": v, "title": t} for v, t in zip(values, labels)]}
+        wire_default: object = None
+        if default is not None:
+            if isinstance(default, (str, bytes, Mapping)) or not isinstance(default, Iterable):
+                raise ValueError(
+                    f"property {name!r}: default must be a sequence of options, got {default!r}"
+                )
+            wire_default = [_wire_default(item) for item in default]
+        check = _choices_check(values, min_items, max_items)
+        return self._add(name, json, check, wire_default, optional)
+
+    def to_schema(self) -> dict[str, Any]:
+        """The ``requestedSchema`` object: ``{"type": "object", "properties", "required"}``.
+
+        ``required`` is omitted when every property is optional. The result is a fresh
+        copy each time.
+        """
+        schema: dict[str, Any] = {
+            "type": "object",
+            "properties": {name: copy.deepcopy(prop.json) for name, prop in self._props.items()},
+        }
+        required = [name for name, prop in self._props.items() if prop.required]
+        if required:
+            schema["required"] = required
+        return schema
+
+    @classmethod
+    def from_schema(cls, schema: Mapping[str, Any]) -> Self:
+        """Read a ``requestedSchema`` back into a form.
+
+        Every 2026-07-28 variant is accepted; the legacy ``enum`` + ``enumNames`` shape
+        becomes a titled single-select. ``$schema`` is accepted and dropped. Anything
+        outside the vocabulary (nested objects, other arrays, unknown types or
+        keywords) raises ``ValueError`` naming the property.
+        """
+        if not isinstance(schema, Mapping):
+            raise ValueError(f"requestedSchema must be an object, got {schema!r}")
+        extra = set(schema) - {"$schema", "type", "properties", "required"}
+        if extra:
+            raise ValueError(
+                f"requestedSchema has unsupported keyword(s) {sorted(map(str, extra))}"
+            )
+        if schema.get("type") != "object":
+            raise ValueError(f'requestedSchema type must be "object", got {schema.get("type")!r}')
+        properties = schema.get("properties")
+        if not isinstance(properties, Mapping):
+            raise ValueError(f"requestedSchema properties must be an object, got {properties!r}")
+        required = schema.get("required", [])
+        if not isinstance(required, list) or not all(isinstance(n, str) for n in required):
+            raise ValueError(f"requestedSchema required must be a list of names, got {required!r}")
+        unknown = [n for n in required if n not in properties]
+        if unknown:
+            raise ValueError(f"requestedSchema requires undefined property(ies) {unknown!r}")
+        form = cls()
+        wanted = set(required)
+        for name, prop in properties.items():
+            form._read(name, prop, optional=name not in wanted)
+        return form
+
+    def _read(self, name: str, prop: object, *, optional: bool) -> None:
+        if not isinstance(prop, Mapping):
+            raise ValueError(f"property {name!r}: schema must be an object, got {prop!r}")
+        kind = prop.get("type")
+        common = {
+            "title": prop.get("title"),
+            "description": prop.get("description"),
+            "optional": optional,
+        }
+        if kind == "string":
+            if "oneOf" in prop:
+                _only(name, prop, {"type", "title", "description", "oneOf", "default"})
+                values, labels = _const_titles(name, prop["oneOf"], "oneOf")
+                self.choice(name, values, titles=labels, default=prop.get("default"), **common)
+            elif "enum" in prop:
+                _only(name, prop, {"type", "title", "description", "enum", "enumNames", "default"})
+                self.choice(
+                    name,
+                    _string_list(name, prop["enum"], "enum"),
+                    titles=prop.get("enumNames"),
+                    default=prop.get("default"),
+                    **common,
+                )
+            else:
+                _only(
+                    name,
+                    prop,
+                    {"type", "title", "description", "minLength", "maxLength", "format", "default"},
+                )
+                self.string(
+                    name,
+                    min_length=prop.get("minLength"),
+                    max_length=prop.get("maxLength"),
+                    format=prop.get("format"),
+                    default=prop.get("default"),
+                    **common,
+                )
+        elif kind == "integer" or kind == "number":
+            _only(name, prop, {"type", "title", "description", "minimum", "maximum", "default"})
+            self._numeric(
+                kind,
+                name,
+                common["title"],
+                common["description"],
+                prop.get("minimum"),
+                prop.get("maximum"),
+                prop.get("default"),
+                optional,
+            )
+        elif kind == "boolean":
+            _only(name, prop, {"type", "title", "description", "default"})
+            self.boolean(name, default=prop.get("default"), **common)
+        elif kind == "array":
+            _only(
+                name,
+                prop,
+                {"type", "title", "description", "minItems", "maxItems", "items", "default"},
+            )
+            items = prop.get("items")
+            labels: list[str] | None = None
+            if isinstance(items, Mapping) and "anyOf" in items:
+                _only(name, items, {"anyOf", "type"}, where="items")
+                if items.get("type", "string") != "string":
+                    raise ValueError(f"property {name!r}: multi-select items must be strings")
+                values, labels = _const_titles(name, items["anyOf"], "items.anyOf")
+            elif isinstance(items, Mapping) and "enum" in items:
+                _only(name, items, {"enum", "type"}, where="items")
+                if items.get("type") != "string":
+                    raise ValueError(f"property {name!r}: multi-select items must be strings")
+                values = _string_list(name, items["enum"], "items.enum")
+            else:
+                raise ValueError(
+                    f"property {name!r}: arrays are only allowed as multi-select lists of "
+                    "string choices (items with enum or anyOf)"
+                )
+            default = prop.get("default")
+            if default is not None and not isinstance(default, list):
+                raise ValueError(f"property {name!r}: default must be a list, got {default!r}")
+            self.choices(
+                name,
+                values,
+                titles=labels,
+                min_items=prop.get("minItems"),
+                max_items=prop.get("maxItems"),
+                default=default,
+                **common,
+            )
+        elif kind == "object":
+            raise ValueError(
+                f"property {name!r}: nested objects cannot be asked for in an elicitation "
+                "form (the 2026-07-28 schema is flat)"
+            )
+        else:
+            raise ValueError(f"property {name!r}: unsupported type {kind!r}")
+
+
+def _only(name: str, prop: Mapping[str, Any], allowed: set[str], *, where: str = "") -> None:
+    # Dropping a keyword we do not implement (pattern, exclusiveMinimum...) would
+    # silently accept answers the schema's author meant to refuse.
+    extra = set(prop) - allowed
+    if extra:
+        place = f" in {where}" if where else ""
+        raise ValueError(
+            f"property {name!r}: unsupported keyword(s){place} {sorted(map(str, extra))}"
+        )
+
+
+def _string_list(name: str, values: object, where: str) -> list[str]:
+    if not isinstance(values, list):
+        raise ValueError(f"property {name!r}: {where} must be a list, got {values!r}")
+    return values
+
+
+def _const_titles(name: str, entries: object, where: str) -> tuple[list[str], list[str]]:
+    if not isinstance(entries, list):
+        raise ValueError(f"property {name!r}: {where} must be a list, got {entries!r}")
+    values: list[str] = []
+    labels: list[str] = []
+    for entry in entries:
+        if not isinstance(entry, Mapping) or set(entry) != {"const", "title"}:
+            raise ValueError(
+                f"property {name!r}: each {where} entry must be exactly "
+                f'{{"const", "title"}}, got {entry!r}'
+            )
+        values.append(entry["const"])
+        labels.append(entry["title"])
+    return values, labels
+
+
+# ------------------------------------------------------------------- RequestedSchema
+
+
+class RequestedSchema:
+    """A compiled elicitation form: wire JSON, canonical bytes, digest and validators.
+
+    Instances are immutable. Build them with :func:`requested_schema`, or from a raw
+    ``requestedSchema`` object with ``RequestedSchema(schema)``. Do not mutate
+    :attr:`schema`: the canonical bytes and digest were computed from it.
+    """
+
+    __slots__ = (
+        "schema",
+        "canonical",
+        "digest",
+        "struct_type",
+        "_checks",
+        "_required",
+        "_hooks",
+        "_fill_none",
+    )
+
+    schema: dict[str, Any]
+    """The ``requestedSchema`` JSON object."""
+    canonical: bytes
+    """``schema`` as JSON with sorted keys: the same form always gives the same bytes."""
+    digest: bytes
+    """SHA-256 of :attr:`canonical`."""
+    struct_type: type[msgspec.Struct] | None
+    """The Struct class the form was derived from, or ``None``."""
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        """Compile a raw ``requestedSchema`` object (see :meth:`Form.from_schema`)."""
+        self._setup(Form.from_schema(schema), None, (), ())
+
+    @classmethod
+    def _compile(
+        cls,
+        form: Form,
+        struct_type: type[msgspec.Struct] | None = None,
+        hooks: tuple[tuple[str, _Hook], ...] = (),
+        fill_none: tuple[str, ...] = (),
+    ) -> RequestedSchema:
+        self = cls.__new__(cls)
+        self._setup(form, struct_type, hooks, fill_none)
+        return self
+
+    def _setup(
+        self,
+        form: Form,
+        struct_type: type[msgspec.Struct] | None,
+        hooks: tuple[tuple[str, _Hook], ...],
+        fill_none: tuple[str, ...],
+    ) -> None:
+        schema = form.to_schema()
+        canonical = msgspec.json.encode(schema, order="sorted")
+        init = object.__setattr__
+        init(self, "schema", schema)
+        init(self, "canonical", canonical)
+        init(self, "digest", hashlib.sha256(canonical).digest())
+        init(self, "struct_type", struct_type)
+        init(self, "_checks", {name: prop.check for name, prop in form._props.items()})
+        init(self, "_required", tuple(name for name, prop in form._props.items() if prop.required))
+        init(self, "_hooks", hooks)
+        init(self, "_fill_none", fill_none)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"RequestedSchema is immutable (cannot set {name!r})")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"RequestedSchema is immutable (cannot delete {name!r})")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RequestedSchema):
+            return NotImplemented
+        return self.canonical == other.canonical and self.struct_type is other.struct_type
+
+    def __hash__(self) -> int:
+        return hash((self.digest, self.struct_type))
+
+    def __repr__(self) -> str:
+        origin = f", struct_type={self.struct_type.__name__}" if self.struct_type else ""
+        return f"RequestedSchema({self.canonical.decode()}{origin})"
+
+    def validate(self, content: object) -> dict[str, Any]:
+        """Check an accepted answer's ``content`` against this form; return it.
+
+        ``None`` stands for absent content, which only a form without required fields
+        accepts (it then returns ``{}``). Raises :class:`~mrtr.errors.InvalidParams`
+        naming the field on a missing required field, an unknown field, or a value of
+        the wrong type, outside its bounds or options, or not in its format.
+        """
+        if content is None:
+            if self._required:
+                raise InvalidParams(
+                    f"Elicitation answer is missing required field {_render(self._required[0])}"
+                )
+            return {}
+        if not isinstance(content, dict):
+            raise InvalidParams(
+                f"Elicitation answer content: expected an object, got {_render(content)}"
+            )
+        for name in self._required:
+            if name not in content:
+                raise InvalidParams(f"Elicitation answer is missing required field {_render(name)}")
+        checks = self._checks
+        unknown: list[object] | None = None
+        for key, value in content.items():
+            check = checks.get(key)
+            if check is None:
+                if unknown is None:
+                    unknown = []
+                unknown.append(key)
+                continue
+            problem = check(value)
+            if problem is not None:
+                raise InvalidParams(f"Elicitation answer field {_render(key)}: {problem}")
+        if unknown is not None:
+            # The form defines the fields: anything else was not asked, so it cannot be trusted.
+            names = ", ".join(_render(key) for key in unknown)
+            raise InvalidParams(
+                f"Elicitation answer has field(s) the form did not ask for: {names}"
+            )
+        return content
+
+    def convert(self, content: dict[str, Any] | None) -> Any:
+        """Turn validated ``content`` into what the handler receives.
+
+        For a Struct-derived form, an instance of :attr:`struct_type` (dates parsed,
+        enum values turned into members, lists into sets where declared); otherwise the
+        dict itself. Expects content that :meth:`validate` accepted; a conversion
+        failure raises :class:`~mrtr.errors.InvalidParams`.
+        """
+        if content is None:
+            content = {}
+        struct_type = self.struct_type
+        if struct_type is None:
+            return content
+        data = content
+        if self._hooks or self._fill_none:
+            data = dict(content)
+            for name in self._fill_none:
+                # msgspec requires ``X | None`` fields without a default; the form made
+                # them optional, so an unanswered one means None.
+                if name not in data:
+                    data[name] = None
+            for name, hook in self._hooks:
+                value = data.get(name)
+                if value is not None:
+                    data[name] = hook(value)
+        try:
+            return msgspec.convert(data, struct_type, strict=False)
+        except msgspec.ValidationError as exc:
+            raise InvalidParams(
+                f"Elicitation answer does not convert to {struct_type.__name__}: {exc}"
+            ) from None
+
+
+# ---------------------------------------------------------------- Struct derivation
+
+_NESTED = (
+    mi.StructType,
+    mi.DictType,
+    mi.FrozenDictType,
+    mi.TypedDictType,
+    mi.DataclassType,
+    mi.NamedTupleType,
+)
+_COLLECTIONS = (mi.ListType, mi.SetType, mi.FrozenSetType, mi.VarTupleType)
+_FLAT = "(the 2026-07-28 schema is flat)"
+_SUPPORTED = (
+    "use str, int, float, bool, datetime.date, datetime.datetime, a str Literal or Enum, "
+    "or a list/set of Literal or Enum choices"
+)
+
+
+def _literal_args(annotation: object, out: list[object]) -> None:
+    if typing.get_origin(annotation) is typing.Literal:
+        out.extend(typing.get_args(annotation))
+        return
+    for arg in typing.get_args(annotation):
+        _literal_args(arg, out)
+
+
+def _unwrap(tp: mi.Type, where: str) -> tuple[mi.Type, bool, dict[str, Any]]:
+    """Strip Metadata and ``| None`` from a field type: (core type, nullable, title/description)."""
+    nullable = False
+    meta: dict[str, Any] = {}
+    while True:
+        if isinstance(tp, mi.Metadata):
+            extra = tp.extra_json_schema or {}
+            for key in ("title", "description"):
+                if key in extra:
+                    meta.setdefault(key, extra[key])
+            tp = tp.type
+        elif isinstance(tp, mi.UnionType):
+            members = [m for m in tp.types if not isinstance(m, mi.NoneType)]
+            nullable = nullable or len(members) != len(tp.types)
+            if len(members) == 1:
+                tp = members[0]
+            elif members and all(isinstance(m, mi.LiteralType) for m in members):
+                tp = mi.LiteralType(values=tuple(v for m in members for v in m.values))
+            else:
+                raise TypeError(
+                    f"{where}: unions other than X | None cannot be asked for in an "
+                    f"elicitation form; {_SUPPORTED}"
+                )
+        elif isinstance(tp, mi.LiteralType) and None in tp.values:
+            nullable = True
+            tp = mi.LiteralType(values=tuple(v for v in tp.values if v is not None))
+        else:
+            return tp, nullable, meta
+
+
+def _choice_options(
+    tp: mi.Type, where: str, literal_order: list[object]
+) -> tuple[list[str] | type[enum.Enum], _Hook | None] | None:
+    """Options and a wire-to-member hook for a Literal or Enum type; None for anything else."""
+    if isinstance(tp, mi.LiteralType):
+        if not all(isinstance(v, str) for v in tp.values):
+            raise TypeError(f"{where}: only string literals can be offered as choices")
+        # msgspec sorts literal values; the form should list them as declared.
+        rank = {v: i for i, v in enumerate(literal_order) if isinstance(v, str)}
+        return sorted(tp.values, key=lambda v: rank.get(v, len(rank))), None
+    if isinstance(tp, mi.EnumType):
+        cls = tp.cls
+        if all(isinstance(member.value, str) for member in cls):
+            return cls, None  # msgspec already maps str values to members
+        by_wire = {_wire(member): member for member in cls}
+
+        def to_member(value: Any) -> Any:
+            return by_wire.get(value, value) if isinstance(value, str) else value
+
+        return cls, to_member
+    return None
+
+
+def _each(hook: _Hook) -> _Hook:
+    def each(value: Any) -> Any:
+        return [hook(item) for item in value] if isinstance(value, list) else value
+
+    return each
+
+
+def _parsing(parse: Callable[[str], object]) -> _Hook:
+    # Parse with the same rules validate() used, so msgspec's stricter RFC 3339 parser
+    # never rejects an answer that was accepted (e.g. a datetime without seconds).
+    def hook(value: Any) -> Any:
+        if isinstance(value, str):
+            parsed = parse(value)
+            if parsed is not None:
+                return parsed
+        return value
+
+    return hook
+
+
+def _add_field(
+    form: Form,
+    name: str,
+    tp: mi.Type,
+    default: object,
+    kw: dict[str, Any],
+    where: str,
+    literal_order: list[object],
+) -> _Hook | None:
+    if isinstance(tp, mi.StrType):
+        if tp.pattern is not None:
+            raise TypeError(
+                f"{where}: a pattern constraint cannot be expressed in an elicitation form"
+            )
+        form.string(name, min_length=tp.min_length, max_length=tp.max_length, default=default, **kw)
+        return None
+    if isinstance(tp, mi.BoolType):
+        form.boolean(name, default=default, **kw)
+        return None
+    if isinstance(tp, mi.IntType):
+        if tp.multiple_of is not None:
+            raise TypeError(f"{where}: multiple_of cannot be expressed in an elicitation form")
+        # Exclusive bounds on integers have exact inclusive equivalents.
+        minimum = tp.ge if tp.ge is not None else (tp.gt + 1 if tp.gt is not None else None)
+        maximum = tp.le if tp.le is not None else (tp.lt - 1 if tp.lt is not None else None)
+        form.integer(name, minimum=minimum, maximum=maximum, default=default, **kw)
+        return None
+    if isinstance(tp, mi.FloatType):
+        if tp.gt is not None or tp.lt is not None or tp.multiple_of is not None:
+            raise TypeError(
+                f"{where}: gt, lt and multiple_of cannot be expressed in an elicitation form "
+                "(only inclusive ge/le bounds)"
+            )
+        form.number(name, minimum=tp.ge, maximum=tp.le, default=default, **kw)
+        return None
+    if isinstance(tp, mi.DateTimeType):
+        if isinstance(default, _dt.datetime):
+            default = default.isoformat()
+        form.string(name, format="date-time", default=default, **kw)
+        return _parsing(_parse_date_time)
+    if isinstance(tp, mi.DateType):
+        if isinstance(default, _dt.date):
+            default = default.isoformat()
+        form.string(name, format="date", default=default, **kw)
+        return _parsing(_parse_date)
+    found = _choice_options(tp, where, literal_order)
+    if found is not None:
+        options, hook = found
+        form.choice(name, options, default=default, **kw)
+        return hook
+    if isinstance(tp, _COLLECTIONS):
+        item, item_nullable, _ = _unwrap(tp.item_type, where)
+        found = None if item_nullable else _choice_options(item, where, literal_order)
+        if found is None:
+            raise TypeError(
+                f"{where}: only lists of string choices (Literal or Enum items) can be asked "
+                f"for in an elicitation form {_FLAT}"
+            )
+        options, hook = found
+        if isinstance(default, (set, frozenset)):
+            # Set order varies between runs; the schema (and its digest) must not.
+            rank = {
+                value: i
+                for i, value in enumerate(
+                    [_wire(m) for m in options] if isinstance(options, type) else options
+                )
+            }
+            default = sorted(
+                default,
+                key=lambda v: rank.get(_wire_default(v), len(rank)),  # type: ignore[arg-type]
+            )
+        form.choices(
+            name,
+            options,
+            min_items=tp.min_length,
+            max_items=tp.max_length,
+            default=default,  # type: ignore[arg-type]
+            **kw,
+        )
+        return _each(hook) if hook is not None else None
+    if isinstance(tp, _NESTED):
+        raise TypeError(
+            f"{where}: nested objects cannot be asked for in an elicitation form {_FLAT}"
+        )
+    if isinstance(tp, mi.AnyType):
+        raise TypeError(f"{where}: Any cannot be asked for in an elicitation form; {_SUPPORTED}")
+    raise TypeError(
+        f"{where}: {type(tp).__name__.removesuffix('Type')} cannot be asked for in an "
+        f"elicitation form; {_SUPPORTED}"
+    )
+
+
+def _field_default(field: mi.Field) -> object:
+    if field.default is not msgspec.NODEFAULT:
+        return field.default
+    if field.default_factory is not msgspec.NODEFAULT:
+        return field.default_factory()
+    return None
+
+
+def _derive(cls: type[msgspec.Struct]) -> RequestedSchema:
+    info = msgspec.inspect.type_info(cls)
+    if not isinstance(info, mi.StructType):  # pragma: no cover - type_info of a Struct class
+        raise TypeError(f"{cls.__name__} is not a Struct")
+    if info.array_like:
+        raise TypeError(
+            f"{cls.__name__}: array_like Structs cannot receive elicitation answers "
+            "(they arrive as JSON objects)"
+        )
+    try:
+        hints = typing.get_type_hints(cls, include_extras=True)
+    except Exception:  # noqa: BLE001 - only used to order Literal options
+        hints = {}
+    form = Form()
+    hooks: list[tuple[str, _Hook]] = []
+    fill_none: list[str] = []
+    for field in info.fields:
+        where = f"{cls.__name__}.{field.name}"
+        tp, nullable, meta = _unwrap(field.type, where)
+        literal_order: list[object] = []
+        _literal_args(hints.get(field.name), literal_order)
+        kw = {
+            "title": meta.get("title"),
+            "description": meta.get("description"),
+            "optional": nullable or not field.required,
+        }
+        try:
+            hook = _add_field(
+                form, field.encode_name, tp, _field_default(field), kw, where, literal_order
+            )
+        except ValueError as exc:
+            raise TypeError(f"{where}: {exc}") from None
+        if hook is not None:
+            hooks.append((field.encode_name, hook))
+        if nullable and field.required:
+            fill_none.append(field.encode_name)
+    return RequestedSchema._compile(form, cls, tuple(hooks), tuple(fill_none))
+
+
+# Keyed by class: a Struct's form never changes, and every replayed question asks again.
+_STRUCT_CACHE: dict[type, RequestedSchema] = {}
+
+
+def requested_schema(spec: Form | type[msgspec.Struct] | RequestedSchema) -> RequestedSchema:
+    """Compile a form, a flat Struct class, or pass a compiled form through.
+
+    Repeat calls are cheap: a Struct class is derived once and cached by class, a
+    :class:`Form` keeps its compiled form until it is modified. A Struct field the
+    flat vocabulary cannot express raises ``TypeError`` naming the struct and field;
+    anything that is not one of the three accepted kinds raises ``TypeError``.
+    """
+    if isinstance(spec, Form):
+        compiled = spec._compiled
+        if compiled is None:
+            compiled = spec._compiled = RequestedSchema._compile(spec)
+        return compiled
+    if isinstance(spec, type):
+        compiled = _STRUCT_CACHE.get(spec)
+        if compiled is not None:
+            return compiled
+        if issubclass(spec, msgspec.Struct):
+            # setdefault: if two threads derive at once, both get the same object.
+            return _STRUCT_CACHE.setdefault(spec, _derive(spec))
+    if isinstance(spec, RequestedSchema):
+        return spec
+    raise TypeError(
+        f"expected a Form, a msgspec.Struct class or a RequestedSchema, got {spec!r}"
+    )
