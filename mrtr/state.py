@@ -1,0 +1,428 @@
+"""The ``requestState`` token: a conversation's memory, carried by the client.
+
+An mrtr server keeps nothing between round trips. When a handler needs input from the
+client (an elicitation, a sampling call, a roots listing) or checkpoints a Step, the
+server answers with an ``InputRequiredResult`` and forgets the request. Everything it
+needs to resume, above all the ledger of what was asked and answered so far, travels in
+``requestState``, which the client must echo unchanged on its retry. Any worker of any
+instance can therefore serve any retry, and a restart loses nothing in flight as long as
+the key survives.
+
+The client is not trusted with that memory: the spec calls an incoming ``requestState``
+attacker-controlled input. The token is therefore sealed with AES-256-GCM, an AEAD
+cipher, which gives two properties at once:
+
+* **opacity**: the client cannot read the method, target, principal or any answer;
+* **integrity**: any change to a single bit, a token cut short or extended, or a token
+  sealed under another key fails authentication and is rejected.
+
+Layout of a token, before Base64URL (no padding)::
+
+    nonce (12 random bytes) || ciphertext || GCM tag (16 bytes)
+
+The plaintext is a :class:`RequestState` encoded as a compact MessagePack array. The
+constant ``b"mrtr/requestState/v1"`` is bound as associated data, so a ciphertext made
+with the same key for any other purpose does not pass as a token.
+
+What the token cannot do on its own, and the key-rotation procedure, are described in
+``docs/security.md``. Checking that a token matches the request it arrives with
+(principal, method, target, arguments) is the engine's job; this module only seals,
+unseals and times tokens out.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import logging
+import math
+import os
+import re
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import msgspec
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from .errors import ExpiredRequestState, HandlerError, InvalidRequestState
+from .ledger import Slot
+
+__all__ = [
+    "FORMAT_VERSION",
+    "KEY_SIZE",
+    "DEFAULT_TTL",
+    "DEFAULT_MAX_TOKEN_LENGTH",
+    "RequestState",
+    "RequestStateCodec",
+    "StateTooLarge",
+    "EphemeralKeyWarning",
+    "arguments_digest",
+    "generate_secret",
+]
+
+FORMAT_VERSION = 1
+"""Version of the :class:`RequestState` payload format written by this module."""
+
+KEY_SIZE = 32
+"""Length of an AES-256 key in bytes."""
+
+DEFAULT_TTL = 300.0
+"""Default lifetime of a token in seconds (per round trip)."""
+
+DEFAULT_MAX_TOKEN_LENGTH = 65536
+"""Default upper bound on a token's length in characters, in both directions."""
+
+NONCE_SIZE = 12
+TAG_SIZE = 16
+_AAD = b"mrtr/requestState/v1"
+_DIGEST_SIZE = 16
+
+_log = logging.getLogger("mrtr")
+
+# Canonical unpadded Base64URL: whole quads, then optionally two characters (one byte)
+# or three characters (two bytes). In a partial quad the bits past the last byte must be
+# zero, which is what restricts the final character; a length of 1 (mod 4) cannot match.
+# Accepting only the canonical form makes text and bytes correspond one to one, so no
+# two different strings decode to the same token ("AB" and "AA" both decode to b"\0"
+# with Python's decoder). fullmatch, because "$" would also accept a trailing newline.
+_B64URL = re.compile(r"(?:[A-Za-z0-9_-]{4})*(?:[A-Za-z0-9_-][AQgw]|[A-Za-z0-9_-]{2}[AEIMQUYcgkosw048])?")
+
+_MSG_PREFIX = "Invalid requestState: "
+_MSG_NOT_STR = _MSG_PREFIX + "requestState must be a string"
+_MSG_NOT_B64 = _MSG_PREFIX + "requestState is not valid Base64URL"
+_MSG_TOO_SHORT = _MSG_PREFIX + "requestState is too short to be a valid token"
+_MSG_AUTH = _MSG_PREFIX + "requestState failed authentication (tampered, or issued under a different key)"
+_MSG_MALFORMED = _MSG_PREFIX + "requestState payload is malformed"
+_MSG_EXPIRED = _MSG_PREFIX + "requestState has expired; restart the original request"
+
+_SECRET_HINT = (
+    "set MRTR_SECRET to the standard Base64 of 32 random bytes, the same value on every "
+    'instance and worker; generate one with: python -c "import os,base64;'
+    'print(base64.b64encode(os.urandom(32)).decode())"'
+)
+
+
+class RequestState(msgspec.Struct, array_like=True, frozen=True):
+    """What a token carries.
+
+    ``version`` is the payload format (:data:`FORMAT_VERSION`); ``method`` the JSON-RPC
+    method the token was minted for (``tools/call``, ``prompts/get`` or
+    ``resources/read``); ``target`` the tool or prompt name or the resource URI;
+    ``arguments_digest`` the 16-byte :func:`arguments_digest` of the original arguments;
+    ``issued_at`` the mint time in epoch milliseconds; ``principal`` the authenticated
+    principal at mint time, ``None`` when unauthenticated; ``ledger`` the conversation's
+    slots, answered and pending.
+    """
+
+    version: int
+    method: str
+    target: str
+    arguments_digest: bytes
+    issued_at: int
+    principal: str | None
+    ledger: tuple[Slot, ...]
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(RequestState)
+_json_encoder = msgspec.json.Encoder(order="sorted")
+
+
+def arguments_digest(arguments: dict[str, Any] | None) -> bytes:
+    """The 16-byte digest binding a token to the request's arguments.
+
+    The first 16 bytes of SHA-256 over the arguments as JSON with sorted keys, so key
+    order does not matter. ``None`` and ``{}`` give the same digest.
+    """
+    return hashlib.sha256(_json_encoder.encode(arguments or {})).digest()[:_DIGEST_SIZE]
+
+
+def generate_secret() -> str:
+    """A fresh random key as standard Base64, ready to be used as ``MRTR_SECRET``."""
+    return base64.b64encode(os.urandom(KEY_SIZE)).decode("ascii")
+
+
+def _token_length(plaintext_size: int) -> int:
+    """Characters of the unpadded Base64URL token sealing ``plaintext_size`` bytes."""
+    return (4 * (NONCE_SIZE + plaintext_size + TAG_SIZE) + 2) // 3
+
+
+class StateTooLarge(HandlerError):
+    """The conversation's state no longer fits in a token of the allowed length.
+
+    Raised by :meth:`RequestStateCodec.encode` instead of truncating. ``size`` is the
+    length the token would have had and ``limit`` the configured maximum, in characters.
+    """
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(
+            f"requestState would be {size} characters long, more than the limit of {limit}; "
+            "keep Step values and answers small (store large data elsewhere and carry a "
+            "reference), or raise max_token_length"
+        )
+        self.size = size
+        self.limit = limit
+
+
+class EphemeralKeyWarning(UserWarning):
+    """No ``MRTR_SECRET`` was configured, so tokens are sealed with a throwaway key."""
+
+
+class RequestStateCodec:
+    """Seals :class:`RequestState` payloads into tokens and opens them again.
+
+    ``keys`` is a key ring of 32-byte AES-256 keys: ``keys[0]`` seals every new token,
+    and a token is accepted if any key of the ring authenticates it, which is what makes
+    rotation possible. ``ttl`` (seconds) bounds how long after minting a token is
+    accepted; ``max_token_length`` (characters) bounds tokens in both directions;
+    ``clock`` returns the current time in epoch seconds.
+
+    An instance is immutable after construction and safe to share between tasks and
+    threads.
+    """
+
+    __slots__ = ("_aeads", "_sealer", "_ttl", "_ttl_ms", "_max_token_length", "_clock")
+
+    def __init__(
+        self,
+        keys: Sequence[bytes],
+        *,
+        ttl: float = DEFAULT_TTL,
+        max_token_length: int = DEFAULT_MAX_TOKEN_LENGTH,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if isinstance(keys, (bytes, bytearray, memoryview, str)):
+            raise TypeError("keys must be a sequence of keys (e.g. [key]), not a single key")
+        keys = list(keys)
+        if not keys:
+            raise ValueError("the key ring needs at least one key")
+        for number, key in enumerate(keys, 1):
+            if not isinstance(key, (bytes, bytearray)):
+                raise TypeError(f"key #{number} must be bytes, not {type(key).__name__}")
+            if len(key) != KEY_SIZE:
+                raise ValueError(f"key #{number} must be exactly 32 bytes (256 bits), got {len(key)}")
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not math.isfinite(ttl) or ttl <= 0:
+            raise ValueError(f"ttl must be a finite number of seconds > 0, got {ttl!r}")
+        if isinstance(max_token_length, bool) or not isinstance(max_token_length, int) or max_token_length <= 0:
+            raise ValueError(f"max_token_length must be a positive int, got {max_token_length!r}")
+        self._aeads = tuple(AESGCM(bytes(key)) for key in keys)
+        self._sealer = self._aeads[0]
+        self._ttl = float(ttl)
+        self._ttl_ms = round(ttl * 1000)
+        self._max_token_length = max_token_length
+        self._clock = clock
+
+    # -- construction -------------------------------------------------------------------
+
+    @classmethod
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        ttl: float | None = None,
+        max_token_length: int = DEFAULT_MAX_TOKEN_LENGTH,
+        clock: Callable[[], float] = time.time,
+    ) -> RequestStateCodec:
+        """A codec configured from the environment (``os.environ`` by default).
+
+        ``MRTR_SECRET`` holds one key, or several separated by commas for rotation (the
+        first seals, all unseal), each the standard Base64 of exactly 32 bytes. When it
+        is unset or blank the codec falls back to :meth:`ephemeral`, with a warning.
+        ``MRTR_TTL`` is the token lifetime in seconds (default 300). Keyword arguments
+        override the environment.
+
+        Raises :class:`ValueError` naming the variable (and the entry) at fault.
+        """
+        env = os.environ if environ is None else environ
+        if ttl is None:
+            ttl = _parse_ttl(env.get("MRTR_TTL"))
+        keys = _parse_secret(env.get("MRTR_SECRET"))
+        if not keys:
+            return cls._ephemeral(ttl=ttl, max_token_length=max_token_length, clock=clock, stacklevel=3)
+        return cls(keys, ttl=ttl, max_token_length=max_token_length, clock=clock)
+
+    @classmethod
+    def ephemeral(
+        cls,
+        *,
+        ttl: float = DEFAULT_TTL,
+        max_token_length: int = DEFAULT_MAX_TOKEN_LENGTH,
+        clock: Callable[[], float] = time.time,
+    ) -> RequestStateCodec:
+        """A codec with a fresh random key that lives only as long as this process.
+
+        Emits :class:`EphemeralKeyWarning` and logs a warning on the ``mrtr`` logger:
+        tokens minted by this codec are rejected after a restart and by every other
+        instance or worker. Fine for tests and single-process development only.
+        """
+        return cls._ephemeral(ttl=ttl, max_token_length=max_token_length, clock=clock, stacklevel=3)
+
+    @classmethod
+    def _ephemeral(
+        cls, *, ttl: float, max_token_length: int, clock: Callable[[], float], stacklevel: int
+    ) -> RequestStateCodec:
+        message = (
+            "No MRTR_SECRET configured: generated an ephemeral requestState key. "
+            "Conversations in flight will NOT survive a restart and will NOT work across "
+            "several instances or worker processes; " + _SECRET_HINT + "."
+        )
+        warnings.warn(message, EphemeralKeyWarning, stacklevel=stacklevel)
+        _log.warning("%s", message)
+        return cls([os.urandom(KEY_SIZE)], ttl=ttl, max_token_length=max_token_length, clock=clock)
+
+    # -- properties ---------------------------------------------------------------------
+
+    @property
+    def ttl(self) -> float:
+        """How long a token is accepted after it was minted, in seconds."""
+        return self._ttl
+
+    @property
+    def max_token_length(self) -> int:
+        """The longest token, in characters, that is minted or accepted."""
+        return self._max_token_length
+
+    # -- sealing ------------------------------------------------------------------------
+
+    def seal(self, plaintext: bytes) -> str:
+        """Encrypt and authenticate ``plaintext`` under the first key of the ring.
+
+        Returns Base64URL without padding of ``nonce || ciphertext || tag``, with a fresh
+        random nonce on every call, so sealing the same bytes twice gives two tokens.
+        """
+        nonce = os.urandom(NONCE_SIZE)
+        sealed = nonce + self._sealer.encrypt(nonce, plaintext, _AAD)
+        return base64.urlsafe_b64encode(sealed).rstrip(b"=").decode("ascii")
+
+    def unseal(self, token: object) -> bytes:
+        """Check a token's form and authenticity and return its plaintext.
+
+        Raises :class:`~mrtr.errors.InvalidRequestState` when ``token`` is not a string,
+        is too long, is not canonical unpadded Base64URL, is too short, or is not
+        authenticated by any key of the ring.
+        """
+        if not isinstance(token, str):
+            raise InvalidRequestState(_MSG_NOT_STR)
+        if len(token) > self._max_token_length:
+            raise InvalidRequestState(
+                f"{_MSG_PREFIX}requestState is longer than {self._max_token_length} characters"
+            )
+        if _B64URL.fullmatch(token) is None:
+            raise InvalidRequestState(_MSG_NOT_B64)
+        try:
+            raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        except (binascii.Error, ValueError):  # pragma: no cover - the regex already vouched
+            raise InvalidRequestState(_MSG_NOT_B64) from None
+        if len(raw) <= NONCE_SIZE:
+            raise InvalidRequestState(_MSG_TOO_SHORT)
+        if len(raw) < NONCE_SIZE + TAG_SIZE:
+            raise InvalidRequestState(_MSG_AUTH)
+        nonce = raw[:NONCE_SIZE]
+        body = raw[NONCE_SIZE:]
+        for aead in self._aeads:
+            try:
+                return aead.decrypt(nonce, body, _AAD)
+            except InvalidTag:
+                continue
+        raise InvalidRequestState(_MSG_AUTH)
+
+    # -- payloads -----------------------------------------------------------------------
+
+    def encode(self, state: RequestState) -> str:
+        """Seal ``state`` into a token.
+
+        Raises :class:`StateTooLarge` when the token would be longer than
+        :attr:`max_token_length`; the state is never truncated.
+        """
+        plaintext = _encoder.encode(state)
+        size = _token_length(len(plaintext))
+        if size > self._max_token_length:
+            raise StateTooLarge(size, self._max_token_length)
+        return self.seal(plaintext)
+
+    def decode(self, token: object) -> RequestState:
+        """Open a token and return the state it carries.
+
+        Every failure is an :class:`~mrtr.errors.InvalidRequestState` (JSON-RPC -32602)
+        whose message starts with ``"Invalid requestState: "``; a token that is
+        authentic but older than :attr:`ttl` raises its subclass
+        :class:`~mrtr.errors.ExpiredRequestState`. A token is still accepted at exactly
+        ``issued_at + ttl``.
+        """
+        plaintext = self.unseal(token)
+        try:
+            state = _decoder.decode(plaintext)
+        except msgspec.DecodeError:
+            raise InvalidRequestState(_MSG_MALFORMED) from None
+        if state.version != FORMAT_VERSION:
+            raise InvalidRequestState(_MSG_MALFORMED)
+        if state.issued_at + self._ttl_ms < int(self._clock() * 1000):
+            raise ExpiredRequestState(_MSG_EXPIRED)
+        return state
+
+    def mint(
+        self,
+        *,
+        method: str,
+        target: str,
+        arguments: dict[str, Any] | None,
+        principal: str | None,
+        ledger: Sequence[Slot],
+    ) -> str:
+        """Build a :class:`RequestState` issued now for this request and seal it."""
+        state = RequestState(
+            version=FORMAT_VERSION,
+            method=method,
+            target=target,
+            arguments_digest=arguments_digest(arguments),
+            issued_at=int(self._clock() * 1000),
+            principal=principal,
+            ledger=tuple(ledger),
+        )
+        return self.encode(state)
+
+    def __repr__(self) -> str:
+        return (
+            f"RequestStateCodec(<{len(self._aeads)} key(s)>, ttl={self._ttl!r}, "
+            f"max_token_length={self._max_token_length!r})"
+        )
+
+
+def _parse_secret(value: str | None) -> list[bytes]:
+    """The keys in an ``MRTR_SECRET`` value; empty when unset or blank."""
+    if value is None:
+        return []
+    keys: list[bytes] = []
+    for number, entry in enumerate(value.split(","), 1):
+        entry = entry.strip()
+        if not entry:
+            continue
+        try:
+            key = base64.b64decode(entry, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(
+                f"MRTR_SECRET entry #{number} is not valid standard Base64; {_SECRET_HINT}"
+            ) from None
+        if len(key) != KEY_SIZE:
+            raise ValueError(
+                f"MRTR_SECRET entry #{number} must decode to exactly 32 bytes (256 bits), got {len(key)}"
+            )
+        keys.append(key)
+    return keys
+
+
+def _parse_ttl(value: str | None) -> float:
+    """The ``MRTR_TTL`` value in seconds, or the default when unset or blank."""
+    if value is None or not value.strip():
+        return DEFAULT_TTL
+    try:
+        ttl = float(value)
+    except ValueError:
+        ttl = math.nan
+    if not math.isfinite(ttl) or ttl <= 0:
+        raise ValueError(f"MRTR_TTL must be a positive, finite number of seconds, got {value!r}")
+    return ttl
