@@ -1,0 +1,482 @@
+"""Stateless dispatch: the method table, _meta checks, result shaping, MRTR through the server."""
+
+from __future__ import annotations
+
+import base64
+from typing import Annotated
+
+import msgspec
+import pytest
+
+from mrtr import Elicit, Form, ListRoots, Sample, content
+from mrtr import wire
+from mrtr.server import Header, RequestInfo, Server, parse_message
+from mrtr.testing import accept
+
+from .wire_schema import validate, validate_message
+
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "sampling": {}, "roots": {}},
+    "io.modelcontextprotocol/clientInfo": {"name": "test-client", "version": "1.0"},
+}
+
+
+class Weather(msgspec.Struct):
+    city: str
+    celsius: float
+
+
+def build() -> Server:
+    server = Server("test-server", "2.0", instructions="Be nice.", secret=b"s" * 32,
+                    principal=lambda info: info.headers.get("x-user"))
+
+    @server.tool(annotations={"readOnlyHint": True})
+    def echo(text: str, times: int = 1) -> str:
+        """Repeat text.
+
+        More words that are not part of the description.
+        """
+        return text * times
+
+    @server.tool
+    def weather(city: str) -> Weather:
+        return Weather(city, 21.5)
+
+    @server.tool
+    def as_dict() -> dict:
+        return {"a": 1}
+
+    @server.tool
+    def image() -> list:
+        return [content.text("look"), content.image(b"\x89PNG", "image/png")]
+
+    @server.tool
+    def passthrough():
+        return wire.CallToolResult(content=[wire.TextContent(text="raw")], is_error=True)
+
+    @server.tool
+    def nothing() -> None:
+        return None
+
+    @server.tool
+    def broken():
+        raise RuntimeError("kaput")
+
+    @server.tool
+    def deliberate():
+        from mrtr.errors import InvalidParams
+
+        raise InvalidParams("no such city")
+
+    @server.tool
+    def ask(ctx, plan: str):
+        ctx.progress(1, total=2, message="start")
+        answer = yield Elicit("Email?", Form().string("email", format="email"))
+        ctx.progress(2, total=2)
+        return f"{answer.content['email']}:{plan}:{ctx.principal}"
+
+    @server.tool
+    def regress(ctx):
+        ctx.progress(5)
+        ctx.progress(3)
+
+    @server.tool
+    def chatty(ctx):
+        ctx.log("debug", "fine detail")
+        ctx.log("warning", {"disk": "low"}, logger="disk")
+        return "ok"
+
+    @server.tool
+    def needs_sampling(ctx):
+        reply = yield Sample("hi", max_tokens=5)
+        return reply.content.text
+
+    @server.tool
+    def routed(region: Annotated[str, Header("Region")], count: Annotated[int, Header("Count")] = 1) -> str:
+        return f"{region}:{count}"
+
+    @server.prompt
+    def greet(who: Annotated[str, msgspec.Meta(description="Who to greet")], mood: str = "happy"):
+        """A greeting."""
+        return f"Hello {who}, you seem {mood}"
+
+    @server.prompt
+    def ask_context(ctx):
+        answer = yield Elicit("What context?", Form().string("context"))
+        return [f"Context: {answer.content['context']}", {"role": "assistant", "content": {"type": "text", "text": "ok"}}]
+
+    @server.prompt
+    def failing():
+        raise ValueError("prompt broke")
+
+    @server.resource("test://static-text", mime_type="text/plain", description="Static text")
+    def static_text():
+        return "static"
+
+    @server.resource("test://static-binary", mime_type="image/png")
+    def static_binary():
+        return b"\x00\x01"
+
+    @server.resource("file:///gated")
+    def gated():
+        answer = yield Elicit("Grant?", Form())
+        return "granted" if answer.accepted else "denied"
+
+    @server.resource_template("test://template/{id}/data", mime_type="application/json")
+    def template(id: str):
+        return f'{{"id": "{id}"}}'
+
+    @server.completion
+    def complete(ref, argument, context):
+        return [value for value in ("python", "pytorch", "rust") if value.startswith(argument.get("value", ""))]
+
+    return server
+
+
+@pytest.fixture
+def server() -> Server:
+    return build()
+
+
+async def rpc(server, method, params=None, *, meta=META, request_id=1, headers=None, notify=None, result_def=None):
+    params = dict(params or {})
+    if meta is not None:
+        params["_meta"] = meta
+    message = await server.handle({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params},
+                                  headers=headers, notify=notify)
+    validate_message(message, result_def=result_def)
+    return message
+
+
+def result_of(message):
+    assert "result" in message, message
+    return message["result"]
+
+
+def error_of(message):
+    assert "error" in message, message
+    return message["error"]
+
+
+# -- envelope ---------------------------------------------------------------------------
+
+
+async def test_discover_derives_capabilities_and_carries_caching_hints(server):
+    result = result_of(await rpc(server, "server/discover", result_def="DiscoverResult"))
+    assert result["supportedVersions"] == ["2026-07-28"]
+    assert set(result["capabilities"]) == {"tools", "prompts", "resources", "completions", "logging"}
+    assert result["instructions"] == "Be nice."
+    assert result["resultType"] == "complete" and result["ttlMs"] >= 0 and result["cacheScope"] == "public"
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"] == {"name": "test-server", "version": "2.0"}
+
+
+async def test_a_server_without_prompts_does_not_offer_them():
+    bare = Server("bare", secret=b"s" * 32)
+
+    @bare.tool
+    def one() -> str:
+        return "1"
+
+    result = result_of(await rpc(bare, "server/discover"))
+    assert "prompts" not in result["capabilities"] and "resources" not in result["capabilities"]
+    for method in ("prompts/list", "prompts/get", "resources/list", "resources/read", "completion/complete"):
+        error = error_of(await rpc(bare, method, {"name": "x", "uri": "x"}))
+        assert error["code"] == -32601
+
+
+@pytest.mark.parametrize(
+    "meta, match",
+    [
+        (None, "Missing required _meta"),
+        ({}, "protocolVersion"),
+        ({"io.modelcontextprotocol/protocolVersion": "2026-07-28"}, "clientCapabilities"),
+        ({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": []}, "clientCapabilities"),
+        ({**META, "io.modelcontextprotocol/clientInfo": {"name": "x"}}, "clientInfo"),
+        ({**META, "io.modelcontextprotocol/logLevel": "loud"}, "logLevel"),
+        ({**META, "progressToken": 1.5}, "progressToken"),
+    ],
+)
+async def test_a_malformed_envelope_is_invalid_params(server, meta, match):
+    error = error_of(await rpc(server, "tools/list", meta=meta))
+    assert error["code"] == -32602 and match in error["message"]
+
+
+async def test_client_info_is_optional(server):
+    meta = {key: value for key, value in META.items() if key != "io.modelcontextprotocol/clientInfo"}
+    assert "result" in await rpc(server, "tools/list", meta=meta)
+
+
+async def test_an_unsupported_version_lists_the_supported_ones(server):
+    error = error_of(await rpc(server, "tools/list", meta={**META, "io.modelcontextprotocol/protocolVersion": "2025-11-25"}))
+    assert error["code"] == -32022
+    assert error["data"] == {"supported": ["2026-07-28"], "requested": "2025-11-25"}
+
+
+@pytest.mark.parametrize("method", ["initialize", "ping", "logging/setLevel", "resources/subscribe", "tasks/get", "nope"])
+async def test_unknown_and_removed_methods_are_method_not_found_with_the_id_kept(server, method):
+    message = await rpc(server, method, request_id="abc", meta=None)
+    assert message["id"] == "abc" and error_of(message)["code"] == -32601
+
+
+async def test_every_result_carries_result_type_and_server_info(server):
+    for method, params in [
+        ("tools/list", {}), ("prompts/list", {}), ("resources/list", {}), ("resources/templates/list", {}),
+        ("tools/call", {"name": "echo", "arguments": {"text": "a"}}),
+        ("prompts/get", {"name": "greet", "arguments": {"who": "x"}}),
+        ("resources/read", {"uri": "test://static-text"}),
+        ("completion/complete", {"ref": {"type": "ref/prompt", "name": "greet"}, "argument": {"name": "who", "value": "py"}}),
+    ]:
+        result = result_of(await rpc(server, method, params))
+        assert result["resultType"] == "complete", method
+        assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "test-server", method
+
+
+# -- lists ------------------------------------------------------------------------------
+
+
+async def test_tools_list_describes_schemas_headers_and_output(server):
+    result = result_of(await rpc(server, "tools/list", result_def="ListToolsResult"))
+    tools = {tool["name"]: tool for tool in result["tools"]}
+    assert tools["echo"]["description"] == "Repeat text."
+    assert tools["echo"]["annotations"] == {"readOnlyHint": True}
+    assert tools["echo"]["inputSchema"] == {
+        "type": "object",
+        "properties": {"text": {"type": "string"}, "times": {"type": "integer", "default": 1}},
+        "required": ["text"],
+    }
+    assert tools["weather"]["outputSchema"]["properties"]["celsius"] == {"type": "number"}
+    assert tools["routed"]["inputSchema"]["properties"]["region"]["x-mcp-header"] == "Region"
+    assert tools["routed"]["inputSchema"]["properties"]["count"]["x-mcp-header"] == "Count"
+    assert server.header_parameters("routed") == {"region": "region", "count": "count"}
+    assert "outputSchema" not in tools["echo"]
+
+
+async def test_lists_paginate_with_opaque_cursors():
+    paged = build()
+    paged.page_size = 4
+    seen, cursor, pages = [], None, 0
+    while True:
+        params = {"cursor": cursor} if cursor else {}
+        result = result_of(await rpc(paged, "tools/list", params, result_def="ListToolsResult"))
+        seen += [tool["name"] for tool in result["tools"]]
+        pages += 1
+        cursor = result.get("nextCursor")
+        if cursor is None:
+            break
+    assert seen == list(build()._tools) and pages == 4
+
+
+@pytest.mark.parametrize("cursor", ["garbage!", "", 5, base64.urlsafe_b64encode(b"o999").decode()])
+async def test_an_invalid_cursor_is_invalid_params(server, cursor):
+    error = error_of(await rpc(server, "tools/list", {"cursor": cursor}))
+    assert error == {"code": -32602, "message": "Invalid cursor"}
+
+
+async def test_prompt_resource_and_template_lists(server):
+    prompts = result_of(await rpc(server, "prompts/list", result_def="ListPromptsResult"))["prompts"]
+    greet = next(prompt for prompt in prompts if prompt["name"] == "greet")
+    assert greet["arguments"] == [{"name": "who", "description": "Who to greet", "required": True}, {"name": "mood"}]
+    resources = result_of(await rpc(server, "resources/list", result_def="ListResourcesResult"))["resources"]
+    assert {"uri": "test://static-text", "name": "static_text", "description": "Static text", "mimeType": "text/plain"} in resources
+    templates = result_of(await rpc(server, "resources/templates/list", result_def="ListResourceTemplatesResult"))
+    assert templates["resourceTemplates"][0]["uriTemplate"] == "test://template/{id}/data"
+
+
+# -- tools/call -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, arguments, expected",
+    [
+        ("echo", {"text": "ab", "times": 2}, {"content": [{"type": "text", "text": "abab"}]}),
+        ("weather", {"city": "Oslo"}, {"content": [{"type": "text", "text": '{"city":"Oslo","celsius":21.5}'}],
+                                       "structuredContent": {"city": "Oslo", "celsius": 21.5}}),
+        ("as_dict", {}, {"content": [{"type": "text", "text": '{"a":1}'}], "structuredContent": {"a": 1}}),
+        ("image", {}, {"content": [{"type": "text", "text": "look"}, {"type": "image", "data": "iVBORw==", "mimeType": "image/png"}]}),
+        ("passthrough", {}, {"content": [{"type": "text", "text": "raw"}], "isError": True}),
+        ("nothing", {}, {"content": []}),
+    ],
+)
+async def test_tool_results_are_shaped(server, name, arguments, expected):
+    result = result_of(await rpc(server, "tools/call", {"name": name, "arguments": arguments}, result_def="CallToolResult"))
+    result.pop("_meta")
+    assert result == {**expected, "resultType": "complete"}
+
+
+async def test_a_tool_exception_is_an_is_error_result(server):
+    result = result_of(await rpc(server, "tools/call", {"name": "broken"}, result_def="CallToolResult"))
+    assert result["isError"] is True and result["content"] == [{"type": "text", "text": "RuntimeError: kaput"}]
+
+
+async def test_a_protocol_error_raised_by_a_tool_is_sent_as_that_error(server):
+    assert error_of(await rpc(server, "tools/call", {"name": "deliberate"})) == {"code": -32602, "message": "no such city"}
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"name": "missing"}, "Unknown tool: missing"),
+        ({}, 'tools/call needs a string "name"'),
+        ({"name": "echo", "arguments": {}}, "Invalid arguments for tool echo: Object missing required field `text`"),
+        ({"name": "echo", "arguments": {"text": 5}}, "Invalid arguments for tool echo: Expected `str`, got `int` - at `$.text`"),
+        ({"name": "echo", "arguments": [1]}, "Invalid arguments for tool echo: arguments must be an object"),
+    ],
+)
+async def test_bad_tool_calls_are_invalid_params(server, params, message):
+    assert error_of(await rpc(server, "tools/call", params)) == {"code": -32602, "message": message}
+
+
+async def test_a_full_conversation_through_the_server_binds_the_principal(server):
+    first = result_of(await rpc(server, "tools/call", {"name": "ask", "arguments": {"plan": "pro"}},
+                                headers={"x-user": "alice"}, result_def="InputRequiredResult"))
+    assert first["resultType"] == "input_required" and "ttlMs" not in first and "cacheScope" not in first
+    assert first["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "test-server"
+    retry = {"name": "ask", "arguments": {"plan": "pro"}, "requestState": first["requestState"],
+             "inputResponses": {"elicit-1": accept(email="a@b.io")}}
+    error = error_of(await rpc(server, "tools/call", retry, headers={"x-user": "mallory"}))
+    assert error["code"] == -32602 and "different principal" in error["message"]
+    done = result_of(await rpc(server, "tools/call", retry, headers={"x-user": "alice"}, result_def="CallToolResult"))
+    assert done["content"][0]["text"] == "a@b.io:pro:alice"
+
+
+async def test_a_missing_capability_is_an_error_not_a_result(server):
+    meta = {**META, "io.modelcontextprotocol/clientCapabilities": {}}
+    error = error_of(await rpc(server, "tools/call", {"name": "needs_sampling"}, meta=meta))
+    assert error["code"] == -32021 and error["data"] == {"requiredCapabilities": {"sampling": {}}}
+
+
+# -- notifications ----------------------------------------------------------------------------
+
+
+async def test_progress_goes_to_notify_only_with_a_progress_token(server):
+    sent = []
+    notify = lambda method, params: sent.append((method, params))  # noqa: E731
+    await rpc(server, "tools/call", {"name": "ask", "arguments": {"plan": "x"}}, notify=notify)
+    assert sent == []
+    await rpc(server, "tools/call", {"name": "ask", "arguments": {"plan": "x"}}, notify=notify,
+              meta={**META, "progressToken": "tok"})
+    assert sent == [("notifications/progress", {"progressToken": "tok", "progress": 1, "total": 2, "message": "start"})]
+    for method, params in sent:
+        validate({"jsonrpc": "2.0", "method": method, "params": params}, "ProgressNotification")
+
+
+async def test_progress_that_does_not_increase_fails_the_tool(server):
+    result = result_of(await rpc(server, "tools/call", {"name": "regress"}, meta={**META, "progressToken": 1}, notify=lambda *a: None))
+    assert result["isError"] is True and "strictly increase" in result["content"][0]["text"]
+
+
+async def test_log_messages_only_with_a_log_level_and_at_or_above_it(server):
+    sent = []
+    notify = lambda method, params: sent.append((method, params))  # noqa: E731
+    await rpc(server, "tools/call", {"name": "chatty"}, notify=notify)
+    assert sent == []
+    await rpc(server, "tools/call", {"name": "chatty"}, notify=notify, meta={**META, "io.modelcontextprotocol/logLevel": "info"})
+    assert sent == [("notifications/message", {"level": "warning", "data": {"disk": "low"}, "logger": "disk"})]
+    validate({"jsonrpc": "2.0", "method": sent[0][0], "params": sent[0][1]}, "LoggingMessageNotification")
+
+
+# -- prompts, resources, completion -------------------------------------------------------
+
+
+async def test_prompts_get(server):
+    result = result_of(await rpc(server, "prompts/get", {"name": "greet", "arguments": {"who": "Ada"}}, result_def="GetPromptResult"))
+    assert result["messages"] == [{"role": "user", "content": {"type": "text", "text": "Hello Ada, you seem happy"}}]
+    assert result["description"] == "A greeting."
+
+
+@pytest.mark.parametrize(
+    "params, code, message",
+    [
+        ({"name": "nope"}, -32602, "Unknown prompt: nope"),
+        ({"name": "greet"}, -32602, "Invalid arguments for prompt greet: missing required argument 'who'"),
+        ({"name": "greet", "arguments": {"who": 1}}, -32602, "Invalid arguments for prompt greet: arguments must map names to strings"),
+        ({"name": "failing"}, -32603, "Internal error: ValueError: prompt broke"),
+    ],
+)
+async def test_prompt_errors(server, params, code, message):
+    assert error_of(await rpc(server, "prompts/get", params)) == {"code": code, "message": message}
+
+
+async def test_a_prompt_elicits_across_two_round_trips(server):
+    first = result_of(await rpc(server, "prompts/get", {"name": "ask_context"}, result_def="InputRequiredResult"))
+    done = result_of(await rpc(server, "prompts/get", {"name": "ask_context", "requestState": first["requestState"],
+                                                       "inputResponses": {"elicit-1": accept(context="runbook")}},
+                               result_def="GetPromptResult"))
+    assert done["messages"][0]["content"]["text"] == "Context: runbook"
+
+
+async def test_resources_read_text_binary_template_and_missing(server):
+    text = result_of(await rpc(server, "resources/read", {"uri": "test://static-text"}, result_def="ReadResourceResult"))
+    assert text["contents"] == [{"uri": "test://static-text", "text": "static", "mimeType": "text/plain"}]
+    assert text["ttlMs"] == 0 and text["cacheScope"] == "public"
+    binary = result_of(await rpc(server, "resources/read", {"uri": "test://static-binary"}, result_def="ReadResourceResult"))
+    assert binary["contents"] == [{"uri": "test://static-binary", "blob": "AAE=", "mimeType": "image/png"}]
+    templated = result_of(await rpc(server, "resources/read", {"uri": "test://template/123/data"}))
+    assert templated["contents"][0]["text"] == '{"id": "123"}'
+    missing = error_of(await rpc(server, "resources/read", {"uri": "test://nonexistent"}))
+    assert missing == {"code": -32602, "message": "Resource not found: test://nonexistent", "data": {"uri": "test://nonexistent"}}
+
+
+async def test_a_resource_elicits(server):
+    first = result_of(await rpc(server, "resources/read", {"uri": "file:///gated"}, result_def="InputRequiredResult"))
+    done = result_of(await rpc(server, "resources/read", {"uri": "file:///gated", "requestState": first["requestState"],
+                                                          "inputResponses": {"elicit-1": accept()}}))
+    assert done["contents"][0]["text"] == "granted"
+
+
+async def test_completion(server):
+    result = result_of(await rpc(server, "completion/complete", {"ref": {"type": "ref/prompt", "name": "greet"},
+                                                                 "argument": {"name": "who", "value": "py"}},
+                                 result_def="CompleteResult"))
+    assert result["completion"] == {"values": ["python", "pytorch"]}
+    error = error_of(await rpc(server, "completion/complete", {"ref": {"type": "ref/prompt", "name": "zzz"}, "argument": {}}))
+    assert error["code"] == -32602
+
+
+# -- framing --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "data, code, request_id",
+    [
+        (b"{", -32700, None),
+        (b"[]", -32600, None),
+        (b'{"jsonrpc":"1.0","id":3,"method":"x"}', -32600, 3),
+        (b'{"jsonrpc":"2.0","id":4}', -32600, 4),
+        (b'{"jsonrpc":"2.0","id":5,"method":"x","params":[1]}', -32600, 5),
+        (b'{"jsonrpc":"2.0","id":null,"method":"x"}', -32600, None),
+        (b'{"jsonrpc":"2.0","id":true,"method":"x"}', -32600, None),
+    ],
+)
+def test_parse_message_errors(data, code, request_id):
+    from mrtr.errors import ProtocolError
+
+    with pytest.raises(ProtocolError) as caught:
+        parse_message(data)
+    assert caught.value.code == code
+    assert getattr(caught.value, "request_id", None) == request_id
+
+
+def test_registration_errors():
+    server = Server("x", secret=b"s" * 32)
+
+    @server.tool
+    def a() -> str:
+        return ""
+
+    with pytest.raises(ValueError, match="already registered"):
+        server.tool(a)
+    with pytest.raises(TypeError, match="x-mcp-header"):
+        @server.tool
+        def bad(value: Annotated[float, Header("V")]):
+            return value
+    with pytest.raises(ValueError, match="HTTP token"):
+        Header("bad header")
+    with pytest.raises(ValueError, match="answers"):
+        Server("x", answers="loose")
+
+
+def test_request_info_defaults():
+    info = RequestInfo("tools/call", {})
+    assert info.headers == {}
