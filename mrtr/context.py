@@ -87,11 +87,7 @@ class Context:
         if isinstance(request, type):
             if not issubclass(request, Request):
                 raise TypeError(f"supports() takes a request or a request class, got {request!r}")
-            probe = request.__new__(request)
-            probe.key = None
-            if hasattr(probe, "extra"):
-                probe.extra = {}  # type: ignore[attr-defined]
-            return probe.missing_capability(self.client_capabilities) is None
+            return request.missing_for(self.client_capabilities) is None
         if not isinstance(request, Request):
             raise TypeError(f"supports() takes a request or a request class, got {type(request).__name__}")
         return request.missing_capability(self.client_capabilities) is None

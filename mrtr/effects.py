@@ -68,6 +68,11 @@ class Request:
 
     def missing_capability(self, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
         """The ``requiredCapabilities`` object if the client cannot answer, else ``None``."""
+        return type(self).missing_for(capabilities)
+
+    @classmethod
+    def missing_for(cls, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        """Like :meth:`missing_capability`, for the plainest request of this kind."""
         raise NotImplementedError
 
     # The names of the two halves of the fingerprint, for mismatch diagnostics.
@@ -111,7 +116,8 @@ class Elicit(Request):
     def fingerprint(self) -> bytes:
         return _digest8(self.message.encode()) + self._compiled.digest[:8]
 
-    def missing_capability(self, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    @classmethod
+    def missing_for(cls, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
         elicitation = capabilities.get("elicitation") if capabilities else None
         # {} means form (backward compatibility); a client naming only "url" cannot render forms.
         if isinstance(elicitation, dict) and ("form" in elicitation or "url" not in elicitation):
@@ -170,6 +176,11 @@ class Sample(Request):
         rest = dict(self.extra, maxTokens=self.max_tokens)
         return _digest8(_canonical_bytes(self.messages)) + _digest8(_canonical_bytes(rest))
 
+    @classmethod
+    def missing_for(cls, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        sampling = capabilities.get("sampling") if capabilities else None
+        return None if isinstance(sampling, dict) else {"sampling": {}}
+
     def missing_capability(self, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
         sampling = capabilities.get("sampling") if capabilities else None
         needed: dict[str, Any] = {}
@@ -210,7 +221,8 @@ class ListRoots(Request):
     def fingerprint(self) -> bytes:
         return _ROOTS_FINGERPRINT
 
-    def missing_capability(self, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    @classmethod
+    def missing_for(cls, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
         roots = capabilities.get("roots") if capabilities else None
         return None if isinstance(roots, dict) else {"roots": {}}
 

@@ -216,20 +216,20 @@ def _inline_schema(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _arguments_struct(owner: str, parameters: list[inspect.Parameter], hints: Mapping[str, Any]) -> tuple[Any, dict[str, str]]:
-    fields = []
+    """A Struct that decodes a tool's arguments, and its ``x-mcp-header`` names by parameter."""
+    fields: list[tuple[Any, ...]] = []
     headers: dict[str, str] = {}
     for parameter in parameters:
-        annotation = hints.get(parameter.name, Any)
-        annotation, header = _strip_header(annotation)
+        annotation, header = _strip_header(hints.get(parameter.name, Any))
         if header is not None:
             base = typing.get_args(annotation)[0] if typing.get_origin(annotation) is typing.Annotated else annotation
             if base not in (str, int, bool):
                 raise TypeError(
                     f"{owner}: x-mcp-header is allowed only on str, int and bool parameters, not {parameter.name!r}"
                 )
-            if header.lower() in headers:
+            if any(header.lower() == other.lower() for other in headers.values()):
                 raise TypeError(f"{owner}: x-mcp-header {header!r} is used twice")
-            headers[header.lower()] = parameter.name
+            headers[parameter.name] = header
         if parameter.default is inspect.Parameter.empty:
             fields.append((parameter.name, annotation))
         else:
@@ -238,20 +238,12 @@ def _arguments_struct(owner: str, parameters: list[inspect.Parameter], hints: Ma
     return struct, headers
 
 
-def _tool_input_schema(struct: Any, headers: dict[str, str]) -> dict[str, Any]:
+def _tool_input_schema(struct: Any, headers: Mapping[str, str]) -> dict[str, Any]:
     schema = _inline_schema(msgspec.json.schema(struct))
-    schema.setdefault("properties", {})
-    for header, parameter in headers.items():
-        original = next(name for name in schema["properties"] if name == parameter)
-        schema["properties"][original] = {**schema["properties"][original], "x-mcp-header": _header_display(header, struct, parameter)}
+    properties = schema.setdefault("properties", {})
+    for parameter, header in headers.items():
+        properties[parameter] = {**properties[parameter], "x-mcp-header": header}
     return schema
-
-
-def _header_display(lowered: str, struct: Any, parameter: str) -> str:
-    return _header_names[(struct, parameter)]
-
-
-_header_names: dict[tuple[Any, str], str] = {}
 
 
 _STRUCTURED_ORIGINS = (dict,)
@@ -424,9 +416,6 @@ class Server:
             hints = _type_hints(fn)
             parameters = _signature_parameters(fn)
             struct, headers = _arguments_struct(_camel_owner(tool_name), parameters, hints)
-            for header, parameter in headers.items():
-                original = _original_header(hints[parameter])
-                _header_names[(struct, parameter)] = original
             definition: dict[str, Any] = {"name": tool_name}
             if title:
                 definition["title"] = title
@@ -448,7 +437,8 @@ class Server:
             if tool_name in self._tools:
                 raise ValueError(f"a tool named {tool_name!r} is already registered")
             self._tools[tool_name] = _Tool(
-                tool_name, fn, struct, tuple(p.name for p in parameters), definition, headers, structured
+                tool_name, fn, struct, tuple(p.name for p in parameters), definition,
+                {header.lower(): parameter for parameter, header in headers.items()}, structured,
             )
             return fn
 
@@ -803,12 +793,6 @@ class Server:
 
 def _camel_owner(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", name) if part) or "Tool"
-
-
-def _original_header(annotation: Any) -> str:
-    _, header = _strip_header(annotation)
-    assert header is not None
-    return header
 
 
 def _meta_of(annotation: Any) -> msgspec.Meta | None:
