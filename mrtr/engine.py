@@ -114,7 +114,9 @@ class Engine:
             principal=principal,
             ledger=outcome.ledger.slots,
         )
-        return wire.InputRequiredResult(input_requests=outcome.to_wire(), request_state=token)
+        # The requests are already in wire shape; msgspec encodes the dicts as they are.
+        requests: Any = outcome.to_wire()
+        return wire.InputRequiredResult(input_requests=requests, request_state=token)
 
     async def execute(
         self,

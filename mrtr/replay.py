@@ -424,7 +424,7 @@ def _group_members(yielded: Any) -> list[tuple[str | None, Request]] | None:
         values = list(yielded.values())
         flags = [isinstance(member, Request) for member in values]
         if all(flags):
-            members = []
+            members: list[tuple[str | None, Request]] = []
             for key, request in yielded.items():
                 if not isinstance(key, str) or not key:
                     raise HandlerError(f"a keyed group needs non-empty string keys, got {key!r}")

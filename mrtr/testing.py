@@ -53,9 +53,8 @@ ALL_CAPABILITIES: dict[str, Any] = {
 
 def accept(content: Mapping[str, Any] | msgspec.Struct | None = None, /, **fields: Any) -> dict[str, Any]:
     """An accepted elicitation answer; ``accept(name="Ada")`` or ``accept({"name": "Ada"})``."""
-    if isinstance(content, msgspec.Struct):
-        content = msgspec.to_builtins(content)
-    merged = {**(content or {}), **fields}
+    base: Mapping[str, Any] = msgspec.to_builtins(content) if isinstance(content, msgspec.Struct) else (content or {})
+    merged = {**base, **fields}
     return {"action": "accept", "content": merged}
 
 
