@@ -549,6 +549,10 @@ class Server:
 
     # -- introspection for transports -------------------------------------------------
 
+    def tool_definitions(self) -> list[dict[str, Any]]:
+        """The ``Tool`` objects ``tools/list`` reports, in registration order."""
+        return [dict(tool.definition) for tool in self._tools.values()]
+
     def header_parameters(self, tool_name: str) -> dict[str, str]:
         """For a tool, the ``Mcp-Param-*`` header names (lowercase) mapped to parameter names."""
         tool = self._tools.get(tool_name)

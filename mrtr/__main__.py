@@ -1,0 +1,8 @@
+"""``python -m mrtr``: the same as the ``mrtr`` command."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,341 @@
+"""The ``mrtr`` command line: ``mrtr serve [module:attribute] [options]``.
+
+``module:attribute`` names a :class:`mrtr.server.Server` the way uvicorn names an ASGI
+app (``myapp.main:server``; the attribute may be dotted). The current directory is put
+on ``sys.path`` first, so a module next to you imports. Without it, the bundled example
+server (``mrtr.examples.server:server``) is served.
+
+Exit codes: 0 after a clean shutdown, 1 when the application fails to import or the
+server fails, 2 for usage errors (bad arguments, unknown module or attribute, an
+attribute that is not a Server). Everything the command says goes to stderr; with
+``--stdio``, stdout carries protocol messages only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import logging
+import os
+import shlex
+import sys
+import traceback
+from typing import Any
+
+import msgspec
+
+from . import __version__
+
+__all__ = ["DEFAULT_APP", "AppImportError", "UsageError", "banner", "curl_example", "load_server", "main"]
+
+DEFAULT_APP = "mrtr.examples.server:server"
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+ENDPOINT = "/mcp"
+PROTOCOL_VERSION = "2026-07-28"
+
+log = logging.getLogger("mrtr.cli")
+
+
+class UsageError(Exception):
+    """A mistake on the command line (exit code 2)."""
+
+
+class AppImportError(Exception):
+    """The application module exists but raised while being imported (exit code 1)."""
+
+
+# -- loading the application ---------------------------------------------------------------
+
+
+def load_server(spec: str) -> Any:
+    """Import ``module:attribute`` and return the :class:`~mrtr.server.Server` it names.
+
+    Raises :class:`UsageError` for a malformed spec, a module that does not exist, a
+    missing attribute, or an object that is not a Server; :class:`AppImportError` when
+    the module raises while being imported.
+    """
+    from .server import Server
+
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise UsageError(f'application "{spec}" must be given as "<module>:<attribute>", e.g. "myapp.main:server"')
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if module_name == missing or module_name.startswith(missing + "."):
+            raise UsageError(
+                f'could not import module "{module_name}" (no module named "{missing}"; '
+                f"looked in the current directory {cwd} and on sys.path)"
+            ) from None
+        raise AppImportError(_import_failure(module_name)) from exc
+    except Exception as exc:
+        raise AppImportError(_import_failure(module_name)) from exc
+    target: Any = module
+    parts = attribute.split(".")
+    for index, part in enumerate(parts):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            owner = f'module "{module_name}"' if index == 0 else f'"{module_name}:{".".join(parts[:index])}"'
+            raise UsageError(f'{owner} has no attribute "{part}"') from None
+    if not isinstance(target, Server):
+        raise UsageError(f"{spec} is a {type(target).__name__}, not a mrtr.server.Server")
+    return target
+
+
+def _import_failure(module_name: str) -> str:
+    return f'error while importing "{module_name}":\n{traceback.format_exc().rstrip()}'
+
+
+# -- the start-up banner ---------------------------------------------------------------------
+
+
+def _url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return f"http://{shown}:{port}{ENDPOINT}"
+
+
+def _example_value(name: str, schema: Any) -> Any:
+    if not isinstance(schema, dict):
+        return "example"
+    if "default" in schema:
+        return schema["default"]
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    for union in ("anyOf", "oneOf"):
+        options = schema.get(union)
+        if isinstance(options, list):
+            concrete = [option for option in options if isinstance(option, dict) and option.get("type") != "null"]
+            if concrete:
+                return _example_value(name, concrete[0])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((item for item in kind if item != "null"), None)
+    if kind == "integer":
+        return schema.get("minimum", 1)
+    if kind == "number":
+        return schema.get("minimum", 1.5)
+    if kind == "boolean":
+        return True
+    if kind == "array":
+        return []
+    if kind == "object":
+        return {}
+    if schema.get("format") == "email":
+        return "user@example.com"
+    if schema.get("format") == "uri":
+        return "https://example.com"
+    return "example"
+
+
+def example_arguments(input_schema: Any) -> dict[str, Any]:
+    """Placeholder values for the required properties of a tool's ``inputSchema``."""
+    if not isinstance(input_schema, dict):
+        return {}
+    properties = input_schema.get("properties") or {}
+    required = input_schema.get("required") or []
+    return {name: _example_value(name, properties.get(name)) for name in required if isinstance(name, str)}
+
+
+def _header_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def curl_example(server: Any, url: str) -> str:
+    """A ready-to-paste ``curl`` command calling the server's first tool (or ``server/discover``)."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+    tools = server.tool_definitions()
+    headers = [
+        "Content-Type: application/json",
+        "Accept: application/json, text/event-stream",
+        f"MCP-Protocol-Version: {PROTOCOL_VERSION}",
+    ]
+    if tools:
+        definition = tools[0]
+        arguments = example_arguments(definition.get("inputSchema"))
+        params = {"name": definition["name"], "arguments": arguments, "_meta": meta}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        headers += ["Mcp-Method: tools/call", f"Mcp-Name: {definition['name']}"]
+        properties = (definition.get("inputSchema") or {}).get("properties") or {}
+        for name, value in arguments.items():
+            mirrored = (properties.get(name) or {}).get("x-mcp-header")
+            if isinstance(mirrored, str) and value is not None:
+                headers.append(f"Mcp-Param-{mirrored}: {_header_value(value)}")
+    else:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}
+        headers.append("Mcp-Method: server/discover")
+    lines = [f"  curl -sS -X POST {shlex.quote(url)}"]
+    lines += [f"    -H {shlex.quote(header)}" for header in headers]
+    lines.append(f"    -d {shlex.quote(msgspec.json.encode(body).decode())}")
+    return " \\\n".join(lines)
+
+
+def banner(server: Any, host: str, port: int, workers: int) -> str:
+    """What ``mrtr serve`` prints to stderr when it starts serving HTTP."""
+    url = _url(host, port)
+    name = getattr(server, "name", "server")
+    version = getattr(server, "version", "")
+    plural = "s" if workers != 1 else ""
+    tools = [tool["name"] for tool in server.tool_definitions()]
+    what = f'tool "{tools[0]}"' if tools else "server/discover"
+    return "\n".join([
+        f"mrtr: serving {name} {version} at {url} ({workers} worker{plural}); press Ctrl+C to stop",
+        f"Try it ({what}):",
+        curl_example(server, url),
+        (
+            'If the answer has "resultType":"input_required", send the same call again with a new "id", '
+            'adding to "params" the "requestState" copied verbatim from the result and "inputResponses" '
+            'with one answer per key of "inputRequests", e.g. '
+            '"inputResponses":{"elicit-1":{"action":"accept","content":{...}}}; '
+            'repeat until "resultType" is "complete".'
+        ),
+    ])
+
+
+# -- argument parsing ------------------------------------------------------------------------
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port {text!r}: not an integer") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"invalid port {value}: must be between 1 and 65535")
+    return value
+
+
+def _workers(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid worker count {text!r}: not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid worker count {value}: must be at least 1")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mrtr",
+        description="Run MCP 2026-07-28 servers whose handlers ask the user mid-execution.",
+        epilog="Run 'mrtr serve --help' for the options of the serve command.",
+    )
+    parser.add_argument("--version", action="version", version=f"mrtr {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve",
+        help="serve an mrtr Server over Streamable HTTP or stdio",
+        description=(
+            "Serve an mrtr Server over Streamable HTTP (the MCP endpoint is /mcp) or, with\n"
+            "--stdio, over newline-delimited JSON-RPC on stdin/stdout. Logs go to stderr."
+        ),
+        epilog=(
+            "examples:\n"
+            "  mrtr serve                                  # the bundled example server on http://127.0.0.1:8000/mcp\n"
+            "  mrtr serve myapp.main:server --port 9000\n"
+            "  mrtr serve myapp.main:server --host 0.0.0.0 --workers 4\n"
+            "  mrtr serve myapp.main:server --stdio        # for clients that spawn the server\n"
+            "\n"
+            "Set MRTR_SECRET (Base64 of 32 random bytes) so requestState tokens survive restarts and\n"
+            "work across workers; without it an ephemeral key is generated."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serve.add_argument(
+        "app", nargs="?", default=None, metavar="MODULE:ATTRIBUTE",
+        help=f"the Server to serve, e.g. myapp.main:server (default: the bundled example, {DEFAULT_APP})",
+    )
+    serve.add_argument("--host", default=None, help=f"address to bind for HTTP (default: {DEFAULT_HOST})")
+    serve.add_argument("--port", type=_port, default=None, help=f"port to bind for HTTP (default: {DEFAULT_PORT})")
+    serve.add_argument(
+        "--workers", type=_workers, default=None, metavar="N",
+        help="HTTP worker processes sharing the port (default: 1)",
+    )
+    serve.add_argument(
+        "--stdio", action="store_true",
+        help="serve on stdin/stdout instead of HTTP (stdout then carries protocol messages only)",
+    )
+    serve.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"],
+        help="log level for messages on stderr (default: info)",
+    )
+    return parser
+
+
+def _configure_logging(level: str) -> None:
+    root = logging.getLogger()
+    if not root.handlers:
+        logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("mrtr").setLevel(level.upper())
+
+
+# -- the commands ------------------------------------------------------------------------------
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if args.stdio:
+        given = [flag for flag, value in (("--host", args.host), ("--port", args.port), ("--workers", args.workers))
+                 if value is not None]
+        if given:
+            raise UsageError(f"--stdio cannot be combined with {', '.join(given)} (those are HTTP options)")
+    _configure_logging(args.log_level)
+    if args.stdio:
+        from .stdio import run_stdio
+
+        # Keep anything the application prints while importing off the protocol stream.
+        with contextlib.redirect_stdout(sys.stderr):
+            server = load_server(args.app or DEFAULT_APP)
+        run_stdio(server)
+        return 0
+    server = load_server(args.app or DEFAULT_APP)
+    host = args.host or DEFAULT_HOST
+    port = args.port or DEFAULT_PORT
+    workers = args.workers or 1
+    try:
+        from .http import run
+    except ImportError as exc:
+        print(f"mrtr: the HTTP transport is not available: {exc}", file=sys.stderr)
+        return 1
+    print(banner(server, host, port, workers), file=sys.stderr, flush=True)
+    try:
+        run(server, host, port, workers=workers)
+    except KeyboardInterrupt:  # a Ctrl+C before the server installed its signal handlers
+        pass
+    except OSError as exc:  # typically: the address is in use or cannot be bound
+        print(f"mrtr serve: cannot serve on {_url(host, port)}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``mrtr`` command with ``argv`` (default: ``sys.argv[1:]``) and return its exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or an argparse error (code 2)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return _serve(args)
+    except UsageError as exc:
+        print(f"mrtr serve: error: {exc}", file=sys.stderr)
+        return 2
+    except AppImportError as exc:
+        print(f"mrtr serve: {exc}", file=sys.stderr)
+        return 1

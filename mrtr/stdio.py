@@ -1,0 +1,426 @@
+"""The stdio transport: newline-delimited JSON-RPC over a process's stdin and stdout.
+
+The client starts the server as a subprocess and writes one JSON-RPC message per line
+to its stdin; the server writes one message per line to its stdout. stdout carries
+protocol messages and nothing else; logs go to stderr.
+
+- Each request runs in its own task, so a slow tool does not hold up a fast one.
+  Responses are written by a single writer task, one whole line at a time, so lines
+  never interleave. Notifications a handler sends (progress, log messages) are queued
+  in order and therefore reach the client before that request's response.
+- ``notifications/cancelled`` (``params.requestId``) cancels the matching request in
+  flight; nothing more is written for it. Other client notifications are ignored.
+- A request reusing the id of a request still in flight is refused with ``-32600``;
+  the first one keeps running.
+- On EOF the server stops reading, lets the requests in flight finish (up to a grace
+  period, 10 s by default, after which they are cancelled without a response) and
+  returns.
+
+Errors that cannot be tied to a request (a line that is not JSON, a line over the size
+limit, a message whose ``id`` cannot be read) are sent without an ``id``: the MCP
+schema makes ``id`` optional on error responses and does not allow ``null``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import stat
+import sys
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import trio
+
+from .errors import InternalError, InvalidRequest, ParseError, ProtocolError
+from .server import Server, error_response, parse_message
+
+__all__ = [
+    "DEFAULT_GRACE_PERIOD",
+    "DEFAULT_MAX_LINE_BYTES",
+    "run_stdio",
+    "serve_stdio",
+]
+
+log = logging.getLogger("mrtr.stdio")
+
+DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
+"""The longest line accepted (without its newline); longer lines are refused and skipped."""
+
+DEFAULT_GRACE_PERIOD = 10.0
+"""Seconds the requests in flight get to finish after stdin reaches EOF."""
+
+_READ_CHUNK = 64 * 1024
+_encode = msgspec.json.Encoder().encode
+
+
+# -- streams over the standard file descriptors ------------------------------------------
+
+
+class _ThreadFdReceiveStream(trio.abc.ReceiveStream):
+    """Blocking reads in a worker thread: for regular files, ttys and shared descriptors."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self._fd < 0:
+            raise trio.ClosedResourceError("the stream is closed")
+        fd = self._fd
+        return await trio.to_thread.run_sync(os.read, fd, max_bytes or _READ_CHUNK, abandon_on_cancel=True)
+
+    async def aclose(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+        await trio.lowlevel.checkpoint()
+
+
+class _ThreadFdSendStream(trio.abc.SendStream):
+    """Blocking writes in a worker thread: for regular files, ttys and shared descriptors."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if self._fd < 0:
+            raise trio.ClosedResourceError("the stream is closed")
+        try:
+            await trio.to_thread.run_sync(_write_all, self._fd, bytes(data))
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise trio.BrokenResourceError(str(exc)) from exc
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+        await trio.lowlevel.checkpoint()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _fd_stream(fd: int, *, receive: bool, others: Iterable[int]) -> Any:
+    """A trio stream that owns ``fd``.
+
+    Pipes and sockets get a :class:`trio.lowlevel.FdStream` (non-blocking, cancellable)
+    unless one of the ``others`` descriptors refers to the same pipe or socket: making
+    it non-blocking would then also affect, say, stderr writes. Everything else
+    (regular files, ttys, ``/dev/null``, which epoll cannot watch) is read or written
+    in a worker thread.
+    """
+    mode = os.fstat(fd).st_mode
+    if hasattr(trio.lowlevel, "FdStream") and (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        mine = _identity(fd)
+        if all(_identity(other) != mine for other in others):
+            return trio.lowlevel.FdStream(fd)
+    return _ThreadFdReceiveStream(fd) if receive else _ThreadFdSendStream(fd)
+
+
+# -- reading lines -----------------------------------------------------------------------
+
+
+class _TooLong:
+    """Marks a line that went over the size limit (its bytes are discarded)."""
+
+
+_TOO_LONG = _TooLong()
+
+
+class _LineReader:
+    def __init__(self, stream: Any, max_line_bytes: int) -> None:
+        self._stream = stream
+        self._max = max_line_bytes
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of the buffer already known to hold no newline
+        self._discarding = False  # inside a line already refused as too long
+        self._eof = False
+
+    async def receive_line(self) -> bytes | _TooLong | None:
+        """The next line without its newline, ``_TOO_LONG`` for a refused line, ``None`` at EOF."""
+        while True:
+            newline = self._buffer.find(b"\n", self._scanned)
+            if newline >= 0:
+                line = bytes(self._buffer[:newline])
+                del self._buffer[: newline + 1]
+                self._scanned = 0
+                if self._discarding:  # the tail of a refused line
+                    self._discarding = False
+                    continue
+                if len(line) > self._max:
+                    return _TOO_LONG
+                return line
+            if self._discarding:
+                self._buffer.clear()
+            elif len(self._buffer) > self._max:
+                self._buffer.clear()
+                self._discarding = True
+                self._scanned = 0
+                return _TOO_LONG
+            self._scanned = len(self._buffer)
+            if self._eof:
+                self._scanned = 0
+                if self._buffer and not self._discarding:  # a last line without a newline
+                    line = bytes(self._buffer)
+                    self._buffer.clear()
+                    return line
+                return None
+            try:
+                data = await self._stream.receive_some(_READ_CHUNK)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                log.warning("stdin failed (%s); treating it as EOF", exc)
+                data = b""
+            if not data:
+                self._eof = True
+            else:
+                self._buffer += data
+
+
+# -- the session ---------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _InFlight:
+    id: Any
+    message: Mapping[str, Any]
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    cancelled: bool = False
+    done: bool = False
+
+
+class _Session:
+    def __init__(self, server: Server, stdout: Any) -> None:
+        self.server = server
+        self.stdout = stdout
+        self.in_flight: dict[Any, _InFlight] = {}
+        # Unbounded: handler notifications are queued from sync code with send_nowait.
+        self.send_channel, self.receive_channel = trio.open_memory_channel[tuple["_InFlight | None", bytes]](math.inf)
+
+    # writing
+
+    def queue(self, entry: _InFlight | None, message: Mapping[str, Any]) -> None:
+        self.send_channel.send_nowait((entry, _encode(message) + b"\n"))
+
+    def queue_error(self, request_id: Any, error: ProtocolError) -> None:
+        message = error_response(request_id, error)
+        if request_id is None:
+            del message["id"]
+        self.queue(None, message)
+
+    async def writer(self, stop: trio.CancelScope) -> None:
+        async with self.receive_channel:
+            async for entry, line in self.receive_channel:
+                if entry is not None and entry.cancelled:
+                    continue  # queued before the cancellation arrived: drop it
+                try:
+                    await self.stdout.send_all(line)
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                    log.warning("stdout is closed (%s); stopping", exc)
+                    stop.cancel()
+                    return
+
+    # reading and dispatch
+
+    def dispatch(self, nursery: trio.Nursery, line: bytes) -> None:
+        try:
+            message = parse_message(line)
+        except ParseError as error:
+            self.queue_error(None, error)
+            return
+        except InvalidRequest as error:
+            self.queue_error(getattr(error, "request_id", None), error)
+            return
+        if "id" not in message:
+            self.notification(message)
+            return
+        request_id = message["id"]
+        if request_id in self.in_flight:
+            self.queue_error(
+                request_id,
+                InvalidRequest(f"Invalid Request: id {request_id!r} is already in use by a request in flight"),
+            )
+            return
+        entry = _InFlight(request_id, message)
+        self.in_flight[request_id] = entry
+        nursery.start_soon(self.run_request, entry, name=f"mrtr.stdio request {request_id!r}")
+
+    def notification(self, message: Mapping[str, Any]) -> None:
+        if message["method"] != "notifications/cancelled":
+            log.debug("ignoring notification %s", message["method"])
+            return
+        params = message.get("params") or {}
+        request_id = params.get("requestId")
+        if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+            log.debug("ignoring notifications/cancelled without a valid requestId")
+            return
+        entry = self.in_flight.get(request_id)
+        if entry is None or entry.done:
+            log.debug("ignoring notifications/cancelled for %r: not in flight", request_id)
+            return
+        reason = params.get("reason")
+        log.info("cancelling request %r%s", request_id, f" ({reason})" if isinstance(reason, str) else "")
+        entry.cancelled = True
+        entry.scope.cancel()
+
+    async def run_request(self, entry: _InFlight) -> None:
+        def notify(method: str, params: dict[str, Any]) -> None:
+            if entry.cancelled or entry.done:
+                return
+            self.queue(entry, {"jsonrpc": "2.0", "method": method, "params": params})
+
+        try:
+            with entry.scope:
+                response = await self.server.handle(entry.message, notify=notify)
+            if entry.cancelled:
+                return
+            try:
+                self.queue(entry, response)
+            except (TypeError, msgspec.EncodeError):
+                log.exception("cannot encode the response to request %r", entry.id)
+                self.queue_error(entry.id, InternalError("Internal error"))
+        finally:
+            entry.done = True
+            if self.in_flight.get(entry.id) is entry:
+                del self.in_flight[entry.id]
+
+
+async def serve_stdio(
+    server: Server,
+    *,
+    stdin: trio.abc.ReceiveStream | None = None,
+    stdout: trio.abc.SendStream | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    grace_period: float = DEFAULT_GRACE_PERIOD,
+) -> None:
+    """Serve ``server`` over newline-delimited JSON-RPC until stdin reaches EOF.
+
+    ``stdin`` and ``stdout`` default to the process's standard input and output (the
+    descriptors are duplicated, so the originals stay open). A line longer than
+    ``max_line_bytes`` is answered with ``-32600`` and skipped. After EOF the requests
+    in flight get ``grace_period`` seconds to finish; any still running then are
+    cancelled without a response. Returns early if stdout is closed by the client.
+    """
+    if max_line_bytes < 1:
+        raise ValueError("max_line_bytes must be positive")
+    owned: list[Any] = []
+    if stdin is None:
+        stdin = _fd_stream(os.dup(0), receive=True, others=(1, 2))
+        owned.append(stdin)
+    if stdout is None:
+        stdout = _fd_stream(os.dup(1), receive=False, others=(0, 2))
+        owned.append(stdout)
+    try:
+        await _serve(server, stdin, stdout, max_line_bytes, grace_period)
+    finally:
+        for stream in owned:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+
+async def _serve(server: Server, stdin: Any, stdout: Any, max_line_bytes: int, grace_period: float) -> None:
+    session = _Session(server, stdout)
+    reader = _LineReader(stdin, max_line_bytes)
+    async with trio.open_nursery() as outer:
+        outer.start_soon(session.writer, outer.cancel_scope, name="mrtr.stdio writer")
+        async with trio.open_nursery() as requests:
+            while True:
+                line = await reader.receive_line()
+                if line is None:
+                    break
+                if line is _TOO_LONG:
+                    session.queue_error(
+                        None, InvalidRequest(f"Invalid Request: message longer than {max_line_bytes} bytes")
+                    )
+                    continue
+                assert isinstance(line, bytes)
+                if not line.strip():
+                    continue
+                session.dispatch(requests, line)
+            if session.in_flight:
+                log.info("stdin closed; waiting up to %gs for %d request(s) in flight",
+                         grace_period, len(session.in_flight))
+            requests.cancel_scope.deadline = trio.current_time() + grace_period
+        if requests.cancel_scope.cancelled_caught:
+            log.warning("grace period of %gs over: cancelled the requests still in flight", grace_period)
+        session.send_channel.close()  # the writer drains what is queued, then ends
+
+
+# -- the process entry point -----------------------------------------------------------------
+
+
+def run_stdio(
+    server: Server,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    grace_period: float = DEFAULT_GRACE_PERIOD,
+) -> None:
+    """Serve ``server`` on this process's stdin/stdout until EOF, SIGINT or SIGTERM.
+
+    Configures logging to stderr if nothing configured it. While serving, file
+    descriptor 1 is pointed at stderr, so a stray ``print()`` in handler code lands in
+    the log instead of corrupting the protocol stream; the protocol uses a private
+    duplicate of the original stdout.
+    """
+    if not logging.getLogger().handlers:
+        logging.basicConfig(stream=sys.stderr, level=logging.INFO,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    sys.stdout.flush()
+    protocol_fd = os.dup(1)
+    saved_fd = os.dup(1)
+    _point_stdout_at_stderr()
+    try:
+        trio.run(_run_stdio, server, protocol_fd, max_line_bytes, grace_period)
+    except KeyboardInterrupt:  # a signal that arrived before the handlers were installed
+        log.info("interrupted")
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved_fd, 1)
+        os.close(saved_fd)
+
+
+def _point_stdout_at_stderr() -> None:
+    try:
+        os.dup2(2, 1)
+    except OSError:  # no stderr: send stray output nowhere rather than into the protocol
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+
+
+async def _run_stdio(server: Server, protocol_fd: int, max_line_bytes: int, grace_period: float) -> None:
+    stdout = _fd_stream(protocol_fd, receive=False, others=(0, 1, 2))
+    stdin = _fd_stream(os.dup(0), receive=True, others=(protocol_fd, 1, 2))
+    async with stdin, stdout, trio.open_nursery() as nursery:
+        if threading.current_thread() is threading.main_thread():
+            nursery.start_soon(_stop_on_signals, nursery.cancel_scope)
+        await serve_stdio(server, stdin=stdin, stdout=stdout, max_line_bytes=max_line_bytes,
+                          grace_period=grace_period)
+        nursery.cancel_scope.cancel()
+
+
+async def _stop_on_signals(scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            log.info("received %s; stopping", signal.Signals(signum).name)
+            scope.cancel()
+            return

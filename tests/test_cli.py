@@ -1,0 +1,229 @@
+"""The ``mrtr`` command line: loading the application, usage errors, help, the HTTP banner."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import httpx
+import pytest
+import trio
+
+from mrtr.cli import banner, curl_example, load_server, main
+from mrtr.server import Header, Server
+
+from .stdio_server import server as fixture_server
+from .test_stdio import REPO, request, stdio_server
+from .wire_schema import validate_message
+
+
+@pytest.fixture
+def isolated_imports(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """Run in an empty temporary directory, restoring sys.path and sys.modules afterwards."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = set(sys.modules)
+    yield tmp_path
+    for name in set(sys.modules) - before:
+        if name.startswith("cli_app_"):
+            del sys.modules[name]
+
+
+def test_unknown_module_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "nosuchmodule:x"]) == 2
+    err = capsys.readouterr().err
+    assert 'could not import module "nosuchmodule"' in err
+    assert "Traceback" not in err
+
+
+def test_unknown_attribute_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "tests.stdio_server:notthere"]) == 2
+    assert 'module "tests.stdio_server" has no attribute "notthere"' in capsys.readouterr().err
+    assert main(["serve", "tests.stdio_server:server.nested.deeper"]) == 2
+    assert '"tests.stdio_server:server" has no attribute "nested"' in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("attribute", ["not_a_server", "echo"])
+def test_an_attribute_that_is_not_a_server_is_a_usage_error(attribute: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", f"tests.stdio_server:{attribute}"]) == 2
+    assert "not a mrtr.server.Server" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [
+    ["serve", "tests.stdio_server"],  # no attribute
+    ["serve", "--stdio", "--port", "9000"],  # HTTP options with --stdio
+    ["serve", "--port", "70000"],
+    ["serve", "--workers", "0"],
+    ["serve", "--no-such-option"],
+    [],  # no command
+])
+def test_usage_errors_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.strip()
+    assert captured.out == ""
+
+
+def test_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    assert "serve" in capsys.readouterr().out
+    assert main(["serve", "--help"]) == 0
+    out = capsys.readouterr().out
+    for expected in ("MODULE:ATTRIBUTE", "--host", "--port", "--workers", "--stdio", "/mcp",
+                     "mrtr.examples.server:server"):
+        assert expected in out
+
+
+def test_the_current_directory_is_importable(isolated_imports: Path) -> None:
+    (isolated_imports / "cli_app_ok.py").write_text(
+        "from mrtr.server import Server\n"
+        "class Holder:\n"
+        "    server = Server('from-cwd', secret=b'k' * 32)\n"
+    )
+    loaded = load_server("cli_app_ok:Holder.server")
+    assert isinstance(loaded, Server) and loaded.name == "from-cwd"
+
+
+def test_an_app_that_fails_to_import_exits_1_with_its_traceback(
+    isolated_imports: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (isolated_imports / "cli_app_broken.py").write_text("raise RuntimeError('boom at import')\n")
+    assert main(["serve", "cli_app_broken:server"]) == 1
+    err = capsys.readouterr().err
+    assert "RuntimeError: boom at import" in err and "Traceback" in err
+    # A missing dependency inside the app is its failure, not an unknown app module.
+    (isolated_imports / "cli_app_needs.py").write_text("import cli_app_nowhere_to_be_found\n")
+    assert main(["serve", "cli_app_needs:server"]) == 1
+    assert "cli_app_nowhere_to_be_found" in capsys.readouterr().err
+
+
+def test_banner_shows_the_url_and_a_complete_curl_call() -> None:
+    text = banner(fixture_server, "127.0.0.1", 8123, 2)
+    assert "http://127.0.0.1:8123/mcp" in text
+    assert "2 workers" in text
+    assert "requestState" in text and "inputResponses" in text
+    command = text[text.index("curl"):text.index("\nIf the answer")]
+    words = shlex.split(command.replace("\\\n", " "))
+    assert words[0] == "curl" and "http://127.0.0.1:8123/mcp" in words
+    headers = {words[i + 1].split(":", 1)[0].lower(): words[i + 1].split(":", 1)[1].strip()
+               for i, word in enumerate(words) if word == "-H"}
+    assert headers == {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "echo",
+    }
+    body = json.loads(words[words.index("-d") + 1])
+    assert body["method"] == "tools/call"
+    assert body["params"]["name"] == "echo"
+    assert body["params"]["arguments"] == {"text": "example"}
+    assert body["params"]["_meta"] == {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+
+
+def test_curl_example_mirrors_header_parameters_and_handles_no_tools() -> None:
+    server = Server("headers", secret=b"k" * 32)
+
+    @server.tool
+    def forecast(region: Annotated[str, Header("Region")], days: int) -> str:
+        return f"{region}:{days}"
+
+    words = shlex.split(curl_example(server, "http://[::1]:9/mcp").replace("\\\n", " "))
+    assert "Mcp-Param-Region: example" in words
+    assert json.loads(words[words.index("-d") + 1])["params"]["arguments"] == {"region": "example", "days": 1}
+    empty = curl_example(Server("empty", secret=b"k" * 32), "http://127.0.0.1:9/mcp")
+    assert "Mcp-Method: server/discover" in empty and '"method":"server/discover"' in empty
+
+
+async def test_python_dash_m_mrtr_help() -> None:
+    with trio.fail_after(15):
+        done = await trio.run_process([sys.executable, "-m", "mrtr", "serve", "--help"], cwd=REPO,
+                                      capture_stdout=True, capture_stderr=True)
+    assert done.returncode == 0
+    assert b"--stdio" in done.stdout
+
+
+async def test_without_an_app_the_example_server_is_served() -> None:
+    with trio.fail_after(15):
+        async with stdio_server(app=None) as server:
+            listed = await server.ask(request(1, "tools/list"), "ListToolsResult")
+            assert "onboard" in {tool["name"] for tool in listed["result"]["tools"]}
+            assert await server.finish() == 0
+
+
+async def test_stdio_usage_error_in_a_subprocess_writes_nothing_to_stdout() -> None:
+    with trio.fail_after(15):
+        done = await trio.run_process(
+            [sys.executable, "-m", "mrtr", "serve", "--stdio", "nosuchmodule:x"], cwd=REPO,
+            stdin=subprocess.DEVNULL, capture_stdout=True, capture_stderr=True, check=False,
+        )
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert b'could not import module "nosuchmodule"' in done.stderr
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+async def test_http_serve_answers_and_stops_on_sigint() -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    command = [sys.executable, "-m", "mrtr", "serve", "tests.stdio_server:server", "--port", str(port)]
+    stderr = bytearray()
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            process = await trio.lowlevel.open_process(
+                command, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+            stdout = bytearray()
+
+            async def collect(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
+                while data := await stream.receive_some(65536):
+                    into += data
+
+            nursery.start_soon(collect, process.stderr, stderr)
+            nursery.start_soon(collect, process.stdout, stdout)
+            try:
+                while url.encode() not in stderr:
+                    assert process.returncode is None, stderr.decode()
+                    await trio.sleep(0.02)
+                body = request("d1", "server/discover")
+                headers = {
+                    "Content-Type": "application/json",
+                    "Accept": "application/json, text/event-stream",
+                    "MCP-Protocol-Version": "2026-07-28",
+                    "Mcp-Method": "server/discover",
+                }
+                async with httpx.AsyncClient() as client:
+                    while True:  # the URL is printed just before the socket is bound
+                        try:
+                            answer = await client.post(url, json=body, headers=headers)
+                            break
+                        except httpx.ConnectError:
+                            await trio.sleep(0.05)
+                assert answer.status_code == 200, answer.text
+                message = answer.json()
+                validate_message(message, result_def="DiscoverResult")
+                assert message["id"] == "d1"
+                process.send_signal(signal.SIGINT)
+                assert await process.wait() == 0, stderr.decode()
+            finally:
+                if process.returncode is None:
+                    process.kill()
+                    with trio.CancelScope(shield=True):
+                        await process.wait()
+    text = stderr.decode()
+    assert "curl" in text and "Mcp-Name: echo" in text
+    assert stdout == b""  # HTTP mode keeps stdout free for other tools
