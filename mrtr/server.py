@@ -73,7 +73,8 @@ def parse_message(data: bytes | str) -> dict[str, Any]:
     """
     try:
         message = _json.decode(data)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        # Nesting deep enough to exhaust the decoder's recursion is not JSON we accept.
         raise ParseError("Parse error: Invalid JSON") from None
     if not isinstance(message, dict):
         raise InvalidRequest("Invalid Request: expected a single JSON-RPC request object")
@@ -549,6 +550,10 @@ class Server:
 
     # -- introspection for transports -------------------------------------------------
 
+    def serves(self, method: str) -> bool:
+        """Whether a request for ``method`` is dispatched (rather than answered ``-32601``)."""
+        return method in self._methods and self._offers(method)
+
     def tool_definitions(self) -> list[dict[str, Any]]:
         """The ``Tool`` objects ``tools/list`` reports, in registration order."""
         return [dict(tool.definition) for tool in self._tools.values()]
@@ -598,10 +603,10 @@ class Server:
 
     async def _dispatch(self, message: Mapping[str, Any], headers: Mapping[str, str], notify: Notify | None) -> Any:
         method = message["method"]
-        handler = self._methods.get(method)
         # Unknown and removed methods (initialize, ping, ...) are -32601 whatever their params.
-        if handler is None or not self._offers(method):
+        if not self.serves(method):
             raise MethodNotFound(f"Method not found: {method}")
+        handler = self._methods[method]
         params = message.get("params")
         if params is None:
             params = {}

@@ -1,0 +1,181 @@
+"""An ASGI 3 application that serves an MCP server, for embedding in an existing ASGI host.
+
+It answers through :func:`mrtr.http.exchange.exchange`, the code the native server
+uses, so both front ends behave alike. It runs on trio primitives (a nursery per
+request, a memory channel for notifications, cancel scopes for disconnects), so the
+host must run the application under trio: hypercorn with ``worker_class="trio"``
+(or ``hypercorn.trio.serve``), or a trio framework such as quart-trio. An asyncio
+host (uvicorn, hypercorn's default worker) cannot run it.
+
+::
+
+    import trio
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+    from mrtr.http import ASGIApp
+
+    config = Config()
+    config.bind = ["127.0.0.1:8000"]
+    trio.run(serve, ASGIApp(server), config)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from .exchange import ClientGone, ExchangeConfig, Header, HttpRequest, exchange
+
+__all__ = ["ASGIApp"]
+
+log = logging.getLogger("mrtr.http")
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+
+class _Disconnected(Exception):
+    pass
+
+
+class _ASGIResponder:
+    """A :class:`~mrtr.http.exchange.Responder` on ``http.response.start``/``http.response.body``."""
+
+    __slots__ = ("_send", "_head")
+
+    def __init__(self, send: Send, head: bool) -> None:
+        self._send = send
+        self._head = head
+
+    async def _emit(self, message: MutableMapping[str, Any]) -> None:
+        try:
+            await self._send(message)
+        except OSError as exc:  # hosts raise an OSError subclass once the client is gone
+            raise ClientGone() from exc
+
+    async def respond(self, status: int, headers: list[Header], body: bytes) -> None:
+        await self._emit({"type": "http.response.start", "status": status, "headers": headers})
+        await self._emit({"type": "http.response.body", "body": b"" if self._head else body, "more_body": False})
+
+    async def start(self, status: int, headers: list[Header]) -> None:
+        await self._emit({"type": "http.response.start", "status": status, "headers": headers})
+
+    async def send(self, chunk: bytes) -> None:
+        await self._emit({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    async def end(self) -> None:
+        await self._emit({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+class ASGIApp:
+    """Serve ``server`` at ``path`` to an ASGI host that runs its applications under trio.
+
+    ``allowed_origins``, ``sse_keepalive`` and ``notification_buffer`` are the exchange
+    options (see :class:`~mrtr.http.exchange.ExchangeConfig`); a body larger than
+    ``max_body_size`` (4 MiB) gets ``413``. ``lifespan`` events are acknowledged and
+    ``websocket`` connections are refused.
+    """
+
+    def __init__(
+        self,
+        server: Any,
+        *,
+        path: str = "/mcp",
+        allowed_origins: Any = (),
+        max_body_size: int = 4 * 1024 * 1024,
+        sse_keepalive: float | None = 15.0,
+        notification_buffer: int = 10_000,
+    ) -> None:
+        if isinstance(allowed_origins, str):
+            allowed_origins = (allowed_origins,)
+        self.server = server
+        self.config = ExchangeConfig(path=path, allowed_origins=tuple(allowed_origins or ()),
+                                     sse_keepalive=sse_keepalive, notification_buffer=notification_buffer)
+        if isinstance(max_body_size, bool) or not isinstance(max_body_size, int) or max_body_size < 1:
+            raise ValueError(f"max_body_size must be a positive integer, got {max_body_size!r}")
+        self.max_body_size = max_body_size
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope.get("type")
+        if kind == "http":
+            await self._http(scope, receive, send)
+        elif kind == "lifespan":
+            await self._lifespan(receive, send)
+        elif kind == "websocket":
+            await send({"type": "websocket.close", "code": 1000})
+        else:
+            raise ValueError(f"unsupported ASGI scope type {kind!r}")
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method = scope.get("method", "GET")
+        headers: list[Header] = [(bytes(name), bytes(value)) for name, value in scope.get("headers", [])]
+        responder = _ASGIResponder(send, method == "HEAD")
+        try:
+            body = await self._read_body(headers, receive, responder)
+        except _Disconnected:
+            return
+        except ClientGone:
+            return
+        if body is None:
+            return
+        request = HttpRequest(method, self._relative_path(scope), headers, body)
+
+        async def disconnected() -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+
+        await exchange(self.server, request, responder, config=self.config, disconnected=disconnected)
+
+    @staticmethod
+    def _relative_path(scope: Scope) -> str:
+        path = scope.get("path", "/")
+        root = scope.get("root_path") or ""
+        if root and path.startswith(root) and path != root:
+            return path[len(root):]
+        return path
+
+    async def _read_body(self, headers: list[Header], receive: Receive, responder: _ASGIResponder) -> bytes | None:
+        limit = self.max_body_size
+        for name, value in headers:
+            if name.lower() == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = 0
+                if declared > limit:
+                    await self._too_large(responder)
+                    return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Disconnected()
+            chunk = message.get("body", b"")
+            if chunk:
+                size += len(chunk)
+                if size > limit:
+                    await self._too_large(responder)
+                    return None
+                chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    async def _too_large(self, responder: _ASGIResponder) -> None:
+        body = f"Content Too Large: the body limit is {self.max_body_size} bytes\n".encode()
+        await responder.respond(413, [(b"content-type", b"text/plain; charset=utf-8"),
+                                      (b"content-length", str(len(body)).encode()),
+                                      (b"connection", b"close")], body)

@@ -1,0 +1,256 @@
+"""Fixtures for the HTTP tests: the test server behind both front ends, over real loopback HTTP.
+
+``endpoint`` is parametrized over ``native`` (``mrtr.http.serve`` in the test's nursery
+on port 0) and ``asgi`` (``ASGIApp`` under hypercorn's trio worker, in-process), so
+every test that uses it runs against both. ``Endpoint.post`` mirrors the MCP headers
+from the body unless told otherwise, and validates every JSON-RPC message it gets back
+against the official schema (``tests/wire_schema.py``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import httpx
+import pytest
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve as hypercorn_serve
+
+from mrtr.http import ASGIApp, serve
+from mrtr.server import META_PROTOCOL_VERSION
+
+from ..wire_schema import validate_message
+from .app import server as app_server
+
+PROTOCOL = "2026-07-28"
+CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}}}
+ALLOWED_ORIGINS = ["https://app.example.com", "trusted.example.org"]
+MAX_BODY = 64 * 1024
+
+_RESULT_DEFS = {
+    "tools/call": "CallToolResult",
+    "prompts/get": "GetPromptResult",
+    "resources/read": "ReadResourceResult",
+    "tools/list": "ListToolsResult",
+    "prompts/list": "ListPromptsResult",
+    "resources/list": "ListResourcesResult",
+    "server/discover": "DiscoverResult",
+}
+
+
+def meta(capabilities: Mapping[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    """A request ``_meta`` for this protocol version."""
+    value: dict[str, Any] = {
+        META_PROTOCOL_VERSION: PROTOCOL,
+        "io.modelcontextprotocol/clientCapabilities": dict(CAPABILITIES if capabilities is None else capabilities),
+    }
+    value.update(extra)
+    return value
+
+
+def rpc(method: str, params: Mapping[str, Any] | None = None, *, id: Any = 1, with_meta: bool = True,
+        **meta_extra: Any) -> dict[str, Any]:
+    """A JSON-RPC request; ``params._meta`` is filled in unless ``with_meta=False``."""
+    body = dict(params or {})
+    if with_meta and "_meta" not in body:
+        body["_meta"] = meta(**meta_extra)
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": body}
+    if id is not None:
+        message["id"] = id
+    return message
+
+
+def header_value(value: Any) -> str:
+    """How a client puts a value into an MCP header (the Base64 form when not visible ASCII)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    text = str(value)
+    safe = text and text == text.strip() and all(0x21 <= ord(ch) <= 0x7E or ch == " " for ch in text)
+    if not safe or (text.startswith("=?base64?") and text.endswith("?=")):
+        return "=?base64?" + base64.b64encode(text.encode("utf-8")).decode("ascii") + "?="
+    return text
+
+
+def mcp_headers(message: Mapping[str, Any]) -> dict[str, str]:
+    """The standard MCP headers a conforming client derives from ``message``."""
+    headers: dict[str, str] = {}
+    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    meta_value = params.get("_meta") if isinstance(params, dict) else None
+    if isinstance(meta_value, dict) and isinstance(meta_value.get(META_PROTOCOL_VERSION), str):
+        headers["MCP-Protocol-Version"] = header_value(meta_value[META_PROTOCOL_VERSION])
+    else:
+        headers["MCP-Protocol-Version"] = PROTOCOL
+    method = message.get("method")
+    if isinstance(method, str):
+        headers["Mcp-Method"] = header_value(method)
+    member = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}.get(method)  # type: ignore[arg-type]
+    if member and isinstance(params.get(member), str):
+        headers["Mcp-Name"] = header_value(params[member])
+    if method == "tools/call" and isinstance(params.get("name"), str):
+        arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
+        for header, parameter in app_server.header_parameters(params["name"]).items():
+            if arguments.get(parameter) is not None:
+                headers["Mcp-Param-" + header] = header_value(arguments[parameter])
+    return headers
+
+
+BASE_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+@dataclass
+class Reply:
+    """An HTTP answer with its JSON-RPC messages (one for JSON, all events for SSE)."""
+
+    status: int
+    headers: httpx.Headers
+    body: bytes
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def is_sse(self) -> bool:
+        return self.headers.get("content-type", "").startswith("text/event-stream")
+
+    @property
+    def message(self) -> dict[str, Any]:
+        """The final JSON-RPC message (the response)."""
+        assert self.messages, f"no JSON-RPC message in {self.status} {self.body[:200]!r}"
+        return self.messages[-1]
+
+    @property
+    def result(self) -> dict[str, Any]:
+        assert "result" in self.message, self.message
+        return self.message["result"]
+
+    @property
+    def error(self) -> dict[str, Any]:
+        assert "error" in self.message, self.message
+        return self.message["error"]
+
+    @property
+    def notifications(self) -> list[dict[str, Any]]:
+        return [m for m in self.messages if "method" in m]
+
+
+def parse_sse(body: bytes) -> list[dict[str, Any]]:
+    messages = []
+    for event in body.decode("utf-8").split("\n\n"):
+        data = [line[len("data:"):].lstrip(" ") for line in event.split("\n") if line.startswith("data:")]
+        if data:
+            messages.append(json.loads("\n".join(data)))
+    return messages
+
+
+def decode_reply(response: httpx.Response, request: Any = None) -> Reply:
+    reply = Reply(response.status_code, response.headers, response.content)
+    content_type = response.headers.get("content-type", "")
+    if content_type.startswith("application/json") and response.content:
+        reply.messages = [json.loads(response.content)]
+    elif content_type.startswith("text/event-stream"):
+        reply.messages = parse_sse(response.content)
+    method = request.get("method") if isinstance(request, dict) else None
+    for position, message in enumerate(reply.messages):
+        final = position == len(reply.messages) - 1
+        result_def = None
+        if final and "result" in message:
+            if message["result"].get("resultType") == "input_required":
+                result_def = "InputRequiredResult"
+            else:
+                result_def = _RESULT_DEFS.get(method)
+        validate_message(message, result_def=result_def)
+        if not final:
+            assert "method" in message, f"only notifications may precede the response: {message}"
+    return reply
+
+
+@dataclass
+class Endpoint:
+    kind: str
+    port: int
+    client: httpx.AsyncClient
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    async def post(self, message: Any, *, headers: Mapping[str, str | bytes | None] | None = None,
+                   mirror: bool = True, path: str = "/mcp") -> Reply:
+        """POST ``message`` (a dict, or raw bytes) with the usual headers, overridden by ``headers``.
+
+        A ``None`` value in ``headers`` removes that header.
+        """
+        sent: dict[str, Any] = dict(BASE_HEADERS)
+        if isinstance(message, (bytes, bytearray)):
+            body = bytes(message)
+        else:
+            body = json.dumps(message).encode()
+            if mirror and isinstance(message, dict):
+                sent.update(mcp_headers(message))
+        for name, value in (headers or {}).items():
+            for existing in [key for key in sent if key.lower() == name.lower()]:
+                del sent[existing]
+            if value is not None:
+                sent[name] = value
+        response = await self.client.post(path, content=body, headers=sent)
+        return decode_reply(response, message)
+
+    async def call(self, method: str, params: Mapping[str, Any] | None = None, *, id: Any = 1,
+                   headers: Mapping[str, str | bytes | None] | None = None, mirror: bool = True,
+                   **meta_extra: Any) -> Reply:
+        """POST a request for ``method``; ``meta_extra`` goes into ``params._meta``."""
+        return await self.post(rpc(method, params, id=id, **meta_extra), headers=headers, mirror=mirror)
+
+
+def raw_post(message: dict, port: int, extra: dict | None = None) -> bytes:
+    body = json.dumps(message).encode()
+    headers = {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream", "Content-Length": str(len(body)),
+               **mcp_headers(message), **(extra or {})}
+    head = "POST /mcp HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    return head.encode("latin-1") + body
+
+
+async def wait_for(predicate, timeout: float = 5.0) -> None:
+    with trio.fail_after(timeout):
+        while not predicate():
+            await trio.sleep(0.01)
+
+
+async def start_native(nursery: trio.Nursery, **options: Any) -> int:
+    return await nursery.start(partial(serve, app_server, "127.0.0.1", 0, **options))
+
+
+async def start_hypercorn(nursery: trio.Nursery, app: Any, shutdown: trio.Event) -> int:
+    config = HypercornConfig()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = None
+    config.graceful_timeout = 0.2
+    binds = await nursery.start(partial(hypercorn_serve, app, config, shutdown_trigger=shutdown.wait))
+    return int(binds[0].rsplit(":", 1)[1])
+
+
+@pytest.fixture(params=["native", "asgi"])
+async def endpoint(request, nursery):
+    """The test server behind one front end, and a client for it."""
+    if request.param == "native":
+        port = await start_native(nursery, allowed_origins=ALLOWED_ORIGINS, max_body_size=MAX_BODY)
+    else:
+        app = ASGIApp(app_server, allowed_origins=ALLOWED_ORIGINS, max_body_size=MAX_BODY)
+        port = await start_hypercorn(nursery, app, trio.Event())
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10.0) as client:
+        del client.headers["accept"]  # httpx sends "Accept: */*" unless told otherwise
+        yield Endpoint(request.param, port, client)
+
+
+@pytest.fixture(autouse=True)
+def _quiet_hypercorn():
+    logging.getLogger("hypercorn.error").setLevel(logging.WARNING)
+    yield
