@@ -1,0 +1,19 @@
+"""The conformance fixture servers as ASGI applications, for hypercorn's trio worker.
+
+    hypercorn --worker-class trio --bind 127.0.0.1:3001 'tests.conformance.asgi:app'
+    hypercorn --worker-class trio --bind 127.0.0.1:3001 'tests.conformance.asgi:lenient_app'
+
+The MCP endpoint is ``/mcp``, as with ``mrtr serve``.
+"""
+
+from __future__ import annotations
+
+from .server import lenient_server, server
+
+__all__ = ["app", "lenient_app"]
+
+app = server.asgi()
+"""The fixture server under the strict answer policy."""
+
+lenient_app = lenient_server.asgi()
+"""The fixture server under the lenient answer policy."""
