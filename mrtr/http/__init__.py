@@ -13,7 +13,7 @@ Both hand each request to one function, :func:`mrtr.http.exchange.exchange`, whi
 applies the transport rules (endpoint path, ``Origin``, method, media types, the
 ``Mcp-*`` header checks), dispatches to the server, answers JSON or an SSE stream, and
 cancels the handler when the client goes away. So both front ends answer the same
-request with the same status, headers and body. See ``docs/server-http.md``.
+request with the same status, headers and body. See ``docs/http.md``.
 """
 
 from .asgi import ASGIApp

@@ -6,7 +6,7 @@ headers, the whole body) and hands it to :func:`exchange` together with a
 Streamable HTTP transport decides (status codes, header checks, JSON or SSE,
 cancellation) happens here, once, so both front ends answer byte for byte alike.
 
-The rules, in order (see ``docs/server-http.md``):
+The rules, in order (see ``docs/http.md``):
 
 1. the path must be the endpoint, else ``404``;
 2. a present ``Origin`` must be allowed (localhost or the allow-list), else ``403``;
