@@ -403,13 +403,18 @@ class Server:
         description: str | None = None,
         annotations: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
+        input_schema: Mapping[str, Any] | None = None,
     ) -> Any:
         """Register a tool. Usable bare (``@server.tool``) or with options.
 
         The name defaults to the function's, the description to its docstring's first
         paragraph; ``inputSchema`` comes from the parameter type hints (and
         ``outputSchema`` from a Struct, dataclass or TypedDict return type). Arguments are
-        decoded and validated before the handler runs.
+        decoded and validated with those hints before the handler runs.
+
+        ``input_schema`` publishes a hand-written JSON Schema instead (for keywords type
+        hints cannot express: ``if``/``then``/``else``, ``allOf``, ``$anchor``...). It is
+        advertised as given; arguments are still decoded with the parameter type hints.
         """
 
         def register(fn: Any) -> Any:
@@ -423,7 +428,12 @@ class Server:
             text = description or _first_paragraph(fn.__doc__)
             if text:
                 definition["description"] = text
-            definition["inputSchema"] = _tool_input_schema(struct, headers)
+            if input_schema is not None:
+                if input_schema.get("type") != "object":
+                    raise ValueError(f"tool {tool_name}: input_schema must be an object schema (type: object)")
+                definition["inputSchema"] = dict(input_schema)
+            else:
+                definition["inputSchema"] = _tool_input_schema(struct, headers)
             returns = hints.get("return", inspect.Parameter.empty)
             structured = _is_structured_type(returns)
             if structured:

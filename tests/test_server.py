@@ -480,3 +480,20 @@ def test_registration_errors():
 def test_request_info_defaults():
     info = RequestInfo("tools/call", {})
     assert info.headers == {}
+
+
+async def test_a_hand_written_input_schema_is_published_as_given_and_hints_still_decode():
+    custom = Server("custom", secret=b"s" * 32)
+    schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+              "properties": {"n": {"type": "integer"}}, "if": {"required": ["n"]}, "then": {}, "additionalProperties": False}
+
+    @custom.tool(input_schema=schema)
+    def count(n: int = 0) -> str:
+        return str(n + 1)
+
+    listed = result_of(await rpc(custom, "tools/list", result_def="ListToolsResult"))["tools"][0]
+    assert listed["inputSchema"] == schema
+    assert result_of(await rpc(custom, "tools/call", {"name": "count", "arguments": {"n": 2}}))["content"][0]["text"] == "3"
+    assert error_of(await rpc(custom, "tools/call", {"name": "count", "arguments": {"n": "x"}}))["code"] == -32602
+    with pytest.raises(ValueError, match="object schema"):
+        custom.tool(lambda: None, name="bad", input_schema={"type": "string"})

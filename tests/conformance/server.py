@@ -155,6 +155,42 @@ def make_server(answers: Literal["strict", "lenient"] = "strict") -> Server:
 
     # -- Multi Round-Trip Requests ------------------------------------------------------------
 
+    # A schema type hints cannot express, published as written (JSON Schema 2020-12).
+    contact_schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {
+            "address": {
+                "$anchor": "addressDef",
+                "type": "object",
+                "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+            }
+        },
+        "properties": {
+            "name": {"type": "string"},
+            "address": {"$ref": "#/$defs/address"},
+            "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+            "phone": {"type": "string"},
+            "email": {"type": "string"},
+        },
+        "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+        "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+        "then": {"required": ["phone"]},
+        "else": {"required": ["email"]},
+        "additionalProperties": False,
+    }
+
+    @server.tool(input_schema=contact_schema)
+    def json_schema_2020_12_tool(
+        name: str | None = None,
+        address: dict[str, str] | None = None,
+        contactMethod: str | None = None,  # noqa: N803 - the wire name
+        phone: str | None = None,
+        email: str | None = None,
+    ) -> str:
+        """Record how to reach someone."""
+        return f"{name or 'someone'} via {contactMethod or 'email'}: {phone or email}"
+
     @server.tool
     def test_input_required_result_elicitation():
         """Asks the user's name (an elicitation), then greets them."""
