@@ -180,6 +180,16 @@ def _first_paragraph(doc: str | None) -> str | None:
     return inspect.cleandoc(doc).split("\n\n")[0].replace("\n", " ").strip() or None
 
 
+def _describe(definition: dict[str, Any], fn: Any, title: str | None, description: str | None,
+              mime_type: str | None = None) -> dict[str, Any]:
+    """Add the optional display members; the description defaults to the docstring's first paragraph."""
+    for key, value in (("title", title), ("description", description or _first_paragraph(fn.__doc__)),
+                       ("mimeType", mime_type)):
+        if value:
+            definition[key] = value
+    return definition
+
+
 def _signature_parameters(fn: Any) -> list[inspect.Parameter]:
     spec = handler_spec(fn)
     parameters = list(inspect.signature(fn).parameters.values())
@@ -422,12 +432,7 @@ class Server:
             hints = _type_hints(fn)
             parameters = _signature_parameters(fn)
             struct, headers = _arguments_struct(_camel_owner(tool_name), parameters, hints)
-            definition: dict[str, Any] = {"name": tool_name}
-            if title:
-                definition["title"] = title
-            text = description or _first_paragraph(fn.__doc__)
-            if text:
-                definition["description"] = text
+            definition = _describe({"name": tool_name}, fn, title, description)
             if input_schema is not None:
                 if input_schema.get("type") != "object":
                     raise ValueError(f"tool {tool_name}: input_schema must be an object schema (type: object)")
@@ -475,12 +480,7 @@ class Server:
                     argument["required"] = True
                     required.append(parameter.name)
                 arguments.append(argument)
-            definition: dict[str, Any] = {"name": prompt_name}
-            if title:
-                definition["title"] = title
-            text = description or _first_paragraph(fn.__doc__)
-            if text:
-                definition["description"] = text
+            definition = _describe({"name": prompt_name}, fn, title, description)
             if arguments:
                 definition["arguments"] = arguments
             if prompt_name in self._prompts:
@@ -504,11 +504,7 @@ class Server:
         """Register a static resource at ``uri``; the handler returns its text or bytes."""
 
         def register(fn: Any) -> Any:
-            definition: dict[str, Any] = {"uri": uri, "name": name or fn.__name__}
-            for key, value in (("title", title), ("description", description or _first_paragraph(fn.__doc__)),
-                               ("mimeType", mime_type)):
-                if value:
-                    definition[key] = value
+            definition = _describe({"uri": uri, "name": name or fn.__name__}, fn, title, description, mime_type)
             if uri in self._resources:
                 raise ValueError(f"a resource at {uri!r} is already registered")
             self._resources[uri] = _Resource(uri, fn, definition, mime_type)
@@ -532,11 +528,8 @@ class Server:
         """
 
         def register(fn: Any) -> Any:
-            definition: dict[str, Any] = {"uriTemplate": uri_template, "name": name or fn.__name__}
-            for key, value in (("title", title), ("description", description or _first_paragraph(fn.__doc__)),
-                               ("mimeType", mime_type)):
-                if value:
-                    definition[key] = value
+            definition = _describe({"uriTemplate": uri_template, "name": name or fn.__name__}, fn, title,
+                                   description, mime_type)
             self._templates.append(_Template(_compile_template(uri_template), fn, definition, mime_type))
             return fn
 
