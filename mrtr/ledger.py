@@ -122,12 +122,17 @@ def decode_answer(kind: Kind, key: str, value: Any) -> Any:
         return [code, content]
     target, label = _RESULT_TYPES[kind]
     try:
-        return msgspec.convert(value, target)
+        result = msgspec.convert(value, target)
     except msgspec.ValidationError as exc:
         raise InvalidParams(
             f'inputResponses key "{key}" must carry a {label}; the server issued a '
             f"{_METHODS[kind]} request for it ({exc})"
         ) from None
+    if kind is Kind.ROOTS:
+        for root in result.roots:
+            if not root.uri.startswith("file://"):
+                raise InvalidParams(f'inputResponses key "{key}": root uri {root.uri!r} is not a file:// URI')
+    return result
 
 
 def merge_answers(

@@ -830,3 +830,12 @@ def test_an_elicit_result_compares_by_action_and_content():
 def test_ledger_equality_and_repr():
     assert Ledger() == Ledger()
     assert "Ledger" in repr(Ledger())
+
+
+def test_a_root_that_is_not_a_file_uri_is_invalid_params():
+    def handler():
+        listing = yield ListRoots()
+        return listing
+
+    with pytest.raises(InvalidParams, match="not a file:// URI"):
+        run(handler, answers=[roots("https://example.com/repo")])
