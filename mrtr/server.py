@@ -14,6 +14,7 @@ run through the wire carrier (:mod:`mrtr.engine`).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import inspect
 import logging
 import re
@@ -257,23 +258,11 @@ def _tool_input_schema(struct: Any, headers: Mapping[str, str]) -> dict[str, Any
     return schema
 
 
-_STRUCTURED_ORIGINS = (dict,)
-
-
 def _is_structured_type(hint: Any) -> bool:
-    if hint is inspect.Parameter.empty or hint is Any or hint is None:
-        return False
-    if isinstance(hint, type) and (issubclass(hint, msgspec.Struct) or _is_dataclass_type(hint)):
-        return True
-    if typing.get_origin(hint) in _STRUCTURED_ORIGINS:
-        return True
-    return typing.is_typeddict(hint) if isinstance(hint, type) else False
-
-
-def _is_dataclass_type(hint: type) -> bool:
-    import dataclasses
-
-    return dataclasses.is_dataclass(hint)
+    """Whether a return annotation describes an object worth an ``outputSchema``."""
+    if isinstance(hint, type):
+        return issubclass(hint, msgspec.Struct) or dataclasses.is_dataclass(hint) or typing.is_typeddict(hint)
+    return typing.get_origin(hint) is dict
 
 
 def _type_hints(fn: Any) -> dict[str, Any]:
@@ -867,10 +856,6 @@ def _read_envelope(params: Mapping[str, Any]) -> _Envelope:
 # -- result shaping --------------------------------------------------------------------------
 
 
-def _jsonable(value: Any) -> Any:
-    return msgspec.to_builtins(value)
-
-
 def _tool_result(value: Any, structured: bool) -> dict[str, Any]:
     if isinstance(value, wire.CallToolResult):
         result = msgspec.to_builtins(value)
@@ -883,7 +868,7 @@ def _tool_result(value: Any, structured: bool) -> dict[str, Any]:
     elif isinstance(value, list) and value and all(isinstance(item, dict) and "type" in item for item in value):
         result = {"content": list(value)}
     else:
-        data = _jsonable(value)
+        data = msgspec.to_builtins(value)
         result = {"content": [{"type": "text", "text": msgspec.json.encode(data).decode()}]}
         if isinstance(data, dict):
             result["structuredContent"] = data

@@ -11,13 +11,12 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mrtr import Context, Elicit, Form, ListRoots, Sample, Step
+from mrtr import Context, Elicit, Form, Step
 from mrtr.engine import Engine
 from mrtr.errors import InvalidParams, InvalidRequestState, ReplayMismatch
 from mrtr.replay import Completed
 from mrtr.state import RequestStateCodec
 from mrtr.testing import ALL_CAPABILITIES, accept, decline
-from mrtr import wire
 
 from .wire_schema import validate
 

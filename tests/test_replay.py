@@ -305,7 +305,7 @@ def test_a_step_exception_is_thrown_into_the_handler_and_not_recorded():
             value = yield Step(flaky)
         except ConnectionError as exc:
             value = str(exc)
-        answer = yield Elicit(f"Got {value}", Form().boolean("ok"))
+        yield Elicit(f"Got {value}", Form().boolean("ok"))
         return value
 
     first = replay(handler, {}, ctx())

@@ -32,7 +32,7 @@ def test_random_conversations_feed_back_exactly_the_scripted_answers(plan, data)
     """Each inner list is one yield: a single request, a group, or a Step."""
     script, expected = [], []
     step_calls = []
-    for position, members in enumerate(plan):
+    for members in plan:
         if members[0][0] == "step":
             expected.append(("step", members[0][1]))
             continue

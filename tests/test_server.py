@@ -8,7 +8,7 @@ from typing import Annotated
 import msgspec
 import pytest
 
-from mrtr import Elicit, Form, ListRoots, Sample, content
+from mrtr import Elicit, Form, Sample, content
 from mrtr import wire
 from mrtr.server import Header, RequestInfo, Server, parse_message
 from mrtr.testing import accept

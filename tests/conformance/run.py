@@ -307,7 +307,7 @@ def render_report(runs: list[tuple[dict[str, Any], list[Scenario]]], command: st
     ]
     lines += _table(runs, scored=True)
     totals = []
-    for data, scenarios in runs:
+    for _data, scenarios in runs:
         scored = [s for s in scenarios if s.scored]
         clean = sum(1 for s in scored if s.ran and not s.failed)
         totals.append(f"{clean}/{len(scored)} scenarios, {sum(s.passed for s in scored)}/"
