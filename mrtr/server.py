@@ -17,6 +17,7 @@ import base64
 import dataclasses
 import inspect
 import logging
+import os
 import re
 import typing
 from collections.abc import Awaitable, Callable, Mapping
@@ -385,6 +386,19 @@ class Server:
                     codec = RequestStateCodec.from_env({"MRTR_SECRET": secret}, **extra)
             self._engine = Engine(codec, answers=self._answers)
         return self._engine
+
+    @property
+    def key_ready(self) -> bool:
+        """Whether the ``requestState`` key ring is settled: given in code, set in
+        ``MRTR_SECRET``, or already built. Forked workers share a settled key ring; an
+        unsettled one would become a different ephemeral key in every process."""
+        secret, codec, _ = self._codec_args
+        return (
+            self._engine is not None
+            or secret is not None
+            or codec is not None
+            or bool(os.environ.get("MRTR_SECRET", "").strip())
+        )
 
     @property
     def answers(self) -> str:

@@ -497,3 +497,16 @@ async def test_a_hand_written_input_schema_is_published_as_given_and_hints_still
     assert error_of(await rpc(custom, "tools/call", {"name": "count", "arguments": {"n": "x"}}))["code"] == -32602
     with pytest.raises(ValueError, match="object schema"):
         custom.tool(lambda: None, name="bad", input_schema={"type": "string"})
+
+
+def test_key_ready_reports_whether_workers_would_share_a_key(monkeypatch):
+    monkeypatch.delenv("MRTR_SECRET", raising=False)
+    assert Server("a", secret=b"s" * 32).key_ready
+    unsettled = Server("b")
+    assert not unsettled.key_ready
+    monkeypatch.setenv("MRTR_SECRET", base64.b64encode(b"k" * 32).decode())
+    assert unsettled.key_ready
+    monkeypatch.delenv("MRTR_SECRET")
+    with pytest.warns(UserWarning):
+        unsettled.engine
+    assert unsettled.key_ready

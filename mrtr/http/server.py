@@ -543,10 +543,7 @@ def _worker(server: Any, host: str, port: int, config: ServerConfig, inherited: 
 
 def _share_secret(server: Any, workers: int) -> None:
     """Make every worker seal and open ``requestState`` with the same key."""
-    if getattr(server, "_engine", None) is not None:
-        return  # already built: forked workers inherit it, key included
-    secret, codec, _ = getattr(server, "_codec_args", (None, None, None))
-    if secret is not None or codec is not None or os.environ.get("MRTR_SECRET", "").strip():
+    if server.key_ready:
         return
     os.environ["MRTR_SECRET"] = base64.b64encode(os.urandom(32)).decode("ascii")
     log.warning(
@@ -576,6 +573,7 @@ def run(server: Any, host: str = "127.0.0.1", port: int = 8000, *, workers: int 
         raise RuntimeError("run() starts its own trio loop; inside trio, use mrtr.http.serve()")
     config = ServerConfig.from_options(options)
     if workers == 1:
+        _ = server.engine  # build the key ring now: a missing MRTR_SECRET is reported at start-up
         sock = _bind(host, port, config)
         trio.run(_serve_until_signal, server, sock, config)
         return
