@@ -25,7 +25,8 @@ from typing import Any
 
 import msgspec
 
-from . import __version__
+from . import __version__, wire
+from .wire import PROTOCOL_VERSION
 
 __all__ = ["DEFAULT_APP", "AppImportError", "UsageError", "banner", "curl_example", "load_server", "main"]
 
@@ -33,7 +34,6 @@ DEFAULT_APP = "mrtr.examples.server:server"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
 ENDPOINT = "/mcp"
-PROTOCOL_VERSION = "2026-07-28"
 
 log = logging.getLogger("mrtr.cli")
 
@@ -154,8 +154,8 @@ def _header_value(value: Any) -> str:
 def curl_example(server: Any, url: str) -> str:
     """A ready-to-paste ``curl`` command calling the server's first tool (or ``server/discover``)."""
     meta = {
-        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        wire.META_PROTOCOL_VERSION: PROTOCOL_VERSION,
+        wire.META_CLIENT_CAPABILITIES: {"elicitation": {}},
     }
     tools = server.tool_definitions()
     headers = [

@@ -53,11 +53,11 @@ __all__ = [
 log = logging.getLogger("mrtr")
 
 SUPPORTED_VERSIONS: tuple[str, ...] = (wire.PROTOCOL_VERSION,)
-META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
-META_CLIENT_INFO = "io.modelcontextprotocol/clientInfo"
-META_LOG_LEVEL = "io.modelcontextprotocol/logLevel"
-META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+META_PROTOCOL_VERSION = wire.META_PROTOCOL_VERSION
+META_CLIENT_CAPABILITIES = wire.META_CLIENT_CAPABILITIES
+META_CLIENT_INFO = wire.META_CLIENT_INFO
+META_LOG_LEVEL = wire.META_LOG_LEVEL
+META_SERVER_INFO = wire.META_SERVER_INFO
 
 _json = msgspec.json.Decoder()
 
