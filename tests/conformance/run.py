@@ -37,8 +37,8 @@ REVISION = "2026-07-28"
 SUITE_PACKAGE = "@modelcontextprotocol/conformance"
 
 # What each WARNING the strict policy earns is caused by. The strict policy follows the
-# original design's retry-validation table (docs: the mocapi behavioural specification,
-# section 5.2), whose row numbers are quoted; the lenient policy relaxes exactly these.
+# retry-validation rules of the design mrtr started from (mocapi's MRTR engine), whose
+# rule numbers are quoted; the lenient policy relaxes exactly these.
 RULES: dict[str, dict[str, str]] = {
     "sep-2322-missing-response-rerequests": {
         "sent": "`inputResponses: {wrong_key: {...}}` with no `requestState`",
