@@ -8,7 +8,7 @@ ordinal. See ``docs/handlers.md``.
 """
 
 from .context import Context
-from .effects import Elicit, ElicitResult, ListRoots, Request, Sample, Step
+from .effects import Elicit, ElicitResult, ElicitURL, ListRoots, Request, Sample, Step
 from .errors import (
     HandlerError,
     InvalidParams,
@@ -26,6 +26,7 @@ __all__ = [
     "Context",
     "Elicit",
     "ElicitResult",
+    "ElicitURL",
     "Form",
     "HandlerError",
     "InputRequired",

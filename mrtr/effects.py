@@ -16,13 +16,14 @@ import hashlib
 import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import msgspec
 
 from .ledger import Kind
 from .schema import Form, RequestedSchema, requested_schema
 
-__all__ = ["Request", "Elicit", "Sample", "ListRoots", "Step", "ElicitResult"]
+__all__ = ["Request", "Elicit", "ElicitURL", "Sample", "ListRoots", "Step", "ElicitResult"]
 
 _canonical = msgspec.json.Encoder(order="sorted")
 
@@ -129,6 +130,55 @@ class Elicit(Request):
 
     def __repr__(self) -> str:
         return f"Elicit({self.message!r}, key={self.key!r})"
+
+
+class ElicitURL(Request):
+    """Send the user to a web page (a URL-mode ``elicitation/create`` request).
+
+    For input that must not pass through the client or the model: credentials, API
+    keys, payments, third-party sign-in. The client shows ``message`` and the URL's
+    host and asks the user for consent before opening it. An ``accept`` answer means
+    the user agreed to go there, not that the out-of-band step is finished: check that
+    yourself (your web page records it, keyed by something you put in the URL) and, if
+    it is not done yet, ask again with another ``ElicitURL``. Needs the client's
+    ``elicitation.url`` capability. The handler receives an :class:`ElicitResult`
+    without content.
+    """
+
+    __slots__ = ("message", "url")
+
+    kind = Kind.ELICIT
+    method = "elicitation/create"
+    parts = ("message", "url")
+
+    def __init__(self, message: str, url: str, *, key: str | None = None) -> None:
+        if not isinstance(message, str):
+            raise TypeError(f"ElicitURL message must be a str, got {type(message).__name__}")
+        parsed = urlsplit(url) if isinstance(url, str) else None
+        if parsed is None or parsed.scheme not in ("https", "http") or not parsed.netloc:
+            raise ValueError(f"ElicitURL needs an absolute http(s) URL, got {url!r}")
+        self.message = message
+        self.url = url
+        self.key = key
+
+    def params(self) -> dict[str, Any]:
+        return {"mode": "url", "message": self.message, "url": self.url}
+
+    def fingerprint(self) -> bytes:
+        return _digest8(self.message.encode()) + _digest8(b"url\0" + self.url.encode())
+
+    @classmethod
+    def missing_for(cls, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        elicitation = capabilities.get("elicitation") if capabilities else None
+        if isinstance(elicitation, dict) and "url" in elicitation:
+            return None
+        return {"elicitation": {"url": {}}}
+
+    def describe(self) -> str:
+        return f"elicitation/create (url) {self.message!r}"
+
+    def __repr__(self) -> str:
+        return f"ElicitURL({self.message!r}, {self.url!r}, key={self.key!r})"
 
 
 def _camel(name: str) -> str:

@@ -23,7 +23,7 @@ import msgspec
 
 from . import wire
 from .context import Context
-from .effects import ElicitResult, Request, Step
+from .effects import ElicitResult, ElicitURL, Request, Step
 from .errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, ReplayMismatch
 from .ledger import ACTIONS, Kind, Ledger, Slot, decode_answer, default_key
 
@@ -318,7 +318,7 @@ class _Execution:
         answer = slot.answer
         if slot.kind == Kind.ELICIT:
             code, content = answer
-            if code:
+            if code or isinstance(request, ElicitURL):  # URL mode answers carry no content
                 return ElicitResult(ACTIONS[code])
             compiled = request.requested  # type: ignore[attr-defined]
             if index in self.fresh:

@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 ALL_CAPABILITIES: dict[str, Any] = {
-    "elicitation": {"form": {}},
+    "elicitation": {"form": {}, "url": {}},
     "sampling": {"tools": {}, "context": {}},
     "roots": {},
 }

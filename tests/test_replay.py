@@ -839,3 +839,81 @@ def test_a_root_that_is_not_a_file_uri_is_invalid_params():
 
     with pytest.raises(InvalidParams, match="not a file:// URI"):
         run(handler, answers=[roots("https://example.com/repo")])
+
+
+# -- URL-mode elicitation ---------------------------------------------------------------
+
+
+def test_url_mode_elicitation_goes_on_the_wire_in_url_mode():
+    from mrtr import ElicitURL
+
+    from .wire_schema import validate
+
+    def connect():
+        yield ElicitURL("Sign in to your bank", "https://bank.example.com/connect?session=abc")
+
+    first = replay(connect, {}, ctx())
+    wire_form = first.to_wire()["elicit-1"]
+    assert wire_form == {"method": "elicitation/create", "params": {
+        "mode": "url", "message": "Sign in to your bank", "url": "https://bank.example.com/connect?session=abc"}}
+    validate(wire_form, "ElicitRequest")
+
+
+def test_url_mode_accept_is_consent_and_the_handler_asks_again_until_the_step_is_done():
+    from mrtr import ElicitURL
+
+    completed = {"done": False}
+
+    def connect():
+        consent = yield ElicitURL("Sign in to your bank", "https://bank.example.com/connect")
+        if not consent.accepted:
+            return "cancelled"
+        while not completed["done"]:
+            consent = yield ElicitURL("Finish signing in, then continue", "https://bank.example.com/connect")
+            if not consent.accepted:
+                return "cancelled"
+        return "connected"
+
+    def client(request):
+        if isinstance(request, ElicitURL) and request.message.startswith("Finish"):
+            completed["done"] = True  # the user finished on the web page meanwhile
+        return {"action": "accept"}
+
+    outcome = run(connect, answers=client)
+    assert outcome.result == "connected"
+    assert outcome.asked == [["elicit-1"], ["elicit-2"]]
+    assert run(connect, answers=[decline()]).result == "cancelled"
+
+
+@pytest.mark.parametrize("capabilities", [{}, {"elicitation": {}}, {"elicitation": {"form": {}}}])
+def test_url_mode_needs_the_url_capability(capabilities):
+    from mrtr import ElicitURL
+
+    def connect():
+        yield ElicitURL("Sign in", "https://example.com/x")
+
+    with pytest.raises(MissingRequiredClientCapability) as caught:
+        replay(connect, {}, Context({}, client_capabilities=capabilities))
+    assert caught.value.data == {"requiredCapabilities": {"elicitation": {"url": {}}}}
+    assert Context(client_capabilities={"elicitation": {"url": {}}}).supports(ElicitURL)
+
+
+@pytest.mark.parametrize("url", ["/relative", "ftp://example.com/x", "https://", "not a url", 5])
+def test_url_mode_needs_an_absolute_http_url(url):
+    from mrtr import ElicitURL
+
+    with pytest.raises(ValueError, match="absolute http"):
+        ElicitURL("Sign in", url)
+
+
+def test_switching_between_form_and_url_mode_at_an_ordinal_is_a_mismatch():
+    from mrtr import ElicitURL
+
+    kinds = iter([lambda: Elicit("Sign in", Form().string("token")), lambda: ElicitURL("Sign in", "https://x.example/")])
+
+    def fickle():
+        yield next(kinds)()
+
+    first = replay(fickle, {}, ctx())
+    with pytest.raises(ReplayMismatch, match="changed: .*requestedSchema|changed: .*url"):
+        replay(fickle, {}, Context({}, client_capabilities={"elicitation": {"form": {}, "url": {}}}), first.ledger)
