@@ -122,7 +122,7 @@ def decode_answer(kind: Kind, key: str, value: Any) -> Any:
         return [code, content]
     target, label = _RESULT_TYPES[kind]
     try:
-        result = msgspec.convert(value, target)
+        result: Any = msgspec.convert(value, target)
     except msgspec.ValidationError as exc:
         raise InvalidParams(
             f'inputResponses key "{key}" must carry a {label}; the server issued a '

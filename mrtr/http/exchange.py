@@ -442,7 +442,8 @@ class _Final:
 
 def _encode_response(response: dict[str, Any]) -> _Final:
     error = response.get("error")
-    status = status_for_code(error.get("code")) if isinstance(error, dict) else 200
+    code = error.get("code") if isinstance(error, dict) else None
+    status = status_for_code(code) if isinstance(code, int) else 200
     try:
         return _Final(_encoder.encode(response), status)
     except (TypeError, ValueError, OverflowError):

@@ -594,7 +594,7 @@ def run(server: Any, host: str = "127.0.0.1", port: int = 8000, *, workers: int 
         trio.run(_serve_until_signal, server, sock, config, children)
     finally:
         for child in children:
-            if child.is_alive():
+            if child.is_alive() and child.pid is not None:
                 try:
                     os.kill(child.pid, signal.SIGTERM)
                 except ProcessLookupError:
