@@ -25,7 +25,7 @@ import math
 import re
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Self
+from typing import Any, Self, TypedDict
 
 import msgspec
 import msgspec.inspect as mi
@@ -42,6 +42,19 @@ STRING_FORMATS: frozenset[str] = frozenset({"email", "uri", "date", "date-time"}
 # and builder defaults (ValueError) with wording that fits each.
 _Check = Callable[[Any], "str | None"]
 _Hook = Callable[[Any], Any]
+
+
+class _Common(TypedDict):
+    """The keyword arguments every :class:`Form` property method shares.
+
+    Values read from a raw schema or a Struct's metadata are not checked here:
+    :meth:`Form._add` rejects a title or description that is not a string.
+    """
+
+    title: str | None
+    description: str | None
+    optional: bool
+
 
 _MAX_RENDER = 80
 _MAX_LISTED = 10
@@ -513,7 +526,10 @@ class Form:
         if labels is None:
             json["enum"] = list(values)
         else:
-            json["oneOf"] = [{"const": v, "title": t} for v, t in zip(values, labels)]
+            # _option_titles returned exactly one title per option.
+            json["oneOf"] = [
+                {"const": v, "title": t} for v, t in zip(values, labels, strict=False)
+            ]
         return self._add(name, json, _choice_check(values), _wire_default(default), optional)
 
     def choices(
@@ -551,7 +567,10 @@ class Form:
         if labels is None:
             json["items"] = {"type": "string", "enum": list(values)}
         else:
-            json["items"] = {"anyOf": [{"const": v, "title": t} for v, t in zip(values, labels)]}
+            # _option_titles returned exactly one title per option.
+            json["items"] = {
+                "anyOf": [{"const": v, "title": t} for v, t in zip(values, labels, strict=False)]
+            }
         wire_default: object = None
         if default is not None:
             if isinstance(default, (str, bytes, Mapping)) or not isinstance(default, Iterable):
@@ -614,7 +633,8 @@ class Form:
         if not isinstance(prop, Mapping):
             raise ValueError(f"property {name!r}: schema must be an object, got {prop!r}")
         kind = prop.get("type")
-        common = {
+        labels: list[str] | None
+        common: _Common = {
             "title": prop.get("title"),
             "description": prop.get("description"),
             "optional": optional,
@@ -669,7 +689,7 @@ class Form:
                 {"type", "title", "description", "minItems", "maxItems", "items", "default"},
             )
             items = prop.get("items")
-            labels: list[str] | None = None
+            labels = None
             if isinstance(items, Mapping) and "anyOf" in items:
                 _only(name, items, {"anyOf", "type"}, where="items")
                 if items.get("type", "string") != "string":
@@ -769,6 +789,11 @@ class RequestedSchema:
     """SHA-256 of :attr:`canonical`."""
     struct_type: type[msgspec.Struct] | None
     """The Struct class the form was derived from, or ``None``."""
+    # Private state, set once in _setup (via object.__setattr__, as instances are immutable).
+    _checks: dict[str, _Check]
+    _required: tuple[str, ...]
+    _hooks: tuple[tuple[str, _Hook], ...]
+    _fill_none: tuple[str, ...]
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
         """Compile a raw ``requestedSchema`` object (see :meth:`Form.from_schema`)."""
@@ -937,10 +962,11 @@ def _unwrap(tp: mi.Type, where: str) -> tuple[mi.Type, bool, dict[str, Any]]:
         elif isinstance(tp, mi.UnionType):
             members = [m for m in tp.types if not isinstance(m, mi.NoneType)]
             nullable = nullable or len(members) != len(tp.types)
+            literals = [m for m in members if isinstance(m, mi.LiteralType)]
             if len(members) == 1:
                 tp = members[0]
-            elif members and all(isinstance(m, mi.LiteralType) for m in members):
-                tp = mi.LiteralType(values=tuple(v for m in members for v in m.values))
+            elif members and len(literals) == len(members):
+                tp = mi.LiteralType(values=tuple(v for m in literals for v in m.values))
             else:
                 raise TypeError(
                     f"{where}: unions other than X | None cannot be asked for in an "
@@ -958,11 +984,12 @@ def _choice_options(
 ) -> tuple[list[str] | type[enum.Enum], _Hook | None] | None:
     """Options and a wire-to-member hook for a Literal or Enum type; None for anything else."""
     if isinstance(tp, mi.LiteralType):
-        if not all(isinstance(v, str) for v in tp.values):
+        strings = [v for v in tp.values if isinstance(v, str)]
+        if len(strings) != len(tp.values):
             raise TypeError(f"{where}: only string literals can be offered as choices")
         # msgspec sorts literal values; the form should list them as declared.
         rank = {v: i for i, v in enumerate(literal_order) if isinstance(v, str)}
-        return sorted(tp.values, key=lambda v: rank.get(v, len(rank))), None
+        return sorted(strings, key=lambda v: rank.get(v, len(rank))), None
     if isinstance(tp, mi.EnumType):
         cls = tp.cls
         if all(isinstance(member.value, str) for member in cls):
@@ -1000,11 +1027,14 @@ def _add_field(
     form: Form,
     name: str,
     tp: mi.Type,
-    default: object,
-    kw: dict[str, Any],
+    default: Any,
+    kw: _Common,
     where: str,
     literal_order: list[object],
 ) -> _Hook | None:
+    # ``default`` is the Struct field's default, of whatever type it was declared with:
+    # nothing checks it before the Form method below does, which raises ValueError (turned
+    # into TypeError by _derive) when it does not fit the field. Hence Any, not object.
     if isinstance(tp, mi.StrType):
         if tp.pattern is not None:
             raise TypeError(
@@ -1057,7 +1087,7 @@ def _add_field(
         options, hook = found
         if isinstance(default, (set, frozenset)):
             # Set order varies between runs; the schema (and its digest) must not.
-            rank = {
+            rank: dict[object, int] = {
                 value: i
                 for i, value in enumerate(
                     [_wire(m) for m in options] if isinstance(options, type) else options
@@ -1065,14 +1095,14 @@ def _add_field(
             }
             default = sorted(
                 default,
-                key=lambda v: rank.get(_wire_default(v), len(rank)),  # type: ignore[arg-type]
+                key=lambda v: rank.get(_wire_default(v), len(rank)),
             )
         form.choices(
             name,
             options,
             min_items=tp.min_length,
             max_items=tp.max_length,
-            default=default,  # type: ignore[arg-type]
+            default=default,
             **kw,
         )
         return _each(hook) if hook is not None else None
@@ -1117,7 +1147,7 @@ def _derive(cls: type[msgspec.Struct]) -> RequestedSchema:
         tp, nullable, meta = _unwrap(field.type, where)
         literal_order: list[object] = []
         _literal_args(hints.get(field.name), literal_order)
-        kw = {
+        kw: _Common = {
             "title": meta.get("title"),
             "description": meta.get("description"),
             "optional": nullable or not field.required,
