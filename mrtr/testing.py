@@ -27,6 +27,7 @@ import msgspec
 from .context import Context
 from .effects import Elicit, ElicitResult, ListRoots, Request, Sample
 from .ledger import Ledger, merge_answers
+from .errors import ReplayMismatch
 from .replay import Completed, InputRequired, handler_spec, replay, replay_async
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "Round",
     "Outcome",
     "ScriptExhausted",
+    "NotDeterministic",
     "accept",
     "decline",
     "cancel",
@@ -196,6 +198,7 @@ def run(
     lenient: bool = False,
     max_rounds: int = 50,
     notify: Callable[[str, dict[str, Any]], None] | None = None,
+    check_determinism: bool = False,
 ) -> Outcome:
     """Run ``handler`` to completion, answering each round from ``answers``.
 
@@ -205,6 +208,12 @@ def run(
     mismatch, a malformed answer, a missing capability) and handler errors propagate
     as they would behind a server. Async handlers are run with ``trio.run``; inside a
     running event loop use :func:`arun`.
+
+    ``check_determinism=True`` runs every round twice: the second run replays against
+    the ledger the first one produced and must stop at the same place asking the same
+    things (or complete again). A handler whose questions depend on the clock, random
+    values or data read outside a ``Step`` fails with :class:`NotDeterministic` in the
+    round where it diverges. Side effects before the last question run twice per round.
     """
     if handler_spec(handler).is_async:
         import trio
@@ -212,7 +221,7 @@ def run(
         async def main() -> Outcome:
             return await arun(
                 handler, arguments, answers=answers, capabilities=capabilities, principal=principal,
-                lenient=lenient, max_rounds=max_rounds, notify=notify,
+                lenient=lenient, max_rounds=max_rounds, notify=notify, check_determinism=check_determinism,
             )
 
         return trio.run(main)
@@ -224,6 +233,9 @@ def run(
     rounds: list[Round] = []
     for execution in range(1, max_rounds + 2):
         outcome = replay(handler, arguments, _context(arguments, capabilities, principal, notify), ledger, unmatched)
+        if check_determinism:
+            _check_same(outcome, len(rounds) + 1, lambda: replay(
+                handler, arguments, _context(arguments, capabilities, principal, None), *_replayed(outcome, ledger, unmatched)))
         if isinstance(outcome, Completed):
             return Outcome(outcome.result, rounds, execution)
         ledger, unmatched = _next_round(outcome, rounds, script, codec, arguments, principal, lenient, max_rounds)
@@ -240,6 +252,7 @@ async def arun(
     lenient: bool = False,
     max_rounds: int = 50,
     notify: Callable[[str, dict[str, Any]], None] | None = None,
+    check_determinism: bool = False,
 ) -> Outcome:
     """The async form of :func:`run`, for any handler, inside a running trio loop."""
     arguments = dict(arguments or {})
@@ -250,10 +263,49 @@ async def arun(
     rounds: list[Round] = []
     for execution in range(1, max_rounds + 2):
         outcome = await replay_async(handler, arguments, _context(arguments, capabilities, principal, notify), ledger, unmatched)
+        if check_determinism:
+            try:
+                again: Completed | InputRequired = await replay_async(
+                    handler, arguments, _context(arguments, capabilities, principal, None),
+                    *_replayed(outcome, ledger, unmatched))
+            except ReplayMismatch as mismatch:
+                raise NotDeterministic(_diverged(len(rounds) + 1, mismatch.message)) from None
+            _check_same(outcome, len(rounds) + 1, lambda: again)
         if isinstance(outcome, Completed):
             return Outcome(outcome.result, rounds, execution)
         ledger, unmatched = _next_round(outcome, rounds, script, codec, arguments, principal, lenient, max_rounds)
     raise AssertionError("unreachable")
+
+
+class NotDeterministic(AssertionError):
+    """Running the same round twice gave different questions (see ``check_determinism``)."""
+
+
+def _replayed(outcome: Completed | InputRequired, ledger: Ledger, unmatched: dict[str, Any]) -> tuple[Ledger, dict[str, Any]]:
+    # A paused round is replayed against the ledger it produced (its Step values and
+    # pending questions included); a completed one against the ledger it started from.
+    if isinstance(outcome, InputRequired):
+        return outcome.ledger, {}
+    return ledger, unmatched
+
+
+def _diverged(number: int, detail: str) -> str:
+    return f"round {number} is not deterministic: running it again against its own ledger diverged.\n{detail}"
+
+
+def _check_same(outcome: Completed | InputRequired, number: int, again: Callable[[], Completed | InputRequired]) -> None:
+    try:
+        second = again()
+    except ReplayMismatch as mismatch:
+        raise NotDeterministic(_diverged(number, mismatch.message)) from None
+    if isinstance(outcome, Completed):
+        if not isinstance(second, Completed):
+            raise NotDeterministic(_diverged(number, f"the first run completed; the second asked {list(second.requests)}"))
+        return
+    if not isinstance(second, InputRequired):
+        raise NotDeterministic(_diverged(number, f"the first run asked {list(outcome.requests)}; the second completed"))
+    if second.to_wire() != outcome.to_wire():
+        raise NotDeterministic(_diverged(number, f"asked {outcome.to_wire()!r}\nthen {second.to_wire()!r}"))
 
 
 def _next_round(

@@ -917,3 +917,71 @@ def test_switching_between_form_and_url_mode_at_an_ordinal_is_a_mismatch():
     first = replay(fickle, {}, ctx())
     with pytest.raises(ReplayMismatch, match="changed: .*requestedSchema|changed: .*url"):
         replay(fickle, {}, Context({}, client_capabilities={"elicitation": {"form": {}, "url": {}}}), first.ledger)
+
+
+# -- the determinism check of the testing helper ------------------------------------------
+
+
+def test_check_determinism_passes_a_deterministic_handler_with_steps():
+    import random
+
+    def new_id() -> str:
+        return f"id-{random.random()}"
+
+    def handler():
+        booking = yield Step(new_id)
+        ok = yield Elicit(f"Confirm {booking}?", Form().boolean("ok"))
+        return booking if ok.content["ok"] else None
+
+    outcome = run(handler, answers=[accept(ok=True)], check_determinism=True)
+    assert outcome.result.startswith("id-") and outcome.executions == 2
+
+
+def test_check_determinism_catches_a_question_built_from_live_data():
+    from mrtr.testing import NotDeterministic
+
+    clock = iter(range(100))
+
+    def handler():
+        yield Elicit(f"Price now: {next(clock)}. Buy?", Form().boolean("ok"))
+
+    with pytest.raises(NotDeterministic, match="round 1 is not deterministic") as caught:
+        run(handler, answers=[accept(ok=True)], check_determinism=True)
+    assert "changed: message" in str(caught.value)
+    # without the check the same handler only fails one round later, as a replay mismatch
+    with pytest.raises(ReplayMismatch):
+        run(handler, answers=[accept(ok=True)])
+
+
+def test_check_determinism_catches_a_handler_that_only_sometimes_asks():
+    from mrtr.testing import NotDeterministic
+
+    calls = []
+
+    def handler():
+        calls.append(1)
+        if len(calls) % 2:
+            yield Elicit("Sure?", Form().boolean("ok"))
+        return "done"
+
+    with pytest.raises(NotDeterministic, match="second completed"):
+        run(handler, answers=[accept(ok=True)], check_determinism=True)
+
+
+async def test_check_determinism_works_for_async_handlers():
+    from mrtr.testing import NotDeterministic, arun
+
+    counter = iter(range(100))
+
+    async def handler():
+        answer = yield Elicit(f"Attempt {next(counter)}", Form().boolean("ok"))
+        yield answer.accepted
+
+    with pytest.raises(NotDeterministic):
+        await arun(handler, answers=[accept(ok=True)], check_determinism=True)
+
+    async def steady():
+        answer = yield Elicit("Steady?", Form().boolean("ok"))
+        yield answer.accepted
+
+    assert (await arun(steady, answers=[accept(ok=True)], check_determinism=True)).result is True
