@@ -10,7 +10,11 @@ The rules, in order (see ``docs/http.md``):
 
 1. the path must be the endpoint, else ``404``;
 2. a present ``Origin`` must be allowed (localhost or the allow-list), else ``403``;
-3. only ``POST``, else ``405`` with ``Allow: POST``;
+   from here on every response to an allowed ``Origin`` carries
+   ``Access-Control-Allow-Origin: <that origin>`` and ``Vary: Origin`` (CORS);
+3. an ``OPTIONS`` with an (allowed) ``Origin`` and ``Access-Control-Request-Method: POST``
+   is a CORS preflight, answered ``204`` (see :func:`_preflight`); any other method but
+   ``POST`` gets ``405`` with ``Allow: POST``;
 4. ``Content-Type: application/json`` else ``415``; ``Accept`` listing both
    ``application/json`` and ``text/event-stream`` else ``406``;
 5. the body must parse as one JSON-RPC message: ``-32700``/``-32600`` with ``400``;
@@ -74,6 +78,13 @@ _BASE64_PREFIX = "=?base64?"
 _BASE64_SUFFIX = "?="
 _VISIBLE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?$")
 _NUMBER = re.compile(r"^[+-]?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,4})?$")
+# CORS: the request headers a browser client may send (lowercase), besides Mcp-Param-*.
+_CORS_REQUEST_HEADERS = frozenset({
+    "content-type", "accept", "authorization", "mcp-protocol-version", "mcp-method", "mcp-name",
+})
+_CORS_PARAM_PREFIX = "mcp-param-"
+_CORS_MAX_AGE = b"600"  # seconds a browser may cache a preflight (Chromium caps it at 7200)
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9a-z-]+$")  # an RFC 9110 field name, lowercased
 
 
 class ClientGone(Exception):
@@ -118,6 +129,7 @@ class ExchangeConfig:
     ``path``: the MCP endpoint. ``allowed_origins``: origins accepted besides localhost
     ones; each is a full origin (``"https://app.example.com"``, port optional), a bare
     host (``"app.example.com"``: any scheme and port), or ``"*"`` to accept every origin.
+    An accepted origin also gets CORS headers naming it (never the literal ``*``).
     ``sse_keepalive``: seconds between ``:`` comment lines on a quiet SSE stream
     (``None`` disables them). ``notification_buffer``: notifications queued per request
     before further ones are dropped (handler code never blocks on a slow client).
@@ -403,27 +415,74 @@ _SSE_HEADERS: list[Header] = [
 
 
 class _Tracked:
-    """Remembers whether anything was written, so a failure knows if it may still answer."""
+    """Remembers whether anything was written, so a failure knows if it may still answer.
 
-    __slots__ = ("inner", "started")
+    ``cors`` holds the CORS headers of an allowed ``Origin`` once rule 2 passed; they
+    are appended to whatever goes out next (JSON, SSE, 202, errors, even a 500).
+    """
+
+    __slots__ = ("cors", "inner", "started")
 
     def __init__(self, inner: Responder) -> None:
         self.inner = inner
         self.started = False
+        self.cors: list[Header] = []
 
     async def respond(self, status: int, headers: list[Header], body: bytes) -> None:
         self.started = True
-        await self.inner.respond(status, headers, body)
+        await self.inner.respond(status, [*headers, *self.cors], body)
 
     async def start(self, status: int, headers: list[Header]) -> None:
         self.started = True
-        await self.inner.start(status, headers)
+        await self.inner.start(status, [*headers, *self.cors])
 
     async def send(self, chunk: bytes) -> None:
         await self.inner.send(chunk)
 
     async def end(self) -> None:
         await self.inner.end()
+
+
+def _cors_headers(origin: str) -> list[Header]:
+    """The headers every response to an allowed ``Origin`` carries: the origin itself, never ``*``."""
+    return [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
+
+
+def _cors_request_headers(requested: str | None) -> tuple[list[str], list[str]]:
+    """``Access-Control-Request-Headers`` split into the names a client may send and the rest.
+
+    Both lists are lowercased, deduplicated and in the order requested. Allowed: the
+    headers of :data:`_CORS_REQUEST_HEADERS` and ``Mcp-Param-{Name}`` for any token name.
+    """
+    allowed: list[str] = []
+    refused: list[str] = []
+    for item in (requested or "").split(","):
+        name = item.strip(" \t").lower()
+        if not name or name in allowed or name in refused:
+            continue
+        permitted = name in _CORS_REQUEST_HEADERS or (
+            name.startswith(_CORS_PARAM_PREFIX) and len(name) > len(_CORS_PARAM_PREFIX) and bool(_TOKEN.match(name)))
+        (allowed if permitted else refused).append(name)
+    return allowed, refused
+
+
+async def _preflight(out: _Tracked, origin: str, headers: _Headers) -> None:
+    """Answer a CORS preflight from an allowed origin for a ``POST``: ``204``, no body.
+
+    ``Access-Control-Allow-Headers`` echoes the requested headers a client may send and
+    leaves the others out (the header is omitted when none is left); the browser then
+    refuses the actual request itself, naming the header. ``Allow-Origin`` and ``Vary``
+    come from ``out.cors``.
+    """
+    allowed, refused = _cors_request_headers(headers.get("access-control-request-headers"))
+    if refused:
+        log.info("CORS preflight from %r asked for request headers the endpoint does not allow: %s",
+                 origin, ", ".join(refused))
+    answer: list[Header] = [(b"access-control-allow-methods", b"POST")]
+    if allowed:
+        answer.append((b"access-control-allow-headers", ", ".join(allowed).encode("ascii")))
+    answer.append((b"access-control-max-age", _CORS_MAX_AGE))
+    await out.respond(204, answer, b"")
 
 
 async def _reject(out: _Tracked, status: int, error: ProtocolError, request_id: Any = None,
@@ -528,11 +587,17 @@ async def _exchange(server: Any, request: HttpRequest, out: _Tracked, config: Ex
         return True
     headers = _Headers(request.headers)
     origin = headers.get("origin")
-    if origin is not None and not config.origin_allowed(origin):
-        log.info("refused a request from origin %r", origin)
-        await _reject(out, 403, InvalidRequest("Forbidden: origin not allowed"))
-        return True
+    if origin is not None:
+        if not config.origin_allowed(origin):
+            log.info("refused a request from origin %r", origin)
+            await _reject(out, 403, InvalidRequest("Forbidden: origin not allowed"))
+            return True
+        out.cors = _cors_headers(origin)
     if request.method != "POST":
+        if request.method == "OPTIONS" and origin is not None \
+                and headers.get("access-control-request-method") == "POST":
+            await _preflight(out, origin, headers)
+            return True
         await _reject(out, 405, InvalidRequest(f"Method Not Allowed: {request.method}; the MCP endpoint takes POST"),
                       extra=[(b"allow", b"POST")])
         return True
