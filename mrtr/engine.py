@@ -25,14 +25,14 @@ binding failure are errors under both.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 from . import wire
 from .context import Context
 from .errors import InvalidParams
 from .ledger import Ledger, merge_answers
-from .replay import Completed, InputRequired, replay_async
+from .replay import Completed, InputRequired, handler_spec, replay, replay_async
 from .state import RequestStateCodec, arguments_digest
 
 __all__ = ["MRTR_METHODS", "AnswerPolicy", "Engine", "target_of", "arguments_of"]
@@ -125,15 +125,22 @@ class Engine:
         handler: Any,
         arguments: Mapping[str, Any] | None,
         ctx: Context,
+        *,
+        run_sync: Callable[[Callable[[], Completed | InputRequired]], Awaitable[Completed | InputRequired]] | None = None,
     ) -> Completed | wire.InputRequiredResult:
         """Validate the retry, replay ``handler`` and shape the outcome.
 
         ``params`` are the request's raw params (with ``inputResponses`` and
         ``requestState``); ``arguments`` are the decoded arguments the handler is called
-        with. The principal is ``ctx.principal``.
+        with. The principal is ``ctx.principal``. ``run_sync``, when given, runs the
+        replay of a sync handler (for example in a worker thread, so blocking handler
+        code does not stall the event loop); async handlers always run in the caller.
         """
         ledger, unmatched = self.restore(method, params, ctx.principal)
-        outcome = await replay_async(handler, arguments, ctx, ledger, unmatched)
+        if run_sync is not None and not handler_spec(handler).is_async:
+            outcome = await run_sync(lambda: replay(handler, arguments, ctx, ledger, unmatched))
+        else:
+            outcome = await replay_async(handler, arguments, ctx, ledger, unmatched)
         if isinstance(outcome, Completed):
             return outcome
         return self.seal(method, params, ctx.principal, outcome)

@@ -317,6 +317,10 @@ class Server:
     ``principal`` is a callable given a :class:`RequestInfo` that returns the
     authenticated principal (or ``None``); tokens are bound to it. ``answers`` selects
     the answer policy, ``"strict"`` or ``"lenient"`` (see ``docs/security.md``).
+    ``sync_handlers="thread"`` runs sync handlers (plain functions and sync generators)
+    in a worker thread, so blocking code in them does not stall other requests; the
+    default ``"inline"`` runs them on the event loop, which is faster for handlers that
+    do not block.
     """
 
     def __init__(
@@ -331,6 +335,7 @@ class Server:
         ttl: float | None = None,
         principal: PrincipalSource | None = None,
         answers: Literal["strict", "lenient"] = "strict",
+        sync_handlers: Literal["inline", "thread"] = "inline",
         page_size: int = 100,
         list_ttl_ms: int = 60_000,
         cache_scope: Literal["public", "private"] = "public",
@@ -346,6 +351,9 @@ class Server:
         self._answers = answers
         if answers not in ("strict", "lenient"):
             raise ValueError(f'answers must be "strict" or "lenient", got {answers!r}')
+        if sync_handlers not in ("inline", "thread"):
+            raise ValueError(f'sync_handlers must be "inline" or "thread", got {sync_handlers!r}')
+        self.sync_handlers = sync_handlers
         self.principal = principal
         self.page_size = page_size
         self.list_ttl_ms = list_ttl_ms
@@ -723,7 +731,7 @@ class Server:
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
         try:
-            outcome = await self.engine.execute("tools/call", params, tool.fn, arguments, ctx)
+            outcome = await self._execute("tools/call", params, tool.fn, arguments, ctx)
         except HandlerError as error:
             return {"resultType": "complete", "content": [{"type": "text", "text": error.message}], "isError": True}
         if not isinstance(outcome, Completed):
@@ -777,10 +785,16 @@ class Server:
             return msgspec.to_builtins(outcome)
         return self._cacheable(_resource_result(outcome.result, uri, mime_type), ttl_ms=0)
 
+    async def _execute(self, method: str, params: Mapping[str, Any], fn: Any, arguments: Mapping[str, Any],
+                       ctx: Context) -> Any:
+        if self.sync_handlers == "inline" or handler_spec(fn).is_async:
+            return await self.engine.execute(method, params, fn, arguments, ctx)
+        return await self.engine.execute(method, params, fn, arguments, _from_thread(ctx), run_sync=_in_thread)
+
     async def _run_protocol_handler(self, method: str, params: Mapping[str, Any], fn: Any,
                                     arguments: Mapping[str, Any], ctx: Context) -> Any:
         try:
-            return await self.engine.execute(method, params, fn, arguments, ctx)
+            return await self._execute(method, params, fn, arguments, ctx)
         except HandlerError as error:
             log.warning("%s handler failed: %s", method, error.message, exc_info=error.__cause__)
             raise InternalError(f"Internal error: {error.message}") from None
@@ -804,6 +818,26 @@ class Server:
         completion = dict(values) if isinstance(values, dict) else {"values": list(values or [])}
         completion["values"] = [str(value) for value in completion.get("values", [])][:100]
         return {"resultType": "complete", "completion": completion}
+
+
+async def _in_thread(run: Callable[[], Any]) -> Any:
+    import trio
+
+    # A blocking handler cannot be interrupted; a cancelled request abandons the thread.
+    return await trio.to_thread.run_sync(run, abandon_on_cancel=True)
+
+
+def _from_thread(ctx: Context) -> Context:
+    """Route a context's notifications back to the event loop from a worker thread."""
+    notify = ctx._notify
+    if notify is not None:
+        import trio
+
+        def relay(method: str, params: dict[str, Any]) -> None:
+            trio.from_thread.run_sync(notify, method, params)
+
+        ctx._notify = relay
+    return ctx
 
 
 def _camel_owner(name: str) -> str:

@@ -510,3 +510,56 @@ def test_key_ready_reports_whether_workers_would_share_a_key(monkeypatch):
     with pytest.warns(UserWarning):
         unsettled.engine
     assert unsettled.key_ready
+
+
+def threaded_server(mode: str) -> Server:
+    import time
+
+    server = Server("threads", secret=b"s" * 32, sync_handlers=mode)
+
+    @server.tool
+    def slow(ctx) -> str:
+        ctx.progress(1, message="sleeping")
+        time.sleep(0.4)  # blocking code, as in a sync database driver
+        return "slow"
+
+    @server.tool
+    def fast() -> str:
+        return "fast"
+
+    @server.tool
+    def ask():
+        answer = yield Elicit("Name?", Form().string("name"))
+        return f"hello {answer.content['name']}"
+
+    return server
+
+
+@pytest.mark.parametrize("mode, first", [("thread", "fast"), ("inline", "slow")])
+async def test_sync_handlers_in_threads_do_not_block_other_requests(mode, first):
+    import trio
+
+    server = threaded_server(mode)
+    finished, sent = [], []
+
+    async def call(name, meta):
+        await rpc(server, "tools/call", {"name": name}, meta=meta, notify=lambda m, p: sent.append((m, p)))
+        finished.append(name)
+
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call, "slow", {**META, "progressToken": "t"})
+            await trio.sleep(0.05)
+            nursery.start_soon(call, "fast", META)
+    assert finished[0] == first
+    assert sent == [("notifications/progress", {"progressToken": "t", "progress": 1, "message": "sleeping"})]
+
+
+async def test_a_sync_generator_converses_from_a_worker_thread():
+    server = threaded_server("thread")
+    first = result_of(await rpc(server, "tools/call", {"name": "ask"}, result_def="InputRequiredResult"))
+    done = result_of(await rpc(server, "tools/call", {"name": "ask", "requestState": first["requestState"],
+                                                     "inputResponses": {"elicit-1": accept(name="Ada")}}))
+    assert done["content"][0]["text"] == "hello Ada"
+    with pytest.raises(ValueError, match="sync_handlers"):
+        Server("x", sync_handlers="pool")
