@@ -105,6 +105,22 @@ def per_call_us(fn, rounds: int, repeats: int = 7) -> float:
     return statistics.median(samples)
 
 
+def allocated_bytes(fn, rounds: int = 2000) -> tuple[float, float]:
+    """Peak traced memory above the start while calling ``fn``, and bytes retained per call."""
+    import tracemalloc
+
+    fn()  # warm caches so they are not counted
+    tracemalloc.start()
+    start = tracemalloc.get_traced_memory()[0]
+    peak = 0
+    for _ in range(rounds):
+        fn()
+        peak = max(peak, tracemalloc.get_traced_memory()[1])
+    retained = tracemalloc.get_traced_memory()[0] - start
+    tracemalloc.stop()
+    return peak - start, retained / rounds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=20000)
@@ -152,6 +168,8 @@ def main() -> None:
     width = max(map(len, results))
     for name, value in results.items():
         print(f"{name:<{width}}  {value:8.2f} us/round")
+    peak, retained = allocated_bytes(wire_round)
+    print(f"wire round memory: peak {peak / 1024:.1f} KiB above the start, {retained:.1f} B retained per round")
     overhead = results["mrtr replay"] - results["direct"]
     print(f"runtime overhead per round, one answered slot: {overhead:.2f} us (goal <= 25 us)")
     print(f"mrtr replay / exception-based replay: {results['mrtr replay'] / results['exception']:.2f}x (goal <= 1.00x)")
