@@ -120,13 +120,13 @@ def decode_answer(kind: Kind, key: str, value: Any) -> Any:
                 "and string arrays"
             )
         return [code, content]
-    target, label = _RESULT_TYPES[kind]
+    method, label = _ANSWERS[kind]
     try:
-        result: Any = msgspec.convert(value, target)
+        result: Any = wire.decode_input_response(method, value)
     except msgspec.ValidationError as exc:
         raise InvalidParams(
             f'inputResponses key "{key}" must carry a {label}; the server issued a '
-            f"{_METHODS[kind]} request for it ({exc})"
+            f"{method} request for it ({exc})"
         ) from None
     if kind is Kind.ROOTS:
         for root in result.roots:
@@ -202,8 +202,8 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
-_METHODS = {Kind.SAMPLE: "sampling/createMessage", Kind.ROOTS: "roots/list"}
-_RESULT_TYPES: dict[Kind, tuple[type, str]] = {
-    Kind.SAMPLE: (wire.CreateMessageResult, "sampling result (CreateMessageResult)"),
-    Kind.ROOTS: (wire.ListRootsResult, "roots result (ListRootsResult)"),
+# The method each kind of client answer responds to (its type is wire.INPUT_RESPONSE_TYPES').
+_ANSWERS = {
+    Kind.SAMPLE: ("sampling/createMessage", "sampling result (CreateMessageResult)"),
+    Kind.ROOTS: ("roots/list", "roots result (ListRootsResult)"),
 }

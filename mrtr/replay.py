@@ -130,8 +130,8 @@ def handler_spec(fn: Any) -> HandlerSpec:
 # -- locating the handler's yield, for diagnostics ---------------------------------------
 
 
-def _yield_location(gen: Any) -> str:
-    """``file:line`` of the innermost frame suspended at a yield (follows ``yield from``)."""
+def _yield_position(gen: Any) -> tuple[str, int] | None:
+    """File and line of the innermost frame suspended at a yield (follows ``yield from``)."""
     frame = None
     while gen is not None:
         current = getattr(gen, "gi_frame", None) or getattr(gen, "ag_frame", None)
@@ -139,9 +139,16 @@ def _yield_location(gen: Any) -> str:
             break
         frame = current
         gen = getattr(gen, "gi_yieldfrom", None)
-    if frame is None:
-        return "<unknown>"
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
+
+
+def _location(position: tuple[str, int] | None) -> str:
+    return "<unknown>" if position is None else f"{position[0]}:{position[1]}"
+
+
+def _yield_location(gen: Any) -> str:
+    """``file:line`` of the innermost frame suspended at a yield (follows ``yield from``)."""
+    return _location(_yield_position(gen))
 
 
 def _traceback_location(exc: BaseException) -> str | None:
@@ -219,7 +226,7 @@ class _Execution:
         self.fresh = set(ledger.fresh)
         self.unmatched = dict(unmatched) if unmatched else None
         self.cursor = 0
-        self.keys: dict[str, tuple[int, str]] = {}
+        self.keys: dict[str, tuple[int, tuple[str, int] | None]] = {}
         self.step_at: tuple[int, bytes] | None = None
         ctx.is_replaying = self.recorded > 0
 
@@ -254,15 +261,17 @@ class _Execution:
         return outcome
 
     def _claim(self, key: str, ordinal: int, gen: Any) -> None:
-        location = _yield_location(gen)
+        # Every yield passes here on every replay: keep the position raw, format only on error.
+        position = _yield_position(gen)
         earlier = self.keys.get(key)
         if earlier is not None:
+            location = _location(position)
             raise HandlerError(
                 f'handler {self.spec.name} used the key "{key}" twice in one execution: ordinal #{earlier[0]} '
-                f"at {earlier[1]} and ordinal #{ordinal} at {location}; keys must be unique",
+                f"at {_location(earlier[1])} and ordinal #{ordinal} at {location}; keys must be unique",
                 location=location,
             )
-        self.keys[key] = (ordinal, location)
+        self.keys[key] = (ordinal, position)
 
     def _ask(self, members: Any, gen: Any) -> tuple[list[Any], dict[str, Request]]:
         answers: list[Any] = []
@@ -328,9 +337,8 @@ class _Execution:
                     raise InvalidParams(f'inputResponses key "{key}": {exc.message}', data=exc.data) from None
                 self.fresh.discard(index)
             return ElicitResult("accept", content, compiled.convert(content))
-        if slot.kind == Kind.SAMPLE:
-            return answer if isinstance(answer, wire.CreateMessageResult) else msgspec.convert(answer, wire.CreateMessageResult)
-        return answer if isinstance(answer, wire.ListRootsResult) else msgspec.convert(answer, wire.ListRootsResult)
+        # Fresh answers are already Structs; answers from a token come back as builtins.
+        return wire.decode_input_response(request.method, answer)
 
     def _step(self, step: Step, gen: Any) -> tuple[int, Any]:
         self.cursor += 1
