@@ -9,15 +9,13 @@ in a unit test wants.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from .effects import Request
+from .jsonrpc import Notify
 
 __all__ = ["Context", "LOG_LEVELS", "Notify"]
-
-Notify = Callable[[str, dict[str, Any]], None]
-"""A sink for request-scoped notifications: ``notify(method, params)``."""
 
 # RFC 5424 severities in increasing order, as MCP names them.
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")

@@ -20,24 +20,14 @@ from urllib.parse import urlsplit
 
 import msgspec
 
+from .jsonrpc import canonical
 from .ledger import Kind
 from .schema import Form, RequestedSchema, requested_schema
 
 __all__ = ["Request", "Elicit", "ElicitURL", "Sample", "ListRoots", "Step", "ElicitResult"]
 
-_canonical = msgspec.json.Encoder(order="sorted")
-
-
 def _digest8(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()[:8]
-
-
-def _canonical_bytes(obj: Any) -> bytes:
-    try:
-        return _canonical.encode(obj)
-    except (TypeError, msgspec.EncodeError):
-        # Arguments the wire codec cannot encode still need a stable identity.
-        return repr(obj).encode()
 
 
 class Request:
@@ -224,7 +214,7 @@ class Sample(Request):
 
     def fingerprint(self) -> bytes:
         rest = dict(self.extra, maxTokens=self.max_tokens)
-        return _digest8(_canonical_bytes(self.messages)) + _digest8(_canonical_bytes(rest))
+        return _digest8(canonical(self.messages)) + _digest8(canonical(rest))
 
     @classmethod
     def missing_for(cls, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -316,7 +306,7 @@ class Step:
     def fingerprint(self) -> bytes:
         """16 bytes: SHA-256 prefixes of the qualified name and of the arguments."""
         arguments = [list(self.args), self.kwargs] if self.kwargs else list(self.args)
-        return _digest8(self.name.encode()) + _digest8(_canonical_bytes(arguments))
+        return _digest8(self.name.encode()) + _digest8(canonical(arguments))
 
     def describe(self) -> str:
         """A short human description for diagnostics."""

@@ -69,14 +69,21 @@ def status_for_code(code: int) -> int:
 
 
 class ProtocolError(Exception):
-    """A JSON-RPC error with its code, message, optional data and HTTP status hint."""
+    """A JSON-RPC error with its code, message, optional data and HTTP status hint.
+
+    ``request_id`` is the id of the request the error answers, when the layer that
+    raised it could read one (framing errors raised before dispatch set it, so the
+    transport's error response keeps the id).
+    """
 
     code: ClassVar[int] = INTERNAL_ERROR
 
-    def __init__(self, message: str, *, data: Any = None, code: int | None = None) -> None:
+    def __init__(self, message: str, *, data: Any = None, code: int | None = None,
+                 request_id: str | int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.data = data
+        self.request_id = request_id
         if code is not None:
             self.code = code  # type: ignore[misc]
 

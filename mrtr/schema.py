@@ -31,6 +31,7 @@ import msgspec
 import msgspec.inspect as mi
 
 from .errors import InvalidParams
+from .jsonrpc import canonical as _canonical
 
 __all__ = ["STRING_FORMATS", "Form", "RequestedSchema", "requested_schema"]
 
@@ -819,7 +820,7 @@ class RequestedSchema:
         fill_none: tuple[str, ...],
     ) -> None:
         schema = form.to_schema()
-        canonical = msgspec.json.encode(schema, order="sorted")
+        canonical = _canonical(schema)
         init = object.__setattr__
         init(self, "schema", schema)
         init(self, "canonical", canonical)

@@ -29,13 +29,12 @@ import msgspec
 from . import wire
 from .context import LOG_LEVELS, Context, Notify
 from .engine import Engine
+from .jsonrpc import error_response, result_response
 from .errors import (
     HandlerError,
     InternalError,
     InvalidParams,
-    InvalidRequest,
     MethodNotFound,
-    ParseError,
     ProtocolError,
     UnsupportedProtocolVersion,
 )
@@ -47,7 +46,6 @@ __all__ = [
     "Header",
     "RequestInfo",
     "Server",
-    "parse_message",
 ]
 
 log = logging.getLogger("mrtr")
@@ -58,54 +56,6 @@ META_CLIENT_CAPABILITIES = wire.META_CLIENT_CAPABILITIES
 META_CLIENT_INFO = wire.META_CLIENT_INFO
 META_LOG_LEVEL = wire.META_LOG_LEVEL
 META_SERVER_INFO = wire.META_SERVER_INFO
-
-_json = msgspec.json.Decoder()
-
-
-# -- JSON-RPC framing --------------------------------------------------------------------
-
-
-def parse_message(data: bytes | str) -> dict[str, Any]:
-    """Parse one JSON-RPC message, raising ``ParseError`` (-32700) or ``InvalidRequest`` (-32600).
-
-    Returns the message dict: a request has ``id`` and ``method``; a notification has
-    ``method`` and no ``id``. Batches and responses are not valid input for a server.
-    An ``InvalidRequest`` carries the message's ``id`` as ``request_id`` when it could be
-    read, so the error response can keep it.
-    """
-    try:
-        message = _json.decode(data)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        # Nesting deep enough to exhaust the decoder's recursion is not JSON we accept.
-        raise ParseError("Parse error: Invalid JSON") from None
-    if not isinstance(message, dict):
-        raise InvalidRequest("Invalid Request: expected a single JSON-RPC request object")
-    request_id = message.get("id")
-    if "id" in message and (isinstance(request_id, bool) or not isinstance(request_id, (str, int))):
-        raise InvalidRequest('Invalid Request: "id" must be a string or an integer')
-    problem = None
-    if message.get("jsonrpc") != "2.0":
-        problem = '"jsonrpc" must be "2.0"'
-    elif not isinstance(message.get("method"), str) or not message["method"]:
-        problem = '"method" must be a non-empty string'
-    elif message.get("params") is not None and not isinstance(message.get("params"), dict):
-        problem = '"params" must be an object'
-    if problem is not None:
-        error = InvalidRequest(f"Invalid Request: {problem}")
-        error.request_id = request_id  # type: ignore[attr-defined]
-        raise error
-    return message
-
-
-def response(request_id: Any, result: Any) -> dict[str, Any]:
-    """A JSON-RPC result response."""
-    return {"jsonrpc": "2.0", "id": request_id, "result": result}
-
-
-def error_response(request_id: Any, error: ProtocolError) -> dict[str, Any]:
-    """A JSON-RPC error response (``id`` may be ``None`` when the request had none readable)."""
-    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_error_object()}
-
 
 # -- handler registration ------------------------------------------------------------------
 
@@ -605,7 +555,7 @@ class Server:
         Protocol errors become error responses; an unexpected failure becomes ``-32603``
         (logged with its traceback, never sent to the client).
         """
-        request_id = message.get("id")
+        request_id: Any = message.get("id")
         try:
             result = await self._dispatch(message, headers or {}, notify)
         except ProtocolError as error:
@@ -613,7 +563,7 @@ class Server:
         except Exception:
             log.exception("unexpected failure serving %s", message.get("method"))
             return error_response(request_id, InternalError("Internal error"))
-        return response(request_id, result)
+        return result_response(request_id, result)
 
     async def _dispatch(self, message: Mapping[str, Any], headers: Mapping[str, str], notify: Notify | None) -> Any:
         method = message["method"]

@@ -49,6 +49,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from .errors import ExpiredRequestState, HandlerError, InvalidRequestState
+from .jsonrpc import canonical
 from .ledger import Slot
 
 __all__ = [
@@ -129,7 +130,6 @@ class RequestState(msgspec.Struct, array_like=True, frozen=True):
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(RequestState)
-_json_encoder = msgspec.json.Encoder(order="sorted")
 
 
 def arguments_digest(arguments: dict[str, Any] | None) -> bytes:
@@ -138,7 +138,7 @@ def arguments_digest(arguments: dict[str, Any] | None) -> bytes:
     The first 16 bytes of SHA-256 over the arguments as JSON with sorted keys, so key
     order does not matter. ``None`` and ``{}`` give the same digest.
     """
-    return hashlib.sha256(_json_encoder.encode(arguments or {})).digest()[:_DIGEST_SIZE]
+    return hashlib.sha256(canonical(arguments or {})).digest()[:_DIGEST_SIZE]
 
 
 def generate_secret() -> str:

@@ -38,7 +38,8 @@ import msgspec
 import trio
 
 from .errors import InternalError, InvalidRequest, ParseError, ProtocolError
-from .server import Server, error_response, parse_message
+from .jsonrpc import Dispatcher, error_response, parse_message
+from .jsonrpc import encode as _encode_json
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD",
@@ -56,7 +57,6 @@ DEFAULT_GRACE_PERIOD = 10.0
 """Seconds the requests in flight get to finish after stdin reaches EOF."""
 
 _READ_CHUNK = 64 * 1024
-_encode = msgspec.json.Encoder().encode
 
 
 # -- streams over the standard file descriptors ------------------------------------------
@@ -209,7 +209,7 @@ class _InFlight:
 
 
 class _Session:
-    def __init__(self, server: Server, stdout: Any) -> None:
+    def __init__(self, server: Dispatcher, stdout: Any) -> None:
         self.server = server
         self.stdout = stdout
         self.in_flight: dict[Any, _InFlight] = {}
@@ -219,13 +219,10 @@ class _Session:
     # writing
 
     def queue(self, entry: _InFlight | None, message: Mapping[str, Any]) -> None:
-        self.send_channel.send_nowait((entry, _encode(message) + b"\n"))
+        self.send_channel.send_nowait((entry, _encode_json(message) + b"\n"))
 
     def queue_error(self, request_id: Any, error: ProtocolError) -> None:
-        message = error_response(request_id, error)
-        if request_id is None:
-            del message["id"]
-        self.queue(None, message)
+        self.queue(None, error_response(request_id, error))
 
     async def writer(self, stop: trio.CancelScope) -> None:
         async with self.receive_channel:
@@ -248,7 +245,7 @@ class _Session:
             self.queue_error(None, error)
             return
         except InvalidRequest as error:
-            self.queue_error(getattr(error, "request_id", None), error)
+            self.queue_error(error.request_id, error)
             return
         if "id" not in message:
             self.notification(message)
@@ -305,7 +302,7 @@ class _Session:
 
 
 async def serve_stdio(
-    server: Server,
+    server: Dispatcher,
     *,
     stdin: trio.abc.ReceiveStream | None = None,
     stdout: trio.abc.SendStream | None = None,
@@ -337,7 +334,7 @@ async def serve_stdio(
                 await stream.aclose()
 
 
-async def _serve(server: Server, stdin: Any, stdout: Any, max_line_bytes: int, grace_period: float) -> None:
+async def _serve(server: Dispatcher, stdin: Any, stdout: Any, max_line_bytes: int, grace_period: float) -> None:
     session = _Session(server, stdout)
     reader = _LineReader(stdin, max_line_bytes)
     async with trio.open_nursery() as outer:
@@ -369,7 +366,7 @@ async def _serve(server: Server, stdin: Any, stdout: Any, max_line_bytes: int, g
 
 
 def run_stdio(
-    server: Server,
+    server: Dispatcher,
     *,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     grace_period: float = DEFAULT_GRACE_PERIOD,
@@ -407,7 +404,7 @@ def _point_stdout_at_stderr() -> None:
         os.close(devnull)
 
 
-async def _run_stdio(server: Server, protocol_fd: int, max_line_bytes: int, grace_period: float) -> None:
+async def _run_stdio(server: Dispatcher, protocol_fd: int, max_line_bytes: int, grace_period: float) -> None:
     stdout = _fd_stream(protocol_fd, receive=False, others=(0, 1, 2))
     stdin = _fd_stream(os.dup(0), receive=True, others=(protocol_fd, 1, 2))
     async with stdin, stdout, trio.open_nursery() as nursery:

@@ -10,7 +10,8 @@ import pytest
 
 from mrtr import Elicit, Form, Sample, content
 from mrtr import wire
-from mrtr.server import Header, RequestInfo, Server, parse_message
+from mrtr.jsonrpc import parse_message
+from mrtr.server import Header, RequestInfo, Server
 from mrtr.testing import accept
 
 from .wire_schema import validate, validate_message
@@ -455,7 +456,7 @@ def test_parse_message_errors(data, code, request_id):
     with pytest.raises(ProtocolError) as caught:
         parse_message(data)
     assert caught.value.code == code
-    assert getattr(caught.value, "request_id", None) == request_id
+    assert caught.value.request_id == request_id
 
 
 def test_registration_errors():

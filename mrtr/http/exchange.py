@@ -42,7 +42,6 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-import msgspec
 import trio
 
 from ..errors import (
@@ -52,7 +51,9 @@ from ..errors import (
     ProtocolError,
     status_for_code,
 )
-from ..server import META_PROTOCOL_VERSION, parse_message
+from ..jsonrpc import Dispatcher, error_response, parse_message
+from ..jsonrpc import encode as _encode_json
+from ..wire import META_PROTOCOL_VERSION
 
 __all__ = [
     "ClientGone",
@@ -63,8 +64,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("mrtr.http")
-
-_encoder = msgspec.json.Encoder()
 
 Header = tuple[bytes, bytes]
 
@@ -317,7 +316,7 @@ def _param_display(header: str) -> str:
     return "Mcp-Param-" + "-".join(part[:1].upper() + part[1:] for part in header.split("-"))
 
 
-def check_headers(server: Any, message: Mapping[str, Any], headers: _Headers) -> None:
+def check_headers(server: Dispatcher, message: Mapping[str, Any], headers: _Headers) -> None:
     """Raise ``HeaderMismatch`` unless the MCP request headers are present and mirror the body.
 
     Methods the server does not implement skip the checks: they are answered 404 with
@@ -395,12 +394,8 @@ def check_headers(server: Any, message: Mapping[str, Any], headers: _Headers) ->
 # -- responses ------------------------------------------------------------------------------
 
 
-def _error_body(code_error: ProtocolError, request_id: Any = None) -> bytes:
-    message: dict[str, Any] = {"jsonrpc": "2.0"}
-    if request_id is not None:
-        message["id"] = request_id
-    message["error"] = code_error.to_error_object()
-    return _encoder.encode(message)
+def _error_body(error: ProtocolError, request_id: Any = None) -> bytes:
+    return _encode_json(error_response(request_id, error))
 
 
 def _json_headers(body: bytes, extra: Iterable[Header] = ()) -> list[Header]:
@@ -504,15 +499,15 @@ def _encode_response(response: dict[str, Any]) -> _Final:
     code = error.get("code") if isinstance(error, dict) else None
     status = status_for_code(code) if isinstance(code, int) else 200
     try:
-        return _Final(_encoder.encode(response), status)
+        return _Final(_encode_json(response), status)
     except (TypeError, ValueError, OverflowError):
         log.exception("cannot encode the response to %r", response.get("id"))
         fallback = {"jsonrpc": "2.0", "id": response.get("id"),
                     "error": {"code": -32603, "message": "Internal error: the result could not be encoded"}}
-        return _Final(_encoder.encode(fallback), 200)
+        return _Final(_encode_json(fallback), 200)
 
 
-async def _dispatch_and_stream(server: Any, message: dict[str, Any], headers: _Headers, out: _Tracked,
+async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], headers: _Headers, out: _Tracked,
                                config: ExchangeConfig) -> bool:
     send_channel, receive_channel = trio.open_memory_channel[Any](config.notification_buffer)
     dropped = 0
@@ -520,7 +515,7 @@ async def _dispatch_and_stream(server: Any, message: dict[str, Any], headers: _H
     def notify(method: str, params: dict[str, Any]) -> None:
         nonlocal dropped
         try:
-            encoded = _encoder.encode({"jsonrpc": "2.0", "method": method, "params": params})
+            encoded = _encode_json({"jsonrpc": "2.0", "method": method, "params": params})
         except (TypeError, ValueError, OverflowError) as exc:
             log.warning("dropping a %s notification that cannot be encoded: %s", method, exc)
             return
@@ -579,7 +574,7 @@ async def _stream(receive_channel: trio.MemoryReceiveChannel[Any], out: _Tracked
             await out.send(b"data: " + item + b"\n\n")
 
 
-async def _exchange(server: Any, request: HttpRequest, out: _Tracked, config: ExchangeConfig) -> bool:
+async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, config: ExchangeConfig) -> bool:
     if request.path != config.path:
         body = b"Not Found\n"
         await out.respond(404, [(b"content-type", b"text/plain; charset=utf-8"),
@@ -615,7 +610,7 @@ async def _exchange(server: Any, request: HttpRequest, out: _Tracked, config: Ex
         await _reject(out, 400, error)
         return True
     except InvalidRequest as error:
-        await _reject(out, 400, error, getattr(error, "request_id", None))
+        await _reject(out, 400, error, error.request_id)
         return True
     if "id" not in message:
         await out.respond(202, [(b"content-length", b"0")], b"")
@@ -629,7 +624,7 @@ async def _exchange(server: Any, request: HttpRequest, out: _Tracked, config: Ex
 
 
 async def exchange(
-    server: Any,
+    server: Dispatcher,
     request: HttpRequest,
     responder: Responder,
     *,
@@ -661,7 +656,7 @@ async def exchange(
     return completed
 
 
-async def _guarded(server: Any, request: HttpRequest, out: _Tracked, config: ExchangeConfig) -> bool:
+async def _guarded(server: Dispatcher, request: HttpRequest, out: _Tracked, config: ExchangeConfig) -> bool:
     try:
         return await _exchange(server, request, out, config)
     except ClientGone:

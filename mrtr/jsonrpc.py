@@ -1,0 +1,217 @@
+"""JSON-RPC 2.0 framing: the messages every transport and the client exchange.
+
+This module is sans-IO and sits in the core. It turns bytes into a request or
+response dict and back, and it holds the two JSON encodings the package uses:
+
+- :func:`encode`, the one encoder every transport writes messages with;
+- :func:`canonical`, JSON with sorted keys, which fingerprints, argument digests and
+  schema digests hash. One function, so a token minted by one module can never be
+  checked against bytes another module produced differently.
+
+It also declares :class:`Dispatcher`, the small interface transports depend on
+instead of the server class: anything that can say which methods it serves, which
+``Mcp-Param-*`` headers a tool mirrors, and turn one request into one response.
+
+The rule for ids: a request's ``id`` is a string or an integer. An error that cannot
+be tied to a request (unreadable JSON, an id of the wrong type) is sent without an
+``id`` member, because the MCP schema makes ``id`` optional on error responses and
+does not allow ``null``. :func:`error_response` applies that rule, so no transport
+has to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+import msgspec
+
+from .errors import InvalidRequest, ParseError, ProtocolError
+
+__all__ = [
+    "JSONRPC_VERSION",
+    "Dispatcher",
+    "Notify",
+    "RequestId",
+    "RunSync",
+    "canonical",
+    "encode",
+    "error_response",
+    "notification",
+    "parse_message",
+    "parse_response",
+    "request",
+    "result_response",
+]
+
+JSONRPC_VERSION = "2.0"
+
+RequestId = str | int
+"""A JSON-RPC request id as MCP allows it: a string or an integer (never null, never a bool)."""
+
+Notify = Callable[[str, dict[str, Any]], None]
+"""A sink for request-scoped notifications: ``notify(method, params)``."""
+
+RunSync = Callable[[Callable[[], Any]], Awaitable[Any]]
+"""Runs a blocking callable away from the event loop and returns its result.
+
+Transports pass one to :meth:`Dispatcher.handle`; a server configured to run sync
+handlers in threads uses it, and the ``notify`` passed beside it must then accept
+calls from that thread as well.
+"""
+
+_decoder = msgspec.json.Decoder()
+_encoder = msgspec.json.Encoder()
+_canonical_encoder = msgspec.json.Encoder(order="sorted")
+
+
+def encode(message: Any) -> bytes:
+    """A message (or any JSON value) as compact JSON bytes, with the shared encoder.
+
+    Raises :class:`TypeError` or :class:`msgspec.EncodeError` for values JSON cannot hold.
+    """
+    return _encoder.encode(message)
+
+
+def canonical(value: Any) -> bytes:
+    """The canonical JSON bytes of ``value``: compact, object keys sorted.
+
+    What fingerprints and digests hash. A value JSON cannot hold (an arbitrary Python
+    object passed as a Step argument, say) still needs a stable identity within a
+    process, so it falls back to its ``repr``.
+    """
+    try:
+        return _canonical_encoder.encode(value)
+    except (TypeError, msgspec.EncodeError):
+        return repr(value).encode()
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, (str, int)) and not isinstance(value, bool)
+
+
+def parse_message(data: bytes | str) -> dict[str, Any]:
+    """Parse one JSON-RPC request or notification sent to a server.
+
+    Returns the message dict: a request has ``id`` and ``method``; a notification has
+    ``method`` and no ``id``. Raises :class:`~mrtr.errors.ParseError` (-32700) for
+    anything that is not JSON and :class:`~mrtr.errors.InvalidRequest` (-32600) for
+    JSON that is not a single valid request; the latter carries the message's ``id`` as
+    :attr:`~mrtr.errors.ProtocolError.request_id` when it could be read, so the error
+    response can keep it. Batches and responses are not valid input for a server.
+    """
+    try:
+        message = _decoder.decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        # Nesting deep enough to exhaust the decoder's recursion is not JSON we accept.
+        raise ParseError("Parse error: Invalid JSON") from None
+    if not isinstance(message, dict):
+        raise InvalidRequest("Invalid Request: expected a single JSON-RPC request object")
+    request_id = message.get("id")
+    if "id" in message and not _valid_id(request_id):
+        raise InvalidRequest('Invalid Request: "id" must be a string or an integer')
+    problem = None
+    if message.get("jsonrpc") != JSONRPC_VERSION:
+        problem = '"jsonrpc" must be "2.0"'
+    elif not isinstance(message.get("method"), str) or not message["method"]:
+        problem = '"method" must be a non-empty string'
+    elif message.get("params") is not None and not isinstance(message.get("params"), dict):
+        problem = '"params" must be an object'
+    if problem is not None:
+        raise InvalidRequest(f"Invalid Request: {problem}", request_id=request_id)
+    return message
+
+
+def parse_response(data: bytes | str) -> dict[str, Any]:
+    """Parse one message a server sent: a response (``result`` or ``error``) or a notification.
+
+    Raises :class:`~mrtr.errors.ParseError` for bytes that are not JSON and
+    :class:`~mrtr.errors.InvalidRequest` for JSON that is neither a response nor a
+    notification (a response needs exactly one of ``result`` and ``error``, and an
+    ``error`` needs an integer ``code`` and a string ``message``).
+    """
+    try:
+        message = _decoder.decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        raise ParseError("Parse error: the server sent invalid JSON") from None
+    if not isinstance(message, dict) or message.get("jsonrpc") != JSONRPC_VERSION:
+        raise InvalidRequest("Invalid response: expected a JSON-RPC 2.0 object")
+    if "method" in message:
+        if "id" in message or not isinstance(message["method"], str):
+            raise InvalidRequest("Invalid response: servers send no requests on this protocol")
+        if message.get("params") is not None and not isinstance(message["params"], dict):
+            raise InvalidRequest('Invalid response: notification "params" must be an object')
+        return message
+    if ("result" in message) == ("error" in message):
+        raise InvalidRequest('Invalid response: exactly one of "result" and "error" is required')
+    if "id" in message and not _valid_id(message["id"]):
+        raise InvalidRequest('Invalid response: "id" must be a string or an integer')
+    if "result" in message:
+        if "id" not in message:
+            raise InvalidRequest('Invalid response: a result needs an "id"')
+        if not isinstance(message["result"], dict):
+            raise InvalidRequest('Invalid response: "result" must be an object')
+        return message
+    error = message["error"]
+    code = error.get("code") if isinstance(error, dict) else None
+    if not (isinstance(code, int) and not isinstance(code, bool) and isinstance(error.get("message"), str)):
+        raise InvalidRequest('Invalid response: "error" needs an integer "code" and a string "message"')
+    return message
+
+
+def request(request_id: RequestId, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A JSON-RPC request message."""
+    message: dict[str, Any] = {"jsonrpc": JSONRPC_VERSION, "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def notification(method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A JSON-RPC notification message (no ``id``, no response)."""
+    message: dict[str, Any] = {"jsonrpc": JSONRPC_VERSION, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def result_response(request_id: RequestId, result: Any) -> dict[str, Any]:
+    """A JSON-RPC result response."""
+    return {"jsonrpc": JSONRPC_VERSION, "id": request_id, "result": result}
+
+
+def error_response(request_id: RequestId | None, error: ProtocolError) -> dict[str, Any]:
+    """A JSON-RPC error response; without a readable request id the ``id`` member is left out."""
+    message: dict[str, Any] = {"jsonrpc": JSONRPC_VERSION}
+    if request_id is not None:
+        message["id"] = request_id
+    message["error"] = error.to_error_object()
+    return message
+
+
+class Dispatcher(Protocol):
+    """What a transport needs of a server. :class:`mrtr.Server` implements it.
+
+    A transport parses a message with :func:`parse_message`, answers notifications
+    itself, checks transport-level rules with :meth:`serves` and
+    :meth:`header_parameters`, and hands each request to :meth:`handle`.
+    """
+
+    def serves(self, method: str) -> bool:
+        """Whether requests for ``method`` are dispatched (rather than answered -32601)."""
+        ...
+
+    def header_parameters(self, tool_name: str) -> Mapping[str, str]:
+        """For a tool, its ``Mcp-Param-*`` header names (lowercase) mapped to parameter names."""
+        ...
+
+    async def handle(
+        self,
+        message: Mapping[str, Any],
+        *,
+        headers: Mapping[str, str] | None = None,
+        notify: Notify | None = None,
+        run_sync: RunSync | None = None,
+    ) -> dict[str, Any]:
+        """Serve one parsed request and return its response message (never raises a ProtocolError)."""
+        ...
