@@ -29,7 +29,7 @@ import msgspec
 from . import wire
 from .context import LOG_LEVELS, Context, Notify
 from .engine import Engine
-from .jsonrpc import error_response, result_response
+from .jsonrpc import RunSync, error_response, result_response
 from .errors import (
     HandlerError,
     InternalError,
@@ -549,15 +549,21 @@ class Server:
         *,
         headers: Mapping[str, str] | None = None,
         notify: Notify | None = None,
+        run_sync: RunSync | None = None,
     ) -> dict[str, Any]:
         """Serve one parsed JSON-RPC request and return its response message.
 
-        Protocol errors become error responses; an unexpected failure becomes ``-32603``
-        (logged with its traceback, never sent to the client).
+        ``headers`` are the transport's request headers (for the principal source),
+        ``notify`` receives the request's notifications, and ``run_sync`` runs a sync
+        handler away from the event loop when the server was built with
+        ``sync_handlers="thread"`` (``notify`` must then accept calls from that thread;
+        see :mod:`mrtr.transport`). Without ``run_sync`` every handler runs inline.
+        Protocol errors become error responses; an unexpected failure becomes
+        ``-32603`` (logged with its traceback, never sent to the client).
         """
         request_id: Any = message.get("id")
         try:
-            result = await self._dispatch(message, headers or {}, notify)
+            result = await self._dispatch(message, headers or {}, notify, run_sync)
         except ProtocolError as error:
             return error_response(request_id, error)
         except Exception:
@@ -565,7 +571,8 @@ class Server:
             return error_response(request_id, InternalError("Internal error"))
         return result_response(request_id, result)
 
-    async def _dispatch(self, message: Mapping[str, Any], headers: Mapping[str, str], notify: Notify | None) -> Any:
+    async def _dispatch(self, message: Mapping[str, Any], headers: Mapping[str, str], notify: Notify | None,
+                        run_sync: RunSync | None) -> Any:
         method = message["method"]
         # Unknown and removed methods (initialize, ping, ...) are -32601 whatever their params.
         if not self.serves(method):
@@ -575,7 +582,9 @@ class Server:
         if params is None:
             params = {}
         envelope = _read_envelope(params)
-        request = _Request(method, params, envelope, headers, notify, message.get("id"))
+        if self.sync_handlers == "inline":
+            run_sync = None
+        request = _Request(method, params, envelope, headers, notify, message.get("id"), run_sync)
         result = await handler(request)
         meta = result.get("_meta")
         if meta is None:
@@ -681,7 +690,7 @@ class Server:
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
         try:
-            outcome = await self._execute("tools/call", params, tool.fn, arguments, ctx)
+            outcome = await self._execute(request, tool.fn, arguments, ctx)
         except HandlerError as error:
             return {"resultType": "complete", "content": [{"type": "text", "text": error.message}], "isError": True}
         if not isinstance(outcome, Completed):
@@ -705,7 +714,7 @@ class Server:
         arguments = {key: value for key, value in raw.items() if key in prompt.parameter_names}
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
-        outcome = await self._run_protocol_handler("prompts/get", params, prompt.fn, arguments, ctx)
+        outcome = await self._run_protocol_handler(request, prompt.fn, arguments, ctx)
         if not isinstance(outcome, Completed):
             return msgspec.to_builtins(outcome)
         return _prompt_result(outcome.result, prompt.definition.get("description"))
@@ -730,23 +739,20 @@ class Server:
                 raise InvalidParams(f"Resource not found: {uri}", data={"uri": uri})
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, uri)
-        outcome = await self._run_protocol_handler("resources/read", params, fn, arguments, ctx)
+        outcome = await self._run_protocol_handler(request, fn, arguments, ctx)
         if not isinstance(outcome, Completed):
             return msgspec.to_builtins(outcome)
         return self._cacheable(_resource_result(outcome.result, uri, mime_type), ttl_ms=0)
 
-    async def _execute(self, method: str, params: Mapping[str, Any], fn: Any, arguments: Mapping[str, Any],
-                       ctx: Context) -> Any:
-        if self.sync_handlers == "inline" or handler_spec(fn).is_async:
-            return await self.engine.execute(method, params, fn, arguments, ctx)
-        return await self.engine.execute(method, params, fn, arguments, _from_thread(ctx), run_sync=_in_thread)
+    async def _execute(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> Any:
+        return await self.engine.execute(request.method, request.params, fn, arguments, ctx, run_sync=request.run_sync)
 
-    async def _run_protocol_handler(self, method: str, params: Mapping[str, Any], fn: Any,
-                                    arguments: Mapping[str, Any], ctx: Context) -> Any:
+    async def _run_protocol_handler(self, request: _Request, fn: Any, arguments: Mapping[str, Any],
+                                    ctx: Context) -> Any:
         try:
-            return await self._execute(method, params, fn, arguments, ctx)
+            return await self._execute(request, fn, arguments, ctx)
         except HandlerError as error:
-            log.warning("%s handler failed: %s", method, error.message, exc_info=error.__cause__)
+            log.warning("%s handler failed: %s", request.method, error.message, exc_info=error.__cause__)
             raise InternalError(f"Internal error: {error.message}") from None
 
     async def _complete(self, request: _Request) -> dict[str, Any]:
@@ -768,26 +774,6 @@ class Server:
         completion = dict(values) if isinstance(values, dict) else {"values": list(values or [])}
         completion["values"] = [str(value) for value in completion.get("values", [])][:100]
         return {"resultType": "complete", "completion": completion}
-
-
-async def _in_thread(run: Callable[[], Any]) -> Any:
-    import trio
-
-    # A blocking handler cannot be interrupted; a cancelled request abandons the thread.
-    return await trio.to_thread.run_sync(run, abandon_on_cancel=True)
-
-
-def _from_thread(ctx: Context) -> Context:
-    """Route a context's notifications back to the event loop from a worker thread."""
-    notify = ctx._notify
-    if notify is not None:
-        import trio
-
-        def relay(method: str, params: dict[str, Any]) -> None:
-            trio.from_thread.run_sync(notify, method, params)
-
-        ctx._notify = relay
-    return ctx
 
 
 def _camel_owner(name: str) -> str:
@@ -822,6 +808,7 @@ class _Request:
     headers: Mapping[str, str]
     notify: Notify | None
     id: Any
+    run_sync: RunSync | None
 
 
 def _read_envelope(params: Mapping[str, Any]) -> _Envelope:

@@ -40,6 +40,7 @@ import trio
 from .errors import InternalError, InvalidRequest, ParseError, ProtocolError
 from .jsonrpc import Dispatcher, error_response, parse_message
 from .jsonrpc import encode as _encode_json
+from .transport import run_in_thread, thread_safe
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD",
@@ -287,7 +288,8 @@ class _Session:
 
         try:
             with entry.scope:
-                response = await self.server.handle(entry.message, notify=notify)
+                response = await self.server.handle(entry.message, notify=thread_safe(notify),
+                                                    run_sync=run_in_thread)
             if entry.cancelled:
                 return
             try:

@@ -11,6 +11,7 @@ import pytest
 from mrtr import Elicit, Form, Sample, content
 from mrtr import wire
 from mrtr.jsonrpc import parse_message
+from mrtr.transport import run_in_thread, thread_safe
 from mrtr.server import Header, RequestInfo, Server
 from mrtr.testing import accept
 
@@ -144,8 +145,10 @@ async def rpc(server, method, params=None, *, meta=META, request_id=1, headers=N
     params = dict(params or {})
     if meta is not None:
         params["_meta"] = meta
+    # Passed as every transport passes them: thread-mode servers run sync handlers in threads.
     message = await server.handle({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params},
-                                  headers=headers, notify=notify)
+                                  headers=headers, notify=thread_safe(notify) if notify else None,
+                                  run_sync=run_in_thread)
     validate_message(message, result_def=result_def)
     return message
 

@@ -53,6 +53,7 @@ from ..errors import (
 )
 from ..jsonrpc import Dispatcher, error_response, parse_message
 from ..jsonrpc import encode as _encode_json
+from ..transport import run_in_thread, thread_safe
 from ..wire import META_PROTOCOL_VERSION
 
 __all__ = [
@@ -530,7 +531,8 @@ async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], head
 
     async def dispatch() -> None:
         async with send_channel:
-            response = await server.handle(message, headers=headers.as_mapping(), notify=notify)
+            response = await server.handle(message, headers=headers.as_mapping(), notify=thread_safe(notify),
+                                           run_sync=run_in_thread)
             await send_channel.send(_encode_response(response))
 
     # Strict exception groups: ClientGone is caught inside the nursery and re-raised
