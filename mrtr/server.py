@@ -23,6 +23,7 @@ from typing import Any, Literal
 import msgspec
 
 from . import wire
+from .carrier import Carrier
 from .context import LOG_LEVELS, Context
 from .engine import Engine
 from .jsonrpc import Notify, RunSync, error_response, result_response
@@ -382,8 +383,13 @@ class Server(Registry):
             return msgspec.to_builtins(outcome)
         return self._cacheable(resource_result(outcome.result, uri, mime_type), ttl_ms=0)
 
+    def carrier_for(self, method: str, params: Mapping[str, Any]) -> Carrier:
+        """The carrier that holds this request's ledger: the wire carrier (:attr:`engine`)."""
+        return self.engine
+
     async def _execute(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> Any:
-        return await self.engine.execute(request.method, request.params, fn, arguments, ctx, run_sync=request.run_sync)
+        carrier = self.carrier_for(request.method, request.params)
+        return await carrier.execute(request.method, request.params, fn, arguments, ctx, run_sync=request.run_sync)
 
     async def _run_protocol_handler(self, request: _Request, fn: Any, arguments: Mapping[str, Any],
                                     ctx: Context) -> Any:
