@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["canonical_url", "metadata_path", "metadata_url"]
+__all__ = ["WELL_KNOWN", "canonical_url", "metadata_path", "metadata_url"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
