@@ -18,7 +18,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -40,9 +40,6 @@ from .registry import Header, Registry
 from .replay import Completed
 from .results import prompt_result, resource_result, tool_result
 from .state import RequestStateCodec
-
-if TYPE_CHECKING:  # the auth layer sits beside the server; only its types are needed here
-    from .auth import AccessToken, ResourceServer
 
 __all__ = [
     "SUPPORTED_VERSIONS",
@@ -91,6 +88,8 @@ def _decode_cursor(cursor: Any) -> int:
 
 
 # -- the server ----------------------------------------------------------------------------
+
+_Entry = TypeVar("_Entry")
 
 PrincipalSource = Callable[[RequestInfo], "str | None | Awaitable[str | None]"]
 
@@ -141,7 +140,7 @@ class Server(Registry):
         page_size: int = 100,
         list_ttl_ms: int = 60_000,
         cache_scope: Literal["public", "private"] | None = None,
-        auth: ResourceServer | None = None,
+        auth: Any = None,
     ) -> None:
         super().__init__()
         if answers not in ("strict", "lenient"):
@@ -193,8 +192,12 @@ class Server(Registry):
         return self._engine
 
     @property
-    def auth(self) -> ResourceServer | None:
-        """The resource-server configuration when the server is protected, else ``None``."""
+    def auth(self) -> Any:
+        """The ``mrtr.auth.ResourceServer`` when the server is protected, else ``None``.
+
+        The auth layer sits above the server (it knows HTTP challenges and fetches keys);
+        the server only asks it whether a token's scopes satisfy a tool's.
+        """
         return self._auth
 
     @property
@@ -226,7 +229,7 @@ class Server(Registry):
         headers: Mapping[str, str] | None = None,
         notify: Notify | None = None,
         run_sync: RunSync | None = None,
-        auth: AccessToken | None = None,
+        auth: Any = None,
     ) -> dict[str, Any]:
         """Serve one parsed JSON-RPC request and return its response message.
 
@@ -250,7 +253,7 @@ class Server(Registry):
         return result_response(request_id, result)
 
     async def _dispatch(self, message: Mapping[str, Any], headers: Mapping[str, str], notify: Notify | None,
-                        run_sync: RunSync | None, auth: AccessToken | None) -> Any:
+                        run_sync: RunSync | None, auth: Any) -> Any:
         method = message["method"]
         if self._auth is not None and auth is None:
             # Fail closed: a transport that cannot authenticate must not reach a protected server.
@@ -330,7 +333,7 @@ class Server(Registry):
     def _permitted(self, request: _Request, scopes: tuple[str, ...]) -> bool:
         if self._auth is None or not scopes:
             return True
-        return request.auth is not None and self._auth.satisfies(request.auth, scopes)
+        return request.auth is not None and bool(self._auth.satisfies(request.auth, scopes))
 
     async def _list_tools(self, request: _Request) -> dict[str, Any]:
         tools = [tool.definition for tool in self._tools.values() if self._permitted(request, tool.scopes)]
@@ -347,12 +350,7 @@ class Server(Registry):
 
     async def _call_tool(self, request: _Request) -> dict[str, Any]:
         params = request.params
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise InvalidParams('tools/call needs a string "name"')
-        tool = self._tools.get(name)
-        if tool is None:
-            raise InvalidParams(f"Unknown tool: {name}")
+        name, tool = _named(params, self._tools, "tools/call", "tool")
         if not self._permitted(request, tool.scopes):
             # The HTTP transports answer 403 before dispatch; this guards in-process callers.
             raise InvalidRequest(f"Forbidden: tool {name} needs the scopes {' '.join(tool.scopes)}")
@@ -380,12 +378,7 @@ class Server(Registry):
 
     async def _get_prompt(self, request: _Request) -> dict[str, Any]:
         params = request.params
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise InvalidParams('prompts/get needs a string "name"')
-        prompt = self._prompts.get(name)
-        if prompt is None:
-            raise InvalidParams(f"Unknown prompt: {name}")
+        name, prompt = _named(params, self._prompts, "prompts/get", "prompt")
         raw = params.get("arguments") or {}
         if not isinstance(raw, dict) or not all(isinstance(value, str) for value in raw.values()):
             raise InvalidParams(f"Invalid arguments for prompt {name}: arguments must map names to strings")
@@ -453,6 +446,17 @@ class Server(Registry):
         return {"resultType": "complete", "completion": completion}
 
 
+def _named(params: Mapping[str, Any], entries: Mapping[str, _Entry], method: str, kind: str) -> tuple[str, _Entry]:
+    """The entry a request names in ``params.name``: -32602 for a missing or unknown name."""
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise InvalidParams(f'{method} needs a string "name"')
+    entry = entries.get(name)
+    if entry is None:
+        raise InvalidParams(f"Unknown {kind}: {name}")
+    return name, entry
+
+
 # -- requests ----------------------------------------------------------------------------
 
 
@@ -474,7 +478,7 @@ class _Request:
     notify: Notify | None
     id: Any
     run_sync: RunSync | None
-    auth: AccessToken | None = None
+    auth: Any = None  # the verified mrtr.auth.AccessToken, on a protected server
 
 
 def _read_envelope(params: Mapping[str, Any]) -> _Envelope:
