@@ -239,3 +239,40 @@ async def test_mrtr_conversation_under_auth_and_replay_by_another_caller(protect
     assert other_client.error["code"] == -32602
     done = await protected.call("tools/call", retry, token=protected.token(), id=4)  # a fresh token, still alice
     assert done.result["content"][0]["text"] == "hello Ada, said alice"
+
+
+async def test_a_browser_client_can_read_the_challenge(protected: Protected) -> None:
+    response = await protected.call("tools/list", headers={"Origin": "http://localhost:5173"})
+    assert response.status_code == 401
+    assert response.headers["access-control-allow-origin"] == "http://localhost:5173"
+    assert response.headers["access-control-expose-headers"] == "WWW-Authenticate"
+    # the preflight itself carries no credentials, so it is answered before authentication
+    preflight = await protected.client.options("/mcp", headers={
+        "Origin": "http://localhost:5173", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization, content-type"})
+    assert preflight.status_code == 204
+    assert "authorization" in preflight.headers["access-control-allow-headers"]
+
+
+async def test_behind_a_proxy_the_metadata_answers_at_both_paths(nursery: trio.Nursery, idp: IdentityProvider,
+                                                                  keys: dict[str, SigningKey]) -> None:
+    public = "https://gateway.example/team/mcp"
+    verifier = JWTVerifier(jwks_uri=idp.jwks_uri, issuer="http://issuer.test", audience=public)
+    server = Server("files", secret=SECRET, auth=ResourceServer(
+        verifier, resource=public, authorization_servers=["http://issuer.test"]))
+    server.tool(lambda: "ok", name="ping_tool")
+    port = await nursery.start(partial(serve, server, "127.0.0.1", 0))
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as client:
+        for path in ("/.well-known/oauth-protected-resource/team/mcp", PRM_PATH):
+            response = await client.get(path)
+            assert response.status_code == 200 and response.json()["resource"] == public
+        message = rpc("tools/call", {"name": "ping_tool"})
+        token = mint(keys["p256"], iss="http://issuer.test", aud=public)
+        answer = await client.post("/mcp", content=json.dumps(message).encode(), headers={
+            **BASE_HEADERS, **mcp_headers(message), "Authorization": f"Bearer {token}"})
+        assert answer.json()["result"]["content"] == [{"type": "text", "text": "ok"}]
+        refused = await client.post("/mcp", content=json.dumps(message).encode(),
+                                    headers={**BASE_HEADERS, **mcp_headers(message)})
+        assert ('resource_metadata="https://gateway.example/.well-known/oauth-protected-resource/team/mcp"'
+                in refused.headers["www-authenticate"])
+    await verifier.aclose()
