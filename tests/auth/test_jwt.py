@@ -180,7 +180,7 @@ async def test_rotation_under_concurrency_is_one_refetch(idp: IdentityProvider, 
 async def test_cache_lifetime_follows_max_age_and_survives_an_outage(
         idp: IdentityProvider, keys: dict[str, SigningKey], mock_clock: trio.testing.MockClock) -> None:
     idp.cache_control = "public, max-age=120"
-    v = verifier(idp)
+    v = verifier(idp, cache_ttl=0)  # every call reaches the key cache
     await v.verify(mint(keys["rsa"]))
     mock_clock.jump(100)
     await v.verify(mint(keys["rsa"]))
@@ -227,3 +227,22 @@ def test_missing_joserfc_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setitem(sys.modules, "joserfc.jws", None)
     with pytest.raises(ImportError, match=r"mrtr\[auth\]"):
         JWTVerifier(jwks_uri="http://127.0.0.1:1/jwks", issuer=ISSUER, audience=RESOURCE)
+
+
+async def test_verified_tokens_are_remembered_briefly(keys: dict[str, SigningKey]) -> None:
+    now = [time.time()]
+    v = JWTVerifier(public_key=keys["rsa"].public_pem(), issuer=ISSUER, audience=RESOURCE, cache_ttl=60,
+                    clock=lambda: now[0])
+    token = mint(keys["rsa"], exp=int(now[0]) + 90)
+    first = await v.verify(token)
+    assert await v.verify(token) is first  # a hash lookup, no second signature check
+    now[0] += 61
+    again = await v.verify(token)
+    assert again is not first and again == first
+    now[0] += 60  # past exp (and the leeway): the cache does not outlive the token
+    with pytest.raises(InvalidToken, match="expired"):
+        await v.verify(token)
+    # a refused token is never remembered as good
+    forged = make_key("rsa", keys["rsa"].kid)
+    for _ in range(2):
+        await refused(v, mint(forged))
