@@ -482,9 +482,29 @@ def test_registration_errors():
         Server("x", answers="loose")
 
 
-def test_request_info_defaults():
-    info = RequestInfo("tools/call", {})
-    assert info.headers == {}
+async def test_the_principal_source_sees_the_request_and_empty_headers_without_a_transport():
+    seen: list[RequestInfo] = []
+
+    async def principal(info: RequestInfo) -> str | None:  # an async source is awaited
+        seen.append(info)
+        return info.headers.get("x-user")
+
+    custom = Server("who", secret=b"s" * 32, principal=principal)
+
+    @custom.tool
+    def whoami(ctx, note: str = "") -> str:
+        return f"{ctx.principal}:{note}"
+
+    params = {"name": "whoami", "arguments": {"note": "n"}}
+    anonymous = result_of(await rpc(custom, "tools/call", params, result_def="CallToolResult"))
+    assert anonymous["content"][0]["text"] == "None:n"
+    named = result_of(await rpc(custom, "tools/call", params, headers={"x-user": "ada"}, result_def="CallToolResult"))
+    assert named["content"][0]["text"] == "ada:n"
+    # Without transport headers (stdio, in-process) the source still gets a mapping to read.
+    assert [(info.method, info.params["name"], info.params["arguments"], dict(info.headers)) for info in seen] == [
+        ("tools/call", "whoami", {"note": "n"}, {}),
+        ("tools/call", "whoami", {"note": "n"}, {"x-user": "ada"}),
+    ]
 
 
 async def test_a_hand_written_input_schema_is_published_as_given_and_hints_still_decode():
