@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import threading
 from typing import Annotated
 
 import msgspec
@@ -564,16 +565,19 @@ def test_a_codec_excludes_secret_and_ttl():
     assert Server("b", codec=codec).engine.codec is codec
 
 
-def threaded_server(mode: str) -> Server:
-    import time
-
+def threaded_server(mode: str, release: threading.Event | None = None,
+                    threads: list[int] | None = None) -> Server:
     server = Server("threads", secret=b"s" * 32, sync_handlers=mode)
 
     @server.tool
-    def slow(ctx) -> str:
-        ctx.progress(1, message="sleeping")
-        time.sleep(0.4)  # blocking code, as in a sync database driver
-        return "slow"
+    def blocking(ctx) -> str:
+        if threads is not None:
+            threads.append(threading.get_ident())
+        ctx.progress(1, message="blocked")
+        # Blocking code, as in a sync database driver: it holds its thread until released.
+        if release is not None and not release.wait(10):
+            raise TimeoutError("never released")
+        return "blocking"
 
     @server.tool
     def fast() -> str:
@@ -587,24 +591,44 @@ def threaded_server(mode: str) -> Server:
     return server
 
 
-@pytest.mark.parametrize("mode, first", [("thread", "fast"), ("inline", "slow")])
-async def test_sync_handlers_in_threads_do_not_block_other_requests(mode, first):
+async def test_a_blocked_sync_handler_in_thread_mode_does_not_hold_up_other_requests():
     import trio
 
-    server = threaded_server(mode)
+    release, threads = threading.Event(), []
+    server = threaded_server("thread", release, threads)
+    started = trio.Event()
     finished, sent = [], []
 
-    async def call(name, meta):
-        await rpc(server, "tools/call", {"name": name}, meta=meta, notify=lambda m, p: sent.append((m, p)))
+    def notify(method, params):
+        sent.append((method, params))
+        started.set()
+
+    async def call(name, meta, notify=None):
+        await rpc(server, "tools/call", {"name": name}, meta=meta, notify=notify)
         finished.append(name)
 
-    with trio.fail_after(5):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(call, "slow", {**META, "progressToken": "t"})
-            await trio.sleep(0.05)
-            nursery.start_soon(call, "fast", META)
-    assert finished[0] == first
-    assert sent == [("notifications/progress", {"progressToken": "t", "progress": 1, "message": "sleeping"})]
+    try:
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(call, "blocking", {**META, "progressToken": "t"}, notify)
+                await started.wait()  # the handler is running and blocked in its thread
+                await call("fast", META)
+                assert finished == ["fast"]
+                release.set()
+    finally:
+        release.set()
+    assert finished == ["fast", "blocking"]
+    assert threads and threads[0] != threading.get_ident()
+    assert sent == [("notifications/progress", {"progressToken": "t", "progress": 1, "message": "blocked"})]
+
+
+async def test_inline_mode_runs_sync_handlers_on_the_event_loop_thread_even_when_given_run_sync():
+    release, threads = threading.Event(), []
+    release.set()
+    server = threaded_server("inline", release, threads)
+    done = result_of(await rpc(server, "tools/call", {"name": "blocking"}, result_def="CallToolResult"))
+    assert done["content"][0]["text"] == "blocking"
+    assert threads == [threading.get_ident()]
 
 
 async def test_a_sync_generator_converses_from_a_worker_thread():
