@@ -758,7 +758,6 @@ async def test_a_typed_read_resource_result_is_sent_with_the_caching_hints_the_s
     assert result["resultType"] == "complete" and result["ttlMs"] == 0 and result["cacheScope"] == "public"
 
 
-@pytest.mark.xfail(strict=True, reason="resources/read overwrites the handler's own ttlMs and cacheScope with 0/public")
 async def test_a_typed_read_resource_result_keeps_its_own_caching_hints():
     server = Server("cache", secret=b"s" * 32)
 
