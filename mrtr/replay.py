@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 import typing
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -216,10 +216,12 @@ _CONTRACT = (
 class _Execution:
     """The bookkeeping of one run of a handler against a ledger."""
 
-    __slots__ = ("spec", "ctx", "slots", "recorded", "fresh", "unmatched", "cursor", "keys", "step_at")
+    __slots__ = ("spec", "ctx", "slots", "recorded", "fresh", "unmatched", "cursor", "keys", "step_at", "on_step")
 
-    def __init__(self, spec: HandlerSpec, ctx: Context, ledger: Ledger, unmatched: Mapping[str, Any] | None) -> None:
+    def __init__(self, spec: HandlerSpec, ctx: Context, ledger: Ledger, unmatched: Mapping[str, Any] | None,
+                 on_step: Callable[[Ledger], Any] | None = None) -> None:
         self.spec = spec
+        self.on_step = on_step
         self.ctx = ctx
         self.slots = list(ledger.slots)
         self.recorded = len(self.slots)
@@ -403,6 +405,11 @@ class _Execution:
     def ledger(self) -> Ledger:
         return Ledger(tuple(self.slots))
 
+    def snapshot(self) -> Ledger:
+        # Answers merged but not reached yet keep their "fresh" mark, so they are still
+        # checked against their schema when a later execution reaches them.
+        return Ledger(tuple(self.slots), frozenset(self.fresh))
+
 
 _KIND_LABEL = {
     Kind.ELICIT: "elicitation/create",
@@ -531,6 +538,8 @@ def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired:
                         location=_yield_location(gen),
                     )
                 send = execution.record_step(payload, result, gen)
+                if execution.on_step is not None:
+                    execution.on_step(execution.snapshot())
     except BaseException:
         _close_quietly(gen)
         raise
@@ -574,6 +583,10 @@ async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired
                     throw, send = exc, None
                     continue
                 send = execution.record_step(payload, result, agen)
+                if execution.on_step is not None:
+                    saved = execution.on_step(execution.snapshot())
+                    if inspect.isawaitable(saved):
+                        await saved
     except BaseException:
         await _aclose_quietly(agen)
         raise
@@ -596,11 +609,17 @@ def replay(
     ctx: Context,
     ledger: Ledger | None = None,
     unmatched: Mapping[str, Any] | None = None,
+    *,
+    on_step: Callable[[Ledger], Any] | None = None,
 ) -> Completed | InputRequired:
     """Run a sync handler (generator or plain function) against ``ledger``.
 
     ``unmatched`` holds answers that matched no ledger slot (the lenient policy): one
     is used when the handler asks a question under its key in this very execution.
+    ``on_step``, when given, is called with the ledger each time a Step's result has
+    been recorded, before the handler resumes: a carrier that keeps the ledger in a
+    store saves it there, so a Step that finished is never run again after a crash.
+    Its exceptions propagate to the caller and are never thrown into handler code.
     Raises :class:`~mrtr.errors.ProtocolError` subclasses for runtime conditions
     (replay mismatch, missing client capability, malformed answers) and
     :class:`~mrtr.errors.HandlerError` when handler code fails.
@@ -608,7 +627,7 @@ def replay(
     spec = handler_spec(handler)
     if spec.is_async:
         raise TypeError(f"handler {spec.name} is async; use replay_async")
-    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched)
+    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched, on_step)
     started = _start(spec, ctx, arguments or {})
     if spec.shape == _SYNC_GEN:
         return _drive(started, execution)
@@ -621,10 +640,16 @@ async def replay_async(
     ctx: Context,
     ledger: Ledger | None = None,
     unmatched: Mapping[str, Any] | None = None,
+    *,
+    on_step: Callable[[Ledger], Any] | None = None,
 ) -> Completed | InputRequired:
-    """Run any handler (sync or async) against ``ledger``; see :func:`replay`."""
+    """Run any handler (sync or async) against ``ledger``; see :func:`replay`.
+
+    ``on_step`` may return an awaitable, which is awaited before an async handler
+    resumes; for a sync generator handler it must be a plain function.
+    """
     spec = handler_spec(handler)
-    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched)
+    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched, on_step)
     started = _start(spec, ctx, arguments or {})
     if spec.shape == _ASYNC_GEN:
         return await _adrive(started, execution)
