@@ -27,7 +27,7 @@ from .effects import ElicitResult, ElicitURL, Request, Step
 from .errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, ReplayMismatch
 from .ledger import ACTIONS, Kind, Ledger, Slot, decode_answer, default_key
 
-__all__ = ["Completed", "InputRequired", "HandlerSpec", "replay", "replay_async"]
+__all__ = ["Completed", "InputRequired", "Detached", "HandlerSpec", "replay", "replay_async", "replay_until_step"]
 
 
 class Completed:
@@ -64,6 +64,22 @@ class InputRequired:
 
 
 _SYNC_GEN, _ASYNC_GEN, _CORO, _PLAIN = "sync generator", "async generator", "coroutine", "function"
+
+
+class Detached:
+    """The handler reached a Step that has not run yet and the caller asked to stop there.
+
+    ``ledger`` holds every answer and Step result so far, plus the Step's position,
+    pending: a carrier that runs the rest elsewhere (a task) replays from it.
+    """
+
+    __slots__ = ("ledger",)
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def __repr__(self) -> str:
+        return f"Detached({self.ledger!r})"
 
 
 class HandlerSpec:
@@ -216,12 +232,14 @@ _CONTRACT = (
 class _Execution:
     """The bookkeeping of one run of a handler against a ledger."""
 
-    __slots__ = ("spec", "ctx", "slots", "recorded", "fresh", "unmatched", "cursor", "keys", "step_at", "on_step")
+    __slots__ = ("spec", "ctx", "slots", "recorded", "fresh", "unmatched", "cursor", "keys", "step_at", "on_step",
+                 "detach")
 
     def __init__(self, spec: HandlerSpec, ctx: Context, ledger: Ledger, unmatched: Mapping[str, Any] | None,
-                 on_step: Callable[[Ledger], Any] | None = None) -> None:
+                 on_step: Callable[[Ledger], Any] | None = None, detach: bool = False) -> None:
         self.spec = spec
         self.on_step = on_step
+        self.detach = detach
         self.ctx = ctx
         self.slots = list(ledger.slots)
         self.recorded = len(self.slots)
@@ -500,7 +518,7 @@ async def _aclose_quietly(agen: Any) -> None:
         pass
 
 
-def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired:
+def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired | Detached:
     spec = execution.spec
     send: Any = None
     throw: BaseException | None = None
@@ -522,7 +540,10 @@ def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired:
             if operation == _SEND:
                 send = payload
             elif operation == _STOP:
-                outcome = InputRequired(payload, execution.ledger())
+                outcome: Completed | InputRequired | Detached = InputRequired(payload, execution.ledger())
+                break
+            elif execution.detach:
+                outcome = Detached(execution.snapshot())
                 break
             else:  # _RUN_STEP
                 try:
@@ -547,7 +568,7 @@ def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired:
     return outcome
 
 
-async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired:
+async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired | Detached:
     spec = execution.spec
     send: Any = None
     throw: BaseException | None = None
@@ -569,10 +590,13 @@ async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired
             if operation == _SEND:
                 send = payload
             elif operation == _STOP:
-                outcome: Completed | InputRequired = InputRequired(payload, execution.ledger())
+                outcome: Completed | InputRequired | Detached = InputRequired(payload, execution.ledger())
                 break
             elif operation == _RESULT:
                 outcome = Completed(payload)
+                break
+            elif execution.detach:
+                outcome = Detached(execution.snapshot())
                 break
             else:  # _RUN_STEP
                 try:
@@ -630,7 +654,7 @@ def replay(
     execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched, on_step)
     started = _start(spec, ctx, arguments or {})
     if spec.shape == _SYNC_GEN:
-        return _drive(started, execution)
+        return _drive(started, execution)  # type: ignore[return-value]  # Detached needs detach=True
     return Completed(started)
 
 
@@ -648,8 +672,36 @@ async def replay_async(
     ``on_step`` may return an awaitable, which is awaited before an async handler
     resumes; for a sync generator handler it must be a plain function.
     """
+    outcome = await _run_async(handler, arguments, ctx, ledger, unmatched, on_step, False)
+    return outcome  # type: ignore[return-value]  # Detached needs detach=True
+
+
+async def replay_until_step(
+    handler: Any,
+    arguments: Mapping[str, Any] | None,
+    ctx: Context,
+    ledger: Ledger | None = None,
+    unmatched: Mapping[str, Any] | None = None,
+) -> Completed | InputRequired | Detached:
+    """Like :func:`replay_async`, but stop before running any Step: :class:`Detached`.
+
+    The questions a handler asks before its first Step are answered in MRTR rounds on
+    the request itself; what comes from the first Step on can run elsewhere (as a task).
+    """
+    return await _run_async(handler, arguments, ctx, ledger, unmatched, None, True)
+
+
+async def _run_async(
+    handler: Any,
+    arguments: Mapping[str, Any] | None,
+    ctx: Context,
+    ledger: Ledger | None,
+    unmatched: Mapping[str, Any] | None,
+    on_step: Callable[[Ledger], Any] | None,
+    detach: bool,
+) -> Completed | InputRequired | Detached:
     spec = handler_spec(handler)
-    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched, on_step)
+    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched, on_step, detach)
     started = _start(spec, ctx, arguments or {})
     if spec.shape == _ASYNC_GEN:
         return await _adrive(started, execution)
