@@ -60,6 +60,7 @@ class ToolEntry:
     headers: dict[str, str]  # header name (lowercase) -> parameter name
     structured: bool
     check_arguments: Callable[[Mapping[str, Any]], None] | None = None  # a hand-written inputSchema
+    task: str | None = None  # "optional" or "required": may run as a task (the tasks extension)
 
 
 @dataclass
@@ -263,6 +264,7 @@ class Registry:
         annotations: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
         input_schema: Mapping[str, Any] | None = None,
+        task: str | None = None,
     ) -> Any:
         """Register a tool. Usable bare (``@server.tool``) or with options.
 
@@ -277,7 +279,14 @@ class Registry:
         Schema 2020-12 unless the schema names another dialect in ``$schema``) and then
         decoded with the parameter type hints, so both must agree. An invalid schema is
         refused at registration.
+
+        ``task="optional"`` lets a client that declares the tasks extension get the call
+        as a task (``CreateTaskResult``) while others get the result on the call;
+        ``task="required"`` refuses clients without the extension (``-32021``). See
+        ``docs/tasks.md``.
         """
+        if task not in (None, "optional", "required"):
+            raise ValueError(f'task must be "optional" or "required", got {task!r}')
 
         def register(fn: Any) -> Any:
             tool_name = name or fn.__name__
@@ -309,6 +318,7 @@ class Registry:
             self._tools[tool_name] = ToolEntry(
                 tool_name, fn, struct, tuple(p.name for p in parameters), definition,
                 {header.lower(): parameter for parameter, header in headers.items()}, structured, check_arguments,
+                task,
             )
             return fn
 
@@ -400,6 +410,11 @@ class Registry:
         return fn
 
     # -- lookups -------------------------------------------------------------------------
+
+    @property
+    def has_task_tools(self) -> bool:
+        """Whether any tool may run as a task (the server then needs a task store)."""
+        return any(tool.task for tool in self._tools.values())
 
     def tool_definitions(self) -> list[dict[str, Any]]:
         """The ``Tool`` objects ``tools/list`` reports, in registration order."""

@@ -73,7 +73,10 @@ _SSE = b"text/event-stream"
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # Methods whose target is mirrored in Mcp-Name, and the params member it mirrors.
-_NAME_MEMBER = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAME_MEMBER = {
+    "tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+    "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
+}
 _BASE64_PREFIX = "=?base64?"
 _BASE64_SUFFIX = "?="
 _VISIBLE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?$")

@@ -7,7 +7,9 @@ rounds drives the handler; a Step's result is saved before the handler goes on, 
 node that takes over a task whose runner died replays without running it again.
 """
 
-from .carrier import TaskCarrier, ToolBinding, UnknownTask
+from ..carrier import ToolBinding
+from .carrier import TaskCarrier, UnknownTask
+from .host import serve_tasks
 from .record import TERMINAL, Status, TaskRecord, new_task_id
 from .store import StoreUnavailable, TaskExists, TaskStore, mutate
 from .urls import open_store
@@ -25,4 +27,5 @@ __all__ = [
     "StoreUnavailable",
     "mutate",
     "open_store",
+    "serve_tasks",
 ]

@@ -24,18 +24,22 @@ import math
 import secrets
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
+import msgspec
 import trio
 
+from ..carrier import ToolBinding
 from ..context import Context
+from ..engine import Engine
 from ..errors import HandlerError, InvalidParams, ProtocolError
+from ..jsonrpc import RunSync
 from ..ledger import Ledger, merge_answers
-from ..replay import Completed, InputRequired, handler_spec, replay, replay_async
+from ..replay import Completed, Detached, InputRequired, handler_spec, replay, replay_async, replay_until_step
 from .record import TaskRecord, new_task_id
 from .store import StoreUnavailable, TaskStore, mutate
 
-__all__ = ["TaskCarrier", "ToolBinding", "Resolve", "UnknownTask", "status_message"]
+__all__ = ["TaskCarrier", "Resolve", "UnknownTask", "status_message"]
 
 log = logging.getLogger("mrtr.tasks")
 
@@ -45,20 +49,6 @@ class UnknownTask(InvalidParams):
 
     def __init__(self) -> None:
         super().__init__("Unknown task")
-
-
-class ToolBinding(NamedTuple):
-    """What the server gives the carrier to run one tool.
-
-    ``arguments`` are the decoded arguments the handler is called with; ``shape`` turns
-    a handler's return value into the ``CallToolResult`` object; ``handler_failed`` turns
-    a failing handler into the result the wire would answer (a tool error result).
-    """
-
-    handler: Any
-    arguments: Mapping[str, Any]
-    shape: Callable[[Any], dict[str, Any]]
-    handler_failed: Callable[[HandlerError], dict[str, Any]]
 
 
 Resolve = Callable[[str, Mapping[str, Any]], ToolBinding]
@@ -86,7 +76,9 @@ class TaskCarrier:
 
     ``lease`` is the lease length in seconds; ``ttl_ms`` the life of a task from its
     creation (``None``: unlimited); ``poll_interval_ms`` the polling pace suggested to
-    clients. :meth:`serve` must be running (in a nursery) for tasks to run.
+    clients. ``wire`` is the server's wire carrier, which holds the call's ledger while
+    its MRTR rounds last (see :meth:`execute`). :meth:`serve` must be running (in a
+    nursery) for tasks to run. Implements :class:`mrtr.carrier.TaskHost`.
     """
 
     def __init__(
@@ -98,6 +90,7 @@ class TaskCarrier:
         ttl_ms: int | None = 3_600_000,
         poll_interval_ms: int = 1000,
         node: str | None = None,
+        wire: Engine | None = None,
     ) -> None:
         if not lease > 0:
             raise ValueError(f"lease must be a positive number of seconds, got {lease!r}")
@@ -107,6 +100,7 @@ class TaskCarrier:
         self.ttl_ms = ttl_ms
         self.poll_interval_ms = poll_interval_ms
         self.node = node or secrets.token_hex(8)
+        self.wire = wire
         self._nursery: trio.Nursery | None = None
         self._runs: dict[str, _Run] = {}
 
@@ -164,11 +158,14 @@ class TaskCarrier:
         principal: str | None,
         client_capabilities: Mapping[str, Any] | None,
         ledger: Ledger | None = None,
+        result: dict[str, Any] | None = None,
     ) -> TaskRecord:
         """Store a new working task, start running it, and return the stored record.
 
-        ``ledger`` carries answers gathered by MRTR rounds before the task existed.
-        Returns only once the record is durable, so ``tasks/get`` resolves it at once.
+        ``ledger`` carries answers gathered by MRTR rounds before the task existed;
+        ``result`` stores a task that is already completed (the handler finished during
+        those rounds). Returns only once the record is durable, so ``tasks/get``
+        resolves it at once.
         """
         if self._nursery is None:
             raise RuntimeError("TaskCarrier.serve() is not running; start it in a nursery before creating tasks")
@@ -186,12 +183,56 @@ class TaskCarrier:
             poll_interval_ms=self.poll_interval_ms,
             ledger=restored.slots,
             fresh=tuple(sorted(restored.fresh)),
-            lease_owner=self.node,
-            lease_expiry=now + self.lease,
+            lease_owner=None if result is not None else self.node,
+            lease_expiry=0.0 if result is not None else now + self.lease,
+            status="completed" if result is not None else "working",
+            result=result,
         )
         await self.store.create(record)
-        self._start(record)
+        if result is None:
+            self._start(record)
         return record
+
+    async def execute(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        handler: Any,
+        arguments: Mapping[str, Any] | None,
+        ctx: Context,
+        *,
+        run_sync: RunSync | None = None,
+    ) -> Any:
+        """``tools/call`` for a task tool from a client that declared the extension.
+
+        The handler's questions before its first Step are MRTR rounds on the call itself
+        (the wire carrier checks and seals the ledger, as for any call); once it reaches
+        a Step, or finishes, the task is stored and ``CreateTaskResult`` answered. The
+        Step and everything after it run in the task, on this node or a later one.
+        """
+        if self.wire is None:
+            raise RuntimeError("TaskCarrier.execute needs the wire carrier (wire=server.engine)")
+        name = params.get("name")
+        raw = params.get("arguments") or {}
+        ledger, unmatched = self.wire.restore(method, params, ctx.principal)
+        try:
+            outcome = await replay_until_step(handler, arguments, ctx, ledger, unmatched)
+        except HandlerError as error:
+            binding = self.resolve(str(name), raw)
+            outcome = Completed(None)
+            done: dict[str, Any] | None = binding.handler_failed(error)
+        else:
+            done = None
+        if isinstance(outcome, InputRequired):
+            return msgspec.to_builtins(self.wire.seal(method, params, ctx.principal, outcome))
+        common: dict[str, Any] = {"principal": ctx.principal, "client_capabilities": ctx.client_capabilities}
+        if isinstance(outcome, Detached):
+            record = await self.create(str(name), raw, ledger=outcome.ledger, **common)
+        else:
+            if done is None:
+                done = self.resolve(str(name), raw).shape(outcome.result)
+            record = await self.create(str(name), raw, result=done, **common)
+        return {**record.to_wire(), "resultType": "task"}
 
     async def _owned(self, task_id: Any, principal: str | None) -> TaskRecord:
         if not isinstance(task_id, str) or not task_id:
