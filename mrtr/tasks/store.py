@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from ..errors import InternalError
 from .record import TaskRecord
 
 __all__ = ["TaskStore", "TaskExists", "StoreUnavailable", "mutate"]
@@ -21,8 +22,12 @@ class TaskExists(Exception):
     """``create`` found a record under the same id (with 128 random bits: a bug, not bad luck)."""
 
 
-class StoreUnavailable(Exception):
-    """The task store cannot be reached or used; the message names the store."""
+class StoreUnavailable(InternalError):
+    """The task store cannot be reached or used; the message names the store.
+
+    A ``-32603`` protocol error, so a request that needs the store while it is away gets
+    this message rather than a bare internal error.
+    """
 
 
 class TaskStore(Protocol):

@@ -24,8 +24,13 @@ def free_port() -> int:
 
 
 @contextmanager
-def redis_server() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """Start redis-server (no persistence) and yield its URL and process; stop it after.
+def redis_server(port: int | None = None, workdir: str | None = None, *,
+                 persist: bool = False) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Start redis-server and yield its URL and process; stop it after.
+
+    Without ``persist`` nothing is written to disk; with it, every write is in an
+    append-only file in ``workdir`` before Redis acknowledges it, so a restart on the same
+    ``port`` and ``workdir`` finds the data again.
 
     Without a redis-server binary the test is skipped, except in CI (``CI=true``), where
     Redis is part of what must be tested and a missing binary is a failure.
@@ -35,10 +40,12 @@ def redis_server() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("redis-server is not installed; .ci/run installs it (apt-get install redis-server)")
         pytest.skip("redis-server is not installed")
-    port = free_port()
-    workdir = tempfile.mkdtemp(prefix="mrtr-redis-")
+    port = port or free_port()
+    owned = workdir is None
+    workdir = workdir or tempfile.mkdtemp(prefix="mrtr-redis-")
+    durability = ["--appendonly", "yes", "--appendfsync", "always"] if persist else ["--appendonly", "no"]
     process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", workdir],
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", *durability, "--dir", workdir],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -63,4 +70,5 @@ def redis_server() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
-        shutil.rmtree(workdir, ignore_errors=True)
+        if owned:
+            shutil.rmtree(workdir, ignore_errors=True)

@@ -292,3 +292,47 @@ async def test_a_dead_nodes_task_is_taken_over_without_rerunning_recorded_steps(
             task = await until(survivor, task_id, status("completed"))
         assert task["result"]["content"][0]["text"] == "prepared+worked"
         assert calls == ["prepare", "long", "long"]
+
+
+async def test_redis_going_away_mid_run_loses_nothing(tmp_path: Any) -> None:
+    from mrtr.tasks import StoreUnavailable
+
+    from .redis_server import free_port, redis_server
+
+    calls: list[str] = []
+    gate = trio.Event()
+
+    def prepare() -> str:
+        calls.append("prepare")
+        return "prepared"
+
+    async def wait_for_gate() -> str:
+        calls.append("wait")
+        await gate.wait()
+        return "waited"
+
+    async def job(ctx: Context) -> Any:
+        first = yield Step(prepare)
+        second = yield Step(wait_for_gate)
+        yield f"{first}+{second}"
+
+    port, workdir = free_port(), str(tmp_path)
+    with redis_server(port, workdir, persist=True) as (url, first_redis):
+        async with open_store(url) as store, node(store, {"job": job}, lease=0.5) as carrier:
+            task_id = await start(carrier, "job")
+            with trio.fail_after(5):
+                while calls != ["prepare", "wait"]:
+                    await trio.sleep(0.01)
+            first_redis.terminate()
+            first_redis.wait()
+            # While Redis is away, calls fail with an error that names the store.
+            with pytest.raises(StoreUnavailable, match=f"task store {url}"):
+                await carrier.get(task_id, ALICE)
+            gate.set()  # the running Step ends, but its result cannot be saved: the run stops
+            with trio.fail_after(5):
+                while len(carrier._runs):
+                    await trio.sleep(0.01)
+            with redis_server(port, workdir, persist=True):
+                task = await until(carrier, task_id, status("completed"), timeout=20)
+    assert task["result"]["content"][0]["text"] == "prepared+waited"
+    assert calls == ["prepare", "wait", "wait"]  # the recorded Step did not run again
