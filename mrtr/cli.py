@@ -233,6 +233,16 @@ def _workers(text: str) -> int:
     return value
 
 
+def _lease(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mrtr",
@@ -278,6 +288,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve on stdin/stdout instead of HTTP (stdout then carries protocol messages only)",
     )
     serve.add_argument(
+        "--tasks", default=None, metavar="URL",
+        help="task store for task tools: memory:, sqlite:///path or redis://host:port/db "
+             "(default: MRTR_TASKS or sqlite:///mrtr-tasks.sqlite3)",
+    )
+    serve.add_argument(
+        "--task-lease", type=_lease, default=None, metavar="SECONDS",
+        help="how long a task runner's lease lasts without renewal (default: MRTR_TASK_LEASE or 30)",
+    )
+    serve.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"],
         help="log level for messages on stderr (default: info)",
     )
@@ -310,6 +329,10 @@ def _serve(args: argparse.Namespace) -> int:
         run_stdio(server)
         return 0
     server = load_server(args.app or DEFAULT_APP)
+    if args.tasks is not None:
+        server.tasks_url = args.tasks
+    if args.task_lease is not None:
+        server.task_lease = args.task_lease
     host = args.host or DEFAULT_HOST
     port = DEFAULT_PORT if args.port is None else args.port
     workers = args.workers or 1
@@ -326,6 +349,16 @@ def _serve(args: argparse.Namespace) -> int:
     except OSError as exc:  # typically: the address is in use or cannot be bound
         print(f"mrtr serve: cannot serve on {_url(host, port)}: {exc}", file=sys.stderr)
         return 1
+    except Exception as exc:
+        from .tasks import StoreUnavailable
+
+        cause: BaseException = exc
+        while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+            cause = cause.exceptions[0]  # trio reports it from inside the serving nursery
+        if isinstance(cause, StoreUnavailable):
+            print(f"mrtr serve: {cause}", file=sys.stderr)
+            return 1
+        raise
     return 0
 
 

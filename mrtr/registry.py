@@ -73,6 +73,7 @@ class ToolEntry:
     structured: bool
     check_arguments: Callable[[Mapping[str, Any]], None] | None = None  # a hand-written inputSchema
     scopes: tuple[str, ...] = ()  # OAuth scopes a caller needs on a protected server
+    task: str | None = None  # "optional" or "required": may run as a task (the tasks extension)
 
 
 @dataclass
@@ -279,6 +280,7 @@ class Registry:
         meta: Mapping[str, Any] | None = None,
         input_schema: Mapping[str, Any] | None = None,
         scopes: Sequence[str] = (),
+        task: str | None = None,
     ) -> Any:
         """Register a tool. Usable bare (``@server.tool``) or with options.
 
@@ -297,8 +299,15 @@ class Registry:
         ``scopes`` are the OAuth scopes a caller's token must grant to see and call the
         tool on a server protected with ``auth=`` (see ``docs/auth.md``); without
         ``auth=`` they are not checked.
+
+        ``task="optional"`` lets a client that declares the tasks extension get the call
+        as a task (``CreateTaskResult``) while others get the result on the call;
+        ``task="required"`` refuses clients without the extension (``-32021``). See
+        ``docs/tasks.md``.
         """
         tool_scopes = _scopes(scopes)
+        if task not in (None, "optional", "required"):
+            raise ValueError(f'task must be "optional" or "required", got {task!r}')
 
         def register(fn: Any) -> Any:
             tool_name = name or fn.__name__
@@ -331,6 +340,7 @@ class Registry:
                 tool_name, fn, struct, tuple(p.name for p in parameters), definition,
                 {header.lower(): parameter for parameter, header in headers.items()}, structured, check_arguments,
                 tool_scopes,
+                task,
             )
             return fn
 
@@ -422,6 +432,11 @@ class Registry:
         return fn
 
     # -- lookups -------------------------------------------------------------------------
+
+    @property
+    def has_task_tools(self) -> bool:
+        """Whether any tool may run as a task (the server then needs a task store)."""
+        return any(tool.task for tool in self._tools.values())
 
     def tool_definitions(self) -> list[dict[str, Any]]:
         """The ``Tool`` objects ``tools/list`` reports, in registration order."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 import typing
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
@@ -28,7 +28,7 @@ from .effects import ElicitResult, ElicitURL, Request, Step
 from .errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, ReplayMismatch
 from .ledger import ACTIONS, Kind, Ledger, Slot, decode_answer, default_key
 
-__all__ = ["Completed", "InputRequired", "HandlerSpec", "replay", "replay_async"]
+__all__ = ["Completed", "InputRequired", "Detached", "HandlerSpec", "replay", "replay_async", "replay_until_step"]
 
 
 class Completed:
@@ -65,6 +65,22 @@ class InputRequired:
 
 
 _SYNC_GEN, _ASYNC_GEN, _CORO, _PLAIN = "sync generator", "async generator", "coroutine", "function"
+
+
+class Detached:
+    """The handler reached a Step that has not run yet and the caller asked to stop there.
+
+    ``ledger`` holds every answer and Step result so far, plus the Step's position,
+    pending: a carrier that runs the rest elsewhere (a task) replays from it.
+    """
+
+    __slots__ = ("ledger",)
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def __repr__(self) -> str:
+        return f"Detached({self.ledger!r})"
 
 
 class HandlerSpec:
@@ -217,10 +233,14 @@ _CONTRACT = (
 class _Execution:
     """The bookkeeping of one run of a handler against a ledger."""
 
-    __slots__ = ("spec", "ctx", "slots", "recorded", "fresh", "unmatched", "cursor", "keys", "step_at")
+    __slots__ = ("spec", "ctx", "slots", "recorded", "fresh", "unmatched", "cursor", "keys", "step_at", "on_step",
+                 "detach")
 
-    def __init__(self, spec: HandlerSpec, ctx: Context, ledger: Ledger, unmatched: Mapping[str, Any] | None) -> None:
+    def __init__(self, spec: HandlerSpec, ctx: Context, ledger: Ledger, unmatched: Mapping[str, Any] | None,
+                 on_step: Callable[[Ledger], Any] | None = None, detach: bool = False) -> None:
         self.spec = spec
+        self.on_step = on_step
+        self.detach = detach
         self.ctx = ctx
         self.slots = list(ledger.slots)
         self.recorded = len(self.slots)
@@ -404,6 +424,11 @@ class _Execution:
     def ledger(self) -> Ledger:
         return Ledger(tuple(self.slots))
 
+    def snapshot(self) -> Ledger:
+        # Answers merged but not reached yet keep their "fresh" mark, so they are still
+        # checked against their schema when a later execution reaches them.
+        return Ledger(tuple(self.slots), frozenset(self.fresh))
+
 
 _KIND_LABEL = {
     Kind.ELICIT: "elicitation/create",
@@ -494,7 +519,7 @@ async def _aclose_quietly(agen: Any) -> None:
         pass
 
 
-def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired:
+def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired | Detached:
     spec = execution.spec
     send: Any = None
     throw: BaseException | None = None
@@ -516,7 +541,10 @@ def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired:
             if operation == _SEND:
                 send = payload
             elif operation == _STOP:
-                outcome = InputRequired(payload, execution.ledger())
+                outcome: Completed | InputRequired | Detached = InputRequired(payload, execution.ledger())
+                break
+            elif execution.detach:
+                outcome = Detached(execution.snapshot())
                 break
             else:  # _RUN_STEP
                 try:
@@ -532,6 +560,8 @@ def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired:
                         location=_yield_location(gen),
                     )
                 send = execution.record_step(payload, result, gen)
+                if execution.on_step is not None:
+                    execution.on_step(execution.snapshot())
     except BaseException:
         _close_quietly(gen)
         raise
@@ -539,7 +569,7 @@ def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired:
     return outcome
 
 
-async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired:
+async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired | Detached:
     spec = execution.spec
     send: Any = None
     throw: BaseException | None = None
@@ -561,10 +591,13 @@ async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired
             if operation == _SEND:
                 send = payload
             elif operation == _STOP:
-                outcome: Completed | InputRequired = InputRequired(payload, execution.ledger())
+                outcome: Completed | InputRequired | Detached = InputRequired(payload, execution.ledger())
                 break
             elif operation == _RESULT:
                 outcome = Completed(payload)
+                break
+            elif execution.detach:
+                outcome = Detached(execution.snapshot())
                 break
             else:  # _RUN_STEP
                 try:
@@ -575,6 +608,10 @@ async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired
                     throw, send = exc, None
                     continue
                 send = execution.record_step(payload, result, agen)
+                if execution.on_step is not None:
+                    saved = execution.on_step(execution.snapshot())
+                    if inspect.isawaitable(saved):
+                        await saved
     except BaseException:
         await _aclose_quietly(agen)
         raise
@@ -597,11 +634,17 @@ def replay(
     ctx: Context,
     ledger: Ledger | None = None,
     unmatched: Mapping[str, Any] | None = None,
+    *,
+    on_step: Callable[[Ledger], Any] | None = None,
 ) -> Completed | InputRequired:
     """Run a sync handler (generator or plain function) against ``ledger``.
 
     ``unmatched`` holds answers that matched no ledger slot (the lenient policy): one
     is used when the handler asks a question under its key in this very execution.
+    ``on_step``, when given, is called with the ledger each time a Step's result has
+    been recorded, before the handler resumes: a carrier that keeps the ledger in a
+    store saves it there, so a Step that finished is never run again after a crash.
+    Its exceptions propagate to the caller and are never thrown into handler code.
     Raises :class:`~mrtr.errors.ProtocolError` subclasses for runtime conditions
     (replay mismatch, missing client capability, malformed answers) and
     :class:`~mrtr.errors.HandlerError` when handler code fails.
@@ -609,10 +652,10 @@ def replay(
     spec = handler_spec(handler)
     if spec.is_async:
         raise TypeError(f"handler {spec.name} is async; use replay_async")
-    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched)
+    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched, on_step)
     started = _start(spec, ctx, arguments or {})
     if spec.shape == _SYNC_GEN:
-        return _drive(started, execution)
+        return _drive(started, execution)  # type: ignore[return-value]  # Detached needs detach=True
     return Completed(started)
 
 
@@ -622,10 +665,44 @@ async def replay_async(
     ctx: Context,
     ledger: Ledger | None = None,
     unmatched: Mapping[str, Any] | None = None,
+    *,
+    on_step: Callable[[Ledger], Any] | None = None,
 ) -> Completed | InputRequired:
-    """Run any handler (sync or async) against ``ledger``; see :func:`replay`."""
+    """Run any handler (sync or async) against ``ledger``; see :func:`replay`.
+
+    ``on_step`` may return an awaitable, which is awaited before an async handler
+    resumes; for a sync generator handler it must be a plain function.
+    """
+    outcome = await _run_async(handler, arguments, ctx, ledger, unmatched, on_step, False)
+    return outcome  # type: ignore[return-value]  # Detached needs detach=True
+
+
+async def replay_until_step(
+    handler: Any,
+    arguments: Mapping[str, Any] | None,
+    ctx: Context,
+    ledger: Ledger | None = None,
+    unmatched: Mapping[str, Any] | None = None,
+) -> Completed | InputRequired | Detached:
+    """Like :func:`replay_async`, but stop before running any Step: :class:`Detached`.
+
+    The questions a handler asks before its first Step are answered in MRTR rounds on
+    the request itself; what comes from the first Step on can run elsewhere (as a task).
+    """
+    return await _run_async(handler, arguments, ctx, ledger, unmatched, None, True)
+
+
+async def _run_async(
+    handler: Any,
+    arguments: Mapping[str, Any] | None,
+    ctx: Context,
+    ledger: Ledger | None,
+    unmatched: Mapping[str, Any] | None,
+    on_step: Callable[[Ledger], Any] | None,
+    detach: bool,
+) -> Completed | InputRequired | Detached:
     spec = handler_spec(handler)
-    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched)
+    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched, on_step, detach)
     started = _start(spec, ctx, arguments or {})
     if spec.shape == _ASYNC_GEN:
         return await _adrive(started, execution)

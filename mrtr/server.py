@@ -16,14 +16,15 @@ from __future__ import annotations
 import base64
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 import msgspec
 
 from . import wire
-from .carrier import Carrier
+from .carrier import TASKS_EXTENSION, Carrier, TaskHost, ToolBinding
 from .context import LOG_LEVELS, Context
 from .engine import Engine
 from .jsonrpc import Notify, RunSync, error_response, result_response
@@ -33,6 +34,7 @@ from .errors import (
     InvalidParams,
     InvalidRequest,
     MethodNotFound,
+    MissingRequiredClientCapability,
     ProtocolError,
     UnsupportedProtocolVersion,
 )
@@ -100,6 +102,7 @@ _OFFERED_BY_FAMILY: dict[str, tuple[str, Callable[[Registry], bool]]] = {
     "prompts": ("prompts", lambda registry: bool(registry._prompts)),
     "resources": ("resources", lambda registry: bool(registry._resources or registry._templates)),
     "completion": ("completions", lambda registry: registry._completion is not None),
+    "tasks": ("extensions", lambda registry: registry.has_task_tools),
 }
 
 
@@ -175,7 +178,13 @@ class Server(Registry):
             "resources/templates/list": self._list_templates,
             "resources/read": self._read_resource,
             "completion/complete": self._complete,
+            "tasks/get": self._task_method,
+            "tasks/update": self._task_method,
+            "tasks/cancel": self._task_method,
         }
+        self.tasks: TaskHost | None = None
+        self.tasks_url: str | None = None
+        self.task_lease: float | None = None
 
     # -- configuration ---------------------------------------------------------------
 
@@ -217,8 +226,37 @@ class Server(Registry):
     def capabilities(self) -> dict[str, Any]:
         """The server capabilities, derived from what is registered."""
         capabilities: dict[str, Any] = {name: {} for name, offered in _OFFERED_BY_FAMILY.values() if offered(self)}
+        if "extensions" in capabilities:
+            capabilities["extensions"] = {TASKS_EXTENSION: {}}
         capabilities["logging"] = {}
         return capabilities
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """What a serving process keeps running beside the transport; transports enter it.
+
+        With task tools registered, this opens the task store (``tasks_url``,
+        ``MRTR_TASKS`` or ``sqlite:///mrtr-tasks.sqlite3``) and runs this node's task
+        carrier; a store that cannot be reached fails here, at start.
+        """
+        if not self.has_task_tools or self.tasks is not None:
+            yield
+            return
+        from .tasks.host import serve_tasks
+
+        async with serve_tasks(self, self.tasks_url, lease=self.task_lease):
+            yield
+
+    def task_binding(self, name: str, raw_arguments: Mapping[str, Any]) -> ToolBinding:
+        """How the tasks carrier runs tool ``name`` with the arguments a call carried."""
+        tool = self._tools.get(name)
+        if tool is None:
+            raise InvalidParams(f"Unknown tool: {name}")
+        structured = tool.structured
+        return ToolBinding(
+            tool.fn, self._tool_arguments(tool, raw_arguments), lambda value: tool_result(value, structured),
+            _tool_error,
+        )
 
     # -- dispatch ------------------------------------------------------------------------
 
@@ -355,27 +393,50 @@ class Server(Registry):
         if not self._permitted(request, tool.scopes):
             # The HTTP transports answer 403 before dispatch; this guards in-process callers.
             raise InvalidRequest(f"Forbidden: tool {name} needs the scopes {' '.join(tool.scopes)}")
-        raw = params.get("arguments")
-        if raw is None:
-            raw = {}
-        if not isinstance(raw, dict):
-            raise InvalidParams(f"Invalid arguments for tool {name}: arguments must be an object")
-        if tool.check_arguments is not None:
-            tool.check_arguments(raw)
-        try:
-            decoded = msgspec.convert(raw, tool.arguments_type, strict=False)
-        except msgspec.ValidationError as exc:
-            raise InvalidParams(f"Invalid arguments for tool {name}: {exc}") from None
-        arguments = {field_name: getattr(decoded, field_name) for field_name in tool.parameter_names}
+        if tool.task == "required" and not _declares_tasks(request.envelope):
+            raise MissingRequiredClientCapability(
+                f'Tool "{name}" requires the {TASKS_EXTENSION} client capability', {"extensions": {TASKS_EXTENSION: {}}}
+            )
+        arguments = self._tool_arguments(tool, params.get("arguments"))
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
         try:
             outcome = await self._execute(request, tool.fn, arguments, ctx)
         except HandlerError as error:
-            return {"resultType": "complete", "content": [{"type": "text", "text": error.message}], "isError": True}
+            return _tool_error(error)
         if not isinstance(outcome, Completed):
             return msgspec.to_builtins(outcome)
         return tool_result(outcome.result, tool.structured)
+
+    def _tool_arguments(self, tool: Any, raw: Any) -> dict[str, Any]:
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise InvalidParams(f"Invalid arguments for tool {tool.name}: arguments must be an object")
+        if tool.check_arguments is not None:
+            tool.check_arguments(raw)
+        try:
+            decoded = msgspec.convert(raw, tool.arguments_type, strict=False)
+        except msgspec.ValidationError as exc:
+            raise InvalidParams(f"Invalid arguments for tool {tool.name}: {exc}") from None
+        return {field_name: getattr(decoded, field_name) for field_name in tool.parameter_names}
+
+    async def _task_method(self, request: _Request) -> dict[str, Any]:
+        if not _declares_tasks(request.envelope):
+            raise MissingRequiredClientCapability(
+                f'Method "{request.method}" requires the {TASKS_EXTENSION} client capability',
+                {"extensions": {TASKS_EXTENSION: {}}},
+            )
+        tasks = self.tasks
+        if tasks is None:
+            raise InternalError("Internal error: no task store is running (enter Server.running())")
+        principal = await self._principal(request)
+        task_id = request.params.get("taskId")
+        if request.method == "tasks/get":
+            return await tasks.get(task_id, principal)
+        if request.method == "tasks/update":
+            return await tasks.update(task_id, principal, request.params.get("inputResponses"))
+        return await tasks.cancel(task_id, principal)
 
     async def _get_prompt(self, request: _Request) -> dict[str, Any]:
         params = request.params
@@ -411,7 +472,16 @@ class Server(Registry):
         return self._cacheable(resource_result(outcome.result, uri, mime_type), ttl_ms=0)
 
     def carrier_for(self, method: str, params: Mapping[str, Any]) -> Carrier:
-        """The carrier that holds this request's ledger: the wire carrier (:attr:`engine`)."""
+        """The carrier that holds this request's ledger.
+
+        The tasks carrier for ``tools/call`` to a task tool from a client that declared
+        the tasks extension (when a task store is running); the wire carrier
+        (:attr:`engine`) for everything else.
+        """
+        if method == "tools/call" and self.tasks is not None:
+            tool = self._tools.get(params.get("name"))  # type: ignore[arg-type]
+            if tool is not None and tool.task and _declares_tasks(_read_envelope(params)):
+                return self.tasks
         return self.engine
 
     async def _execute(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> Any:
@@ -445,6 +515,16 @@ class Server(Registry):
         completion = dict(values) if isinstance(values, dict) else {"values": list(values or [])}
         completion["values"] = [str(value) for value in completion.get("values", [])][:100]
         return {"resultType": "complete", "completion": completion}
+
+
+def _tool_error(error: HandlerError) -> dict[str, Any]:
+    """A failing tool handler's result: the error as tool output, so the model can see it."""
+    return {"resultType": "complete", "content": [{"type": "text", "text": error.message}], "isError": True}
+
+
+def _declares_tasks(envelope: _Envelope) -> bool:
+    extensions = envelope.capabilities.get("extensions")
+    return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
 
 
 def _named(params: Mapping[str, Any], entries: Mapping[str, _Entry], method: str, kind: str) -> tuple[str, _Entry]:

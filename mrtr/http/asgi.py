@@ -21,6 +21,7 @@ host (uvicorn, hypercorn's default worker) cannot run it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -107,11 +108,24 @@ class ASGIApp:
             raise ValueError(f"unsupported ASGI scope type {kind!r}")
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
+        # What the server keeps running beside the transport (its task carrier) lives as
+        # long as the host's lifespan task: entered on startup, left on shutdown.
+        running = getattr(self.server, "running", None)
+        context: Any = running() if running is not None else contextlib.nullcontext()
+        entered = False
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                try:
+                    await context.__aenter__()
+                except Exception as exc:
+                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
+                    return
+                entered = True
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
+                if entered:
+                    await context.__aexit__(None, None, None)
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 

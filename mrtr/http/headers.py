@@ -26,7 +26,10 @@ RawHeader = tuple[bytes, bytes]
 """One header field as it travels: ``(name, value)`` bytes (not :class:`mrtr.Header`, the handler annotation)."""
 
 # Methods whose target is mirrored in Mcp-Name, and the params member it mirrors.
-_NAME_MEMBER = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAME_MEMBER = {
+    "tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+    "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
+}
 _BASE64_PREFIX = "=?base64?"
 _BASE64_SUFFIX = "?="
 _VISIBLE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?$")

@@ -14,6 +14,7 @@ connections at once and gives in-flight requests ``shutdown_grace`` seconds.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
@@ -374,6 +375,21 @@ async def serve_socket(
     shutdown_event: trio.Event | None = None,
 ) -> None:
     """Serve on an already listening socket (see :func:`serve`); the socket is closed on return."""
+    # What the server keeps running beside the transport (its task carrier): started
+    # before the first request, so a task store that cannot be reached fails at start.
+    running = getattr(server, "running", None)
+    async with running() if running is not None else contextlib.nullcontext():
+        await _serve_listener(server, sock, config, task_status=task_status, shutdown_event=shutdown_event)
+
+
+async def _serve_listener(
+    server: Any,
+    sock: socket.socket,
+    config: ServerConfig,
+    *,
+    task_status: trio.TaskStatus[int],
+    shutdown_event: trio.Event | None,
+) -> None:
     listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
     state = _State(server, config)
     host, port = sock.getsockname()[:2]

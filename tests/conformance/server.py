@@ -31,6 +31,8 @@ import trio
 from mrtr import Elicit, Form, ListRoots, Sample, content, wire
 from mrtr.server import Header, Server
 
+from .tasks_tools import register as register_task_tools
+
 __all__ = ["SECRET", "lenient_server", "make_server", "server"]
 
 SECRET = b"mrtr-conformance-fixture-key-32b"
@@ -333,6 +335,7 @@ def make_server(answers: Literal["strict", "lenient"] = "strict") -> Server:
         values = [value for value in candidates if value.startswith(prefix)]
         return {"values": values, "total": len(values), "hasMore": False}
 
+    register_task_tools(server)
     return server
 
 
