@@ -29,7 +29,8 @@ class Context:
     caller or ``None``), ``client_capabilities`` and ``client_info`` (from the request's
     ``_meta``), ``method`` and ``target`` (tool or prompt name, or resource uri),
     ``request_id``, ``progress_token``, ``log_level`` and ``is_replaying`` (true while
-    the runtime feeds answers recorded in earlier executions).
+    the handler re-runs the part of its ledger that earlier rounds already ran; progress
+    and log notifications stay quiet then, so the client sees each one once).
     """
 
     __slots__ = (
@@ -94,9 +95,10 @@ class Context:
         """Report progress on this request.
 
         Values must strictly increase within one execution (``ValueError`` otherwise).
-        A notification goes out only when the request carried a ``progressToken``; each
-        round trip is a new request, so a replayed handler reports its progress again
-        under the new request's token.
+        A notification goes out only when the request carried a ``progressToken``, and
+        not while :attr:`is_replaying`: the part of the handler that earlier rounds
+        already ran reported its progress then, so each value reaches the client once
+        and progress only moves forward across rounds.
         """
         if isinstance(progress, bool) or not isinstance(progress, (int, float)):
             raise TypeError(f"progress must be a number, got {type(progress).__name__}")
@@ -105,7 +107,7 @@ class Context:
                 f"progress must strictly increase with each notification: previous={self._last_progress}, got={progress}"
             )
         self._last_progress = progress
-        if self.progress_token is None or self._notify is None:
+        if self.progress_token is None or self._notify is None or self.is_replaying:
             return
         params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
         if total is not None:
@@ -117,13 +119,14 @@ class Context:
     def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Send a ``notifications/message`` log entry to the client.
 
-        Only when the request's ``_meta`` asked for logs (``io.modelcontextprotocol/logLevel``)
-        and ``level`` is at least that severity; otherwise nothing is sent.
+        Only when the request's ``_meta`` asked for logs (``io.modelcontextprotocol/logLevel``),
+        ``level`` is at least that severity and the handler is not replaying the part an
+        earlier round already ran (which logged it then); otherwise nothing is sent.
         """
         rank = _LOG_RANK.get(level)
         if rank is None:
             raise ValueError(f"unknown log level {level!r}; expected one of {', '.join(LOG_LEVELS)}")
-        if self.log_level is None or self._notify is None or rank < _LOG_RANK[self.log_level]:
+        if self.log_level is None or self._notify is None or rank < _LOG_RANK[self.log_level] or self.is_replaying:
             return
         params: dict[str, Any] = {"level": level, "data": data}
         if logger is not None:

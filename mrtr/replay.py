@@ -23,7 +23,7 @@ import msgspec
 
 from . import wire
 from .context import Context
-from .effects import ElicitResult, ElicitURL, Request, Step
+from .effects import ElicitResult, ElicitURL, NotYielded, NotYieldedUse, Request, Step
 from .errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, ReplayMismatch
 from .ledger import ACTIONS, Kind, Ledger, Slot, decode_answer, default_key
 
@@ -161,6 +161,11 @@ def _traceback_location(exc: BaseException) -> str | None:
 
 
 def _handler_failed(spec: HandlerSpec, exc: Exception) -> HandlerError:
+    if isinstance(exc, (NotYielded, NotYieldedUse)):
+        # The message already names the function, the line and the fix.
+        mistake = HandlerError(str(exc), location=exc.location)
+        mistake.__cause__ = exc
+        return mistake
     error = HandlerError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, location=_traceback_location(exc))
     error.__cause__ = exc
     return error
@@ -397,11 +402,61 @@ class _Execution:
             if slot.fingerprint[8:] != fingerprint[8:]:
                 changed.append(second)
         lines.append(f"  changed: {', '.join(changed) or 'nothing visible'}")
+        if recorded_kind == asked.kind and changed:
+            lines.extend(f"  {line}" for line in _why(asked, changed))
         lines.append(_CONTRACT)
         return ReplayMismatch("\n".join(lines), data={"ordinal": ordinal, "key": recorded_key, "changed": changed})
 
     def ledger(self) -> Ledger:
         return Ledger(tuple(self.slots))
+
+
+def _why(asked: Request | Step, changed: list[str]) -> list[str]:
+    """Say which kind of non-determinism a mismatch points at, and the fix."""
+    if isinstance(asked, Step):
+        where = asked.where()
+        defined = f" (defined at {where})" if where else ""
+        lines = []
+        if "function" in changed:
+            if "<lambda>" in asked.name:
+                lines.append(
+                    f"why: the Step's function is a lambda{defined}, and a different lambda or function reached "
+                    "this ordinal than in the recorded run; give the Step a named function and reach it on every run"
+                )
+            else:
+                lines.append(
+                    f"why: a different Step function reached this ordinal than in the recorded run, now "
+                    f"{asked.name}{defined}"
+                )
+        if "arguments" in changed:
+            bound = asked.bound()
+            if bound:
+                captured = ", ".join(f"{name}={_short(value)}" for name, value in bound.items())
+                lines.append(
+                    f"why: the Step's function is a closure or partial{defined} whose bound values differ from the "
+                    f"recorded run (now {captured}); compute them from the arguments, answers or earlier Step "
+                    "values, or move the clock or random read inside the Step"
+                )
+            else:
+                lines.append(
+                    f"why: the Step's arguments differ from the recorded run (now args={_short(asked.args)}, "
+                    f"kwargs={_short(asked.kwargs)}); compute them from the arguments, answers or earlier Step values"
+                )
+        return lines
+    lines = []
+    if "message" in changed:
+        lines.append(
+            "why: the question's text differs from the recorded run (see \"asked now\"); build it from the "
+            "arguments, answers or Step values: text built from the clock, random values or reads outside a "
+            "Step changes between rounds"
+        )
+    for part in ("requestedSchema", "url", "messages", "parameters"):
+        if part in changed:
+            lines.append(
+                f"why: the request's {part} differ from the recorded run; build them from the arguments, answers "
+                "or Step values, not from data that changes between rounds"
+            )
+    return lines
 
 
 _KIND_LABEL = {
@@ -506,7 +561,7 @@ def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired:
                     error, throw = throw, None
                     yielded = gen.throw(error)
             except StopIteration as stop:
-                return Completed(stop.value)
+                return _check_result(spec, stop.value)
             except ProtocolError:
                 raise
             except Exception as exc:
@@ -551,7 +606,13 @@ async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired
                     error, throw = throw, None
                     yielded = await agen.athrow(error)
             except StopAsyncIteration:
-                return Completed(None)
+                location = _definition(spec.fn)
+                raise HandlerError(
+                    f"async generator handler {spec.name} at {location} ended without yielding a result: an async "
+                    "generator cannot `return` a value, so it ends by yielding it (`yield result`; `yield None` for "
+                    "an empty one). A bare `return` or falling off the end leaves the client with nothing",
+                    location=location,
+                ) from None
             except ProtocolError:
                 raise
             except Exception as exc:
@@ -583,11 +644,61 @@ async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired
 
 def _start(spec: HandlerSpec, ctx: Context, arguments: Mapping[str, Any]) -> Any:
     try:
-        return spec.invoke(ctx, arguments)
+        started = spec.invoke(ctx, arguments)
     except ProtocolError:
         raise
     except Exception as exc:
         raise _handler_failed(spec, exc) from exc
+    if spec.shape == _PLAIN:
+        _refuse_delegation(spec, started)
+    return started
+
+
+def _definition(fn: Any) -> str:
+    """``file:line`` where ``fn`` is defined, for diagnostics about the handler as a whole."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None:
+        code = getattr(getattr(fn, "__call__", None), "__code__", None)
+    return "<unknown>" if code is None else f"{code.co_filename}:{code.co_firstlineno}"
+
+
+def _refuse_delegation(spec: HandlerSpec, started: Any) -> None:
+    # A plain function that hands back a generator or coroutine delegated without
+    # `yield from` / `await`: the runtime would otherwise try to send the object itself.
+    helper = getattr(started, "__name__", "helper")
+    if inspect.isgenerator(started):
+        started.close()
+        fix = f"delegate with `return (yield from {helper}(...))` so the handler is itself a generator, or register the generator function directly"
+        what = "a generator"
+    elif inspect.isasyncgen(started):
+        fix = "register the async generator function directly, or make the handler an async generator that re-yields what the helper yields"
+        what = "an async generator"
+    elif inspect.iscoroutine(started):
+        started.close()
+        fix = f"declare the handler `async def` and `return await {helper}(...)`"
+        what = "a coroutine"
+    else:
+        return
+    if inspect.unwrap(spec.fn) is not spec.fn:
+        fix += "; a decorator around a generator handler must be a generator too (`return (yield from fn(*args, **kwargs))`)"
+    location = _definition(spec.fn)
+    raise HandlerError(
+        f"handler {spec.name} at {location} is a plain function that returned {what} "
+        f"({getattr(started, '__qualname__', type(started).__name__)}); the runtime only drives a handler that is "
+        f"itself a generator or coroutine function: {fix}",
+        location=location,
+    )
+
+
+def _check_result(spec: HandlerSpec, result: Any) -> Completed:
+    if isinstance(result, (Request, Step)):
+        location = _definition(spec.fn)
+        raise HandlerError(
+            f"handler {spec.name} at {location} returned {result.describe_call()} instead of yielding it: did you "
+            f"forget `yield`? Write `answer = yield {result.describe_call()}` and return a result built from the answer",
+            location=location,
+        )
+    return Completed(result)
 
 
 def replay(
@@ -612,7 +723,7 @@ def replay(
     started = _start(spec, ctx, arguments or {})
     if spec.shape == _SYNC_GEN:
         return _drive(started, execution)
-    return Completed(started)
+    return _check_result(spec, started)
 
 
 async def replay_async(
@@ -632,9 +743,10 @@ async def replay_async(
         return _drive(started, execution)
     if spec.shape == _CORO:
         try:
-            return Completed(await started)
+            result = await started
         except ProtocolError:
             raise
         except Exception as exc:
             raise _handler_failed(spec, exc) from exc
-    return Completed(started)
+        return _check_result(spec, result)
+    return _check_result(spec, started)
