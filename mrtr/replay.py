@@ -69,7 +69,7 @@ _SYNC_GEN, _ASYNC_GEN, _CORO, _PLAIN = "sync generator", "async generator", "cor
 class HandlerSpec:
     """What the runtime needs to know about a handler function, derived once."""
 
-    __slots__ = ("fn", "shape", "wants_ctx", "name", "__weakref__")
+    __slots__ = ("fn", "shape", "wants_ctx", "ctx_name", "ctx_first", "name", "__weakref__")
 
     def __init__(self, fn: Any) -> None:
         if not callable(fn):
@@ -83,7 +83,8 @@ class HandlerSpec:
             self.shape = _CORO
         else:
             self.shape = _PLAIN
-        self.wants_ctx = _declares_ctx(fn)
+        self.ctx_name, self.ctx_first = _context_parameter(fn)
+        self.wants_ctx = self.ctx_name is not None
         self.name = getattr(fn, "__qualname__", repr(fn))
 
     @property
@@ -93,22 +94,58 @@ class HandlerSpec:
 
     def invoke(self, ctx: Context, arguments: Mapping[str, Any]) -> Any:
         """Call the handler function (which, for a generator, runs none of its code yet)."""
-        if self.wants_ctx:
+        if self.ctx_name is None:
+            return self.fn(**arguments)
+        if self.ctx_first:
             return self.fn(ctx, **arguments)
-        return self.fn(**arguments)
+        return self.fn(**arguments, **{self.ctx_name: ctx})
 
 
-def _declares_ctx(fn: Any) -> bool:
+CONTEXT_NAMES = ("ctx", "context")
+"""Names that receive the context when the first parameter carries no annotation."""
+
+
+def _is_context_annotation(annotation: Any, resolved: Any) -> bool:
+    if isinstance(resolved, type) and issubclass(resolved, Context):
+        return True
+    if resolved is not inspect.Parameter.empty:
+        return False
+    # An annotation the hints could not resolve: judge its spelling.
+    if isinstance(annotation, str):
+        return annotation.replace(" ", "").removeprefix("mrtr.") in ("Context", "context.Context")
+    return isinstance(annotation, type) and issubclass(annotation, Context)
+
+
+def _context_parameter(fn: Any) -> tuple[str | None, bool]:
+    """The parameter that receives the context, and whether it is the first one.
+
+    A parameter annotated :class:`~mrtr.Context` (any name, any position) receives it;
+    otherwise an unannotated first parameter named ``ctx`` or ``context`` does.
+    """
     try:
         parameters = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
-        return False
+        return None, False
     if not parameters:
-        return False
+        return None, False
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+    for index, parameter in enumerate(parameters):
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        if parameter.annotation is inspect.Parameter.empty:
+            continue
+        if _is_context_annotation(parameter.annotation, hints.get(parameter.name, inspect.Parameter.empty)):
+            if index and parameter.kind is parameter.POSITIONAL_ONLY:
+                return None, False
+            return parameter.name, index == 0
     first = parameters[0]
-    if first.kind not in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD):
-        return False
-    return first.name == "ctx" or first.annotation is Context or first.annotation == "Context"
+    if (first.kind in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD) and first.name in CONTEXT_NAMES
+            and (first.annotation is inspect.Parameter.empty or hints.get(first.name) is Any)):
+        return first.name, True
+    return None, False
 
 
 _specs: weakref.WeakKeyDictionary[Any, HandlerSpec] = weakref.WeakKeyDictionary()

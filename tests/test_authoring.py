@@ -240,3 +240,109 @@ def test_a_named_step_keeps_the_fingerprint_it_had_before():
     step = Step(sorted, [3, 1])
     expected = hashlib.sha256(b"builtins.sorted").digest()[:8] + hashlib.sha256(b"[[3,1]]").digest()[:8]
     assert step.fingerprint() == expected
+
+
+# -- registration ---------------------------------------------------------------------------
+
+
+def new_server():
+    from mrtr.server import Server
+
+    return Server("authoring", "1", secret=b"s" * 32)
+
+
+def test_resource_without_a_uri_is_refused_at_registration():
+    server = new_server()
+    with pytest.raises(TypeError) as caught:
+
+        @server.resource
+        def welcome():
+            return "hi"
+
+    message = str(caught.value)
+    assert "needs the uri it serves" in message and '@server.resource("notes://welcome")' in message
+    assert "welcome" in message and "test_authoring.py:" in message
+    def note():
+        return "n"
+
+    with pytest.raises(TypeError, match="needs the uri"):
+        server.resource_template(note)
+    with pytest.raises(ValueError, match="with a scheme"):
+        server.resource("welcome")
+    with pytest.raises(ValueError, match="resource_template"):
+        server.resource("notes://{id}")
+
+
+def test_prompt_and_tool_accept_their_name_positionally():
+    server = new_server()
+
+    @server.prompt("review")
+    def ask_review(language: str):
+        return f"Review this {language} code"
+
+    @server.tool("shout")
+    def loud(text: str) -> str:
+        return text.upper()
+
+    assert "review" in server._prompts and "shout" in server._tools
+    with pytest.raises(TypeError, match="names the prompt twice"):
+        server.prompt("a", name="b")
+
+
+def test_the_context_is_found_by_annotation_whatever_its_name():
+    server = new_server()
+
+    @server.tool
+    def lookup(city: str, request: Context) -> str:
+        return f"{city}:{request.method}"
+
+    definition = server._tools["lookup"].definition
+    assert list(definition["inputSchema"]["properties"]) == ["city"]
+    assert run(lookup, {"city": "Oslo"}).result == "Oslo:tools/call"
+
+    @server.tool
+    def first(context, city: str) -> str:  # unannotated and first: the context, as `ctx` is
+        return f"{city}:{context.method}"
+
+    assert list(server._tools["first"].definition["inputSchema"]["properties"]) == ["city"]
+
+
+def test_a_context_parameter_that_would_become_an_argument_is_refused():
+    server = new_server()
+    with pytest.raises(TypeError) as caught:
+
+        @server.tool
+        def lookup(city: str, context) -> str:
+            return city
+
+    message = str(caught.value)
+    assert "'context' looks like the request context" in message and "`mrtr.Context`" in message
+
+    with pytest.raises(TypeError, match="'ctx' looks like the request context"):
+
+        @server.tool
+        def typed(ctx: dict, city: str) -> str:
+            return city
+
+
+class Pool:
+    """Stands in for a connection pool: not something a client can send."""
+
+
+def test_a_tool_parameter_without_a_usable_schema_is_refused():
+    server = new_server()
+    with pytest.raises(TypeError) as caught:
+
+        @server.tool
+        def echo(text: str, times=1) -> str:
+            return text * times
+
+    assert "'times' has no type annotation" in str(caught.value)
+
+    with pytest.raises(TypeError) as caught:
+
+        @server.tool
+        def query(sql: str, pool: Pool) -> str:
+            return sql
+
+    assert "'pool' has no JSON Schema" in str(caught.value) and "test_authoring.py:" in str(caught.value)
