@@ -375,14 +375,12 @@ def run_stdio(
 ) -> None:
     """Serve ``server`` on this process's stdin/stdout until EOF, SIGINT or SIGTERM.
 
-    Configures logging to stderr if nothing configured it. While serving, file
+    Logging is the application's to configure (``mrtr serve`` sends it to stderr);
+    the transport only never writes logs to stdout. While serving, file
     descriptor 1 is pointed at stderr, so a stray ``print()`` in handler code lands in
     the log instead of corrupting the protocol stream; the protocol uses a private
     duplicate of the original stdout.
     """
-    if not logging.getLogger().handlers:
-        logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sys.stdout.flush()
     protocol_fd = os.dup(1)
     saved_fd = os.dup(1)
