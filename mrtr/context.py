@@ -15,11 +15,23 @@ from typing import Any
 from .effects import Request
 from .jsonrpc import Notify
 
-__all__ = ["Context", "LOG_LEVELS", "Notify"]
+__all__ = ["Context", "LOG_LEVELS", "LifespanNotRunning", "Notify"]
 
 # RFC 5424 severities in increasing order, as MCP names them.
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 _LOG_RANK = {name: rank for rank, name in enumerate(LOG_LEVELS)}
+
+
+class LifespanNotRunning:
+    """Stands in for the lifespan value while the server's lifespan is not running."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason
 
 
 class Context:
@@ -28,7 +40,8 @@ class Context:
     Attributes: ``arguments`` (the call arguments), ``principal`` (the authenticated
     caller or ``None``), ``client_capabilities`` and ``client_info`` (from the request's
     ``_meta``), ``method`` and ``target`` (tool or prompt name, or resource uri),
-    ``request_id``, ``progress_token``, ``log_level`` and ``is_replaying`` (true while
+    ``request_id``, ``progress_token``, ``log_level``, ``lifespan`` (what the server's
+    lifespan yielded) and ``is_replaying`` (true while
     the handler re-runs the part of its ledger that earlier rounds already ran; progress
     and log notifications stay quiet then, so the client sees each one once).
     """
@@ -46,6 +59,7 @@ class Context:
         "is_replaying",
         "_notify",
         "_last_progress",
+        "_lifespan",
     )
 
     def __init__(
@@ -61,6 +75,7 @@ class Context:
         progress_token: str | int | None = None,
         log_level: str | None = None,
         notify: Notify | None = None,
+        lifespan: Any = None,
     ) -> None:
         if log_level is not None and log_level not in _LOG_RANK:
             raise ValueError(f"unknown log level {log_level!r}; expected one of {', '.join(LOG_LEVELS)}")
@@ -76,6 +91,20 @@ class Context:
         self.is_replaying = False
         self._notify = notify
         self._last_progress: float | None = None
+        self._lifespan = lifespan
+
+    @property
+    def lifespan(self) -> Any:
+        """What the server's ``@server.lifespan`` yielded: pools and clients handlers share.
+
+        ``None`` when the server has no lifespan. Raises ``RuntimeError`` when it has one
+        that is not running (the server was called without a transport that starts it,
+        and outside ``async with server.running()``).
+        """
+        value = self._lifespan
+        if isinstance(value, LifespanNotRunning):
+            raise RuntimeError(str(value))
+        return value
 
     def supports(self, request: Request | type[Request]) -> bool:
         """Can the client answer this kind of request? Lets a handler degrade instead of failing.

@@ -16,7 +16,8 @@ from __future__ import annotations
 import base64
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -24,7 +25,7 @@ import msgspec
 
 from . import wire
 from .carrier import Carrier
-from .context import LOG_LEVELS, Context
+from .context import LOG_LEVELS, Context, LifespanNotRunning
 from .engine import Engine
 from .jsonrpc import Notify, RunSync, error_response, result_response
 from .errors import (
@@ -87,6 +88,14 @@ def _decode_cursor(cursor: Any) -> int:
 
 
 # -- the server ----------------------------------------------------------------------------
+
+
+def _takes_argument(fn: Any) -> bool:
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)
 
 PrincipalSource = Callable[[RequestInfo], "str | None | Awaitable[str | None]"]
 
@@ -153,6 +162,10 @@ class Server(Registry):
         self.page_size = page_size
         self.list_ttl_ms = list_ttl_ms
         self.cache_scope = cache_scope
+        self._lifespan: Callable[..., Any] | None = None
+        self._lifespan_value: Any = None
+        self._lifespan_users = 0
+        self._lifespan_starting = False
         self._methods: dict[str, Callable[[_Request], Awaitable[dict[str, Any]]]] = {
             "server/discover": self._discover,
             "tools/list": self._list_tools,
@@ -164,6 +177,90 @@ class Server(Registry):
             "resources/read": self._read_resource,
             "completion/complete": self._complete,
         }
+
+    # -- lifespan ----------------------------------------------------------------------
+
+    def lifespan(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Register the server's lifespan: what handlers share, opened once per process.
+
+        ``fn`` is an async generator function (or any callable returning an async
+        context manager), called with the server if it takes a parameter. What it yields
+        is ``ctx.lifespan`` in every handler; code after its ``yield`` runs at shutdown,
+        after the requests in flight have finished::
+
+            @server.lifespan
+            async def resources(server):
+                async with open_pool() as pool:
+                    yield {"pool": pool}
+
+        The transports (the native HTTP server, the ASGI app's lifespan events, stdio)
+        enter it before serving; elsewhere use ``async with server.running():``.
+        """
+        if self._lifespan is not None:
+            raise ValueError("a lifespan is already registered; combine the resources in one")
+        if not callable(fn):
+            raise TypeError(f"@server.lifespan decorates a function, got {type(fn).__name__}")
+        if not inspect.isasyncgenfunction(fn) and (inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn)):
+            kind = "generator function" if inspect.isgeneratorfunction(fn) else "coroutine function"
+            raise TypeError(
+                f"@server.lifespan needs an async generator function (`async def ...: ... yield value`), "
+                f"got the {kind} {fn.__qualname__}"
+            )
+        self._lifespan = asynccontextmanager(fn) if inspect.isasyncgenfunction(fn) else fn
+        self._lifespan_value = LifespanNotRunning(
+            f"the lifespan {fn.__qualname__} is not running: serve the server with a transport "
+            "(mrtr.http, the ASGI app with lifespan events, mrtr.stdio) or inside `async with server.running():`"
+        )
+        return fn
+
+    def running(self) -> AbstractAsyncContextManager[Any]:
+        """Run the lifespan for the duration of an ``async with`` block; it gives the yielded value.
+
+        Entered once per process: nested or concurrent entries (two transports in one
+        process) share the first one's resources, and the last exit closes them.
+        """
+        return self._running()
+
+    @asynccontextmanager
+    async def _running(self) -> AsyncIterator[Any]:
+        fn = self._lifespan
+        if fn is None:
+            yield None
+            return
+        if self._lifespan_users:
+            if self._lifespan_starting:
+                raise RuntimeError("the lifespan is still starting in another task; enter it once, before serving")
+            self._lifespan_users += 1
+            try:
+                yield self._lifespan_value
+            finally:
+                self._lifespan_users -= 1
+            return
+        manager = fn(self) if _takes_argument(fn) else fn()
+        if not isinstance(manager, AbstractAsyncContextManager) and not hasattr(manager, "__aenter__"):
+            raise TypeError(f"the lifespan returned {type(manager).__name__}, not an async context manager")
+        self._lifespan_users = 1
+        self._lifespan_starting = True
+        not_running = self._lifespan_value
+        try:
+            value = await manager.__aenter__()
+        except BaseException:
+            self._lifespan_users = 0
+            raise
+        finally:
+            self._lifespan_starting = False
+        self._lifespan_value = value
+        try:
+            yield value
+        except BaseException as exc:
+            self._lifespan_users -= 1
+            self._lifespan_value = not_running
+            if not await manager.__aexit__(type(exc), exc, exc.__traceback__):
+                raise
+        else:
+            self._lifespan_users -= 1
+            self._lifespan_value = not_running
+            await manager.__aexit__(None, None, None)
 
     # -- configuration ---------------------------------------------------------------
 
@@ -274,6 +371,7 @@ class Server(Registry):
             progress_token=envelope.progress_token,
             log_level=envelope.log_level,
             notify=request.notify,
+            lifespan=self._lifespan_value,
         )
 
     def _cacheable(self, result: dict[str, Any], ttl_ms: int | None = None) -> dict[str, Any]:

@@ -40,7 +40,7 @@ import trio
 from .errors import InternalError, InvalidRequest, ParseError, ProtocolError
 from .jsonrpc import Dispatcher, error_response, parse_message
 from .jsonrpc import encode as _encode_json
-from .transport import run_in_thread, thread_safe
+from .transport import lifespan, run_in_thread, thread_safe
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD",
@@ -329,7 +329,10 @@ async def serve_stdio(
         stdout = _fd_stream(os.dup(1), receive=False, others=(0, 2))
         owned.append(stdout)
     try:
-        await _serve(server, stdin, stdout, max_line_bytes, grace_period)
+        # The lifespan opens before the first line is read and closes after the
+        # requests in flight have finished (or the grace period cut them off).
+        async with lifespan(server):
+            await _serve(server, stdin, stdout, max_line_bytes, grace_period)
     finally:
         for stream in owned:
             with trio.CancelScope(shield=True):

@@ -204,8 +204,9 @@ class _Recorder:
     """Collects what a client would receive, and passes it on to the caller's ``notify``."""
 
     def __init__(self, notify: Callable[[str, dict[str, Any]], None] | None,
-                 progress_token: str | int | None, log_level: str | None) -> None:
+                 progress_token: str | int | None, log_level: str | None, lifespan: Any) -> None:
         self.forward = notify
+        self.lifespan = lifespan
         self.progress_token = progress_token
         self.log_level = log_level
         self.execution = 0
@@ -220,7 +221,8 @@ class _Recorder:
         """The context of the next execution, which reports to this recorder."""
         self.execution += 1
         return Context(arguments, principal=principal, client_capabilities=capabilities,
-                       progress_token=self.progress_token, log_level=self.log_level, notify=self.notify)
+                       progress_token=self.progress_token, log_level=self.log_level, notify=self.notify,
+                       lifespan=self.lifespan)
 
 
 def _context(arguments: Mapping[str, Any], capabilities: Mapping[str, Any], principal: str | None, notify: Any) -> Context:
@@ -253,6 +255,7 @@ def run(
     check_determinism: bool = False,
     progress_token: str | int | None = "progress",
     log_level: str | None = "debug",
+    lifespan: Any = None,
 ) -> Outcome:
     """Run ``handler`` to completion, answering each round from ``answers``.
 
@@ -273,7 +276,8 @@ def run(
     ``None`` to leave either out, as a client that did not ask would), so the progress
     and log notifications a client would receive land in ``Outcome.notifications``
     (and ``Outcome.progress``, ``Outcome.logs``); ``notify`` also receives them as
-    they are sent.
+    they are sent. ``lifespan`` is what handlers see as ``ctx.lifespan`` (the value a
+    server's lifespan would yield: a fake pool, a test client).
     """
     if handler_spec(handler).is_async:
         import trio
@@ -282,7 +286,7 @@ def run(
             return await arun(
                 handler, arguments, answers=answers, capabilities=capabilities, principal=principal,
                 lenient=lenient, max_rounds=max_rounds, notify=notify, check_determinism=check_determinism,
-                progress_token=progress_token, log_level=log_level,
+                progress_token=progress_token, log_level=log_level, lifespan=lifespan,
             )
 
         return trio.run(main)
@@ -292,7 +296,7 @@ def run(
     ledger = Ledger()
     unmatched: dict[str, Any] = {}
     rounds: list[Round] = []
-    recorder = _Recorder(notify, progress_token, log_level)
+    recorder = _Recorder(notify, progress_token, log_level, lifespan)
     for execution in range(1, max_rounds + 2):
         outcome = replay(handler, arguments, recorder.context(arguments, capabilities, principal), ledger, unmatched)
         if check_determinism:
@@ -317,6 +321,7 @@ async def arun(
     check_determinism: bool = False,
     progress_token: str | int | None = "progress",
     log_level: str | None = "debug",
+    lifespan: Any = None,
 ) -> Outcome:
     """The async form of :func:`run`, for any handler, inside a running trio loop."""
     arguments = dict(arguments or {})
@@ -325,7 +330,7 @@ async def arun(
     ledger = Ledger()
     unmatched: dict[str, Any] = {}
     rounds: list[Round] = []
-    recorder = _Recorder(notify, progress_token, log_level)
+    recorder = _Recorder(notify, progress_token, log_level, lifespan)
     for execution in range(1, max_rounds + 2):
         outcome = await replay_async(handler, arguments, recorder.context(arguments, capabilities, principal), ledger, unmatched)
         if check_determinism:

@@ -25,6 +25,7 @@ from typing import Any
 import h11
 import trio
 
+from ..transport import lifespan
 from .config import ServerConfig
 from .exchange import ClientGone, HttpRequest, exchange
 from .headers import RawHeader
@@ -378,7 +379,9 @@ async def serve_socket(
     state = _State(server, config)
     host, port = sock.getsockname()[:2]
     try:
-        async with trio.open_nursery() as connections:
+        # The lifespan opens before the first connection is accepted and closes after
+        # the last one has drained.
+        async with lifespan(server), trio.open_nursery() as connections:
             async with trio.open_nursery() as acceptor:
                 acceptor.start_soon(_accept_loop, listener, connections, state)
                 log.info("serving MCP on http://%s:%d%s (pid %d)", _show_host(host), port, config.exchange.path,
