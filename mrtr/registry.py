@@ -270,6 +270,8 @@ def _schema_check(tool_name: str, schema: dict[str, Any]) -> Callable[[Mapping[s
     validator = cls(schema)
 
     def check(arguments: Mapping[str, Any]) -> None:
+        if validator.is_valid(arguments):  # the common case; collecting errors costs more
+            return
         error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
         if error is not None:
             where = "/".join(str(part) for part in error.absolute_path)

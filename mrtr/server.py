@@ -19,7 +19,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -96,6 +96,9 @@ def _takes_argument(fn: Any) -> bool:
     except (TypeError, ValueError):
         return False
     return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)
+
+
+_Entry = TypeVar("_Entry")
 
 PrincipalSource = Callable[[RequestInfo], "str | None | Awaitable[str | None]"]
 
@@ -415,12 +418,7 @@ class Server(Registry):
 
     async def _call_tool(self, request: _Request) -> dict[str, Any]:
         params = request.params
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise InvalidParams('tools/call needs a string "name"')
-        tool = self._tools.get(name)
-        if tool is None:
-            raise InvalidParams(f"Unknown tool: {name}")
+        name, tool = _named(params, self._tools, "tools/call", "tool")
         raw = params.get("arguments")
         if raw is None:
             raw = {}
@@ -445,12 +443,7 @@ class Server(Registry):
 
     async def _get_prompt(self, request: _Request) -> dict[str, Any]:
         params = request.params
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise InvalidParams('prompts/get needs a string "name"')
-        prompt = self._prompts.get(name)
-        if prompt is None:
-            raise InvalidParams(f"Unknown prompt: {name}")
+        name, prompt = _named(params, self._prompts, "prompts/get", "prompt")
         raw = params.get("arguments") or {}
         if not isinstance(raw, dict) or not all(isinstance(value, str) for value in raw.values()):
             raise InvalidParams(f"Invalid arguments for prompt {name}: arguments must map names to strings")
@@ -516,6 +509,17 @@ class Server(Registry):
         completion = dict(values) if isinstance(values, dict) else {"values": list(values or [])}
         completion["values"] = [str(value) for value in completion.get("values", [])][:100]
         return {"resultType": "complete", "completion": completion}
+
+
+def _named(params: Mapping[str, Any], entries: Mapping[str, _Entry], method: str, kind: str) -> tuple[str, _Entry]:
+    """The entry a request names in ``params.name``: -32602 for a missing or unknown name."""
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise InvalidParams(f'{method} needs a string "name"')
+    entry = entries.get(name)
+    if entry is None:
+        raise InvalidParams(f"Unknown {kind}: {name}")
+    return name, entry
 
 
 # -- requests ----------------------------------------------------------------------------

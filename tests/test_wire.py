@@ -15,7 +15,6 @@ the official ``$def`` of the same name.
 
 from __future__ import annotations
 
-import ast
 import json
 from pathlib import Path
 from typing import Any
@@ -583,17 +582,6 @@ def test_public_classes_and_functions_have_docstrings() -> None:
             and getattr(obj, "__module__", None) == w.__name__
         ):
             assert obj.__doc__ and obj.__doc__.strip(), name
-
-
-def test_wire_imports_no_trio() -> None:
-    tree = ast.parse(Path(w.__file__).read_text(encoding="utf-8"))
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
-    assert imported <= {"__future__", "collections", "typing", "msgspec"}, imported
 
 
 # ---------------------------------------------------------------------------
