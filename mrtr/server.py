@@ -19,7 +19,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import msgspec
 
@@ -88,6 +88,30 @@ def _decode_cursor(cursor: Any) -> int:
 
 
 # -- the server ----------------------------------------------------------------------------
+
+
+class Broadcast(Protocol):
+    """What ``subscriptions/listen`` needs from the transport serving the server.
+
+    :class:`mrtr.transport.Hub` implements it on trio; the server itself imports no
+    event loop.
+    """
+
+    def publish(self, method: str, params: dict[str, Any]) -> None:
+        """Queue a notification for every listener; callable from any thread."""
+        ...
+
+    def listen(self) -> Any:
+        """A new listener (registered at once): an async iterable of ``(method, params)``."""
+        ...
+
+
+# What each filter field of a listen request opts into, and the family that must be offered.
+_LISTEN_FILTERS = {
+    "toolsListChanged": ("notifications/tools/list_changed", "tools"),
+    "promptsListChanged": ("notifications/prompts/list_changed", "prompts"),
+    "resourcesListChanged": ("notifications/resources/list_changed", "resources"),
+}
 
 
 def _takes_argument(fn: Any) -> bool:
@@ -179,7 +203,9 @@ class Server(Registry):
             "resources/templates/list": self._list_templates,
             "resources/read": self._read_resource,
             "completion/complete": self._complete,
+            "subscriptions/listen": self._listen,
         }
+        self._hubs: list[Broadcast] = []
 
     # -- lifespan ----------------------------------------------------------------------
 
@@ -290,14 +316,90 @@ class Server(Registry):
         """Whether a request for ``method`` is dispatched (rather than answered ``-32601``)."""
         if method not in self._methods:
             return False
+        if method == "subscriptions/listen":
+            return bool(self._hubs)  # only while a transport can hold the stream
         offered = _OFFERED_BY_FAMILY.get(method.split("/", 1)[0])
         return offered is None or offered[1](self)
 
     def capabilities(self) -> dict[str, Any]:
-        """The server capabilities, derived from what is registered."""
+        """The server capabilities, derived from what is registered.
+
+        ``listChanged`` and ``subscribe`` are advertised only while a transport that can
+        hold a ``subscriptions/listen`` stream is serving the server.
+        """
         capabilities: dict[str, Any] = {name: {} for name, offered in _OFFERED_BY_FAMILY.values() if offered(self)}
         capabilities["logging"] = {}
+        if self._hubs:
+            for family in ("tools", "prompts", "resources"):
+                if family in capabilities:
+                    capabilities[family] = {"listChanged": True}
+            if "resources" in capabilities:
+                capabilities["resources"]["subscribe"] = True
         return capabilities
+
+    # -- subscriptions ---------------------------------------------------------------
+
+    def listen_through(self, hub: Broadcast) -> Callable[[], None]:
+        """Let ``subscriptions/listen`` streams use ``hub``; returns the function that detaches it.
+
+        Transports call this when they start serving (see :func:`mrtr.transport.lifespan`).
+        """
+        self._hubs.append(hub)
+        return lambda: self._hubs.remove(hub) if hub in self._hubs else None
+
+    def notify_tools_changed(self) -> None:
+        """Tell listening clients that the tool list changed. Callable from any task or thread."""
+        self._publish("notifications/tools/list_changed", {})
+
+    def notify_prompts_changed(self) -> None:
+        """Tell listening clients that the prompt list changed. Callable from any task or thread."""
+        self._publish("notifications/prompts/list_changed", {})
+
+    def notify_resources_changed(self) -> None:
+        """Tell listening clients that the resource list changed. Callable from any task or thread."""
+        self._publish("notifications/resources/list_changed", {})
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell the clients subscribed to ``uri`` that it changed and may be read again."""
+        if not isinstance(uri, str) or not uri:
+            raise ValueError(f"notify_resource_updated needs a resource uri, got {uri!r}")
+        self._publish("notifications/resources/updated", {"uri": uri})
+
+    def _publish(self, method: str, params: dict[str, Any]) -> None:
+        for hub in list(self._hubs):
+            hub.publish(method, params)
+
+    async def _listen(self, request: _Request) -> dict[str, Any]:
+        wanted = request.params.get("notifications")
+        if not isinstance(wanted, dict):
+            raise InvalidParams('subscriptions/listen needs a "notifications" object naming what to receive')
+        if request.notify is None or not self._hubs:
+            raise InvalidParams("subscriptions/listen needs a transport that streams notifications")
+        agreed: dict[str, Any] = {}
+        methods: set[str] = set()
+        for name, (method, family) in _LISTEN_FILTERS.items():
+            value = wanted.get(name)
+            if value is not None and not isinstance(value, bool):
+                raise InvalidParams(f"subscriptions/listen: notifications.{name} must be a boolean")
+            if value and self.serves(f"{family}/list"):
+                agreed[name] = True
+                methods.add(method)
+        uris = wanted.get("resourceSubscriptions")
+        if uris is not None:
+            if not isinstance(uris, list) or not all(isinstance(uri, str) and uri for uri in uris):
+                raise InvalidParams("subscriptions/listen: notifications.resourceSubscriptions must be a list of uris")
+            if self.serves("resources/read"):
+                agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
+        subscribed = set(agreed.get("resourceSubscriptions", ()))
+        meta = {wire.META_SUBSCRIPTION_ID: request.id}
+        # Registered before the acknowledgement, so nothing published after it is missed.
+        listener = self._hubs[-1].listen()
+        request.notify("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": meta})
+        async for method, params in listener:
+            if method in methods or (method == "notifications/resources/updated" and params.get("uri") in subscribed):
+                request.notify(method, {**params, "_meta": meta})
+        return {"resultType": "complete", "_meta": dict(meta)}
+
 
     # -- dispatch ------------------------------------------------------------------------
 

@@ -116,11 +116,12 @@ class ASGIApp:
             return
         started = False
         try:
-            async with lifespan(self.server):
+            async with lifespan(self.server) as hub:
                 started = True
                 await send({"type": "lifespan.startup.complete"})
                 while (await receive())["type"] != "lifespan.shutdown":
                     pass
+                hub.close()
         except Exception as exc:
             log.exception("lifespan %s failed", "shutdown" if started else "startup")
             failed = "lifespan.shutdown.failed" if started else "lifespan.startup.failed"

@@ -381,7 +381,7 @@ async def serve_socket(
     try:
         # The lifespan opens before the first connection is accepted and closes after
         # the last one has drained.
-        async with lifespan(server), trio.open_nursery() as connections:
+        async with lifespan(server) as hub, trio.open_nursery() as connections:
             async with trio.open_nursery() as acceptor:
                 acceptor.start_soon(_accept_loop, listener, connections, state)
                 log.info("serving MCP on http://%s:%d%s (pid %d)", _show_host(host), port, config.exchange.path,
@@ -393,6 +393,7 @@ async def serve_socket(
                 acceptor.cancel_scope.cancel()
             await listener.aclose()
             log.info("shutting down: %d connection(s) open, grace %.1f s", state.active, config.shutdown_grace)
+            hub.close()  # listen streams end with their result instead of holding the drain
             state.begin_shutdown()
             connections.cancel_scope.deadline = trio.current_time() + config.shutdown_grace
         log.info("server stopped")
