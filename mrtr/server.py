@@ -1,7 +1,7 @@
 """An MCP 2026-07-28 server: a registry of tools, prompts and resources, and stateless dispatch.
 
 :class:`Server` knows nothing about sockets. A transport parses a JSON-RPC message with
-:func:`parse_message` and hands requests to :meth:`Server.handle`, which returns the
+:func:`mrtr.jsonrpc.parse_message` and hands requests to :meth:`Server.handle`, which returns the
 response message as a dict. Request-scoped notifications (progress, log messages) go
 to the ``notify`` callable the transport passes in.
 
@@ -480,9 +480,10 @@ class Server(Registry):
         )
 
     def _cacheable(self, result: dict[str, Any], ttl_ms: int | None = None) -> dict[str, Any]:
+        """Mark a result cacheable; hints a handler set on its own result win (a private resource stays private)."""
         result["resultType"] = "complete"
-        result["ttlMs"] = self.list_ttl_ms if ttl_ms is None else ttl_ms
-        result["cacheScope"] = self.cache_scope
+        result.setdefault("ttlMs", self.list_ttl_ms if ttl_ms is None else ttl_ms)
+        result.setdefault("cacheScope", self.cache_scope)
         return result
 
     # -- methods ------------------------------------------------------------------------
