@@ -388,14 +388,37 @@ class Step(_Effect):
         not silently get the recorded value.
         """
         arguments: Any = [list(self.args), self.kwargs] if self.kwargs else list(self.args)
-        bound = self.bound()
-        if bound:
-            arguments = [arguments, bound]
+        identity, binds = self._identity()
+        if binds:
+            bound = self.bound()
+            if bound:
+                arguments = [arguments, bound]
+        return identity + _digest8(canonical(arguments))
+
+    def _identity(self) -> tuple[bytes, bool]:
+        # Every replay fingerprints every Step it reaches: the function's half is cached
+        # per code object (a lambda is a new function each run, its code is not).
+        fn = self.fn
+        if isinstance(fn, functools.partial):
+            return self._compute_identity(), True
+        code = getattr(fn, "__code__", None)
+        key = code if code is not None else fn
+        try:
+            cached = _IDENTITIES.get(key)
+        except TypeError:  # unhashable callable
+            return self._compute_identity(), False
+        if cached is None or cached[0] != getattr(fn, "__qualname__", None):
+            cached = (getattr(fn, "__qualname__", None), self._compute_identity())
+            if len(_IDENTITIES) < 4096:
+                _IDENTITIES[key] = cached
+        return cached[1], bool(getattr(fn, "__closure__", None))
+
+    def _compute_identity(self) -> bytes:
         identity = self.name
         code = _code_of(self.fn)
         if code is not None and code.co_name == "<lambda>":
             identity += f":{code.co_firstlineno}"
-        return _digest8(identity.encode()) + _digest8(canonical(arguments))
+        return _digest8(identity.encode())
 
     def bound(self) -> dict[str, Any]:
         """The immutable data bound to the function: partial arguments and captured variables."""
@@ -439,6 +462,9 @@ class Step(_Effect):
 
     def __repr__(self) -> str:
         return f"Step({self.name}, args={self.args!r}, kwargs={self.kwargs!r})"
+
+
+_IDENTITIES: dict[Any, tuple[str | None, bytes]] = {}
 
 
 def _code_of(fn: Any) -> Any:
