@@ -144,3 +144,66 @@ async def test_an_asgi_startup_failure_is_reported_to_the_host():
 
     await app({"type": "lifespan", "asgi": {"version": "3.0"}}, receive, send)
     assert sent == [{"type": "lifespan.startup.failed", "message": "OSError: database unreachable"}]
+
+
+LIFESPAN_WORKERS = """
+import os, sys
+from mrtr import Context, Server
+from mrtr.http import run
+
+server = Server("life", "1", secret=b"w" * 32)
+
+@server.lifespan
+async def resources():
+    yield os.getpid()  # the process that opened it
+    print("lifespan closed in", os.getpid(), file=sys.stderr, flush=True)
+
+@server.tool
+def owner(ctx: Context) -> str:
+    return f"{os.getpid()}:{ctx.lifespan}"
+
+run(server, sock=sock, workers=2, shutdown_grace=2)
+"""
+
+
+async def test_each_worker_process_opens_its_own_lifespan_and_closes_it_on_shutdown():
+    import signal
+
+    from .test_workers import listening_socket, start_process
+
+    sock = listening_socket(reuse_port=True)
+    port = sock.getsockname()[1]
+    process = await start_process(LIFESPAN_WORKERS, sock)
+    try:
+        seen: dict[str, str] = {}
+        with trio.fail_after(20):
+            # A fresh connection each time, so the kernel picks a worker each time.
+            async with httpx.AsyncClient(timeout=5.0, headers={"connection": "close"}) as client:
+                del client.headers["accept"]
+                while len(seen) < 2:
+                    try:
+                        result = await call_at(client, port, "owner")
+                    except httpx.TransportError:
+                        await trio.sleep(0.05)
+                        continue
+                    worker, opened_by = result["content"][0]["text"].split(":")
+                    seen[worker] = opened_by
+        assert all(worker == opened_by for worker, opened_by in seen.items()), seen
+        process.send_signal(signal.SIGTERM)
+        with trio.fail_after(10):
+            await process.wait()
+        stderr = await process.stderr.receive_some(1 << 20) if process.stderr else b""
+        assert process.returncode == 0, stderr.decode(errors="replace")
+        closed = {line.split()[-1] for line in stderr.decode().splitlines() if line.startswith("lifespan closed in")}
+        assert closed == set(seen), stderr.decode(errors="replace")
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def call_at(client: httpx.AsyncClient, port: int, name: str) -> dict[str, Any]:
+    message = rpc("tools/call", {"name": name, "arguments": {}})
+    headers = {**BASE_HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name}
+    response = await client.post(f"http://127.0.0.1:{port}/mcp", json=message, headers=headers)
+    return decode_reply(response, message).result
