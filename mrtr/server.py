@@ -102,7 +102,8 @@ class Broadcast(Protocol):
         ...
 
     def listen(self) -> Any:
-        """A new listener (registered at once): an async iterable of ``(method, params)``."""
+        """A new listener (registered at once): an async iterable of ``(method, params)``
+        with a ``close()`` that unregisters it."""
         ...
 
 
@@ -394,10 +395,13 @@ class Server(Registry):
         meta = {wire.META_SUBSCRIPTION_ID: request.id}
         # Registered before the acknowledgement, so nothing published after it is missed.
         listener = self._hubs[-1].listen()
-        request.notify("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": meta})
-        async for method, params in listener:
-            if method in methods or (method == "notifications/resources/updated" and params.get("uri") in subscribed):
-                request.notify(method, {**params, "_meta": meta})
+        try:
+            request.notify("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": meta})
+            async for method, params in listener:
+                if method in methods or (method == "notifications/resources/updated" and params.get("uri") in subscribed):
+                    request.notify(method, {**params, "_meta": meta})
+        finally:
+            listener.close()  # a client that went away stops receiving at once
         return {"resultType": "complete", "_meta": dict(meta)}
 
 
