@@ -7,6 +7,7 @@ requests in flight at shutdown have finished.
 
 from __future__ import annotations
 
+import signal
 import threading
 from functools import partial
 from typing import Any
@@ -167,8 +168,6 @@ run(server, sock=sock, workers=2, shutdown_grace=2)
 
 
 async def test_each_worker_process_opens_its_own_lifespan_and_closes_it_on_shutdown():
-    import signal
-
     from .test_workers import listening_socket, start_process
 
     sock = listening_socket(reuse_port=True)
@@ -197,6 +196,11 @@ async def test_each_worker_process_opens_its_own_lifespan_and_closes_it_on_shutd
         closed = {line.split()[-1] for line in stderr.decode().splitlines() if line.startswith("lifespan closed in")}
         assert closed == set(seen), stderr.decode(errors="replace")
     finally:
+        if process.returncode is None:
+            # SIGTERM first: the parent passes it on to its workers, which SIGKILL would orphan.
+            process.send_signal(signal.SIGTERM)
+            with trio.move_on_after(10):
+                await process.wait()
         if process.returncode is None:
             process.kill()
             await process.wait()
