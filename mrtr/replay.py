@@ -24,7 +24,7 @@ import msgspec
 
 from . import wire
 from .context import Context
-from .effects import ElicitResult, ElicitURL, Request, Step
+from .effects import ElicitResult, ElicitURL, NotYielded, NotYieldedUse, Request, Step
 from .errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, ReplayMismatch
 from .ledger import ACTIONS, Kind, Ledger, Slot, decode_answer, default_key
 
@@ -86,7 +86,7 @@ class Detached:
 class HandlerSpec:
     """What the runtime needs to know about a handler function, derived once."""
 
-    __slots__ = ("fn", "shape", "wants_ctx", "name", "__weakref__")
+    __slots__ = ("fn", "shape", "wants_ctx", "ctx_name", "ctx_first", "name", "__weakref__")
 
     def __init__(self, fn: Any) -> None:
         if not callable(fn):
@@ -100,7 +100,8 @@ class HandlerSpec:
             self.shape = _CORO
         else:
             self.shape = _PLAIN
-        self.wants_ctx = _declares_ctx(fn)
+        self.ctx_name, self.ctx_first = _context_parameter(fn)
+        self.wants_ctx = self.ctx_name is not None
         self.name = getattr(fn, "__qualname__", repr(fn))
 
     @property
@@ -110,22 +111,58 @@ class HandlerSpec:
 
     def invoke(self, ctx: Context, arguments: Mapping[str, Any]) -> Any:
         """Call the handler function (which, for a generator, runs none of its code yet)."""
-        if self.wants_ctx:
+        if self.ctx_name is None:
+            return self.fn(**arguments)
+        if self.ctx_first:
             return self.fn(ctx, **arguments)
-        return self.fn(**arguments)
+        return self.fn(**arguments, **{self.ctx_name: ctx})
 
 
-def _declares_ctx(fn: Any) -> bool:
+CONTEXT_NAMES = ("ctx", "context")
+"""Names that receive the context when the first parameter carries no annotation."""
+
+
+def _is_context_annotation(annotation: Any, resolved: Any) -> bool:
+    if isinstance(resolved, type) and issubclass(resolved, Context):
+        return True
+    if resolved is not inspect.Parameter.empty:
+        return False
+    # An annotation the hints could not resolve: judge its spelling.
+    if isinstance(annotation, str):
+        return annotation.replace(" ", "").removeprefix("mrtr.") in ("Context", "context.Context")
+    return isinstance(annotation, type) and issubclass(annotation, Context)
+
+
+def _context_parameter(fn: Any) -> tuple[str | None, bool]:
+    """The parameter that receives the context, and whether it is the first one.
+
+    A parameter annotated :class:`~mrtr.Context` (any name, any position) receives it;
+    otherwise an unannotated first parameter named ``ctx`` or ``context`` does.
+    """
     try:
         parameters = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
-        return False
+        return None, False
     if not parameters:
-        return False
+        return None, False
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+    for index, parameter in enumerate(parameters):
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        if parameter.annotation is inspect.Parameter.empty:
+            continue
+        if _is_context_annotation(parameter.annotation, hints.get(parameter.name, inspect.Parameter.empty)):
+            if index and parameter.kind is parameter.POSITIONAL_ONLY:
+                return None, False
+            return parameter.name, index == 0
     first = parameters[0]
-    if first.kind not in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD):
-        return False
-    return first.name == "ctx" or first.annotation is Context or first.annotation == "Context"
+    if (first.kind in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD) and first.name in CONTEXT_NAMES
+            and (first.annotation is inspect.Parameter.empty or hints.get(first.name) is Any)):
+        return first.name, True
+    return None, False
 
 
 _specs: weakref.WeakKeyDictionary[Any, HandlerSpec] = weakref.WeakKeyDictionary()
@@ -178,6 +215,11 @@ def _traceback_location(exc: BaseException) -> str | None:
 
 
 def _handler_failed(spec: HandlerSpec, exc: Exception) -> HandlerError:
+    if isinstance(exc, (NotYielded, NotYieldedUse)):
+        # The message already names the function, the line and the fix.
+        mistake = HandlerError(str(exc), location=exc.location)
+        mistake.__cause__ = exc
+        return mistake
     error = HandlerError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, location=_traceback_location(exc))
     error.__cause__ = exc
     return error
@@ -418,6 +460,8 @@ class _Execution:
             if slot.fingerprint[8:] != fingerprint[8:]:
                 changed.append(second)
         lines.append(f"  changed: {', '.join(changed) or 'nothing visible'}")
+        if recorded_kind == asked.kind and changed:
+            lines.extend(f"  {line}" for line in _why(asked, changed))
         lines.append(_CONTRACT)
         return ReplayMismatch("\n".join(lines), data={"ordinal": ordinal, "key": recorded_key, "changed": changed})
 
@@ -428,6 +472,54 @@ class _Execution:
         # Answers merged but not reached yet keep their "fresh" mark, so they are still
         # checked against their schema when a later execution reaches them.
         return Ledger(tuple(self.slots), frozenset(self.fresh))
+
+
+def _why(asked: Request | Step, changed: list[str]) -> list[str]:
+    """Say which kind of non-determinism a mismatch points at, and the fix."""
+    if isinstance(asked, Step):
+        where = asked.where()
+        defined = f" (defined at {where})" if where else ""
+        lines = []
+        if "function" in changed:
+            if "<lambda>" in asked.name:
+                lines.append(
+                    f"why: the Step's function is a lambda{defined}, and a different lambda or function reached "
+                    "this ordinal than in the recorded run; give the Step a named function and reach it on every run"
+                )
+            else:
+                lines.append(
+                    f"why: a different Step function reached this ordinal than in the recorded run, now "
+                    f"{asked.name}{defined}"
+                )
+        if "arguments" in changed:
+            bound = asked.bound()
+            if bound:
+                captured = ", ".join(f"{name}={_short(value)}" for name, value in bound.items())
+                lines.append(
+                    f"why: the Step's function is a closure or partial{defined} whose bound values differ from the "
+                    f"recorded run (now {captured}); compute them from the arguments, answers or earlier Step "
+                    "values, or move the clock or random read inside the Step"
+                )
+            else:
+                lines.append(
+                    f"why: the Step's arguments differ from the recorded run (now args={_short(asked.args)}, "
+                    f"kwargs={_short(asked.kwargs)}); compute them from the arguments, answers or earlier Step values"
+                )
+        return lines
+    lines = []
+    if "message" in changed:
+        lines.append(
+            "why: the question's text differs from the recorded run (see \"asked now\"); build it from the "
+            "arguments, answers or Step values: text built from the clock, random values or reads outside a "
+            "Step changes between rounds"
+        )
+    for part in ("requestedSchema", "url", "messages", "parameters"):
+        if part in changed:
+            lines.append(
+                f"why: the request's {part} differ from the recorded run; build them from the arguments, answers "
+                "or Step values, not from data that changes between rounds"
+            )
+    return lines
 
 
 _KIND_LABEL = {
@@ -532,7 +624,7 @@ def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired | Detac
                     error, throw = throw, None
                     yielded = gen.throw(error)
             except StopIteration as stop:
-                return Completed(stop.value)
+                return _check_result(spec, stop.value)
             except ProtocolError:
                 raise
             except Exception as exc:
@@ -582,7 +674,13 @@ async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired
                     error, throw = throw, None
                     yielded = await agen.athrow(error)
             except StopAsyncIteration:
-                return Completed(None)
+                location = _definition(spec.fn)
+                raise HandlerError(
+                    f"async generator handler {spec.name} at {location} ended without yielding a result: an async "
+                    "generator cannot `return` a value, so it ends by yielding it (`yield result`; `yield None` for "
+                    "an empty one). A bare `return` or falling off the end leaves the client with nothing",
+                    location=location,
+                ) from None
             except ProtocolError:
                 raise
             except Exception as exc:
@@ -621,11 +719,61 @@ async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired
 
 def _start(spec: HandlerSpec, ctx: Context, arguments: Mapping[str, Any]) -> Any:
     try:
-        return spec.invoke(ctx, arguments)
+        started = spec.invoke(ctx, arguments)
     except ProtocolError:
         raise
     except Exception as exc:
         raise _handler_failed(spec, exc) from exc
+    if spec.shape == _PLAIN:
+        _refuse_delegation(spec, started)
+    return started
+
+
+def _definition(fn: Any) -> str:
+    """``file:line`` where ``fn`` is defined, for diagnostics about the handler as a whole."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None:
+        code = getattr(getattr(fn, "__call__", None), "__code__", None)
+    return "<unknown>" if code is None else f"{code.co_filename}:{code.co_firstlineno}"
+
+
+def _refuse_delegation(spec: HandlerSpec, started: Any) -> None:
+    # A plain function that hands back a generator or coroutine delegated without
+    # `yield from` / `await`: the runtime would otherwise try to send the object itself.
+    helper = getattr(started, "__name__", "helper")
+    if inspect.isgenerator(started):
+        started.close()
+        fix = f"delegate with `return (yield from {helper}(...))` so the handler is itself a generator, or register the generator function directly"
+        what = "a generator"
+    elif inspect.isasyncgen(started):
+        fix = "register the async generator function directly, or make the handler an async generator that re-yields what the helper yields"
+        what = "an async generator"
+    elif inspect.iscoroutine(started):
+        started.close()
+        fix = f"declare the handler `async def` and `return await {helper}(...)`"
+        what = "a coroutine"
+    else:
+        return
+    if inspect.unwrap(spec.fn) is not spec.fn:
+        fix += "; a decorator around a generator handler must be a generator too (`return (yield from fn(*args, **kwargs))`)"
+    location = _definition(spec.fn)
+    raise HandlerError(
+        f"handler {spec.name} at {location} is a plain function that returned {what} "
+        f"({getattr(started, '__qualname__', type(started).__name__)}); the runtime only drives a handler that is "
+        f"itself a generator or coroutine function: {fix}",
+        location=location,
+    )
+
+
+def _check_result(spec: HandlerSpec, result: Any) -> Completed:
+    if isinstance(result, (Request, Step)):
+        location = _definition(spec.fn)
+        raise HandlerError(
+            f"handler {spec.name} at {location} returned {result.describe_call()} instead of yielding it: did you "
+            f"forget `yield`? Write `answer = yield {result.describe_call()}` and return a result built from the answer",
+            location=location,
+        )
+    return Completed(result)
 
 
 def replay(
@@ -656,7 +804,7 @@ def replay(
     started = _start(spec, ctx, arguments or {})
     if spec.shape == _SYNC_GEN:
         return _drive(started, execution)  # type: ignore[return-value]  # Detached needs detach=True
-    return Completed(started)
+    return _check_result(spec, started)
 
 
 async def replay_async(
@@ -710,9 +858,10 @@ async def _run_async(
         return _drive(started, execution)
     if spec.shape == _CORO:
         try:
-            return Completed(await started)
+            result = await started
         except ProtocolError:
             raise
         except Exception as exc:
             raise _handler_failed(spec, exc) from exc
-    return Completed(started)
+        return _check_result(spec, result)
+    return _check_result(spec, started)

@@ -17,15 +17,15 @@ import base64
 import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import msgspec
 
 from . import wire
 from .carrier import TASKS_EXTENSION, Carrier, TaskHost, ToolBinding
-from .context import LOG_LEVELS, Context
+from .context import LOG_LEVELS, Context, LifespanNotRunning
 from .engine import Engine
 from .jsonrpc import Notify, RunSync, error_response, result_response
 from .errors import (
@@ -90,6 +90,40 @@ def _decode_cursor(cursor: Any) -> int:
 
 
 # -- the server ----------------------------------------------------------------------------
+
+
+class Broadcast(Protocol):
+    """What ``subscriptions/listen`` needs from the transport serving the server.
+
+    :class:`mrtr.transport.Hub` implements it on trio; the server itself imports no
+    event loop.
+    """
+
+    def publish(self, method: str, params: dict[str, Any]) -> None:
+        """Queue a notification for every listener; callable from any thread."""
+        ...
+
+    def listen(self) -> Any:
+        """A new listener (registered at once): an async iterable of ``(method, params)``
+        with a ``close()`` that unregisters it."""
+        ...
+
+
+# What each filter field of a listen request opts into, and the family that must be offered.
+_LISTEN_FILTERS = {
+    "toolsListChanged": ("notifications/tools/list_changed", "tools"),
+    "promptsListChanged": ("notifications/prompts/list_changed", "prompts"),
+    "resourcesListChanged": ("notifications/resources/list_changed", "resources"),
+}
+
+
+def _takes_argument(fn: Any) -> bool:
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)
+
 
 _Entry = TypeVar("_Entry")
 
@@ -168,6 +202,10 @@ class Server(Registry):
         self._auth = auth
         # What a list holds depends on the caller once scopes hide tools, so a shared cache must not reuse it.
         self.cache_scope: Literal["public", "private"] = cache_scope or ("private" if auth is not None else "public")
+        self._lifespan: Callable[..., Any] | None = None
+        self._lifespan_value: Any = None
+        self._lifespan_users = 0
+        self._lifespan_starting = False
         self._methods: dict[str, Callable[[_Request], Awaitable[dict[str, Any]]]] = {
             "server/discover": self._discover,
             "tools/list": self._list_tools,
@@ -181,10 +219,105 @@ class Server(Registry):
             "tasks/get": self._task_method,
             "tasks/update": self._task_method,
             "tasks/cancel": self._task_method,
+            "subscriptions/listen": self._listen,
         }
+        self._hubs: list[Broadcast] = []
         self.tasks: TaskHost | None = None
         self.tasks_url: str | None = None
         self.task_lease: float | None = None
+
+    # -- lifespan ----------------------------------------------------------------------
+
+    def lifespan(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Register the server's lifespan: what handlers share, opened once per process.
+
+        ``fn`` is an async generator function (or any callable returning an async
+        context manager), called with the server if it takes a parameter. What it yields
+        is ``ctx.lifespan`` in every handler; code after its ``yield`` runs at shutdown,
+        after the requests in flight have finished::
+
+            @server.lifespan
+            async def resources(server):
+                async with open_pool() as pool:
+                    yield {"pool": pool}
+
+        The transports (the native HTTP server, the ASGI app's lifespan events, stdio)
+        enter it before serving; elsewhere use ``async with server.running():``.
+        """
+        if self._lifespan is not None:
+            raise ValueError("a lifespan is already registered; combine the resources in one")
+        if not callable(fn):
+            raise TypeError(f"@server.lifespan decorates a function, got {type(fn).__name__}")
+        if not inspect.isasyncgenfunction(fn) and (inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn)):
+            kind = "generator function" if inspect.isgeneratorfunction(fn) else "coroutine function"
+            raise TypeError(
+                f"@server.lifespan needs an async generator function (`async def ...: ... yield value`), "
+                f"got the {kind} {fn.__qualname__}"
+            )
+        self._lifespan = asynccontextmanager(fn) if inspect.isasyncgenfunction(fn) else fn
+        self._lifespan_value = LifespanNotRunning(
+            f"the lifespan {fn.__qualname__} is not running: serve the server with a transport "
+            "(mrtr.http, the ASGI app with lifespan events, mrtr.stdio) or inside `async with server.running():`"
+        )
+        return fn
+
+    def running(self) -> AbstractAsyncContextManager[Any]:
+        """What a serving process keeps running beside its transport, for an ``async with`` block.
+
+        The lifespan (its yielded value is what the block gives), then, with task tools
+        registered, the task store (``tasks_url``, ``MRTR_TASKS`` or
+        ``sqlite:///mrtr-tasks.sqlite3``) and this node's task carrier; a store that
+        cannot be reached fails here, at start. Entered once per process: nested or
+        concurrent entries (two transports in one process) share the first one's
+        resources, and the last exit closes them. The transports enter it.
+        """
+        return self._running()
+
+    @asynccontextmanager
+    async def _running(self) -> AsyncIterator[Any]:
+        async with self._lifespan_running() as value, self._tasks_running():
+            yield value
+
+    @asynccontextmanager
+    async def _lifespan_running(self) -> AsyncIterator[Any]:
+        fn = self._lifespan
+        if fn is None:
+            yield None
+            return
+        if self._lifespan_users:
+            if self._lifespan_starting:
+                raise RuntimeError("the lifespan is still starting in another task; enter it once, before serving")
+            self._lifespan_users += 1
+            try:
+                yield self._lifespan_value
+            finally:
+                self._lifespan_users -= 1
+            return
+        manager = fn(self) if _takes_argument(fn) else fn()
+        if not isinstance(manager, AbstractAsyncContextManager) and not hasattr(manager, "__aenter__"):
+            raise TypeError(f"the lifespan returned {type(manager).__name__}, not an async context manager")
+        self._lifespan_users = 1
+        self._lifespan_starting = True
+        not_running = self._lifespan_value
+        try:
+            value = await manager.__aenter__()
+        except BaseException:
+            self._lifespan_users = 0
+            raise
+        finally:
+            self._lifespan_starting = False
+        self._lifespan_value = value
+        try:
+            yield value
+        except BaseException as exc:
+            self._lifespan_users -= 1
+            self._lifespan_value = not_running
+            if not await manager.__aexit__(type(exc), exc, exc.__traceback__):
+                raise
+        else:
+            self._lifespan_users -= 1
+            self._lifespan_value = not_running
+            await manager.__aexit__(None, None, None)
 
     # -- configuration ---------------------------------------------------------------
 
@@ -220,25 +353,31 @@ class Server(Registry):
         """Whether a request for ``method`` is dispatched (rather than answered ``-32601``)."""
         if method not in self._methods:
             return False
+        if method == "subscriptions/listen":
+            return bool(self._hubs)  # only while a transport can hold the stream
         offered = _OFFERED_BY_FAMILY.get(method.split("/", 1)[0])
         return offered is None or offered[1](self)
 
     def capabilities(self) -> dict[str, Any]:
-        """The server capabilities, derived from what is registered."""
+        """The server capabilities, derived from what is registered.
+
+        ``listChanged`` and ``subscribe`` are advertised only while a transport that can
+        hold a ``subscriptions/listen`` stream is serving the server.
+        """
         capabilities: dict[str, Any] = {name: {} for name, offered in _OFFERED_BY_FAMILY.values() if offered(self)}
         if "extensions" in capabilities:
             capabilities["extensions"] = {TASKS_EXTENSION: {}}
         capabilities["logging"] = {}
+        if self._hubs:
+            for family in ("tools", "prompts", "resources"):
+                if family in capabilities:
+                    capabilities[family] = {"listChanged": True}
+            if "resources" in capabilities:
+                capabilities["resources"]["subscribe"] = True
         return capabilities
 
     @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """What a serving process keeps running beside the transport; transports enter it.
-
-        With task tools registered, this opens the task store (``tasks_url``,
-        ``MRTR_TASKS`` or ``sqlite:///mrtr-tasks.sqlite3``) and runs this node's task
-        carrier; a store that cannot be reached fails here, at start.
-        """
+    async def _tasks_running(self) -> AsyncIterator[None]:
         if not self.has_task_tools or self.tasks is not None:
             yield
             return
@@ -257,6 +396,73 @@ class Server(Registry):
             tool.fn, self._tool_arguments(tool, raw_arguments), lambda value: tool_result(value, structured),
             _tool_error,
         )
+
+    # -- subscriptions ---------------------------------------------------------------
+
+    def listen_through(self, hub: Broadcast) -> Callable[[], None]:
+        """Let ``subscriptions/listen`` streams use ``hub``; returns the function that detaches it.
+
+        Transports call this when they start serving (see :func:`mrtr.transport.lifespan`).
+        """
+        self._hubs.append(hub)
+        return lambda: self._hubs.remove(hub) if hub in self._hubs else None
+
+    def notify_tools_changed(self) -> None:
+        """Tell listening clients that the tool list changed. Callable from any task or thread."""
+        self._publish("notifications/tools/list_changed", {})
+
+    def notify_prompts_changed(self) -> None:
+        """Tell listening clients that the prompt list changed. Callable from any task or thread."""
+        self._publish("notifications/prompts/list_changed", {})
+
+    def notify_resources_changed(self) -> None:
+        """Tell listening clients that the resource list changed. Callable from any task or thread."""
+        self._publish("notifications/resources/list_changed", {})
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell the clients subscribed to ``uri`` that it changed and may be read again."""
+        if not isinstance(uri, str) or not uri:
+            raise ValueError(f"notify_resource_updated needs a resource uri, got {uri!r}")
+        self._publish("notifications/resources/updated", {"uri": uri})
+
+    def _publish(self, method: str, params: dict[str, Any]) -> None:
+        for hub in list(self._hubs):
+            hub.publish(method, params)
+
+    async def _listen(self, request: _Request) -> dict[str, Any]:
+        wanted = request.params.get("notifications")
+        if not isinstance(wanted, dict):
+            raise InvalidParams('subscriptions/listen needs a "notifications" object naming what to receive')
+        if request.notify is None or not self._hubs:
+            raise InvalidParams("subscriptions/listen needs a transport that streams notifications")
+        agreed: dict[str, Any] = {}
+        methods: set[str] = set()
+        for name, (method, family) in _LISTEN_FILTERS.items():
+            value = wanted.get(name)
+            if value is not None and not isinstance(value, bool):
+                raise InvalidParams(f"subscriptions/listen: notifications.{name} must be a boolean")
+            if value and self.serves(f"{family}/list"):
+                agreed[name] = True
+                methods.add(method)
+        uris = wanted.get("resourceSubscriptions")
+        if uris is not None:
+            if not isinstance(uris, list) or not all(isinstance(uri, str) and uri for uri in uris):
+                raise InvalidParams("subscriptions/listen: notifications.resourceSubscriptions must be a list of uris")
+            if self.serves("resources/read"):
+                agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
+        subscribed = set(agreed.get("resourceSubscriptions", ()))
+        meta = {wire.META_SUBSCRIPTION_ID: request.id}
+        # Registered before the acknowledgement, so nothing published after it is missed.
+        listener = self._hubs[-1].listen()
+        try:
+            request.notify("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": meta})
+            async for method, params in listener:
+                if method in methods or (method == "notifications/resources/updated" and params.get("uri") in subscribed):
+                    request.notify(method, {**params, "_meta": meta})
+        finally:
+            listener.close()  # a client that went away stops receiving at once
+        return {"resultType": "complete", "_meta": dict(meta)}
+
 
     # -- dispatch ------------------------------------------------------------------------
 
@@ -339,6 +545,7 @@ class Server(Registry):
             log_level=envelope.log_level,
             notify=request.notify,
             auth=request.auth,
+            lifespan=self._lifespan_value,
         )
 
     def _cacheable(self, result: dict[str, Any], ttl_ms: int | None = None) -> dict[str, Any]:

@@ -40,7 +40,7 @@ import trio
 from .errors import InternalError, InvalidRequest, ParseError, ProtocolError
 from .jsonrpc import Dispatcher, error_response, parse_message
 from .jsonrpc import encode as _encode_json
-from .transport import run_in_thread, thread_safe
+from .transport import Hub, lifespan, run_in_thread, thread_safe
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD",
@@ -342,14 +342,18 @@ async def serve_stdio(
         stdout = _fd_stream(os.dup(1), receive=False, others=(0, 2))
         owned.append(stdout)
     try:
-        await _serve(server, stdin, stdout, max_line_bytes, grace_period)
+        # The lifespan opens before the first line is read and closes after the
+        # requests in flight have finished (or the grace period cut them off).
+        async with lifespan(server) as hub:
+            await _serve(server, stdin, stdout, max_line_bytes, grace_period, hub)
     finally:
         for stream in owned:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
 
-async def _serve(server: Dispatcher, stdin: Any, stdout: Any, max_line_bytes: int, grace_period: float) -> None:
+async def _serve(server: Dispatcher, stdin: Any, stdout: Any, max_line_bytes: int, grace_period: float,
+                 hub: Hub) -> None:
     session = _Session(server, stdout)
     reader = _LineReader(stdin, max_line_bytes)
     async with trio.open_nursery() as outer:
@@ -368,6 +372,7 @@ async def _serve(server: Dispatcher, stdin: Any, stdout: Any, max_line_bytes: in
                 if not line.strip():
                     continue
                 session.dispatch(requests, line)
+            hub.close()  # listen streams end with their result; the rest get the grace period
             if session.in_flight:
                 log.info("stdin closed; waiting up to %gs for %d request(s) in flight",
                          grace_period, len(session.in_flight))

@@ -21,12 +21,12 @@ host (uvicorn, hypercorn's default worker) cannot run it.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from ..jsonrpc import Dispatcher
+from ..transport import lifespan
 from .config import ExchangeConfig, exchange_config
 from .exchange import ClientGone, HttpRequest, exchange
 from .headers import RawHeader
@@ -78,8 +78,9 @@ class ASGIApp:
 
     ``config`` is the exchange's :class:`~mrtr.http.config.ExchangeConfig` (endpoint
     path, allowed origins, SSE pacing); its fields may be given as keywords instead.
-    A body larger than ``max_body_size`` (4 MiB) gets ``413``. ``lifespan`` events are
-    acknowledged and ``websocket`` connections are refused.
+    A body larger than ``max_body_size`` (4 MiB) gets ``413``. ``lifespan`` events run
+    the server's lifespan (startup before the first request, shutdown after the host has
+    drained the last one) and ``websocket`` connections are refused.
     """
 
     def __init__(
@@ -108,26 +109,25 @@ class ASGIApp:
             raise ValueError(f"unsupported ASGI scope type {kind!r}")
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
-        # What the server keeps running beside the transport (its task carrier) lives as
-        # long as the host's lifespan task: entered on startup, left on shutdown.
-        running = getattr(self.server, "running", None)
-        context: Any = running() if running is not None else contextlib.nullcontext()
-        entered = False
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                try:
-                    await context.__aenter__()
-                except Exception as exc:
-                    await send({"type": "lifespan.startup.failed", "message": str(exc)})
-                    return
-                entered = True
+        # The host sends startup before any request and shutdown after the last one;
+        # the server's lifespan (if any) is held open in between, in this task.
+        message = await receive()
+        if message["type"] != "lifespan.startup":
+            return
+        started = False
+        try:
+            async with lifespan(self.server) as hub:
+                started = True
                 await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                if entered:
-                    await context.__aexit__(None, None, None)
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+                while (await receive())["type"] != "lifespan.shutdown":
+                    pass
+                hub.close()
+        except Exception as exc:
+            log.exception("lifespan %s failed", "shutdown" if started else "startup")
+            failed = "lifespan.shutdown.failed" if started else "lifespan.startup.failed"
+            await send({"type": failed, "message": f"{type(exc).__name__}: {exc}"})
+            return
+        await send({"type": "lifespan.shutdown.complete"})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope.get("method", "GET")

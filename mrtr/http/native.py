@@ -14,7 +14,6 @@ connections at once and gives in-flight requests ``shutdown_grace`` seconds.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import logging
 import os
@@ -26,6 +25,7 @@ from typing import Any
 import h11
 import trio
 
+from ..transport import lifespan
 from .config import ServerConfig
 from .exchange import ClientGone, HttpRequest, exchange
 from .headers import RawHeader
@@ -375,11 +375,7 @@ async def serve_socket(
     shutdown_event: trio.Event | None = None,
 ) -> None:
     """Serve on an already listening socket (see :func:`serve`); the socket is closed on return."""
-    # What the server keeps running beside the transport (its task carrier): started
-    # before the first request, so a task store that cannot be reached fails at start.
-    running = getattr(server, "running", None)
-    async with running() if running is not None else contextlib.nullcontext():
-        await _serve_listener(server, sock, config, task_status=task_status, shutdown_event=shutdown_event)
+    await _serve_listener(server, sock, config, task_status=task_status, shutdown_event=shutdown_event)
 
 
 async def _serve_listener(
@@ -394,7 +390,10 @@ async def _serve_listener(
     state = _State(server, config)
     host, port = sock.getsockname()[:2]
     try:
-        async with trio.open_nursery() as connections:
+        # What the server keeps running beside the transport (its lifespan, its task
+        # carrier) starts before the first connection is accepted, so a task store that
+        # cannot be reached fails at start, and closes after the last one has drained.
+        async with lifespan(server) as hub, trio.open_nursery() as connections:
             async with trio.open_nursery() as acceptor:
                 acceptor.start_soon(_accept_loop, listener, connections, state)
                 log.info("serving MCP on http://%s:%d%s (pid %d)", _show_host(host), port, config.exchange.path,
@@ -406,6 +405,7 @@ async def _serve_listener(
                 acceptor.cancel_scope.cancel()
             await listener.aclose()
             log.info("shutting down: %d connection(s) open, grace %.1f s", state.active, config.shutdown_grace)
+            hub.close()  # listen streams end with their result instead of holding the drain
             state.begin_shutdown()
             connections.cancel_scope.deadline = trio.current_time() + config.shutdown_grace
         log.info("server stopped")
