@@ -7,6 +7,9 @@ retry the handler runs again from the top and the recorded answers are fed back 
 ordinal. See ``docs/handlers.md``.
 """
 
+from typing import TYPE_CHECKING, Any
+
+from .answers import accept, cancel, decline
 from .context import Context
 from .effects import Elicit, ElicitResult, ElicitURL, ListRoots, Request, Sample, Step
 from .errors import (
@@ -19,9 +22,26 @@ from .errors import (
 from .replay import Completed, InputRequired, replay, replay_async
 from .schema import Form
 
+if TYPE_CHECKING:
+    from .client import Client, ClientError, RoundLimitExceeded
+
 __version__ = "0.1.0"
 
+# The client pulls in trio and, for URLs, httpx: load it on first use, not on ``import mrtr``.
+_CLIENT_NAMES = frozenset({"Client", "ClientError", "RoundLimitExceeded"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CLIENT_NAMES:
+        from . import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'mrtr' has no attribute {name!r}")
+
+
 __all__ = [
+    "Client",
+    "ClientError",
     "Completed",
     "Context",
     "Elicit",
@@ -36,8 +56,12 @@ __all__ = [
     "ProtocolError",
     "ReplayMismatch",
     "Request",
+    "RoundLimitExceeded",
     "Sample",
     "Step",
+    "accept",
+    "cancel",
+    "decline",
     "replay",
     "replay_async",
 ]
