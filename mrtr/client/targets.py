@@ -142,7 +142,7 @@ class HTTPTarget:
     def __init__(self, url: str, *, headers: Mapping[str, str] | None = None, timeout: float | None = 60.0) -> None:
         try:
             import httpx
-        except ImportError:  # pragma: no cover - exercised only without the extra
+        except ImportError:
             raise ImportError(f"mrtr.Client over HTTP needs httpx: {EXTRA_HINT}") from None
         self.url = url
         self._httpx = httpx
