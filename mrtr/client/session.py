@@ -197,20 +197,30 @@ class Client:
         return cls(StdioTarget(argv, env=env, cwd=cwd, stderr=stderr), **options)
 
     async def __aenter__(self) -> Client:
-        async with contextlib.AsyncExitStack() as stack:
-            nursery = await stack.enter_async_context(trio.open_nursery())
-            # Unwound last-in first-out: close the target, then stop background tasks.
-            stack.callback(nursery.cancel_scope.cancel)
-            stack.push_async_callback(self.target.aclose)
-            await self.target.open(nursery)
-            self._nursery = nursery
-            self._stack = stack.pop_all()
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                nursery = await stack.enter_async_context(trio.open_nursery())
+                # Unwound last-in first-out: close the target, then stop background tasks.
+                stack.callback(nursery.cancel_scope.cancel)
+                stack.push_async_callback(self.target.aclose)
+                await self.target.open(nursery)
+                self._nursery = nursery
+                self._stack = stack.pop_all()
+        except BaseExceptionGroup as group:
+            raise _unwrapped(group) from None
         return self
 
     async def __aexit__(self, *exc_info: Any) -> bool | None:
         stack, self._stack, self._nursery = self._stack, None, None
         assert stack is not None, "the Client was not entered"
-        return await stack.__aexit__(*exc_info)
+        try:
+            return await stack.__aexit__(*exc_info)
+        except BaseExceptionGroup as group:
+            # The body's own exception comes back wrapped by the client's nursery: let it
+            # leave the block as it was raised.
+            if len(group.exceptions) == 1 and group.exceptions[0] is exc_info[1]:
+                return False
+            raise _unwrapped(group) from None
 
     # -- what the client declares ---------------------------------------------------------
 
