@@ -422,7 +422,7 @@ def _list(args: argparse.Namespace) -> int:
     interactive = sys.stdout.isatty()
     try:
         return trio.run(partial(run_list, target, out=output_console(interactive),
-                                errors=output_console(interactive and sys.stderr.isatty())))
+                                errors=output_console(interactive and sys.stderr.isatty(), stderr=True)))
     except KeyboardInterrupt:
         return 130
 

@@ -384,9 +384,7 @@ class Client:
         raise ClientError(INVALID_REQUEST, f"the server asked for {what} ({item.key!r}), which this client did not "
                                            "declare")
 
-    async def _answer(self, item: InputRequest, answers: dict[str, Any]) -> None:
-        answerer, method = self._answerer(item)
-        value = await _maybe_await(answerer(item))
+    def _store(self, item: InputRequest, method: str, value: Any, answers: dict[str, Any]) -> None:
         if isinstance(value, msgspec.Struct):
             value = msgspec.to_builtins(value)
         elif method == "sampling/createMessage" and isinstance(value, str):
@@ -400,13 +398,22 @@ class Client:
 
     async def _answer_round(self, requests: Mapping[str, Any]) -> dict[str, Any]:
         items = [self._request_object(key, embedded) for key, embedded in requests.items()]
-        for item in items:
-            self._answerer(item)  # refuse an undeclared kind before asking anything
+        chosen = [(item, *self._answerer(item)) for item in items]  # refuse an undeclared kind before asking
         answers: dict[str, Any] = {}
+
+        async def finish(item: InputRequest, method: str, pending: Any) -> None:
+            self._store(item, method, await pending, answers)
+
         try:
             async with trio.open_nursery() as nursery:
-                for item in items:
-                    nursery.start_soon(self._answer, item, answers)
+                # Answerers are called in the server's order: a sync one (a person at a
+                # terminal) answers before the next is asked; async ones run concurrently.
+                for item, answerer, method in chosen:
+                    value = answerer(item)
+                    if inspect.isawaitable(value):
+                        nursery.start_soon(finish, item, method, value)
+                    else:
+                        self._store(item, method, value, answers)
         except BaseExceptionGroup as group:
             raise _unwrapped(group) from None
         return {key: answers[key] for key in requests}

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 try:
     from rich.console import Console
     from rich.markup import escape
-    from rich.progress import BarColumn, Progress, TaskID, TextColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
     from rich.syntax import Syntax
 except ImportError:
     raise ImportError("mrtr call and mrtr list need rich: install the 'client' extra: pip install 'mrtr[client]'") \
@@ -200,7 +200,7 @@ class Terminal:
             return
         if self._progress is None:
             self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                      TextColumn("{task.completed:g}/{task.total:g}"),
+                                      MofNCompleteColumn(),
                                       console=self.console, transient=True)
             self._progress.start()
             self._task = self._progress.add_task("working", total=None)
@@ -541,6 +541,6 @@ async def run_list(target: str | Sequence[str], *, out: Console, errors: Console
     return 0
 
 
-def output_console(interactive: bool) -> Console:
-    """Where results go: stdout, coloured only when a person is at a terminal on both ends."""
-    return Console(highlight=False, color_system="auto" if interactive else None, soft_wrap=True)
+def output_console(interactive: bool, *, stderr: bool = False) -> Console:
+    """Where results (or, with ``stderr``, errors) go; coloured only when ``interactive``."""
+    return Console(stderr=stderr, highlight=False, color_system="auto" if interactive else None, soft_wrap=True)
