@@ -26,7 +26,7 @@ import trio
 from .. import wire
 from ..answers import roots as _roots
 from ..answers import sampled as _sampled
-from ..errors import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST
+from ..errors import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
 from ..jsonrpc import Dispatcher, request
 from .errors import ClientError, RoundLimitExceeded
 from .headers import InvalidHeaderSchema, mirrored_parameters
@@ -285,6 +285,10 @@ class Client:
     async def call_once(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Send one request (one round) with a fresh id and ``_meta``; return its raw result.
 
+        One error is retried once, with a new id: ``-32020`` over HTTP after fetching
+        ``tools/list`` again (a tool's ``x-mcp-header`` annotations may have changed), and
+        ``-32022`` when the server lists this client's protocol version as supported.
+
         ``params`` may carry ``inputResponses`` and ``requestState`` for callers that drive
         the rounds themselves; an ``input_required`` result is returned as it came.
         Raises :class:`ClientError` for an error response.
@@ -299,12 +303,22 @@ class Client:
             try:
                 return await self._send(message, parameters)
             except ClientError as error:
-                # A tool's header annotations may have changed since tools/list: refetch once.
-                if error.code != HEADER_MISMATCH or parameters is None or attempt == 2:
+                if attempt == 2 or not self._worth_retrying(error):
                     raise
-                self._tools = None
-                parameters = await self._parameters(method, params)
+                if error.code == HEADER_MISMATCH:
+                    # A tool's header annotations may have changed since tools/list: refetch.
+                    self._tools = None
+                    parameters = await self._parameters(method, params)
         raise AssertionError("unreachable")
+
+    def _worth_retrying(self, error: ClientError) -> bool:
+        if error.code == HEADER_MISMATCH:
+            return self.target.mirrors_headers
+        if error.code == UNSUPPORTED_PROTOCOL_VERSION:
+            # This client speaks one version; try once more only if the server says it supports it.
+            supported = error.data.get("supported") if isinstance(error.data, dict) else None
+            return isinstance(supported, list) and wire.PROTOCOL_VERSION in supported
+        return False
 
     async def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Send ``method`` and answer ``input_required`` rounds until the final result, which is returned."""
