@@ -431,7 +431,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the ``mrtr`` command with ``argv`` (default: ``sys.argv[1:]``) and return its exit code."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
+        # ``mrtr call URL --prompt p a=1``: words after an option are still the command's words.
+        if extras and getattr(args, "words", None) is not None and not any(e.startswith("-") for e in extras):
+            args.words += extras
+        elif extras:
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
     except SystemExit as exc:  # --help, --version, or an argparse error (code 2)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     if args.command is None:

@@ -143,7 +143,7 @@ def _options(prop: Mapping[str, Any]) -> list[tuple[Any, str]] | None:
 
 
 def _constraints(prop: Mapping[str, Any]) -> list[str]:
-    words = {"minLength": "at least {} characters", "maxLength": "at most {} characters",
+    words = {"minLength": "min length {}", "maxLength": "max length {}",
              "minimum": "at least {}", "maximum": "at most {}", "format": "format {}",
              "minItems": "pick at least {}", "maxItems": "pick at most {}"}
     return [template.format(prop[key]) for key, template in words.items() if key in prop]
