@@ -204,3 +204,22 @@ def test_missing_client_extra_names_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "httpx", None)
     with pytest.raises(ImportError, match=r"'client' extra: pip install 'mrtr\[client\]'"):
         mrtr.Client("http://127.0.0.1:9/mcp")
+
+
+async def test_complete_sends_the_reference(reach):
+    def script(params: dict[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+        assert params["ref"] == {"type": "ref/prompt", "name": "review"}
+        assert params["argument"] == {"name": "language", "value": "py"}
+        assert params["context"] == {"arguments": {"focus": "style"}}
+        return {"resultType": "complete", "completion": {"values": ["python"], "hasMore": False}}
+
+    async with await reach(Scripted(script)) as client:
+        completion = await client.complete("language", "py", prompt="review", context={"focus": "style"})
+    assert completion == {"values": ["python"], "hasMore": False}
+
+
+def test_a_target_must_be_a_url_a_server_or_a_target():
+    with pytest.raises(TypeError, match="a Client target is"):
+        mrtr.Client(42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_rounds"):
+        mrtr.Client("http://127.0.0.1:9/mcp", max_rounds=0)
