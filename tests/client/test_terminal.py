@@ -243,3 +243,12 @@ def test_terminal_progress_bar():
     term.expect("counted 3")
     assert term.finish() == 0
     assert "step" in term.text  # the bar's description, drawn (and then removed) on the terminal
+
+
+def test_url_mode_prints_the_address_and_waits():
+    done = piped("call", "--stdio", SERVER, "visit", stdin="\n")
+    assert done.returncode == 0, done.stderr
+    assert "Open this address: https://example.com/login" in done.stderr
+    assert done.stdout.strip() == "url accept"
+    refused = piped("call", "--stdio", SERVER, "visit", stdin="!decline\n")
+    assert refused.stdout.strip() == "url decline"
