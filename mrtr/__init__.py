@@ -5,6 +5,10 @@ a group of them, or a memoized :class:`Step`); the runtime answers from the ledg
 recorded answers or pauses the conversation with an ``InputRequiredResult``. On each
 retry the handler runs again from the top and the recorded answers are fed back by
 ordinal. See ``docs/handlers.md``.
+
+:class:`Client` is the other side: it calls a server (a URL, a server object in
+process, or a subprocess), answers its questions with :func:`accept`, :func:`decline`
+and :func:`cancel`, and retries. It is imported on first use. See ``docs/client.md``.
 """
 
 from typing import TYPE_CHECKING, Any
