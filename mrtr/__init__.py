@@ -1,10 +1,18 @@
-"""mrtr: MCP handlers that ask the user mid-execution, written as plain generators.
+"""mrtr: MCP servers whose handlers ask the user mid-execution, written as plain generators.
 
-A handler yields what it needs (:class:`Elicit`, :class:`Sample`, :class:`ListRoots`,
-a group of them, or a memoized :class:`Step`); the runtime answers from the ledger of
-recorded answers or pauses the conversation with an ``InputRequiredResult``. On each
-retry the handler runs again from the top and the recorded answers are fed back by
-ordinal. See ``docs/handlers.md``.
+A handler yields what it needs (:class:`Elicit`, :class:`ElicitURL`, :class:`Sample`,
+:class:`ListRoots`, a group of them, or a memoized :class:`Step`); the runtime answers
+from the ledger of recorded answers or pauses the conversation with an
+``InputRequiredResult``. On each retry the handler runs again from the top and the
+recorded answers are fed back by ordinal. Register handlers on a :class:`Server` and
+serve it with :mod:`mrtr.http` or :mod:`mrtr.stdio`. See ``docs/handlers.md`` and
+``docs/server.md``.
+
+This namespace holds what handler and server authors use. The machinery has its own
+modules: the replay core (:mod:`mrtr.replay`), the sealed token (:mod:`mrtr.state`),
+wire types (:mod:`mrtr.wire`, always used module-qualified, e.g. ``wire.ElicitResult``
+for the message, while :class:`ElicitResult` here is what a handler receives),
+JSON-RPC framing (:mod:`mrtr.jsonrpc`) and the test helpers (:mod:`mrtr.testing`).
 
 :class:`Client` is the other side: it calls a server (a URL, a server object in
 process, or a subprocess), answers its questions with :func:`accept`, :func:`decline`
@@ -23,8 +31,9 @@ from .errors import (
     ProtocolError,
     ReplayMismatch,
 )
-from .replay import Completed, InputRequired, replay, replay_async
+from .registry import Header
 from .schema import Form
+from .server import RequestInfo, Server
 
 if TYPE_CHECKING:
     from .client import Client, ClientError, RoundLimitExceeded
@@ -46,26 +55,25 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Client",
     "ClientError",
-    "Completed",
     "Context",
     "Elicit",
     "ElicitResult",
     "ElicitURL",
     "Form",
     "HandlerError",
-    "InputRequired",
+    "Header",
     "InvalidParams",
     "ListRoots",
     "MissingRequiredClientCapability",
     "ProtocolError",
     "ReplayMismatch",
     "Request",
+    "RequestInfo",
     "RoundLimitExceeded",
     "Sample",
+    "Server",
     "Step",
     "accept",
     "cancel",
     "decline",
-    "replay",
-    "replay_async",
 ]
