@@ -26,9 +26,10 @@ from typing import Any
 import msgspec
 
 from . import __version__, wire
+from .transport import settle_key
 from .wire import PROTOCOL_VERSION
 
-__all__ = ["DEFAULT_APP", "AppImportError", "UsageError", "banner", "curl_example", "load_server", "main"]
+__all__ = ["DEFAULT_APP", "AppImportError", "UsageError", "banner", "curl_example", "inventory", "load_server", "main"]
 
 DEFAULT_APP = "mrtr.examples.server:server"
 DEFAULT_HOST = "127.0.0.1"
@@ -205,6 +206,21 @@ def banner(server: Any, host: str, port: int, workers: int) -> str:
     ])
 
 
+def inventory(server: Any) -> str:
+    """What ``mrtr serve`` lists at start: the registered tools, prompts and resources."""
+
+    def names(kind: str, items: list[dict[str, Any]], member: str) -> str:
+        shown = ", ".join(str(item.get(member) or item.get("uriTemplate") or item.get("name")) for item in items)
+        return f"  {kind} ({len(items)}): {shown or '-'}"
+
+    return "\n".join([
+        "mrtr: registered",
+        names("tools", server.tool_definitions(), "name"),
+        names("prompts", server.prompt_definitions(), "name"),
+        names("resources", server.resource_definitions(), "uri"),
+    ])
+
+
 # -- argument parsing ------------------------------------------------------------------------
 
 
@@ -273,32 +289,70 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level", default="info", choices=["debug", "info", "warning", "error"],
         help="log level for messages on stderr (default: info)",
     )
+    serve.add_argument(
+        "--log-format", default="text", choices=["text", "json"],
+        help="text lines, or one JSON object per line for log shippers (default: text)",
+    )
+    serve.add_argument(
+        "--reload", action="store_true",
+        help="development: restart the server when a .py file under the current directory changes "
+             "(needs the dev extra: pip install 'mrtr[dev]')",
+    )
     return parser
 
 
-def _configure_logging(level: str) -> None:
-    root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("mrtr").setLevel(level.upper())
+def _configure_logging(level: str, fmt: str = "text") -> None:
+    from .logs import configure
+
+    configure(level, fmt)
 
 
 # -- the commands ------------------------------------------------------------------------------
 
 
-def _serve(args: argparse.Namespace) -> int:
+def _announce(server: Any, log_format: str, text: str | None = None) -> None:
+    """Say what is served: plain lines on stderr, or one JSON record each with ``--log-format json``."""
+    if log_format == "json":
+        fields = {
+            "tools": [item["name"] for item in server.tool_definitions()],
+            "prompts": [item["name"] for item in server.prompt_definitions()],
+            "resources": [item.get("uri") or item.get("uriTemplate") for item in server.resource_definitions()],
+        }
+        log.info("registered %d tools, %d prompts, %d resources", *map(len, fields.values()), extra={"mrtr": fields})
+        if text is not None:
+            log.info("%s", text.splitlines()[0])
+        return
+    print(inventory(server), file=sys.stderr, flush=True)
+    if text is not None:
+        print(text, file=sys.stderr, flush=True)
+
+
+def _without_reload(argv: list[str]) -> list[str]:
+    return [arg for arg in argv if arg != "--reload"]
+
+
+def _serve(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     if args.stdio:
         given = [flag for flag, value in (("--host", args.host), ("--port", args.port), ("--workers", args.workers))
                  if value is not None]
         if given:
             raise UsageError(f"--stdio cannot be combined with {', '.join(given)} (those are HTTP options)")
-    _configure_logging(args.log_level)
+    if args.reload:
+        if args.stdio:
+            raise UsageError("--reload cannot be combined with --stdio (a restart would cut the client's session)")
+        if (args.workers or 1) > 1:
+            raise UsageError("--reload serves one worker; drop --workers")
+        from .reload import run_with_reload
+
+        return run_with_reload(_without_reload(sys.argv[1:] if argv is None else argv))
+    _configure_logging(args.log_level, args.log_format)
     if args.stdio:
         from .stdio import run_stdio
 
         # Keep anything the application prints while importing off the protocol stream.
         with contextlib.redirect_stdout(sys.stderr):
             server = load_server(args.app or DEFAULT_APP)
+        _announce(server, args.log_format)
         run_stdio(server)
         return 0
     server = load_server(args.app or DEFAULT_APP)
@@ -310,7 +364,9 @@ def _serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"mrtr: the HTTP transport is not available: {exc}", file=sys.stderr)
         return 1
-    print(banner(server, host, port, workers), file=sys.stderr, flush=True)
+    if workers == 1:  # with more, run() shares one generated key among the workers and says so
+        settle_key(server)
+    _announce(server, args.log_format, banner(server, host, port, workers))
     try:
         run(server, host, port, workers=workers)
     except KeyboardInterrupt:  # a Ctrl+C before the server installed its signal handlers
@@ -332,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return _serve(args)
+        return _serve(args, argv)
     except UsageError as exc:
         print(f"mrtr serve: error: {exc}", file=sys.stderr)
         return 2

@@ -26,8 +26,8 @@ from collections.abc import Mapping
 from typing import Any
 
 try:
-    from opentelemetry import propagate as _propagate
-    from opentelemetry import trace as _trace
+    import opentelemetry.propagate as _propagate
+    import opentelemetry.trace as _trace
 except ImportError:  # the extra is not installed
     ENABLED = False
 else:

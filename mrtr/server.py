@@ -270,7 +270,8 @@ class Server:
     ``sync_handlers="thread"`` runs sync handlers (plain functions and sync generators)
     in a worker thread, so blocking code in them does not stall other requests; the
     default ``"inline"`` runs them on the event loop, which is faster for handlers that
-    do not block.
+    do not block. A handler that raises is logged with its traceback; the client sees
+    the exception's message, or only a generic one with ``mask_errors=True``.
     """
 
     def __init__(
@@ -289,8 +290,10 @@ class Server:
         page_size: int = 100,
         list_ttl_ms: int = 60_000,
         cache_scope: Literal["public", "private"] = "public",
+        mask_errors: bool = False,
     ) -> None:
         self.name = name
+        self.mask_errors = mask_errors
         self.version = version
         self.instructions = instructions
         self.server_info: dict[str, Any] = {"name": name, "version": version}
@@ -522,6 +525,15 @@ class Server:
         """The ``Tool`` objects ``tools/list`` reports, in registration order."""
         return [dict(tool.definition) for tool in self._tools.values()]
 
+    def prompt_definitions(self) -> list[dict[str, Any]]:
+        """The ``Prompt`` objects ``prompts/list`` reports, in registration order."""
+        return [dict(prompt.definition) for prompt in self._prompts.values()]
+
+    def resource_definitions(self) -> list[dict[str, Any]]:
+        """The ``Resource`` and then the ``ResourceTemplate`` objects the server lists."""
+        return [dict(resource.definition) for resource in self._resources.values()] + \
+            [dict(template.definition) for template in self._templates]
+
     def header_parameters(self, tool_name: str) -> dict[str, str]:
         """For a tool, the ``Mcp-Param-*`` header names (lowercase) mapped to parameter names."""
         tool = self._tools.get(tool_name)
@@ -692,7 +704,8 @@ class Server:
         try:
             outcome = await self._execute(request, tool.fn, arguments, ctx)
         except HandlerError as error:
-            return {"resultType": "complete", "content": [{"type": "text", "text": error.message}], "isError": True}
+            text = self._handler_failed(request.method, name, error) or "The tool failed with an internal error."
+            return {"resultType": "complete", "content": [{"type": "text", "text": text}], "isError": True}
         if not isinstance(outcome, Completed):
             return msgspec.to_builtins(outcome)
         return _tool_result(outcome.result, tool.structured)
@@ -752,8 +765,14 @@ class Server:
         try:
             return await self._execute(request, fn, arguments, ctx)
         except HandlerError as error:
-            log.warning("%s handler failed: %s", request.method, error.message, exc_info=error.__cause__)
-            raise InternalError(f"Internal error: {error.message}") from None
+            text = self._handler_failed(request.method, ctx.target, error)
+            raise InternalError(f"Internal error: {text}" if text else "Internal error") from None
+
+    def _handler_failed(self, method: str, target: Any, error: HandlerError) -> str | None:
+        """Log a failed handler with its traceback; the text the client may see (``None`` when masked)."""
+        where = f" at {error.location}" if error.location else ""
+        log.error("%s %r failed%s: %s", method, target, where, error.message, exc_info=error.__cause__)
+        return None if self.mask_errors else error.message
 
     async def _complete(self, request: _Request) -> dict[str, Any]:
         params = request.params
@@ -770,7 +789,8 @@ class Server:
         except ProtocolError:
             raise
         except Exception as exc:
-            raise InternalError(f"Internal error: completion failed: {exc}") from exc
+            log.error("completion/complete failed", exc_info=exc)
+            raise InternalError("Internal error" if self.mask_errors else f"Internal error: completion failed: {exc}") from exc
         completion = dict(values) if isinstance(values, dict) else {"values": list(values or [])}
         completion["values"] = [str(value) for value in completion.get("values", [])][:100]
         return {"resultType": "complete", "completion": completion}

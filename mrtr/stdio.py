@@ -48,7 +48,7 @@ from .errors import InternalError, InvalidRequest, ParseError, ProtocolError
 from .jsonrpc import Dispatcher, error_response, parse_message
 from .jsonrpc import encode as _encode_json
 from .logs import AccessRecord
-from .transport import run_in_thread, thread_safe
+from .transport import run_in_thread, settle_key, thread_safe
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD",
@@ -477,6 +477,7 @@ def run_stdio(
     if not logging.getLogger().handlers:
         logging.basicConfig(stream=sys.stderr, level=logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    settle_key(server)  # a missing MRTR_SECRET is said once, now, not at the first call
     sys.stdout.flush()
     protocol_fd = os.dup(1)
     saved_fd = os.dup(1)

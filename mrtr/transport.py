@@ -10,14 +10,16 @@ handler running in a worker thread can still report progress.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import trio
 
 from .jsonrpc import Notify
+from .state import EphemeralKeyWarning
 
-__all__ = ["run_in_thread", "thread_safe"]
+__all__ = ["run_in_thread", "settle_key", "thread_safe"]
 
 
 async def run_in_thread(run: Callable[[], Any]) -> Any:
@@ -41,3 +43,17 @@ def thread_safe(notify: Notify) -> Notify:
         notify(method, params)
 
     return relay
+
+
+def settle_key(server: Any) -> None:
+    """Build a server's ``requestState`` key ring now, before the first request.
+
+    So a missing ``MRTR_SECRET`` is reported once, at start, as the one log line the
+    codec writes (its :class:`~mrtr.state.EphemeralKeyWarning`, the same news, is not
+    shown again). A dispatcher without a key ring is left alone.
+    """
+    if not hasattr(type(server), "engine"):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EphemeralKeyWarning)
+        _ = server.engine
