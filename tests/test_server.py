@@ -13,6 +13,7 @@ from mrtr import wire
 from mrtr.jsonrpc import parse_message
 from mrtr.transport import run_in_thread, thread_safe
 from mrtr.server import Header, RequestInfo, Server
+from mrtr.state import RequestStateCodec
 from mrtr.testing import accept
 
 from .wire_schema import validate, validate_message
@@ -503,17 +504,44 @@ async def test_a_hand_written_input_schema_is_published_as_given_and_hints_still
         custom.tool(lambda: None, name="bad", input_schema={"type": "string"})
 
 
-def test_key_ready_reports_whether_workers_would_share_a_key(monkeypatch):
-    monkeypatch.delenv("MRTR_SECRET", raising=False)
-    assert Server("a", secret=b"s" * 32).key_ready
-    unsettled = Server("b")
-    assert not unsettled.key_ready
-    monkeypatch.setenv("MRTR_SECRET", base64.b64encode(b"k" * 32).decode())
-    assert unsettled.key_ready
-    monkeypatch.delenv("MRTR_SECRET")
-    with pytest.warns(UserWarning):
-        unsettled.engine
-    assert unsettled.key_ready
+async def test_a_hand_written_input_schema_is_enforced_before_the_handler_runs():
+    custom = Server("custom", secret=b"s" * 32)
+    calls = []
+    # What type hints cannot say: "unit" is required exactly when "amount" is present.
+    schema = {"type": "object", "properties": {"amount": {"type": "number", "exclusiveMinimum": 0},
+                                               "unit": {"enum": ["kg", "lb"]}},
+              "dependentRequired": {"amount": ["unit"]}, "additionalProperties": False}
+
+    @custom.tool(input_schema=schema)
+    def weigh(amount: float = 0, unit: str = "kg") -> str:
+        calls.append((amount, unit))
+        return f"{amount} {unit}"
+
+    assert result_of(await rpc(custom, "tools/call", {"name": "weigh", "arguments": {"amount": 2, "unit": "lb"}}))
+    for arguments, fragment in (({"amount": 2}, "'unit' is a dependency of 'amount'"),
+                                ({"amount": -1, "unit": "kg"}, "amount: -1 is less than or equal to"),
+                                ({"colour": "red"}, "Additional properties are not allowed")):
+        error = error_of(await rpc(custom, "tools/call", {"name": "weigh", "arguments": arguments}))
+        assert error["code"] == -32602
+        assert error["message"].startswith("Invalid arguments for tool weigh: ")
+        assert fragment in error["message"]
+    assert calls == [(2, "lb")]
+    with pytest.raises(ValueError, match="not a valid JSON Schema"):
+        custom.tool(lambda: None, name="broken", input_schema={"type": "object", "properties": {"a": {"type": 7}}})
+
+
+def test_ttl_from_the_environment_applies_to_a_secret_given_in_code(monkeypatch):
+    monkeypatch.setenv("MRTR_TTL", "7")
+    for secret in (base64.b64encode(b"k" * 32).decode(), b"k" * 32, [b"k" * 32]):
+        assert Server("a", secret=secret).engine.codec.ttl == 7.0
+    assert Server("b", secret=b"k" * 32, ttl=3).engine.codec.ttl == 3.0
+
+
+def test_a_codec_excludes_secret_and_ttl():
+    codec = RequestStateCodec([b"k" * 32])
+    with pytest.raises(ValueError, match="either codec or secret"):
+        Server("a", codec=codec, ttl=5)
+    assert Server("b", codec=codec).engine.codec is codec
 
 
 def threaded_server(mode: str) -> Server:

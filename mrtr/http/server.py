@@ -15,7 +15,6 @@ connections at once and gives in-flight requests ``shutdown_grace`` seconds.
 
 from __future__ import annotations
 
-import base64
 import errno
 import logging
 import multiprocessing
@@ -541,18 +540,6 @@ def _worker(server: Any, host: str, port: int, config: ServerConfig, inherited: 
     trio.run(_serve_until_signal, server, sock, config)
 
 
-def _share_secret(server: Any, workers: int) -> None:
-    """Make every worker seal and open ``requestState`` with the same key."""
-    if server.key_ready:
-        return
-    os.environ["MRTR_SECRET"] = base64.b64encode(os.urandom(32)).decode("ascii")
-    log.warning(
-        "MRTR_SECRET is not set: generated a random requestState key for this run and shared it with all %d "
-        "workers through MRTR_SECRET. Tokens die with this process group; set MRTR_SECRET to keep them valid "
-        "across restarts and other nodes.", workers,
-    )
-
-
 def run(server: Any, host: str = "127.0.0.1", port: int = 8000, *, workers: int = 1, **options: Any) -> None:
     """Serve ``server`` until SIGINT or SIGTERM, then shut down gracefully and return.
 
@@ -577,8 +564,7 @@ def run(server: Any, host: str = "127.0.0.1", port: int = 8000, *, workers: int 
         sock = _bind(host, port, config)
         trio.run(_serve_until_signal, server, sock, config)
         return
-    _share_secret(server, workers)
-    _ = server.engine  # build the codec now, so forked workers inherit the very same key ring
+    _ = server.engine  # build the key ring now: forked workers inherit the very same one
     sock = _bind(host, port, config, reuse_port=True)
     bound_port = sock.getsockname()[1]
     context = multiprocessing.get_context("fork")
