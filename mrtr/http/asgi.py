@@ -12,11 +12,11 @@ host (uvicorn, hypercorn's default worker) cannot run it.
     import trio
     from hypercorn.config import Config
     from hypercorn.trio import serve
-    from mrtr.http import ASGIApp
+    from mrtr.http import asgi_app
 
     config = Config()
     config.bind = ["127.0.0.1:8000"]
-    trio.run(serve, ASGIApp(server), config)
+    trio.run(serve, asgi_app(server), config)
 """
 
 from __future__ import annotations
@@ -25,9 +25,12 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from .exchange import ClientGone, ExchangeConfig, Header, HttpRequest, exchange
+from ..jsonrpc import Dispatcher
+from .config import ExchangeConfig, exchange_config
+from .exchange import ClientGone, HttpRequest, exchange
+from .headers import RawHeader
 
-__all__ = ["ASGIApp"]
+__all__ = ["ASGIApp", "asgi_app"]
 
 log = logging.getLogger("mrtr.http")
 
@@ -55,11 +58,11 @@ class _ASGIResponder:
         except OSError as exc:  # hosts raise an OSError subclass once the client is gone
             raise ClientGone() from exc
 
-    async def respond(self, status: int, headers: list[Header], body: bytes) -> None:
+    async def respond(self, status: int, headers: list[RawHeader], body: bytes) -> None:
         await self._emit({"type": "http.response.start", "status": status, "headers": headers})
         await self._emit({"type": "http.response.body", "body": b"" if self._head else body, "more_body": False})
 
-    async def start(self, status: int, headers: list[Header]) -> None:
+    async def start(self, status: int, headers: list[RawHeader]) -> None:
         await self._emit({"type": "http.response.start", "status": status, "headers": headers})
 
     async def send(self, chunk: bytes) -> None:
@@ -70,29 +73,24 @@ class _ASGIResponder:
 
 
 class ASGIApp:
-    """Serve ``server`` at ``path`` to an ASGI host that runs its applications under trio.
+    """Serve ``server`` to an ASGI host that runs its applications under trio.
 
-    ``allowed_origins``, ``sse_keepalive`` and ``notification_buffer`` are the exchange
-    options (see :class:`~mrtr.http.exchange.ExchangeConfig`); a body larger than
-    ``max_body_size`` (4 MiB) gets ``413``. ``lifespan`` events are acknowledged and
-    ``websocket`` connections are refused.
+    ``config`` is the exchange's :class:`~mrtr.http.config.ExchangeConfig` (endpoint
+    path, allowed origins, SSE pacing); its fields may be given as keywords instead.
+    A body larger than ``max_body_size`` (4 MiB) gets ``413``. ``lifespan`` events are
+    acknowledged and ``websocket`` connections are refused.
     """
 
     def __init__(
         self,
-        server: Any,
+        server: Dispatcher,
+        config: ExchangeConfig | None = None,
         *,
-        path: str = "/mcp",
-        allowed_origins: Any = (),
         max_body_size: int = 4 * 1024 * 1024,
-        sse_keepalive: float | None = 15.0,
-        notification_buffer: int = 10_000,
+        **options: Any,
     ) -> None:
-        if isinstance(allowed_origins, str):
-            allowed_origins = (allowed_origins,)
         self.server = server
-        self.config = ExchangeConfig(path=path, allowed_origins=tuple(allowed_origins or ()),
-                                     sse_keepalive=sse_keepalive, notification_buffer=notification_buffer)
+        self.config = exchange_config(options, config)
         if isinstance(max_body_size, bool) or not isinstance(max_body_size, int) or max_body_size < 1:
             raise ValueError(f"max_body_size must be a positive integer, got {max_body_size!r}")
         self.max_body_size = max_body_size
@@ -119,7 +117,7 @@ class ASGIApp:
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope.get("method", "GET")
-        headers: list[Header] = [(bytes(name), bytes(value)) for name, value in scope.get("headers", [])]
+        headers: list[RawHeader] = [(bytes(name), bytes(value)) for name, value in scope.get("headers", [])]
         responder = _ASGIResponder(send, method == "HEAD")
         try:
             body = await self._read_body(headers, receive, responder)
@@ -147,7 +145,7 @@ class ASGIApp:
             return path[len(root):]
         return path
 
-    async def _read_body(self, headers: list[Header], receive: Receive, responder: _ASGIResponder) -> bytes | None:
+    async def _read_body(self, headers: list[RawHeader], receive: Receive, responder: _ASGIResponder) -> bytes | None:
         limit = self.max_body_size
         for name, value in headers:
             if name.lower() == b"content-length":
@@ -179,3 +177,9 @@ class ASGIApp:
         await responder.respond(413, [(b"content-type", b"text/plain; charset=utf-8"),
                                       (b"content-length", str(len(body)).encode()),
                                       (b"connection", b"close")], body)
+
+
+def asgi_app(server: Dispatcher, config: ExchangeConfig | None = None, *, max_body_size: int = 4 * 1024 * 1024,
+             **options: Any) -> ASGIApp:
+    """The ASGI application serving ``server`` (see :class:`ASGIApp` for the options)."""
+    return ASGIApp(server, config, max_body_size=max_body_size, **options)

@@ -7,7 +7,7 @@ import json
 import pytest
 import trio
 
-from mrtr.http import ASGIApp
+from mrtr.http import ASGIApp, ExchangeConfig, asgi_app
 
 from ..wire_schema import validate_message
 from .app import server
@@ -95,3 +95,9 @@ def test_options_are_checked():
     with pytest.raises(ValueError):
         ASGIApp(server, path="mcp")
     assert ASGIApp(server, allowed_origins="https://a.example").config.allowed_origins == ("https://a.example",)
+    with pytest.raises(TypeError, match="not both"):
+        ASGIApp(server, ExchangeConfig(), path="/x")
+    with pytest.raises(TypeError, match="pathh"):
+        asgi_app(server, pathh="/x")
+    shared = ExchangeConfig(path="/x")
+    assert asgi_app(server, shared).config is shared

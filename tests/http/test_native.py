@@ -9,7 +9,7 @@ import h11
 import pytest
 import trio
 
-from mrtr.http import ServerConfig, serve
+from mrtr.http import ExchangeConfig, ServerConfig, serve
 
 from ..wire_schema import validate_message
 from .app import GATES, SLOW
@@ -221,8 +221,10 @@ async def test_connections_beyond_the_limit_get_503(nursery):
     with trio.fail_after(3):
         response, body = await extra.response()
     assert response.status_code == 503 and header(response, b"retry-after") == b"1"
-    await held[0].stream.aclose()
-    await trio.sleep(0.05)
+    # Half-close and wait for the server's close: it frees the slot before it closes.
+    await held[0].stream.send_eof()
+    with trio.fail_after(3):
+        assert await held[0].at_eof()
     again = await RawClient.connect(port)
     response, _ = await again.request(rpc("tools/list"), port)
     assert response.status_code == 200
@@ -334,10 +336,16 @@ def test_options_are_checked():
     with pytest.raises(ValueError):
         ServerConfig(max_body_size=0)
     with pytest.raises(ValueError):
-        ServerConfig(path="mcp")
+        ServerConfig.from_options({"path": "mcp"})
     with pytest.raises(ValueError):
-        ServerConfig(allowed_origins=("ftp://x",))
-    assert ServerConfig.from_options({"allowed_origins": "*"}).allowed_origins == ("*",)
+        ServerConfig(exchange=ExchangeConfig(allowed_origins=("ftp://x",)))
+    with pytest.raises(TypeError, match="not both"):
+        ServerConfig.from_options({"exchange": ExchangeConfig(), "path": "/x"})
+    config = ServerConfig.from_options({"allowed_origins": "*", "max_body_size": 10})
+    assert config.exchange.allowed_origins == ("*",) and config.max_body_size == 10
+    shared = ExchangeConfig(path="/x", allowed_origins=["a.example"])
+    assert ServerConfig.from_options({"exchange": shared}).exchange is shared
+    assert shared.allowed_origins == ("a.example",) and shared.origin_allowed("https://a.example:8443")
 
 
 async def test_any_origin_can_be_allowed(nursery):

@@ -19,10 +19,25 @@ from .conftest import BASE_HEADERS, decode_reply, mcp_headers, rpc
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def listening_socket(reuse_port: bool = False) -> socket.socket:
+    """A socket bound to port 0 and listening, to hand to the server process (no port race)."""
+    sock = socket.socket()
+    if reuse_port:  # the other workers bind the same port
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def start_process(code: str, sock: socket.socket, env: dict | None = None) -> trio.Process:
+    """Run ``code`` in a Python child that finds the listening socket as ``sock``."""
+    prologue = f"import socket; sock = socket.socket(fileno={sock.fileno()}); "
+    try:
+        return await trio.lowlevel.open_process([sys.executable, "-c", prologue + code], cwd=ROOT, env=env,
+                                                stderr=subprocess.PIPE, pass_fds=[sock.fileno()])
+    finally:
+        sock.close()  # the child holds it now
 
 
 async def post(port: int, message: dict):
@@ -58,14 +73,14 @@ async def converse(port: int, topic: str) -> str:
 
 @pytest.mark.parametrize("secret", ["given", "generated"])
 async def test_two_workers_share_the_port_and_the_request_state_key(secret):
-    port = free_port()
+    sock = listening_socket(reuse_port=True)
+    port = sock.getsockname()[1]
     env = {key: value for key, value in os.environ.items() if key != "MRTR_SECRET"}
     if secret == "given":
         env["MRTR_SECRET"] = base64.b64encode(b"w" * 32).decode()
     code = ("from tests.http.app import build_server; from mrtr.http import run; "
-            f"run(build_server(), '127.0.0.1', {port}, workers=2, shutdown_grace=2)")
-    process = await trio.lowlevel.open_process([sys.executable, "-c", code], cwd=ROOT, env=env,
-                                               stderr=subprocess.PIPE)
+            "run(build_server(), sock=sock, workers=2, shutdown_grace=2)")
+    process = await start_process(code, sock, env)
     try:
         with trio.fail_after(20):
             while True:  # wait for the first worker to listen
@@ -85,7 +100,9 @@ async def test_two_workers_share_the_port_and_the_request_state_key(secret):
             await process.wait()
         stderr = await process.stderr.receive_some(1 << 20) if process.stderr else b""
         assert process.returncode == 0, stderr.decode(errors="replace")
-        assert (b"No MRTR_SECRET configured" in stderr) is (secret == "generated"), stderr
+        assert (b"MRTR_SECRET is not set" in stderr) is (secret == "generated"), stderr
+        # the key ring was built before the fork and handed over; no key went through the environment
+        assert b"shared by all 2 workers" in stderr if secret == "generated" else True
     finally:
         if process.returncode is None:
             process.kill()
@@ -93,10 +110,11 @@ async def test_two_workers_share_the_port_and_the_request_state_key(secret):
 
 
 async def test_a_single_worker_stops_cleanly_on_sigint():
-    port = free_port()
+    sock = listening_socket()
+    port = sock.getsockname()[1]
     code = ("from tests.http.app import server; from mrtr.http import run; "
-            f"run(server, '127.0.0.1', {port}, shutdown_grace=2)")
-    process = await trio.lowlevel.open_process([sys.executable, "-c", code], cwd=ROOT, stderr=subprocess.PIPE)
+            "run(server, sock=sock, shutdown_grace=2)")
+    process = await start_process(code, sock)
     try:
         with trio.fail_after(20):
             while True:

@@ -1,10 +1,9 @@
 """The native Streamable HTTP server: trio for I/O, h11 for HTTP/1.1.
 
 :func:`serve` runs inside a trio program (tests start it in a nursery and bind port
-0); :func:`run` is the blocking entry point that owns the trio loop, installs the
-SIGINT/SIGTERM handlers and can fork ``workers`` processes that share the port with
-``SO_REUSEPORT``. Every request is answered by :func:`mrtr.http.exchange.exchange`, the
-same code the ASGI adapter uses.
+0); the blocking entry point with signals and worker processes is
+:func:`mrtr.http.workers.run`. Every request is answered by
+:func:`mrtr.http.exchange.exchange`, the same code the ASGI adapter uses.
 
 A connection's life: wait for the first bytes of a request (the connection counts as
 idle meanwhile), read the head and the whole body under one deadline, run the
@@ -17,21 +16,20 @@ from __future__ import annotations
 
 import errno
 import logging
-import multiprocessing
 import os
-import signal
 import socket
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
 from http import HTTPStatus
 from typing import Any
 
 import h11
 import trio
 
-from .exchange import ClientGone, ExchangeConfig, Header, HttpRequest, exchange
+from .config import ServerConfig
+from .exchange import ClientGone, HttpRequest, exchange
+from .headers import RawHeader
 
-__all__ = ["ServerConfig", "run", "serve"]
+__all__ = ["bind", "serve", "serve_socket"]
 
 log = logging.getLogger("mrtr.http")
 
@@ -39,78 +37,6 @@ _RECEIVE_SIZE = 64 * 1024
 _ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 _REASONS = {status.value: status.phrase.encode("ascii") for status in HTTPStatus}
 _REASONS[413] = b"Content Too Large"  # RFC 9110's name
-
-
-@dataclass(frozen=True)
-class ServerConfig:
-    """Options of the native server; every one is a keyword of :func:`serve` and :func:`run`.
-
-    ``path``, ``allowed_origins``, ``sse_keepalive`` and ``notification_buffer`` belong
-    to the exchange (see :class:`~mrtr.http.exchange.ExchangeConfig`). The rest:
-
-    - ``max_body_size`` (4 MiB): larger bodies get ``413``, as soon as
-      ``Content-Length`` says so or a chunked body grows past it;
-    - ``max_header_size`` (16 KiB): a request head that does not fit gets ``431``;
-    - ``max_connections`` (1000): a connection beyond it is accepted, answered ``503``
-      with ``Retry-After: 1`` and closed;
-    - ``request_timeout`` (30 s): the time to receive a request's head and body, from
-      its first byte (from the accept for a connection's first request); then ``408``;
-    - ``keep_alive_timeout`` (5 s): how long an idle keep-alive connection is kept;
-    - ``write_timeout`` (30 s): how long one write may wait for a client that does not
-      read; then the connection is dropped and the request cancelled;
-    - ``shutdown_grace`` (10 s): how long in-flight requests may run on after a
-      shutdown began; then they are cancelled;
-    - ``backlog`` (1024): the listen backlog; ``reuse_port`` (False): set
-      ``SO_REUSEPORT`` so several processes can bind the same port.
-    """
-
-    path: str = "/mcp"
-    allowed_origins: tuple[str, ...] = ()
-    sse_keepalive: float | None = 15.0
-    notification_buffer: int = 10_000
-    max_body_size: int = 4 * 1024 * 1024
-    max_header_size: int = 16 * 1024
-    max_connections: int = 1000
-    request_timeout: float = 30.0
-    keep_alive_timeout: float = 5.0
-    write_timeout: float = 30.0
-    shutdown_grace: float = 10.0
-    backlog: int = 1024
-    reuse_port: bool = False
-
-    def __post_init__(self) -> None:
-        for name in ("max_body_size", "max_header_size", "max_connections", "backlog"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("request_timeout", "keep_alive_timeout", "write_timeout"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-        if isinstance(self.shutdown_grace, bool) or not isinstance(self.shutdown_grace, (int, float)) \
-                or self.shutdown_grace < 0:
-            raise ValueError(f"shutdown_grace must be a number of seconds >= 0, got {self.shutdown_grace!r}")
-        self.exchange_config()  # validates path, origins and the notification options
-
-    def exchange_config(self) -> ExchangeConfig:
-        return ExchangeConfig(
-            path=self.path,
-            allowed_origins=tuple(self.allowed_origins),
-            sse_keepalive=self.sse_keepalive,
-            notification_buffer=self.notification_buffer,
-        )
-
-    @classmethod
-    def from_options(cls, options: dict[str, Any]) -> ServerConfig:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise TypeError(f"unknown HTTP server option(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
-        if isinstance(options.get("allowed_origins"), str):
-            options = {**options, "allowed_origins": (options["allowed_origins"],)}
-        elif options.get("allowed_origins") is not None:
-            options = {**options, "allowed_origins": tuple(options["allowed_origins"])}
-        return cls(**options)
 
 
 # -- one connection ------------------------------------------------------------------------
@@ -122,7 +48,7 @@ class _State:
     def __init__(self, server: Any, config: ServerConfig) -> None:
         self.server = server
         self.config = config
-        self.exchange_config = config.exchange_config()
+        self.exchange_config = config.exchange
         self.active = 0
         self.rejecting = 0
         self.full = False  # whether the connection limit was hit since the last admitted connection
@@ -162,12 +88,12 @@ class _Connection:
             log.debug("a client stopped reading; dropping the connection")
             raise ClientGone()
 
-    def _headers(self, headers: list[Header]) -> list[Header]:
+    def _headers(self, headers: list[RawHeader]) -> list[RawHeader]:
         if self.state.closing:
             return [*headers, (b"connection", b"close")]
         return headers
 
-    async def respond(self, status: int, headers: list[Header], body: bytes) -> None:
+    async def respond(self, status: int, headers: list[RawHeader], body: bytes) -> None:
         try:
             data = self.conn.send(h11.Response(status_code=status, headers=self._headers(headers),
                                                reason=_REASONS.get(status, b"")))
@@ -179,7 +105,7 @@ class _Connection:
             raise ClientGone() from exc
         await self.write(data)
 
-    async def start(self, status: int, headers: list[Header]) -> None:
+    async def start(self, status: int, headers: list[RawHeader]) -> None:
         data = self.conn.send(h11.Response(status_code=status, headers=self._headers(headers),
                                            reason=_REASONS.get(status, b"")))
         await self.write(data)
@@ -421,7 +347,8 @@ async def _accept_loop(listener: trio.SocketListener, connections: trio.Nursery,
         connections.start_soon(_handle_connection, stream, state)
 
 
-def _bind(host: str, port: int, config: ServerConfig, *, reuse_port: bool | None = None) -> socket.socket:
+def bind(host: str, port: int, config: ServerConfig, *, reuse_port: bool | None = None) -> socket.socket:
+    """A listening, non-blocking socket for ``host:port`` (``SO_REUSEPORT`` per ``reuse_port`` or the config)."""
     infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     family, kind, proto, _, address = infos[0]
     sock = socket.socket(family, kind, proto)
@@ -438,7 +365,7 @@ def _bind(host: str, port: int, config: ServerConfig, *, reuse_port: bool | None
     return sock
 
 
-async def _serve_socket(
+async def serve_socket(
     server: Any,
     sock: socket.socket,
     config: ServerConfig,
@@ -446,6 +373,7 @@ async def _serve_socket(
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
     shutdown_event: trio.Event | None = None,
 ) -> None:
+    """Serve on an already listening socket (see :func:`serve`); the socket is closed on return."""
     listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
     state = _State(server, config)
     host, port = sock.getsockname()[:2]
@@ -453,7 +381,8 @@ async def _serve_socket(
         async with trio.open_nursery() as connections:
             async with trio.open_nursery() as acceptor:
                 acceptor.start_soon(_accept_loop, listener, connections, state)
-                log.info("serving MCP on http://%s:%d%s (pid %d)", _show_host(host), port, config.path, os.getpid())
+                log.info("serving MCP on http://%s:%d%s (pid %d)", _show_host(host), port, config.exchange.path,
+                         os.getpid())
                 task_status.started(port)
                 if shutdown_event is None:
                     await trio.sleep_forever()
@@ -480,6 +409,7 @@ async def serve(
     *,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
     shutdown_event: trio.Event | None = None,
+    sock: socket.socket | None = None,
     **options: Any,
 ) -> None:
     """Serve ``server`` over Streamable HTTP at ``http://host:port/mcp`` until shut down.
@@ -488,108 +418,13 @@ async def serve(
     ``port=0`` works with ``nursery.start``). Setting ``shutdown_event`` begins a
     graceful shutdown: stop accepting, close idle connections, let in-flight requests
     finish within ``shutdown_grace``, return. Without it, cancel the caller's scope to
-    stop at once. ``options`` are the fields of :class:`ServerConfig`.
+    stop at once. ``options`` are the fields of :class:`~mrtr.http.config.ServerConfig`
+    and of its :class:`~mrtr.http.config.ExchangeConfig`; ``sock``, when given, is a
+    listening socket to serve on instead of binding ``host:port``.
     """
     config = ServerConfig.from_options(options)
-    sock = _bind(host, port, config)
-    await _serve_socket(server, sock, config, task_status=task_status, shutdown_event=shutdown_event)
-
-
-# -- the blocking entry point and workers ----------------------------------------------------
-
-
-async def _serve_until_signal(server: Any, sock: socket.socket, config: ServerConfig,
-                              children: Sequence[Any] = ()) -> None:
-    shutdown = trio.Event()
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
-
-            async def on_signal() -> None:
-                async for signum in signals:
-                    if shutdown.is_set():
-                        log.info("received %s while already shutting down", signal.Signals(signum).name)
-                        continue
-                    log.info("received %s: shutting down gracefully", signal.Signals(signum).name)
-                    for child in children:
-                        if child.is_alive():
-                            try:
-                                os.kill(child.pid, signal.SIGTERM)
-                            except ProcessLookupError:
-                                pass
-                    shutdown.set()
-
-            async def watch_children() -> None:
-                reported: set[int] = set()
-                while True:
-                    await trio.sleep(1.0)
-                    for child in children:
-                        if not child.is_alive() and child.pid not in reported and not shutdown.is_set():
-                            reported.add(child.pid)
-                            log.error("worker pid %d exited unexpectedly (exit code %s)", child.pid, child.exitcode)
-
-            nursery.start_soon(on_signal)
-            if children:
-                nursery.start_soon(watch_children)
-            await _serve_socket(server, sock, config, shutdown_event=shutdown)
-            nursery.cancel_scope.cancel()
-
-
-def _worker(server: Any, host: str, port: int, config: ServerConfig, inherited: socket.socket) -> None:
-    inherited.close()  # the parent's socket; this worker listens on its own
-    sock = _bind(host, port, config, reuse_port=True)
-    trio.run(_serve_until_signal, server, sock, config)
-
-
-def run(server: Any, host: str = "127.0.0.1", port: int = 8000, *, workers: int = 1, **options: Any) -> None:
-    """Serve ``server`` until SIGINT or SIGTERM, then shut down gracefully and return.
-
-    Blocks; starts its own trio loop (from inside trio, use :func:`serve`). With
-    ``workers=N`` the process forks ``N - 1`` more workers; each binds the same port
-    with ``SO_REUSEPORT`` and the kernel spreads connections among them. Signals are
-    forwarded to the workers, and ``run`` returns once they all exited. Without a
-    configured key, one random ``MRTR_SECRET`` is generated and shared (with a warning)
-    so a retry can land on any worker. ``options``: see :class:`ServerConfig`.
-    """
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    try:
-        trio.lowlevel.current_task()
-    except RuntimeError:
-        pass
+    if sock is None:
+        sock = bind(host, port, config)
     else:
-        raise RuntimeError("run() starts its own trio loop; inside trio, use mrtr.http.serve()")
-    config = ServerConfig.from_options(options)
-    if workers == 1:
-        _ = server.engine  # build the key ring now: a missing MRTR_SECRET is reported at start-up
-        sock = _bind(host, port, config)
-        trio.run(_serve_until_signal, server, sock, config)
-        return
-    _ = server.engine  # build the key ring now: forked workers inherit the very same one
-    sock = _bind(host, port, config, reuse_port=True)
-    bound_port = sock.getsockname()[1]
-    context = multiprocessing.get_context("fork")
-    children = []
-    try:
-        for index in range(1, workers):
-            child = context.Process(target=_worker, args=(server, host, bound_port, config, sock),
-                                    name=f"mrtr-http-worker-{index}")
-            child.start()
-            children.append(child)
-        log.info("started %d worker processes: %s", workers, ", ".join(str(p) for p in [os.getpid()] +
-                                                                          [c.pid for c in children]))
-        trio.run(_serve_until_signal, server, sock, config, children)
-    finally:
-        for child in children:
-            if child.is_alive() and child.pid is not None:
-                try:
-                    os.kill(child.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        for child in children:
-            child.join(config.shutdown_grace + 5.0)
-            if child.is_alive():
-                log.error("worker pid %d did not stop in time; killing it", child.pid)
-                child.kill()
-                child.join()
-            elif child.exitcode:
-                log.error("worker pid %d exited with code %s", child.pid, child.exitcode)
+        sock.setblocking(False)
+    await serve_socket(server, sock, config, task_status=task_status, shutdown_event=shutdown_event)

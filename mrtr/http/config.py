@@ -1,0 +1,141 @@
+"""The HTTP options, each declared once.
+
+:class:`ExchangeConfig` holds what the exchange decides (endpoint path, origins, SSE
+pacing); both front ends take it. :class:`ServerConfig` is the native server's, and
+embeds an :class:`ExchangeConfig` rather than repeating its fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from .cors import OriginPolicy
+
+__all__ = ["ExchangeConfig", "ServerConfig"]
+
+
+@dataclass(frozen=True)
+class ExchangeConfig:
+    """The options of the exchange, shared by the native server and the ASGI app.
+
+    ``path``: the MCP endpoint. ``allowed_origins``: origins accepted besides localhost
+    ones; each is a full origin (``"https://app.example.com"``, port optional), a bare
+    host (``"app.example.com"``: any scheme and port), or ``"*"`` to accept every origin;
+    one string is taken as a single entry. An accepted origin also gets CORS headers
+    naming it (never the literal ``*``). ``sse_keepalive``: seconds between ``:`` comment
+    lines on a quiet SSE stream (``None`` disables them). ``notification_buffer``:
+    notifications queued per request before further ones are dropped (handler code never
+    blocks on a slow client).
+    """
+
+    path: str = "/mcp"
+    allowed_origins: tuple[str, ...] = ()
+    sse_keepalive: float | None = 15.0
+    notification_buffer: int = 10_000
+    origins: OriginPolicy = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, str) or not self.path.startswith("/"):
+            raise ValueError(f"path must start with '/', got {self.path!r}")
+        policy = OriginPolicy.parse(self.allowed_origins)
+        object.__setattr__(self, "allowed_origins", policy.entries)
+        object.__setattr__(self, "origins", policy)
+        if self.sse_keepalive is not None and not self.sse_keepalive > 0:
+            raise ValueError(f"sse_keepalive must be positive or None, got {self.sse_keepalive!r}")
+        if isinstance(self.notification_buffer, bool) or not isinstance(self.notification_buffer, int) \
+                or self.notification_buffer < 1:
+            raise ValueError(f"notification_buffer must be a positive integer, got {self.notification_buffer!r}")
+
+    def origin_allowed(self, origin: str) -> bool:
+        """Whether a request carrying ``Origin: origin`` may proceed."""
+        return self.origins.allows(origin)
+
+
+_EXCHANGE_FIELDS = frozenset(f.name for f in fields(ExchangeConfig) if f.init)
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Options of the native server; every one is a keyword of ``serve`` and ``run``.
+
+    ``exchange`` holds the options both front ends share (see :class:`ExchangeConfig`);
+    its fields are also accepted as plain keywords by :meth:`from_options`. The rest:
+
+    - ``max_body_size`` (4 MiB): larger bodies get ``413``, as soon as
+      ``Content-Length`` says so or a chunked body grows past it;
+    - ``max_header_size`` (16 KiB): a request head that does not fit gets ``431``;
+    - ``max_connections`` (1000): a connection beyond it is accepted, answered ``503``
+      with ``Retry-After: 1`` and closed;
+    - ``request_timeout`` (30 s): the time to receive a request's head and body, from
+      its first byte (from the accept for a connection's first request); then ``408``;
+    - ``keep_alive_timeout`` (5 s): how long an idle keep-alive connection is kept;
+    - ``write_timeout`` (30 s): how long one write may wait for a client that does not
+      read; then the connection is dropped and the request cancelled;
+    - ``shutdown_grace`` (10 s): how long in-flight requests may run on after a
+      shutdown began; then they are cancelled;
+    - ``backlog`` (1024): the listen backlog; ``reuse_port`` (False): set
+      ``SO_REUSEPORT`` so several processes can bind the same port.
+    """
+
+    exchange: ExchangeConfig = field(default_factory=ExchangeConfig)
+    max_body_size: int = 4 * 1024 * 1024
+    max_header_size: int = 16 * 1024
+    max_connections: int = 1000
+    request_timeout: float = 30.0
+    keep_alive_timeout: float = 5.0
+    write_timeout: float = 30.0
+    shutdown_grace: float = 10.0
+    backlog: int = 1024
+    reuse_port: bool = False
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.exchange, ExchangeConfig):
+            raise TypeError(f"exchange must be an ExchangeConfig, got {self.exchange!r}")
+        for name in ("max_body_size", "max_header_size", "max_connections", "backlog"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("request_timeout", "keep_alive_timeout", "write_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        if isinstance(self.shutdown_grace, bool) or not isinstance(self.shutdown_grace, (int, float)) \
+                or self.shutdown_grace < 0:
+            raise ValueError(f"shutdown_grace must be a number of seconds >= 0, got {self.shutdown_grace!r}")
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> ServerConfig:
+        """Build from keywords: the server's own fields and the exchange's, side by side.
+
+        An ``exchange=`` config and exchange keywords cannot be mixed. Unknown names
+        raise ``TypeError`` listing the known ones.
+        """
+        own = {f.name for f in fields(cls)}
+        known = (own | _EXCHANGE_FIELDS) - {"exchange"}
+        unknown = sorted(set(options) - known - {"exchange"})
+        if unknown:
+            raise TypeError(f"unknown HTTP server option(s): {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        exchange_options = {name: value for name, value in options.items() if name in _EXCHANGE_FIELDS}
+        server_options = {name: value for name, value in options.items() if name not in _EXCHANGE_FIELDS}
+        if exchange_options:
+            if "exchange" in server_options:
+                raise TypeError("pass either exchange= or the exchange options "
+                                f"({', '.join(sorted(exchange_options))}), not both")
+            server_options["exchange"] = exchange_config(exchange_options)
+        return cls(**server_options)
+
+
+def exchange_config(options: Mapping[str, Any], config: ExchangeConfig | None = None) -> ExchangeConfig:
+    """An :class:`ExchangeConfig` from ``config`` or from keywords (not both)."""
+    if config is not None:
+        if options:
+            raise TypeError(f"pass either a config or the exchange options ({', '.join(sorted(options))}), not both")
+        if not isinstance(config, ExchangeConfig):
+            raise TypeError(f"config must be an ExchangeConfig, got {config!r}")
+        return config
+    unknown = sorted(set(options) - _EXCHANGE_FIELDS)
+    if unknown:
+        raise TypeError(f"unknown exchange option(s): {', '.join(unknown)}; known: {', '.join(sorted(_EXCHANGE_FIELDS))}")
+    return ExchangeConfig(**options)

@@ -1,0 +1,226 @@
+"""The MCP request-header rules, pure: no I/O, no trio.
+
+:class:`RequestHeaders` is the case-insensitive view of a request's header fields;
+:func:`check_headers` enforces that ``MCP-Protocol-Version``, ``Mcp-Method``,
+``Mcp-Name`` and ``Mcp-Param-*`` are present and mirror the JSON-RPC body (SEP-2243),
+answering ``HeaderMismatch`` (-32020) otherwise; the ``Accept``/``Content-Type`` helpers
+decide rule 4 of the exchange.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Iterable, Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from ..errors import HeaderMismatch
+from ..jsonrpc import Dispatcher
+from ..wire import META_PROTOCOL_VERSION
+
+__all__ = ["RawHeader", "RequestHeaders", "accepts", "check_headers", "is_json", "media_types"]
+
+RawHeader = tuple[bytes, bytes]
+"""One header field as it travels: ``(name, value)`` bytes (not :class:`mrtr.Header`, the handler annotation)."""
+
+# Methods whose target is mirrored in Mcp-Name, and the params member it mirrors.
+_NAME_MEMBER = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_BASE64_PREFIX = "=?base64?"
+_BASE64_SUFFIX = "?="
+_VISIBLE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?$")
+_NUMBER = re.compile(r"^[+-]?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,4})?$")
+
+
+class RequestHeaders:
+    """The request headers by lowercase name; repeated fields are kept apart."""
+
+    __slots__ = ("_fields",)
+
+    def __init__(self, raw: Iterable[RawHeader]) -> None:
+        fields: dict[str, list[str]] = {}
+        for name, value in raw:
+            key = (name.decode("latin-1") if isinstance(name, bytes) else str(name)).lower()
+            text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
+            fields.setdefault(key, []).append(text.strip(" \t"))
+        self._fields = fields
+
+    def get(self, name: str) -> str | None:
+        """All values of a field joined with ``", "`` (RFC 9110 list semantics), or ``None``."""
+        values = self._fields.get(name)
+        return None if values is None else ", ".join(values)
+
+    def mcp(self, name: str, display: str) -> str | None:
+        """One MCP header's value; a repeated MCP header is malformed (-32020)."""
+        values = self._fields.get(name)
+        if values is None:
+            return None
+        if len(values) > 1:
+            raise HeaderMismatch(f"Header mismatch: {display} header appears more than once")
+        return values[0]
+
+    def as_mapping(self) -> dict[str, str]:
+        """Every field by lowercase name, repeated ones joined with ``", "``."""
+        return {name: ", ".join(values) for name, values in self._fields.items()}
+
+
+def media_types(value: str) -> list[tuple[str, float]]:
+    """The media ranges of an ``Accept``-style list, lowercased, each with its q value."""
+    ranges = []
+    for item in value.split(","):
+        kind, *parameters = item.split(";")
+        kind = kind.strip().lower()
+        if not kind:
+            continue
+        quality = 1.0
+        for parameter in parameters:
+            key, _, raw = parameter.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    quality = float(raw.strip())
+                except ValueError:
+                    quality = 0.0
+        ranges.append((kind, quality))
+    return ranges
+
+
+def accepts(ranges: list[tuple[str, float]], media: str) -> bool:
+    """Whether the ranges of :func:`media_types` accept ``media``."""
+    major = media.split("/", 1)[0]
+    return any(q > 0 and kind in (media, f"{major}/*", "*/*") for kind, q in ranges)
+
+
+def is_json(content_type: str | None) -> bool:
+    """Whether a ``Content-Type`` value names ``application/json`` (parameters aside)."""
+    if content_type is None:
+        return False
+    return content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
+def _quote(text: str) -> str:
+    if len(text) > 120:
+        text = text[:117] + "..."
+    return "'" + text + "'"
+
+
+def _decode_value(value: str, display: str) -> str:
+    """A header value as the body would hold it: the ``=?base64?...?=`` form decoded.
+
+    Raises ``HeaderMismatch`` for characters outside visible ASCII (such values must
+    travel Base64-encoded) and for a sentinel whose payload is not Base64 of UTF-8.
+    """
+    if not _VISIBLE.match(value):
+        raise HeaderMismatch(
+            f"Header mismatch: {display} header value has invalid characters; "
+            "values that are not visible ASCII must be sent as =?base64?...?="
+        )
+    sentinel = value.startswith(_BASE64_PREFIX) and value.endswith(_BASE64_SUFFIX)
+    if sentinel and len(value) >= len(_BASE64_PREFIX) + len(_BASE64_SUFFIX):
+        payload = value[len(_BASE64_PREFIX):-len(_BASE64_SUFFIX)]
+        try:
+            # strict: the alphabet only, and the padding the encoding calls for (SEP-2243's test table)
+            return base64.b64decode(payload, validate=True).decode("utf-8")
+        except (binascii.Error, ValueError, UnicodeDecodeError):
+            raise HeaderMismatch(
+                f"Header mismatch: {display} header value is not valid =?base64?...?= encoding") from None
+    return value
+
+
+def _matches(header: str, body: Any) -> bool:
+    """Whether a decoded header value mirrors a body value (strings exactly, numbers numerically)."""
+    if isinstance(body, bool):
+        return header == ("true" if body else "false")
+    if isinstance(body, (int, float)):
+        if not _NUMBER.match(header):
+            return False
+        try:
+            return Decimal(header) == Decimal(body)
+        except (InvalidOperation, ValueError, OverflowError):
+            return False
+    return header == body
+
+
+def _render(body: Any) -> str:
+    if isinstance(body, bool):
+        return "true" if body else "false"
+    return str(body)
+
+
+def _param_display(header: str) -> str:
+    return "Mcp-Param-" + "-".join(part[:1].upper() + part[1:] for part in header.split("-"))
+
+
+def check_headers(server: Dispatcher, message: Mapping[str, Any], headers: RequestHeaders) -> None:
+    """Raise ``HeaderMismatch`` unless the MCP request headers are present and mirror the body.
+
+    Methods the server does not implement skip the checks: they are answered 404 with
+    -32601 whatever they carry, like the core answers them whatever their params.
+    """
+    method = message["method"]
+    if not server.serves(method):
+        return
+    params = message.get("params") or {}
+
+    version = headers.mcp("mcp-protocol-version", "MCP-Protocol-Version")
+    if version is None:
+        raise HeaderMismatch("Header mismatch: missing required MCP-Protocol-Version header")
+    meta = params.get("_meta")
+    body_version = meta.get(META_PROTOCOL_VERSION) if isinstance(meta, dict) else None
+    if isinstance(body_version, str) and version != body_version:
+        raise HeaderMismatch(
+            f"Header mismatch: MCP-Protocol-Version header value {_quote(version)} "
+            f"does not match body value {_quote(body_version)}"
+        )
+
+    method_header = headers.mcp("mcp-method", "Mcp-Method")
+    if method_header is None:
+        raise HeaderMismatch("Header mismatch: missing required Mcp-Method header")
+    if method_header != method:
+        raise HeaderMismatch(
+            f"Header mismatch: Mcp-Method header value {_quote(method_header)} "
+            f"does not match body value {_quote(method)}"
+        )
+
+    member = _NAME_MEMBER.get(method)
+    if member is None:
+        return
+    target = params.get(member)
+    name_header = headers.mcp("mcp-name", "Mcp-Name")
+    if isinstance(target, str):
+        if name_header is None:
+            raise HeaderMismatch(f"Header mismatch: missing required Mcp-Name header for {method}")
+        decoded = _decode_value(name_header, "Mcp-Name")
+        if decoded != target:
+            raise HeaderMismatch(
+                f"Header mismatch: Mcp-Name header value {_quote(decoded)} does not match body value {_quote(target)}"
+            )
+    if method != "tools/call" or not isinstance(target, str):
+        return
+    mirrored = server.header_parameters(target)
+    if not mirrored:
+        return
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        return  # the server answers -32602 for arguments that are not an object
+    arguments = arguments or {}
+    for header, parameter in mirrored.items():
+        display = _param_display(header)
+        raw = headers.mcp("mcp-param-" + header, display)
+        value = arguments.get(parameter)
+        if value is None:
+            if raw is not None:
+                raise HeaderMismatch(
+                    f"Header mismatch: {display} header is present but argument {parameter!r} is absent from the body"
+                )
+            continue
+        if not isinstance(value, (str, int, float, bool)):
+            continue  # not a mirrorable value: argument validation answers -32602
+        if raw is None:
+            raise HeaderMismatch(f"Header mismatch: missing required {display} header for argument {parameter!r}")
+        decoded = _decode_value(raw, display)
+        if not _matches(decoded, value):
+            raise HeaderMismatch(
+                f"Header mismatch: {display} header value {_quote(decoded)} "
+                f"does not match body value {_quote(_render(value))}"
+            )
