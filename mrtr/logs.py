@@ -79,6 +79,13 @@ def configure(level: str = "info", fmt: str = "text") -> None:
     logging.getLogger("mrtr").setLevel(level.upper())
 
 
+def _printable(text: str) -> str:
+    """A client-chosen string fit for one log line: bounded, no control characters."""
+    if len(text) > _TARGET_LIMIT:
+        text = text[:_TARGET_LIMIT] + "..."
+    return "".join(ch if ch.isprintable() else "?" for ch in text)
+
+
 def _target(method: str, params: Any) -> str | None:
     member = _TARGET_MEMBER.get(method)
     if member is None or not isinstance(params, Mapping):
@@ -98,10 +105,13 @@ class AccessRecord:
     request's trace span when the ``otel`` extra is installed (see :mod:`mrtr.otel`).
     """
 
-    __slots__ = ("transport", "method", "target", "round", "result", "code", "status", "started", "span", "_done")
+    __slots__ = ("transport", "http_method", "path", "method", "target", "round", "result", "code", "status",
+                 "started", "span", "_done")
 
-    def __init__(self, transport: str) -> None:
+    def __init__(self, transport: str, http_method: str | None = None, path: str | None = None) -> None:
         self.transport = transport
+        self.http_method = http_method
+        self.path = path
         self.method: str | None = None
         self.target: str | None = None
         self.round: int | None = None
@@ -162,6 +172,9 @@ class AccessRecord:
             return
         fields: dict[str, Any] = {"transport": self.transport, "method": self.method, "target": self.target,
                                   "result": self.result, "duration_ms": duration_ms}
+        if self.http_method is not None:
+            fields["http_method"] = self.http_method
+            fields["path"] = self.path
         if self.code is not None:
             fields["code"] = self.code
         if self.status is not None:
@@ -171,7 +184,8 @@ class AccessRecord:
         result = self.result or "-"
         if self.code is not None:
             result = f"{result} {self.code}"
-        parts = [self.method or "-"]
+        parts = [] if self.http_method is None else [self.http_method, _printable(self.path or "")]
+        parts.append(self.method or "-")
         if self.target is not None:
             parts.append(json.dumps(self.target, ensure_ascii=False))
         parts.append(result)
