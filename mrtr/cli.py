@@ -282,6 +282,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="HTTP worker processes sharing the port (default: 1)",
     )
     serve.add_argument(
+        "--allowed-host", action="append", default=None, metavar="HOST[:PORT]", dest="allowed_hosts",
+        help="a Host the server answers (repeat for several; '*' for any); by default a loopback bind answers "
+             "only localhost, 127.0.0.1 and [::1] at its port. Set it behind a reverse proxy to the public name",
+    )
+    serve.add_argument(
         "--stdio", action="store_true",
         help="serve on stdin/stdout instead of HTTP (stdout then carries protocol messages only)",
     )
@@ -333,8 +338,8 @@ def _without_reload(argv: list[str]) -> list[str]:
 
 def _serve(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     if args.stdio:
-        given = [flag for flag, value in (("--host", args.host), ("--port", args.port), ("--workers", args.workers))
-                 if value is not None]
+        given = [flag for flag, value in (("--host", args.host), ("--port", args.port), ("--workers", args.workers),
+                                          ("--allowed-host", args.allowed_hosts)) if value is not None]
         if given:
             raise UsageError(f"--stdio cannot be combined with {', '.join(given)} (those are HTTP options)")
     if args.reload:
@@ -368,9 +373,12 @@ def _serve(args: argparse.Namespace, argv: list[str] | None = None) -> int:
         settle_key(server)
     _announce(server, args.log_format, banner(server, host, port, workers))
     try:
-        run(server, host, port, workers=workers)
+        options: dict[str, Any] = {} if args.allowed_hosts is None else {"allowed_hosts": tuple(args.allowed_hosts)}
+        run(server, host, port, workers=workers, **options)
     except KeyboardInterrupt:  # a Ctrl+C before the server installed its signal handlers
         pass
+    except ValueError as exc:  # an option the HTTP server refuses, e.g. a malformed --allowed-host
+        raise UsageError(str(exc)) from None
     except OSError as exc:  # typically: the address is in use or cannot be bound
         print(f"mrtr serve: cannot serve on {_url(host, port)}: {exc}", file=sys.stderr)
         return 1

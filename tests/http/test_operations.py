@@ -245,3 +245,36 @@ def test_an_asyncio_host_without_lifespan_gets_500_saying_why():
     asyncio.run(app(scope, receive, send))
     assert sent[0]["status"] == 500
     assert WRONG_LOOP.encode() in sent[1]["body"] and b"--worker-class trio" in sent[1]["body"]
+
+
+async def test_mrtr_serve_allowed_host_flag():
+    from ..test_cli import free_port
+
+    port = free_port()
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "mrtr", "serve", "tests.stdio_server:server", "--port", str(port),
+         "--allowed-host", "mcp.example.com"],
+        cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with trio.fail_after(20):
+            while True:
+                try:
+                    refused = await post(port, rpc("server/discover"))
+                    break
+                except httpx.TransportError:
+                    await trio.sleep(0.05)
+            assert refused.status_code == 421
+            assert (await post(port, rpc("server/discover"), host="mcp.example.com")).status_code == 200
+            process.terminate()
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+def test_a_malformed_allowed_host_is_a_usage_error(capsys):
+    from mrtr.cli import main
+
+    assert main(["serve", "tests.stdio_server:server", "--port", "1", "--allowed-host", "host:notaport"]) == 2
+    assert "allowed_hosts" in capsys.readouterr().err
