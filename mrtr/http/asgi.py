@@ -28,6 +28,7 @@ from typing import Any
 import trio
 
 from ..jsonrpc import Dispatcher
+from ..transport import settle_key
 from .config import ExchangeConfig, exchange_config
 from .exchange import ClientGone, HttpRequest, exchange
 from .headers import RawHeader
@@ -138,6 +139,7 @@ class ASGIApp:
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
+                settle_key(self.server)  # a missing MRTR_SECRET is said now, once, not at the first call
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 await send({"type": "lifespan.shutdown.complete"})
