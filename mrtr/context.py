@@ -26,7 +26,9 @@ class Context:
     """What a handler knows about the request it serves.
 
     Attributes: ``arguments`` (the call arguments), ``principal`` (the authenticated
-    caller or ``None``), ``client_capabilities`` and ``client_info`` (from the request's
+    caller or ``None``), ``auth`` (the caller's verified token, an
+    ``mrtr.auth.AccessToken`` with ``subject``, ``client_id``, ``issuer``, ``scopes`` and
+    ``claims``, on a server protected with ``auth=``; ``None`` otherwise), ``client_capabilities`` and ``client_info`` (from the request's
     ``_meta``), ``method`` and ``target`` (tool or prompt name, or resource uri),
     ``request_id``, ``progress_token``, ``log_level`` and ``is_replaying`` (true while
     the runtime feeds answers recorded in earlier executions).
@@ -35,6 +37,7 @@ class Context:
     __slots__ = (
         "arguments",
         "principal",
+        "auth",
         "client_capabilities",
         "client_info",
         "method",
@@ -60,11 +63,13 @@ class Context:
         progress_token: str | int | None = None,
         log_level: str | None = None,
         notify: Notify | None = None,
+        auth: Any = None,
     ) -> None:
         if log_level is not None and log_level not in _LOG_RANK:
             raise ValueError(f"unknown log level {log_level!r}; expected one of {', '.join(LOG_LEVELS)}")
         self.arguments: Mapping[str, Any] = arguments if arguments is not None else {}
         self.principal = principal
+        self.auth = auth
         self.client_capabilities: Mapping[str, Any] = client_capabilities if client_capabilities is not None else {}
         self.client_info = client_info
         self.method = method

@@ -13,7 +13,7 @@ import dataclasses
 import inspect
 import re
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +48,18 @@ class Header:
 
 
 
+_SCOPE_TOKEN = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]+$")  # RFC 6749 scope-token
+
+
+def _scopes(scopes: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(scopes, str):
+        raise TypeError("scopes must be a list of scope names, not one string")
+    for scope in scopes:
+        if not isinstance(scope, str) or not _SCOPE_TOKEN.match(scope):
+            raise ValueError(f"not an OAuth scope token: {scope!r}")
+    return tuple(dict.fromkeys(scopes))
+
+
 @dataclass
 class ToolEntry:
     """A registered tool: its handler, argument decoder, published definition and header mirrors."""
@@ -60,6 +72,7 @@ class ToolEntry:
     headers: dict[str, str]  # header name (lowercase) -> parameter name
     structured: bool
     check_arguments: Callable[[Mapping[str, Any]], None] | None = None  # a hand-written inputSchema
+    scopes: tuple[str, ...] = ()  # OAuth scopes a caller needs on a protected server
 
 
 @dataclass
@@ -229,6 +242,8 @@ def _schema_check(tool_name: str, schema: dict[str, Any]) -> Callable[[Mapping[s
     validator = cls(schema)
 
     def check(arguments: Mapping[str, Any]) -> None:
+        if validator.is_valid(arguments):  # the common case; collecting errors costs more
+            return
         error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
         if error is not None:
             where = "/".join(str(part) for part in error.absolute_path)
@@ -263,6 +278,7 @@ class Registry:
         annotations: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
         input_schema: Mapping[str, Any] | None = None,
+        scopes: Sequence[str] = (),
     ) -> Any:
         """Register a tool. Usable bare (``@server.tool``) or with options.
 
@@ -277,7 +293,12 @@ class Registry:
         Schema 2020-12 unless the schema names another dialect in ``$schema``) and then
         decoded with the parameter type hints, so both must agree. An invalid schema is
         refused at registration.
+
+        ``scopes`` are the OAuth scopes a caller's token must grant to see and call the
+        tool on a server protected with ``auth=`` (see ``docs/auth.md``); without
+        ``auth=`` they are not checked.
         """
+        tool_scopes = _scopes(scopes)
 
         def register(fn: Any) -> Any:
             tool_name = name or fn.__name__
@@ -309,6 +330,7 @@ class Registry:
             self._tools[tool_name] = ToolEntry(
                 tool_name, fn, struct, tuple(p.name for p in parameters), definition,
                 {header.lower(): parameter for parameter, header in headers.items()}, structured, check_arguments,
+                tool_scopes,
             )
             return fn
 
@@ -413,6 +435,17 @@ class Registry:
         """The ``Resource`` and then the ``ResourceTemplate`` objects the server lists."""
         return [dict(resource.definition) for resource in self._resources.values()] + \
             [dict(template.definition) for template in self._templates]
+
+    def required_scopes(self, method: str, name: str | None) -> tuple[str, ...]:
+        """The scopes a request for ``method`` on ``name`` needs beyond the server-wide ones.
+
+        Only ``tools/call`` of a tool registered with ``scopes`` needs any; an unknown
+        tool needs none here (dispatch answers it ``-32602``).
+        """
+        if method != "tools/call" or name is None:
+            return ()
+        tool = self._tools.get(name)
+        return tool.scopes if tool else ()
 
     def header_parameters(self, tool_name: str) -> dict[str, str]:
         """For a tool, the ``Mcp-Param-*`` header names (lowercase) mapped to parameter names."""

@@ -23,6 +23,7 @@ __all__ = ["prompt_result", "resource_result", "tool_result"]
 
 
 def tool_result(value: Any, structured: bool) -> dict[str, Any]:
+    """A ``CallToolResult`` for what a tool returned; ``structured`` when it declares an ``outputSchema``."""
     if isinstance(value, wire.CallToolResult):
         result = msgspec.to_builtins(value)
     elif isinstance(value, dict) and "content" in value and isinstance(value["content"], list) and not structured:
@@ -53,6 +54,7 @@ def _prompt_message(item: Any) -> dict[str, Any]:
 
 
 def prompt_result(value: Any, description: str | None) -> dict[str, Any]:
+    """A ``GetPromptResult`` for what a prompt returned, with the prompt's description by default."""
     if isinstance(value, wire.GetPromptResult):
         result = msgspec.to_builtins(value)
     elif isinstance(value, dict) and "messages" in value:
@@ -84,6 +86,7 @@ def _resource_contents(item: Any, uri: str, mime_type: str | None) -> dict[str, 
 
 
 def resource_result(value: Any, uri: str, mime_type: str | None) -> dict[str, Any]:
+    """A ``ReadResourceResult`` for what a resource handler returned for ``uri``."""
     if isinstance(value, wire.ReadResourceResult):
         return msgspec.to_builtins(value)
     if isinstance(value, dict) and "contents" in value:

@@ -1,7 +1,7 @@
 """An MCP 2026-07-28 server: a registry of tools, prompts and resources, and stateless dispatch.
 
 :class:`Server` knows nothing about sockets. A transport parses a JSON-RPC message with
-:func:`parse_message` and hands requests to :meth:`Server.handle`, which returns the
+:func:`mrtr.jsonrpc.parse_message` and hands requests to :meth:`Server.handle`, which returns the
 response message as a dict. Request-scoped notifications (progress, log messages) go
 to the ``notify`` callable the transport passes in.
 
@@ -18,7 +18,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -31,6 +31,7 @@ from .errors import (
     HandlerError,
     InternalError,
     InvalidParams,
+    InvalidRequest,
     MethodNotFound,
     ProtocolError,
     UnsupportedProtocolVersion,
@@ -88,6 +89,8 @@ def _decode_cursor(cursor: Any) -> int:
 
 # -- the server ----------------------------------------------------------------------------
 
+_Entry = TypeVar("_Entry")
+
 PrincipalSource = Callable[[RequestInfo], "str | None | Awaitable[str | None]"]
 
 # A method family is offered, and its capability advertised, only while something of
@@ -113,6 +116,12 @@ class Server(Registry):
     transport passes (a worker thread), so blocking code in them does not stall other
     requests; the default ``"inline"`` runs them on the event loop, which is faster for
     handlers that do not block.
+
+    ``auth`` makes the server an OAuth 2.1 protected resource (see ``docs/auth.md``):
+    the HTTP transports then authenticate every request with it, ``ctx.auth`` carries
+    the verified token, ``requestState`` is bound to the token's issuer, subject and
+    client (unless ``principal`` is given), ``tools/list`` leaves out the tools whose
+    ``scopes`` the caller lacks, and lists default to ``cache_scope="private"``.
     """
 
     def __init__(
@@ -130,7 +139,8 @@ class Server(Registry):
         sync_handlers: Literal["inline", "thread"] = "inline",
         page_size: int = 100,
         list_ttl_ms: int = 60_000,
-        cache_scope: Literal["public", "private"] = "public",
+        cache_scope: Literal["public", "private"] | None = None,
+        auth: Any = None,
         mask_errors: bool = False,
     ) -> None:
         super().__init__()
@@ -154,7 +164,9 @@ class Server(Registry):
         self.principal = principal
         self.page_size = page_size
         self.list_ttl_ms = list_ttl_ms
-        self.cache_scope = cache_scope
+        self._auth = auth
+        # What a list holds depends on the caller once scopes hide tools, so a shared cache must not reuse it.
+        self.cache_scope: Literal["public", "private"] = cache_scope or ("private" if auth is not None else "public")
         self._methods: dict[str, Callable[[_Request], Awaitable[dict[str, Any]]]] = {
             "server/discover": self._discover,
             "tools/list": self._list_tools,
@@ -180,6 +192,15 @@ class Server(Registry):
             secret, codec, ttl = self._codec_args
             self._engine = Engine(codec or RequestStateCodec.configure(secret, ttl=ttl), answers=self._answers)
         return self._engine
+
+    @property
+    def auth(self) -> Any:
+        """The ``mrtr.auth.ResourceServer`` when the server is protected, else ``None``.
+
+        The auth layer sits above the server (it knows HTTP challenges and fetches keys);
+        the server only asks it whether a token's scopes satisfy a tool's.
+        """
+        return self._auth
 
     @property
     def answers(self) -> str:
@@ -210,6 +231,7 @@ class Server(Registry):
         headers: Mapping[str, str] | None = None,
         notify: Notify | None = None,
         run_sync: RunSync | None = None,
+        auth: Any = None,
     ) -> dict[str, Any]:
         """Serve one parsed JSON-RPC request and return its response message.
 
@@ -219,11 +241,12 @@ class Server(Registry):
         ``sync_handlers="thread"`` (``notify`` must then accept calls from that thread;
         see :mod:`mrtr.transport`). Without ``run_sync`` every handler runs inline.
         Protocol errors become error responses; an unexpected failure becomes
-        ``-32603`` (logged with its traceback, never sent to the client).
+        ``-32603`` (logged with its traceback, never sent to the client). ``auth`` is
+        the caller's verified token; a protected server refuses a request without one.
         """
         request_id: Any = message.get("id")
         try:
-            result = await self._dispatch(message, headers or {}, notify, run_sync)
+            result = await self._dispatch(message, headers or {}, notify, run_sync, auth)
         except ProtocolError as error:
             return error_response(request_id, error)
         except Exception:
@@ -232,8 +255,11 @@ class Server(Registry):
         return result_response(request_id, result)
 
     async def _dispatch(self, message: Mapping[str, Any], headers: Mapping[str, str], notify: Notify | None,
-                        run_sync: RunSync | None) -> Any:
+                        run_sync: RunSync | None, auth: Any) -> Any:
         method = message["method"]
+        if self._auth is not None and auth is None:
+            # Fail closed: a transport that cannot authenticate must not reach a protected server.
+            raise InvalidRequest("Unauthorized: this server requires a verified bearer token")
         # Unknown and removed methods (initialize, ping, ...) are -32601 whatever their params.
         if not self.serves(method):
             raise MethodNotFound(f"Method not found: {method}")
@@ -244,7 +270,7 @@ class Server(Registry):
         envelope = _read_envelope(params)
         if self.sync_handlers == "inline":
             run_sync = None
-        request = _Request(method, params, envelope, headers, notify, message.get("id"), run_sync)
+        request = _Request(method, params, envelope, headers, notify, message.get("id"), run_sync, auth)
         result = await handler(request)
         meta = result.get("_meta")
         if meta is None:
@@ -255,7 +281,7 @@ class Server(Registry):
 
     async def _principal(self, request: _Request) -> str | None:
         if self.principal is None:
-            return None
+            return None if request.auth is None else request.auth.principal
         value = self.principal(RequestInfo(request.method, request.params, request.headers))
         if inspect.isawaitable(value):
             value = await value
@@ -276,12 +302,14 @@ class Server(Registry):
             progress_token=envelope.progress_token,
             log_level=envelope.log_level,
             notify=request.notify,
+            auth=request.auth,
         )
 
     def _cacheable(self, result: dict[str, Any], ttl_ms: int | None = None) -> dict[str, Any]:
+        """Mark a result cacheable; hints a handler set on its own result win (a private resource stays private)."""
         result["resultType"] = "complete"
-        result["ttlMs"] = self.list_ttl_ms if ttl_ms is None else ttl_ms
-        result["cacheScope"] = self.cache_scope
+        result.setdefault("ttlMs", self.list_ttl_ms if ttl_ms is None else ttl_ms)
+        result.setdefault("cacheScope", self.cache_scope)
         return result
 
     # -- methods ------------------------------------------------------------------------
@@ -305,8 +333,14 @@ class Server(Registry):
             result["nextCursor"] = _encode_cursor(offset + self.page_size)
         return self._cacheable(result)
 
+    def _permitted(self, request: _Request, scopes: tuple[str, ...]) -> bool:
+        if self._auth is None or not scopes:
+            return True
+        return request.auth is not None and bool(self._auth.satisfies(request.auth, scopes))
+
     async def _list_tools(self, request: _Request) -> dict[str, Any]:
-        return self._page(request, [tool.definition for tool in self._tools.values()], "tools")
+        tools = [tool.definition for tool in self._tools.values() if self._permitted(request, tool.scopes)]
+        return self._page(request, tools, "tools")
 
     async def _list_prompts(self, request: _Request) -> dict[str, Any]:
         return self._page(request, [prompt.definition for prompt in self._prompts.values()], "prompts")
@@ -319,12 +353,10 @@ class Server(Registry):
 
     async def _call_tool(self, request: _Request) -> dict[str, Any]:
         params = request.params
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise InvalidParams('tools/call needs a string "name"')
-        tool = self._tools.get(name)
-        if tool is None:
-            raise InvalidParams(f"Unknown tool: {name}")
+        name, tool = _named(params, self._tools, "tools/call", "tool")
+        if not self._permitted(request, tool.scopes):
+            # The HTTP transports answer 403 before dispatch; this guards in-process callers.
+            raise InvalidRequest(f"Forbidden: tool {name} needs the scopes {' '.join(tool.scopes)}")
         raw = params.get("arguments")
         if raw is None:
             raw = {}
@@ -350,12 +382,7 @@ class Server(Registry):
 
     async def _get_prompt(self, request: _Request) -> dict[str, Any]:
         params = request.params
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise InvalidParams('prompts/get needs a string "name"')
-        prompt = self._prompts.get(name)
-        if prompt is None:
-            raise InvalidParams(f"Unknown prompt: {name}")
+        name, prompt = _named(params, self._prompts, "prompts/get", "prompt")
         raw = params.get("arguments") or {}
         if not isinstance(raw, dict) or not all(isinstance(value, str) for value in raw.values()):
             raise InvalidParams(f"Invalid arguments for prompt {name}: arguments must map names to strings")
@@ -430,6 +457,17 @@ class Server(Registry):
         return {"resultType": "complete", "completion": completion}
 
 
+def _named(params: Mapping[str, Any], entries: Mapping[str, _Entry], method: str, kind: str) -> tuple[str, _Entry]:
+    """The entry a request names in ``params.name``: -32602 for a missing or unknown name."""
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise InvalidParams(f'{method} needs a string "name"')
+    entry = entries.get(name)
+    if entry is None:
+        raise InvalidParams(f"Unknown {kind}: {name}")
+    return name, entry
+
+
 # -- requests ----------------------------------------------------------------------------
 
 
@@ -451,6 +489,7 @@ class _Request:
     notify: Notify | None
     id: Any
     run_sync: RunSync | None
+    auth: Any = None  # the verified mrtr.auth.AccessToken, on a protected server
 
 
 def _read_envelope(params: Mapping[str, Any]) -> _Envelope:

@@ -383,6 +383,18 @@ class _Session:
                 entry.slot.release("cancelled")
 
 
+def _refuse_auth(server: Dispatcher) -> None:
+    """Refuse a server protected with ``auth=``: stdio carries no bearer tokens.
+
+    The spec has a stdio server take its credentials from the environment; a server
+    that expects a token on every request could only fail every request here.
+    """
+    if getattr(server, "auth", None) is not None:
+        raise ValueError("a server built with auth= takes bearer tokens over HTTP only; stdio has none "
+                         "(a stdio server takes its credentials from the environment): serve it over HTTP, "
+                         "or build it without auth= for stdio")
+
+
 async def serve_stdio(
     server: Dispatcher,
     *,
@@ -408,6 +420,7 @@ async def serve_stdio(
     for name, value in (("max_in_flight", max_in_flight), ("notification_buffer", notification_buffer)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    _refuse_auth(server)
     owned: list[Any] = []
     if stdin is None:
         stdin = _fd_stream(os.dup(0), receive=True, others=(1, 2))
@@ -469,14 +482,13 @@ def run_stdio(
 ) -> None:
     """Serve ``server`` on this process's stdin/stdout until EOF, SIGINT or SIGTERM.
 
-    Configures logging to stderr if nothing configured it. While serving, file
+    Logging is the application's to configure (``mrtr serve`` sends it to stderr);
+    the transport only never writes logs to stdout. While serving, file
     descriptor 1 is pointed at stderr, so a stray ``print()`` in handler code lands in
     the log instead of corrupting the protocol stream; the protocol uses a private
     duplicate of the original stdout.
     """
-    if not logging.getLogger().handlers:
-        logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _refuse_auth(server)
     settle_key(server)  # a missing MRTR_SECRET is said once, now, not at the first call
     sys.stdout.flush()
     protocol_fd = os.dup(1)

@@ -51,6 +51,10 @@ class RequestHeaders:
         values = self._fields.get(name)
         return None if values is None else ", ".join(values)
 
+    def all(self, name: str) -> list[str]:
+        """Every value of a field, one per occurrence (for fields that must not repeat)."""
+        return list(self._fields.get(name, ()))
+
     def mcp(self, name: str, display: str) -> str | None:
         """One MCP header's value; a repeated MCP header is malformed (-32020)."""
         values = self._fields.get(name)

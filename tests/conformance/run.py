@@ -388,7 +388,7 @@ def _describe(label: str) -> str:
     transport, _, policy = label.partition("/")
     how = {
         "native": "`mrtr serve` (the trio + h11 server)",
-        "asgi-hypercorn": "`mrtr.http.ASGIApp(server)` under hypercorn's trio worker",
+        "asgi-hypercorn": "`mrtr.http.asgi_app(server)` under hypercorn's trio worker",
     }.get(transport, transport)
     return f"{how}, `answers=\"{policy}\"`" if policy else how
 

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from functools import partial
@@ -178,13 +179,16 @@ async def test_a_delivered_answer_is_never_logged_as_aborted(nursery, caplog):
 # -- mrtr serve over HTTP: JSON logs, the key warning once ---------------------------------------
 
 
-async def test_mrtr_serve_json_logs_over_http():
-    from ..test_cli import free_port
+def served_port(stderr: bytearray) -> int | None:
+    """The port from the ``serving MCP on http://HOST:PORT/mcp`` log line, once it is there."""
+    match = re.search(rb"serving MCP on http://[^:]+:(\d+)/mcp", stderr)
+    return int(match.group(1)) if match else None
 
-    port = free_port()
+
+async def test_mrtr_serve_json_logs_over_http():
     env = {key: value for key, value in os.environ.items() if key != "MRTR_SECRET"}
     process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "mrtr", "serve", "tests.ops_app:server", "--port", str(port), "--log-format", "json"],
+        [sys.executable, "-m", "mrtr", "serve", "tests.ops_app:server", "--port", "0", "--log-format", "json"],
         cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     stderr = bytearray()
     try:
@@ -195,12 +199,9 @@ async def test_mrtr_serve_json_logs_over_http():
 
             nursery.start_soon(collect)
             with trio.fail_after(20):
-                while True:
-                    try:
-                        answer = await post(port, rpc("tools/call", {"name": "explode"}))
-                        break
-                    except httpx.TransportError:
-                        await trio.sleep(0.05)
+                while (port := served_port(stderr)) is None:
+                    await trio.sleep(0.02)
+                answer = await post(port, rpc("tools/call", {"name": "explode"}))
                 assert answer.status_code == 200 and answer.json()["result"]["isError"] is True
                 validate_message(answer.json(), result_def="CallToolResult")
                 while b"mrtr.access" not in stderr:
@@ -248,21 +249,18 @@ def test_an_asyncio_host_without_lifespan_gets_500_saying_why():
 
 
 async def test_mrtr_serve_allowed_host_flag():
-    from ..test_cli import free_port
-
-    port = free_port()
     process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "mrtr", "serve", "tests.stdio_server:server", "--port", str(port),
+        [sys.executable, "-m", "mrtr", "serve", "tests.stdio_server:server", "--port", "0",
          "--allowed-host", "mcp.example.com"],
-        cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    stderr = bytearray()
     try:
         with trio.fail_after(20):
-            while True:
-                try:
-                    refused = await post(port, rpc("server/discover"))
-                    break
-                except httpx.TransportError:
-                    await trio.sleep(0.05)
+            while (port := served_port(stderr)) is None:
+                data = await process.stderr.receive_some(65536)
+                assert data, stderr.decode()
+                stderr.extend(data)
+            refused = await post(port, rpc("server/discover"))
             assert refused.status_code == 421
             assert (await post(port, rpc("server/discover"), host="mcp.example.com")).status_code == 200
             process.terminate()
