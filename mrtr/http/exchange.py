@@ -9,8 +9,9 @@ cancellation) happens here, once, so both front ends answer byte for byte alike.
 The rules, in order (see ``docs/http.md``):
 
 0. ``GET``/``HEAD`` on the health path (``/healthz``) answers ``200`` at once (no
-   other check, no authentication, no access line); a ``Host`` outside the allowed
-   hosts gets ``421`` (see :mod:`mrtr.http.hosts`);
+   other check, no authentication, no access line); then (after the auth metadata
+   document, which any ``Host`` may read) a ``Host`` outside the allowed hosts gets
+   ``421`` (see :mod:`mrtr.http.hosts`);
 1. the path must be the endpoint, else ``404`` (on a server protected with ``auth=``,
    the RFC 9728 metadata document is answered at its well-known path first, open to
    any origin and unauthenticated);
@@ -326,16 +327,17 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
     if request.path == config.health_path:
         await _health(out, request.method)
         return True
+    rs = getattr(server, "auth", None)
+    if rs is not None and request.path in (rs.metadata_path, WELL_KNOWN + config.path):
+        # public, and names the configured resource, not the Host: answered whatever Host says
+        await _send_reply(out, rs.metadata_reply(request.method))
+        return True
     headers = RequestHeaders(request.headers)
     host = headers.get("host")
     if not config.hosts.allows(host, request.bound):
         log.info("refused a request for host %r (not an allowed host)", host)
         await _reject(out, 421, InvalidRequest(
             f"Misdirected Request: this server does not serve host {host!r}; see allowed_hosts"))
-        return True
-    rs = getattr(server, "auth", None)
-    if rs is not None and request.path in (rs.metadata_path, WELL_KNOWN + config.path):
-        await _send_reply(out, rs.metadata_reply(request.method))
         return True
     if request.path != config.path:
         body = b"Not Found\n"

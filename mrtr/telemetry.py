@@ -17,7 +17,8 @@ A client that sends W3C trace context in the request's ``params._meta``
 (``traceparent``, ``tracestate``, ``baggage``) gets the span as a child of its own.
 
 Without the extra, :data:`ENABLED` is false and transports skip every call here: no
-import, no allocation per request.
+import, no allocation per request. With the extra but no tracer provider configured, no
+span is built either.
 """
 
 from __future__ import annotations
@@ -41,13 +42,17 @@ _CONTEXT_KEYS = ("traceparent", "tracestate", "baggage")
 
 
 def _tracer() -> Any:
-    from . import __version__
-
-    return _trace.get_tracer("mrtr", __version__)
+    return _trace.get_tracer("mrtr")
 
 
 def start_span(method: str, target: str | None, round_number: int | None, meta: Any) -> Any:
-    """Start the span of one request; the parent comes from ``meta`` when it carries trace context."""
+    """Start the span of one request; the parent comes from ``meta`` when it carries trace context.
+
+    ``None`` while no tracer provider is configured: the API's stand-in would only
+    build spans nobody records.
+    """
+    if isinstance(_trace.get_tracer_provider(), (_trace.ProxyTracerProvider, _trace.NoOpTracerProvider)):
+        return None
     carrier = {key: meta[key] for key in _CONTEXT_KEYS if isinstance(meta, Mapping) and isinstance(meta.get(key), str)}
     parent = _propagate.extract(carrier) if carrier else None
     attributes: dict[str, Any] = {"mcp.method.name": method}
