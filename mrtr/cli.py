@@ -31,9 +31,10 @@ from typing import Any
 import msgspec
 
 from . import __version__, wire
+from .transport import settle_key
 from .wire import PROTOCOL_VERSION
 
-__all__ = ["DEFAULT_APP", "AppImportError", "UsageError", "banner", "curl_example", "load_server", "main"]
+__all__ = ["DEFAULT_APP", "AppImportError", "UsageError", "banner", "curl_example", "inventory", "load_server", "main"]
 
 DEFAULT_APP = "mrtr.examples.server:server"
 DEFAULT_HOST = "127.0.0.1"
@@ -215,6 +216,21 @@ def banner(server: Any, host: str, port: int, workers: int) -> str:
     ])
 
 
+def inventory(server: Any) -> str:
+    """What ``mrtr serve`` lists at start: the registered tools, prompts and resources."""
+
+    def names(kind: str, items: list[dict[str, Any]], member: str) -> str:
+        shown = ", ".join(str(item.get(member) or item.get("uriTemplate") or item.get("name")) for item in items)
+        return f"  {kind} ({len(items)}): {shown or '-'}"
+
+    return "\n".join([
+        "mrtr: registered",
+        names("tools", server.tool_definitions(), "name"),
+        names("prompts", server.prompt_definitions(), "name"),
+        names("resources", server.resource_definitions(), "uri"),
+    ])
+
+
 # -- argument parsing ------------------------------------------------------------------------
 
 
@@ -289,6 +305,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="HTTP worker processes sharing the port (default: 1)",
     )
     serve.add_argument(
+        "--allowed-host", action="append", default=None, metavar="HOST[:PORT]", dest="allowed_hosts",
+        help="a Host the server answers (repeat for several; '*' for any); by default a loopback bind answers "
+             "only localhost, 127.0.0.1 and [::1] at its port. Set it behind a reverse proxy to the public name",
+    )
+    serve.add_argument(
         "--stdio", action="store_true",
         help="serve on stdin/stdout instead of HTTP (stdout then carries protocol messages only)",
     )
@@ -305,34 +326,73 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level", default="info", choices=["debug", "info", "warning", "error"],
         help="log level for messages on stderr (default: info)",
     )
+    serve.add_argument(
+        "--log-format", default="text", choices=["text", "json"],
+        help="text lines, or one JSON object per line for log shippers (default: text)",
+    )
+    serve.add_argument(
+        "--reload", action="store_true",
+        help="development: restart the server when a .py file under the current directory changes "
+             "(needs the dev extra: pip install 'mrtr[dev]')",
+    )
     serve.set_defaults(run=_serve)
     _add_client_commands(commands)
     return parser
 
 
-def _configure_logging(level: str) -> None:
-    root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("mrtr").setLevel(level.upper())
+def _configure_logging(level: str, fmt: str = "text") -> None:
+    from .logs import configure
+
+    configure(level, fmt)
 
 
 # -- the commands ------------------------------------------------------------------------------
 
 
+def _announce(server: Any, log_format: str, text: str | None = None) -> None:
+    """Say what is served: plain lines on stderr, or one JSON record each with ``--log-format json``."""
+    if log_format == "json":
+        fields = {
+            "tools": [item["name"] for item in server.tool_definitions()],
+            "prompts": [item["name"] for item in server.prompt_definitions()],
+            "resources": [item.get("uri") or item.get("uriTemplate") for item in server.resource_definitions()],
+        }
+        log.info("registered %d tools, %d prompts, %d resources", *map(len, fields.values()), extra={"mrtr": fields})
+        if text is not None:
+            log.info("%s", text.splitlines()[0])
+        return
+    print(inventory(server), file=sys.stderr, flush=True)
+    if text is not None:
+        print(text, file=sys.stderr, flush=True)
+
+
+def _without_reload(argv: list[str]) -> list[str]:
+    return [arg for arg in argv if arg != "--reload"]
+
+
 def _serve(args: argparse.Namespace) -> int:
+    argv: list[str] | None = getattr(args, "argv", None)  # the command line, for --reload to restart with
     if args.stdio:
-        given = [flag for flag, value in (("--host", args.host), ("--port", args.port), ("--workers", args.workers))
-                 if value is not None]
+        given = [flag for flag, value in (("--host", args.host), ("--port", args.port), ("--workers", args.workers),
+                                          ("--allowed-host", args.allowed_hosts)) if value is not None]
         if given:
             raise UsageError(f"--stdio cannot be combined with {', '.join(given)} (those are HTTP options)")
-    _configure_logging(args.log_level)
+    if args.reload:
+        if args.stdio:
+            raise UsageError("--reload cannot be combined with --stdio (a restart would cut the client's session)")
+        if (args.workers or 1) > 1:
+            raise UsageError("--reload serves one worker; drop --workers")
+        from .reload import run_with_reload
+
+        return run_with_reload(_without_reload(sys.argv[1:] if argv is None else argv))
+    _configure_logging(args.log_level, args.log_format)
     if args.stdio:
         from .stdio import run_stdio
 
         # Keep anything the application prints while importing off the protocol stream.
         with contextlib.redirect_stdout(sys.stderr):
             server = load_server(args.app or DEFAULT_APP)
+        _announce(server, args.log_format)
         run_stdio(server)
         return 0
     server = load_server(args.app or DEFAULT_APP)
@@ -348,11 +408,16 @@ def _serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"mrtr: the HTTP transport is not available: {exc}", file=sys.stderr)
         return 1
-    print(banner(server, host, port, workers), file=sys.stderr, flush=True)
+    if workers == 1:  # with more, run() shares one generated key among the workers and says so
+        settle_key(server)
+    _announce(server, args.log_format, banner(server, host, port, workers))
     try:
-        run(server, host, port, workers=workers)
+        options: dict[str, Any] = {} if args.allowed_hosts is None else {"allowed_hosts": tuple(args.allowed_hosts)}
+        run(server, host, port, workers=workers, **options)
     except KeyboardInterrupt:  # a Ctrl+C before the server installed its signal handlers
         pass
+    except ValueError as exc:  # an option the HTTP server refuses, e.g. a malformed --allowed-host
+        raise UsageError(str(exc)) from None
     except OSError as exc:  # typically: the address is in use or cannot be bound
         print(f"mrtr serve: cannot serve on {_url(host, port)}: {exc}", file=sys.stderr)
         return 1
@@ -484,6 +549,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
+        args.argv = argv
         return int(args.run(args))
     except UsageError as exc:
         print(f"mrtr {args.command}: error: {exc}", file=sys.stderr)

@@ -521,6 +521,15 @@ class Registry:
         """The ``Tool`` objects ``tools/list`` reports, in registration order."""
         return [dict(tool.definition) for tool in self._tools.values()]
 
+    def prompt_definitions(self) -> list[dict[str, Any]]:
+        """The ``Prompt`` objects ``prompts/list`` reports, in registration order."""
+        return [dict(prompt.definition) for prompt in self._prompts.values()]
+
+    def resource_definitions(self) -> list[dict[str, Any]]:
+        """The ``Resource`` and then the ``ResourceTemplate`` objects the server lists."""
+        return [dict(resource.definition) for resource in self._resources.values()] + \
+            [dict(template.definition) for template in self._templates]
+
     def required_scopes(self, method: str, name: str | None) -> tuple[str, ...]:
         """The scopes a request for ``method`` on ``name`` needs beyond the server-wide ones.
 

@@ -178,6 +178,7 @@ class Server(Registry):
         list_ttl_ms: int = 60_000,
         cache_scope: Literal["public", "private"] | None = None,
         auth: Any = None,
+        mask_errors: bool = False,
     ) -> None:
         super().__init__()
         if answers not in ("strict", "lenient"):
@@ -187,6 +188,7 @@ class Server(Registry):
         if codec is not None and (secret is not None or ttl is not None):
             raise ValueError("give either codec or secret/ttl, not both")
         self.name = name
+        self.mask_errors = mask_errors
         self.version = version
         self.instructions = instructions
         self.server_info: dict[str, Any] = {"name": name, "version": version}
@@ -394,7 +396,7 @@ class Server(Registry):
         structured = tool.structured
         return ToolBinding(
             tool.fn, self._tool_arguments(tool, raw_arguments), lambda value: tool_result(value, structured),
-            _tool_error,
+            lambda error: self._tool_error(name, error),
         )
 
     # -- subscriptions ---------------------------------------------------------------
@@ -610,7 +612,7 @@ class Server(Registry):
         try:
             outcome = await self._execute(request, tool.fn, arguments, ctx)
         except HandlerError as error:
-            return _tool_error(error)
+            return self._tool_error(name, error)
         if not isinstance(outcome, Completed):
             return msgspec.to_builtins(outcome)
         return tool_result(outcome.result, tool.structured)
@@ -700,8 +702,19 @@ class Server(Registry):
         try:
             return await self._execute(request, fn, arguments, ctx)
         except HandlerError as error:
-            log.warning("%s handler failed: %s", request.method, error.message, exc_info=error.__cause__)
-            raise InternalError(f"Internal error: {error.message}") from None
+            text = self._handler_failed(request.method, ctx.target, error)
+            raise InternalError(f"Internal error: {text}" if text else "Internal error") from None
+
+    def _tool_error(self, name: str, error: HandlerError) -> dict[str, Any]:
+        """A failing tool's result: the error as tool output, so the model can see it (unless masked)."""
+        text = self._handler_failed("tools/call", name, error) or "The tool failed with an internal error."
+        return {"resultType": "complete", "content": [{"type": "text", "text": text}], "isError": True}
+
+    def _handler_failed(self, method: str, target: Any, error: HandlerError) -> str | None:
+        """Log a failed handler with its traceback; the text the client may see (``None`` when masked)."""
+        where = f" at {error.location}" if error.location else ""
+        log.error("%s %r failed%s: %s", method, target, where, error.message, exc_info=error.__cause__)
+        return None if self.mask_errors else error.message
 
     async def _complete(self, request: _Request) -> dict[str, Any]:
         params = request.params
@@ -718,15 +731,11 @@ class Server(Registry):
         except ProtocolError:
             raise
         except Exception as exc:
-            raise InternalError(f"Internal error: completion failed: {exc}") from exc
+            log.error("completion/complete failed", exc_info=exc)
+            raise InternalError("Internal error" if self.mask_errors else f"Internal error: completion failed: {exc}") from exc
         completion = dict(values) if isinstance(values, dict) else {"values": list(values or [])}
         completion["values"] = [str(value) for value in completion.get("values", [])][:100]
         return {"resultType": "complete", "completion": completion}
-
-
-def _tool_error(error: HandlerError) -> dict[str, Any]:
-    """A failing tool handler's result: the error as tool output, so the model can see it."""
-    return {"resultType": "complete", "content": [{"type": "text", "text": error.message}], "isError": True}
 
 
 def _declares_tasks(envelope: _Envelope) -> bool:

@@ -13,6 +13,7 @@ with :func:`lifespan`, which also gives it the :class:`Hub` that
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,8 +21,9 @@ from typing import Any
 import trio
 
 from .jsonrpc import Notify
+from .state import EphemeralKeyWarning
 
-__all__ = ["Hub", "lifespan", "run_in_thread", "thread_safe"]
+__all__ = ["Hub", "lifespan", "run_in_thread", "settle_key", "thread_safe"]
 
 log = logging.getLogger("mrtr")
 
@@ -137,3 +139,17 @@ async def lifespan(dispatcher: Any) -> AsyncIterator[Hub]:
         hub.close()
         if detach is not None:
             detach()
+
+
+def settle_key(server: Any) -> None:
+    """Build a server's ``requestState`` key ring now, before the first request.
+
+    So a missing ``MRTR_SECRET`` is reported once, at start, as the one log line the
+    codec writes (its :class:`~mrtr.state.EphemeralKeyWarning`, the same news, is not
+    shown again). A dispatcher without a key ring is left alone.
+    """
+    if not hasattr(type(server), "engine"):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EphemeralKeyWarning)
+        _ = server.engine

@@ -39,8 +39,9 @@ LAYER_OF = {
     "mrtr.server": "server", "mrtr.registry": "server", "mrtr.results": "server",
     "mrtr.auth": "auth",
     "mrtr.transport": "transport", "mrtr.http": "transport", "mrtr.stdio": "transport",
-    "mrtr.telemetry": "transport",
+    "mrtr.telemetry": "transport", "mrtr.logs": "transport",
     "mrtr.cli": "face", "mrtr.__main__": "face", "mrtr.client": "face", "mrtr.testing": "face", "mrtr.examples": "face",
+    "mrtr.reload": "face",
 }
 # Third-party packages that mean I/O or an event loop: never below the transports.
 EVENT_LOOP = {"trio", "anyio", "httpx", "h11", "httptools", "coredis", "sqlite3", "socket"}

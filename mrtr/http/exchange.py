@@ -8,6 +8,10 @@ cancellation) happens here, once, so both front ends answer byte for byte alike.
 
 The rules, in order (see ``docs/http.md``):
 
+0. ``GET``/``HEAD`` on the health path (``/healthz``) answers ``200`` at once (no
+   other check, no authentication, no access line); then (after the auth metadata
+   document, which any ``Host`` may read) a ``Host`` outside the allowed hosts gets
+   ``421`` (see :mod:`mrtr.http.hosts`);
 1. the path must be the endpoint, else ``404`` (on a server protected with ``auth=``,
    the RFC 9728 metadata document is answered at its well-known path first, open to
    any origin and unauthenticated);
@@ -36,8 +40,12 @@ A client that goes away cancels the dispatch: pass ``disconnected``, an async ca
 that returns when the client is gone, and :func:`exchange` runs it beside the request
 and cancels the handler when it returns.
 
+Every answered request gets an access line (:class:`mrtr.logs.AccessRecord`) once it
+is written, or marked ``aborted`` when the client went away before it was whole.
+
 The header rules live in :mod:`mrtr.http.headers`, the origin and CORS rules in
-:mod:`mrtr.http.cors`, the options in :mod:`mrtr.http.config`.
+:mod:`mrtr.http.cors`, the Host rule in :mod:`mrtr.http.hosts`, the options in
+:mod:`mrtr.http.config`.
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ from ..auth.urls import WELL_KNOWN
 from ..errors import HeaderMismatch, InvalidRequest, ParseError, ProtocolError, status_for_code
 from ..jsonrpc import Dispatcher, error_response, parse_message
 from ..jsonrpc import encode as _encode_json
+from ..logs import AccessRecord
 from ..transport import run_in_thread, thread_safe
 from .config import ExchangeConfig
 from .cors import cors_headers, preflight_headers, split_request_headers
@@ -100,13 +109,16 @@ class HttpRequest:
     """An HTTP request as the exchange needs it: the body is already read in full.
 
     ``path`` holds no query string; ``headers`` are ``(name, value)`` byte pairs as h11
-    and ASGI give them (names are compared case-insensitively).
+    and ASGI give them (names are compared case-insensitively). ``bound`` is the
+    listening address the request came in on, when the front end knows it (the default
+    ``Host`` check depends on it).
     """
 
     method: str
     path: str
     headers: list[RawHeader]
     body: bytes = b""
+    bound: tuple[str, int] | None = None
 
 
 # -- responses ------------------------------------------------------------------------------
@@ -134,19 +146,26 @@ class _Tracked:
     are appended to whatever goes out next (JSON, SSE, 202, errors, even a 500).
     """
 
-    __slots__ = ("cors", "inner", "started")
+    __slots__ = ("cors", "finished", "inner", "record", "started")
 
-    def __init__(self, inner: Responder) -> None:
+    def __init__(self, inner: Responder, record: AccessRecord | None) -> None:
         self.inner = inner
         self.started = False
+        self.finished = False  # the whole answer was handed to the front end
         self.cors: list[RawHeader] = []
+        self.record = record
 
     async def respond(self, status: int, headers: list[RawHeader], body: bytes) -> None:
         self.started = True
+        if self.record is not None:
+            self.record.status = status
         await self.inner.respond(status, [*headers, *self.cors], body)
+        self.finished = True
 
     async def start(self, status: int, headers: list[RawHeader]) -> None:
         self.started = True
+        if self.record is not None:
+            self.record.status = status
         await self.inner.start(status, [*headers, *self.cors])
 
     async def send(self, chunk: bytes) -> None:
@@ -154,6 +173,7 @@ class _Tracked:
 
     async def end(self) -> None:
         await self.inner.end()
+        self.finished = True
 
 
 async def _preflight(out: _Tracked, origin: str, headers: RequestHeaders) -> None:
@@ -173,6 +193,8 @@ async def _preflight(out: _Tracked, origin: str, headers: RequestHeaders) -> Non
 
 async def _reject(out: _Tracked, status: int, error: ProtocolError, request_id: Any = None,
                   extra: Iterable[RawHeader] = ()) -> None:
+    if out.record is not None:
+        out.record.error(error.code)
     body = _error_body(error, request_id)
     await out.respond(status, _json_headers(body, extra), body)
 
@@ -242,6 +264,8 @@ async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], head
             extra = {} if auth is None else {"auth": auth}
             response = await server.handle(message, headers=headers.as_mapping(), notify=thread_safe(notify),
                                            run_sync=run_in_thread, **extra)
+            if out.record is not None:
+                out.record.response(response)
             await send_channel.send(_encode_response(response))
 
     # Strict exception groups: ClientGone is caught inside the nursery and re-raised
@@ -285,17 +309,41 @@ async def _stream(receive_channel: trio.MemoryReceiveChannel[Any], out: _Tracked
             await out.send(b"data: " + item + b"\n\n")
 
 
+_HEALTHY = b'{"status":"ok"}\n'
+
+
+async def _health(out: _Tracked, method: str) -> None:
+    """The health route: ``200`` while the process serves; nothing else is checked or logged."""
+    if method not in ("GET", "HEAD"):
+        body = b"Method Not Allowed\n"
+        await out.respond(405, [(b"content-type", b"text/plain; charset=utf-8"), (b"allow", b"GET, HEAD"),
+                                (b"content-length", str(len(body)).encode("ascii"))], body)
+        return
+    await out.respond(200, [(b"content-type", _JSON), (b"cache-control", b"no-store"),
+                            (b"content-length", str(len(_HEALTHY)).encode("ascii"))], _HEALTHY)
+
+
 async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, config: ExchangeConfig) -> bool:
+    if request.path == config.health_path:
+        await _health(out, request.method)
+        return True
     rs = getattr(server, "auth", None)
     if rs is not None and request.path in (rs.metadata_path, WELL_KNOWN + config.path):
+        # public, and names the configured resource, not the Host: answered whatever Host says
         await _send_reply(out, rs.metadata_reply(request.method))
+        return True
+    headers = RequestHeaders(request.headers)
+    host = headers.get("host")
+    if not config.hosts.allows(host, request.bound):
+        log.info("refused a request for host %r (not an allowed host)", host)
+        await _reject(out, 421, InvalidRequest(
+            f"Misdirected Request: this server does not serve host {host!r}; see allowed_hosts"))
         return True
     if request.path != config.path:
         body = b"Not Found\n"
         await out.respond(404, [(b"content-type", b"text/plain; charset=utf-8"),
                                 (b"content-length", str(len(body)).encode("ascii"))], body)
         return True
-    headers = RequestHeaders(request.headers)
     origin = headers.get("origin")
     if origin is not None:
         if not config.origin_allowed(origin):
@@ -332,7 +380,11 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
     except InvalidRequest as error:
         await _reject(out, 400, error, error.request_id)
         return True
+    if out.record is not None:
+        out.record.request(message)
     if "id" not in message:
+        if out.record is not None:
+            out.record.result = "accepted"
         await out.respond(202, [(b"content-length", b"0")], b"")
         return True
     try:
@@ -368,23 +420,30 @@ async def exchange(
     the client goes away; the dispatch is then cancelled and nothing more is written.
     Unexpected failures are logged; a ``500`` goes out only if nothing was written yet.
     """
-    out = _Tracked(responder)
-    if disconnected is None:
-        return await _guarded(server, request, out, config)
+    record = None if request.path == config.health_path else AccessRecord("http", request.method, request.path)
+    out = _Tracked(responder, record)
     completed = False
-    async with trio.open_nursery() as nursery:
-
-        async def watch() -> None:
-            await disconnected()
-            log.debug("client went away during %s %s; cancelling", request.method, request.path)
-            nursery.cancel_scope.cancel()
-
-        nursery.start_soon(watch)
-        try:
+    try:
+        if disconnected is None:
             completed = await _guarded(server, request, out, config)
-        finally:
-            nursery.cancel_scope.cancel()
-    return completed
+            return completed
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                await disconnected()
+                log.debug("client went away during %s %s; cancelling", request.method, request.path)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch)
+            try:
+                completed = await _guarded(server, request, out, config)
+            finally:
+                nursery.cancel_scope.cancel()
+        return completed
+    finally:
+        if record is not None:
+            # "aborted" only when the answer did not go out whole; a delivered one keeps its result
+            record.finish(outcome=None if out.finished else "aborted")
 
 
 async def _guarded(server: Dispatcher, request: HttpRequest, out: _Tracked, config: ExchangeConfig) -> bool:
@@ -395,6 +454,8 @@ async def _guarded(server: Dispatcher, request: HttpRequest, out: _Tracked, conf
         return False
     except Exception:
         log.exception("unexpected failure in the HTTP exchange for %s %s", request.method, request.path)
+        if out.record is not None:
+            out.record.error(None)
         if not out.started:
             body = b"Internal Server Error\n"
             try:

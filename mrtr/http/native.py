@@ -55,6 +55,7 @@ class _State:
         self.full = False  # whether the connection limit was hit since the last admitted connection
         self.closing = False
         self.idle: set[trio.CancelScope] = set()
+        self.bound: tuple[str, int] | None = None  # the listening address, for the exchange's Host rule
 
     def begin_shutdown(self) -> None:
         self.closing = True
@@ -244,7 +245,8 @@ class _Connection:
         path = target.split("?", 1)[0]
         if path.startswith(("http://", "https://")):  # absolute-form target
             path = "/" + path.split("://", 1)[1].partition("/")[2]
-        return HttpRequest(event.method.decode("latin-1"), path, list(event.headers), b"".join(chunks))
+        return HttpRequest(event.method.decode("latin-1"), path, list(event.headers), b"".join(chunks),
+                           bound=self.state.bound)
 
     async def watch_disconnect(self) -> None:
         """Return when the client hangs up; bytes it sends meanwhile are kept for the next request."""
@@ -389,6 +391,7 @@ async def _serve_listener(
     listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
     state = _State(server, config)
     host, port = sock.getsockname()[:2]
+    state.bound = (host, port)
     try:
         # What the server keeps running beside the transport (its lifespan, its task
         # carrier) starts before the first connection is accepted, so a task store that

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import signal
 import threading
-from functools import partial
 from typing import Any
 
 import httpx

@@ -3,7 +3,6 @@ failures, TTL, principals, progress, and takeover of a task whose node died."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -12,7 +11,6 @@ import pytest
 import trio
 
 from mrtr import Context, Elicit, Form, InvalidParams, Step
-from mrtr.errors import HandlerError
 from mrtr.tasks import TaskCarrier, TaskStore, ToolBinding, UnknownTask, open_store
 
 from .tasks_schema import validate_task
