@@ -89,7 +89,7 @@ class Responder(Protocol):
 class HttpRequest:
     """An HTTP request as the exchange needs it: the body is already read in full.
 
-    ``path`` holds no query string; ``headers`` are ``(name, value)`` byte pairs as h11
+    ``path`` holds no query string; ``headers`` are ``(name, value)`` byte pairs as the parser
     and ASGI give them (names are compared case-insensitively).
     """
 
