@@ -432,13 +432,14 @@ class _Connection:
     async def watch_disconnect(self) -> None:
         """Return when the client hangs up while a handler runs.
 
-        Bytes it sends meanwhile (a pipelined request) go to the parser; then the
-        client is clearly there and reading stops, so read-ahead stays one read long.
+        It peeks and never consumes: bytes the client sends meanwhile (a pipelined
+        request) stay in the kernel until the connection reads its next request, so
+        read-ahead stays one read long however many requests are served.
         """
         while True:
             await trio.lowlevel.wait_readable(self.sock)
             try:
-                data = self.sock.recv(_RECEIVE_SIZE)
+                data = self.sock.recv(1, socket.MSG_PEEK)
             except BlockingIOError:
                 continue
             except OSError:
@@ -446,8 +447,7 @@ class _Connection:
             if not data:
                 self.eof = True
                 return
-            self.feed(data)
-            await trio.sleep_forever()
+            await trio.sleep_forever()  # the client is there, and sending
 
     # -- the loop -----------------------------------------------------------------------
 
