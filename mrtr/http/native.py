@@ -451,7 +451,7 @@ class _Connection:
 
     # -- the loop -----------------------------------------------------------------------
 
-    async def serve(self) -> None:
+    async def serve(self, helpers: trio.Nursery) -> None:
         first = True
         server = self.state.server
         config = self.state.exchange_config
@@ -470,7 +470,7 @@ class _Connection:
                 path = "/" + path.split("://", 1)[1].partition("/")[2]
             completed = await exchange(server, HttpRequest(request.method.decode("latin-1"), path,
                                                            request.headers, request.body),
-                                       self, config=config, disconnected=self.watch_disconnect)
+                                       self, config=config, disconnected=self.watch_disconnect, nursery=helpers)
             log.debug("%s %s -> %s", request.method, path, "done" if completed else "aborted")
             if not completed or not self.response_done or self.close_after or self.state.closing:
                 return
@@ -486,9 +486,14 @@ class _Timeout(Exception):
 async def _handle_connection(sock: socket.socket, client: str, state: _State) -> None:
     connection = _Connection(sock, client, state)
     try:
-        await connection.serve()
-    except (ClientGone, _Closed):
-        pass
+        # one nursery per connection for the helpers of handlers that suspend (a disconnect
+        # watcher, an SSE writer); a handler that runs inline needs none of it
+        async with trio.open_nursery() as helpers:
+            try:
+                await connection.serve(helpers)
+            except (ClientGone, _Closed):
+                pass
+            helpers.cancel_scope.cancel()
     except Exception:
         log.exception("unexpected failure on an HTTP connection")
     finally:
