@@ -50,7 +50,7 @@ from ..jsonrpc import encode as _encode_json
 from ..transport import run_in_thread, thread_safe
 from .config import ExchangeConfig
 from .cors import cors_headers, preflight_headers, split_request_headers
-from .headers import RawHeader, RequestHeaders, accepts, check_headers, is_json, media_types
+from .headers import RawHeader, RequestHeaders, accepts_json_and_sse, check_headers, is_json
 
 __all__ = [
     "ClientGone",
@@ -315,7 +315,7 @@ async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], head
     stream: _Stream | None = None
     watcher: trio.CancelScope | None = None
     response: dict[str, Any] | None = None
-    coro = server.handle(message, headers=headers.as_mapping(), notify=thread_safe(notes), run_sync=run_in_thread)
+    coro = server.handle(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread)
 
     def start_stream() -> None:
         nonlocal stream
@@ -392,8 +392,7 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
     if not is_json(headers.get("content-type")):
         await _reject(out, 415, InvalidRequest("Unsupported Media Type: Content-Type must be application/json"))
         return True
-    ranges = media_types(headers.get("accept") or "")
-    if not (accepts(ranges, "application/json") and accepts(ranges, "text/event-stream")):
+    if not accepts_json_and_sse(headers.get("accept") or ""):
         await _reject(out, 406, InvalidRequest(
             "Not Acceptable: Accept must list both application/json and text/event-stream"))
         return True
