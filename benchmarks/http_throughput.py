@@ -21,6 +21,8 @@ The cases:
   the token is sent back with the answer, and the final result is checked; reported
   in conversations per second (two requests each);
 - with ``--workers``: ``mrtr tools/call`` on ``run(..., workers=2)``;
+- with ``--before PATH``: the same two mrtr cases on the mrtr of another checkout (for
+  example the previous commit's), imported from ``PATH`` in the same run;
 - with ``--sdk``: the official Python SDK (``mcp==2.3.0``, ``MCPServer`` under uvicorn,
   stateless JSON responses, a hand-built ``InputRequiredResult`` guard with the SDK's
   default state sealing) on the same plain call and the same conversations. It is
@@ -52,7 +54,7 @@ BODY = '{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}
 H11_ECHO = textwrap.dedent('''
     import sys, trio, h11
     BODY = %r.encode()
-    async def handle(stream):
+    async def serve(stream):
         conn = h11.Connection(h11.SERVER)
         while True:
             event = conn.next_event()
@@ -64,11 +66,16 @@ H11_ECHO = textwrap.dedent('''
                 continue
             if isinstance(event, h11.EndOfMessage):
                 await stream.send_all(conn.send(h11.Response(status_code=200, headers=[
-                    ("content-type", "application/json"), ("content-length", str(len(BODY)))])))
-                await stream.send_all(conn.send(h11.Data(data=BODY)) + conn.send(h11.EndOfMessage()))
+                    ("content-type", "application/json"), ("content-length", str(len(BODY)))]))
+                    + conn.send(h11.Data(data=BODY)) + conn.send(h11.EndOfMessage()))
                 conn.start_next_cycle()
             elif isinstance(event, h11.ConnectionClosed):
                 return
+    async def handle(stream):
+        try:
+            await serve(stream)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, h11.RemoteProtocolError):
+            pass
     trio.run(trio.serve_tcp, handle, int(sys.argv[1]))
 ''' % BODY)
 
@@ -82,7 +89,7 @@ HTTPTOOLS_ECHO = textwrap.dedent('''
             self.done = 0
         def on_message_complete(self):
             self.done += 1
-    async def handle(stream):
+    async def serve(stream):
         protocol = Protocol()
         parser = httptools.HttpRequestParser(protocol)
         while True:
@@ -93,6 +100,11 @@ HTTPTOOLS_ECHO = textwrap.dedent('''
             if protocol.done:
                 await stream.send_all(ANSWER * protocol.done)
                 protocol.done = 0
+    async def handle(stream):
+        try:
+            await serve(stream)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, httptools.HttpParserError):
+            pass
     trio.run(trio.serve_tcp, handle, int(sys.argv[1]))
 ''' % BODY)
 
@@ -237,11 +249,14 @@ def run_wrk(port: int, script: str, seconds: int, connections: int, pids: list[i
     server_before = sum(cpu_seconds(pid) for pid in pids)
     started = time.monotonic()
     try:
-        output = subprocess.run(
+        finished = subprocess.run(
             ["wrk", "-t", "1", "-c", str(connections), "-d", f"{seconds}s", "-s", handle.name,
              f"http://127.0.0.1:{port}/mcp"],
-            check=True, capture_output=True, text=True,
-        ).stdout
+            capture_output=True, text=True,
+        )
+        if finished.returncode:
+            raise RuntimeError(f"wrk failed ({finished.returncode}):\n{finished.stdout}\n{finished.stderr}")
+        output = finished.stdout
     finally:
         os.unlink(handle.name)
     wall = time.monotonic() - started
@@ -276,9 +291,12 @@ def sdk_python() -> str:
     return str(python)
 
 
-def start(code: str, *args: str, python: str = sys.executable) -> tuple[subprocess.Popen[bytes], int, list[int]]:
+def start(code: str, *args: str, python: str = sys.executable,
+          path: str | None = None) -> tuple[subprocess.Popen[bytes], int, list[int]]:
     port = free_port()
-    process = subprocess.Popen([python, "-c", code, str(port), *args], cwd=ROOT,
+    if path:  # import mrtr from that checkout, ahead of the installed one
+        code = f"import sys; sys.path.insert(0, {path!r})\n" + code
+    process = subprocess.Popen([python, "-c", code, str(port), *args], cwd=path or ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for(port)
     time.sleep(0.5)  # forked workers bind a moment after the first
@@ -296,6 +314,7 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--workers", action="store_true", help="also run mrtr tools/call with workers=2")
     parser.add_argument("--sdk", action="store_true", help="also run the official SDK's server")
+    parser.add_argument("--before", metavar="PATH", help="also run the mrtr of the checkout at PATH")
     args = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed (apt-get install wrk)")
@@ -312,6 +331,10 @@ def main() -> None:
     if args.workers:
         servers["mrtr2"] = start(APP, "2")
         cases.append(("mrtr tools/call, workers=2", "mrtr2", plain_script(call, "echo")))
+    if args.before:
+        servers["before"] = start(APP, "1", path=str(Path(args.before).resolve()))
+        cases.append(("before: tools/call", "before", plain_script(call, "echo")))
+        cases.append(("before: one-question (conversations/s)", "before", conversation_script()))
     if args.sdk:
         servers["sdk"] = start(SDK_SERVER, python=sdk_python())
         cases.append(("SDK tools/call", "sdk", plain_script(call, "echo")))
@@ -341,9 +364,15 @@ def main() -> None:
         server_cpu = statistics.median(r["server_cpu"] for r in results[name])
         print(f"{name:<{width}}  {rate:9.0f}  {statistics.median(ratios(name, 'h11 echo')):10.2f}x  "
               f"{statistics.median(ratios(name, 'httptools echo')):16.2f}x  {wrk_cpu:6.0%}  {server_cpu:9.0%}")
+    pairs = []
+    if args.before:
+        pairs += [("mrtr tools/call", "before: tools/call"),
+                  ("mrtr one-question (conversations/s)", "before: one-question (conversations/s)")]
     if args.sdk:
-        for mine, theirs in (("mrtr tools/call", "SDK tools/call"),
-                             ("mrtr one-question (conversations/s)", "SDK one-question (conversations/s)")):
+        pairs += [("mrtr tools/call", "SDK tools/call"),
+                  ("mrtr one-question (conversations/s)", "SDK one-question (conversations/s)")]
+    if pairs:
+        for mine, theirs in pairs:
             print(f"{mine} / {theirs}: {statistics.median(ratios(mine, theirs)):.2f}x (median of per-round ratios)")
     print(json.dumps({name: [round(r["rate"]) for r in rows] for name, rows in results.items()}), file=sys.stderr)
 

@@ -93,7 +93,6 @@ class _State:
         for connection, scope in self.idle.items():
             if client is None or connection.client == client:
                 del self.idle[connection]
-                connection.evicted = True
                 scope.cancel()
                 return True
         return False
@@ -140,7 +139,6 @@ class _Connection:
         self.ready: deque[_Request] = deque()
         self.error: _Reject | None = None
         self.eof = False
-        self.evicted = False
         self.started_at = trio.current_time()
         self.request_started = 0.0  # when the first byte of the request being read arrived
         self.need_continue = False
@@ -525,9 +523,9 @@ def _admit(state: _State, client: str) -> bool:
     config = state.config
     per_client = config.max_connections_per_client
     if per_client is not None and state.per_client.get(client, 0) >= per_client:
+        # the evicted connection gives its slots back when its task ends, a moment later
         if not state.evict_idle(client):
             return False
-        # the evicted connection frees its slots when its task ends; count it gone now
     elif state.active >= config.max_connections:
         if not state.evict_idle():
             return False
