@@ -26,8 +26,9 @@ The rules, in order (see ``docs/http.md``):
    that carries the notifications and ends with the response.
 
 A client that goes away cancels the dispatch: pass ``disconnected``, an async callable
-that returns when the client is gone, and :func:`exchange` runs it beside the request
-and cancels the handler when it returns.
+that returns when the client is gone, and :func:`exchange` runs it beside a handler
+that suspends and cancels the handler when it returns. A handler that finishes without
+suspending (a sync handler running inline) is answered with no helper task at all.
 
 The header rules live in :mod:`mrtr.http.headers`, the origin and CORS rules in
 :mod:`mrtr.http.cors`, the options in :mod:`mrtr.http.config`.
