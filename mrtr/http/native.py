@@ -366,6 +366,9 @@ class _Connection:
         except OSError as exc:
             raise _Closed() from exc
         else:
+            # the bytes were already there, so nothing has yielded since the last request:
+            # let the other connections run, or a client that never pauses starves them
+            await trio.lowlevel.checkpoint()
             return data
         if self.state.closing:
             raise _Closed()
