@@ -184,8 +184,12 @@ def curl_example(server: Any, url: str) -> str:
 
 
 def banner(server: Any, host: str, port: int, workers: int) -> str:
-    """What ``mrtr serve`` prints to stderr when it starts serving HTTP."""
-    url = _url(host, port)
+    """What ``mrtr serve`` prints to stderr when it starts serving HTTP.
+
+    With ``port`` 0 the system picks the port only when the socket is bound, after the
+    banner: the URL then shows ``PORT``, and the ``serving MCP on`` log line names it.
+    """
+    url = _url(host, port) if port else _url(host, 0).replace(":0/", ":PORT/", 1)
     name = getattr(server, "name", "server")
     version = getattr(server, "version", "")
     plural = "s" if workers != 1 else ""
@@ -193,6 +197,7 @@ def banner(server: Any, host: str, port: int, workers: int) -> str:
     what = f'tool "{tools[0]}"' if tools else "server/discover"
     return "\n".join([
         f"mrtr: serving {name} {version} at {url} ({workers} worker{plural}); press Ctrl+C to stop",
+        *(["The system picks PORT: the \"serving MCP on\" line below names it."] if not port else []),
         f"Try it ({what}):",
         curl_example(server, url),
         (
@@ -213,8 +218,8 @@ def _port(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid port {text!r}: not an integer") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"invalid port {value}: must be between 1 and 65535")
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"invalid port {value}: must be between 0 and 65535")
     return value
 
 
@@ -225,6 +230,16 @@ def _workers(text: str) -> int:
         raise argparse.ArgumentTypeError(f"invalid worker count {text!r}: not an integer") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"invalid worker count {value}: must be at least 1")
+    return value
+
+
+def _lease(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
     return value
 
 
@@ -260,7 +275,10 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"the Server to serve, e.g. myapp.main:server (default: the bundled example, {DEFAULT_APP})",
     )
     serve.add_argument("--host", default=None, help=f"address to bind for HTTP (default: {DEFAULT_HOST})")
-    serve.add_argument("--port", type=_port, default=None, help=f"port to bind for HTTP (default: {DEFAULT_PORT})")
+    serve.add_argument(
+        "--port", type=_port, default=None,
+        help=f"port to bind for HTTP; 0 lets the system pick a free one, named in the log (default: {DEFAULT_PORT})",
+    )
     serve.add_argument(
         "--workers", type=_workers, default=None, metavar="N",
         help="HTTP worker processes sharing the port (default: 1)",
@@ -268,6 +286,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--stdio", action="store_true",
         help="serve on stdin/stdout instead of HTTP (stdout then carries protocol messages only)",
+    )
+    serve.add_argument(
+        "--tasks", default=None, metavar="URL",
+        help="task store for task tools: memory:, sqlite:///path or redis://host:port/db "
+             "(default: MRTR_TASKS or sqlite:///mrtr-tasks.sqlite3)",
+    )
+    serve.add_argument(
+        "--task-lease", type=_lease, default=None, metavar="SECONDS",
+        help="how long a task runner's lease lasts without renewal (default: MRTR_TASK_LEASE or 30)",
     )
     serve.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"],
@@ -302,8 +329,12 @@ def _serve(args: argparse.Namespace) -> int:
         run_stdio(server)
         return 0
     server = load_server(args.app or DEFAULT_APP)
+    if args.tasks is not None:
+        server.tasks_url = args.tasks
+    if args.task_lease is not None:
+        server.task_lease = args.task_lease
     host = args.host or DEFAULT_HOST
-    port = args.port or DEFAULT_PORT
+    port = DEFAULT_PORT if args.port is None else args.port
     workers = args.workers or 1
     try:
         from .http import run
@@ -318,6 +349,16 @@ def _serve(args: argparse.Namespace) -> int:
     except OSError as exc:  # typically: the address is in use or cannot be bound
         print(f"mrtr serve: cannot serve on {_url(host, port)}: {exc}", file=sys.stderr)
         return 1
+    except Exception as exc:
+        from .tasks import StoreUnavailable
+
+        cause: BaseException = exc
+        while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+            cause = cause.exceptions[0]  # trio reports it from inside the serving nursery
+        if isinstance(cause, StoreUnavailable):
+            print(f"mrtr serve: {cause}", file=sys.stderr)
+            return 1
+        raise
     return 0
 
 

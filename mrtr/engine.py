@@ -25,11 +25,12 @@ binding failure are errors under both.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from . import wire
 from .context import Context
+from .jsonrpc import RunSync
 from .errors import InvalidParams
 from .ledger import Ledger, merge_answers
 from .replay import Completed, InputRequired, handler_spec, replay, replay_async
@@ -62,7 +63,10 @@ def _present(value: Any) -> bool:
 
 
 class Engine:
-    """Runs handlers for the three MRTR methods against the ledger a token carries."""
+    """The wire carrier: runs handlers for the three MRTR methods against the ledger a token carries.
+
+    Implements :class:`mrtr.carrier.Carrier`.
+    """
 
     __slots__ = ("codec", "policy")
 
@@ -126,7 +130,7 @@ class Engine:
         arguments: Mapping[str, Any] | None,
         ctx: Context,
         *,
-        run_sync: Callable[[Callable[[], Completed | InputRequired]], Awaitable[Completed | InputRequired]] | None = None,
+        run_sync: RunSync | None = None,
     ) -> Completed | wire.InputRequiredResult:
         """Validate the retry, replay ``handler`` and shape the outcome.
 

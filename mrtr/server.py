@@ -1,7 +1,7 @@
 """An MCP 2026-07-28 server: a registry of tools, prompts and resources, and stateless dispatch.
 
 :class:`Server` knows nothing about sockets. A transport parses a JSON-RPC message with
-:func:`parse_message` and hands requests to :meth:`Server.handle`, which returns the
+:func:`mrtr.jsonrpc.parse_message` and hands requests to :meth:`Server.handle`, which returns the
 response message as a dict. Request-scoped notifications (progress, log messages) go
 to the ``notify`` callable the transport passes in.
 
@@ -14,31 +14,33 @@ run through the wire carrier (:mod:`mrtr.engine`).
 from __future__ import annotations
 
 import base64
-import dataclasses
 import inspect
 import logging
-import os
-import re
-import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 import msgspec
 
 from . import wire
-from .context import LOG_LEVELS, Context, Notify
+from .carrier import TASKS_EXTENSION, Carrier, TaskHost, ToolBinding
+from .context import LOG_LEVELS, Context, LifespanNotRunning
 from .engine import Engine
-from .jsonrpc import RunSync, error_response, result_response
+from .jsonrpc import Notify, RunSync, error_response, result_response
 from .errors import (
     HandlerError,
     InternalError,
     InvalidParams,
+    InvalidRequest,
     MethodNotFound,
+    MissingRequiredClientCapability,
     ProtocolError,
     UnsupportedProtocolVersion,
 )
-from .replay import Completed, handler_spec
+from .registry import Header, Registry
+from .replay import Completed
+from .results import prompt_result, resource_result, tool_result
 from .state import RequestStateCodec
 
 __all__ = [
@@ -57,29 +59,6 @@ META_CLIENT_INFO = wire.META_CLIENT_INFO
 META_LOG_LEVEL = wire.META_LOG_LEVEL
 META_SERVER_INFO = wire.META_SERVER_INFO
 
-# -- handler registration ------------------------------------------------------------------
-
-
-class Header:
-    """Mark a tool parameter to be mirrored in an ``Mcp-Param-<name>`` HTTP header.
-
-    ``region: Annotated[str, Header("Region")]`` adds ``"x-mcp-header": "Region"`` to the
-    parameter's schema; HTTP clients must then send ``Mcp-Param-Region`` with its value.
-    Only string, integer and boolean parameters can be mirrored.
-    """
-
-    __slots__ = ("name",)
-
-    _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-
-    def __init__(self, name: str) -> None:
-        if not isinstance(name, str) or not self._TOKEN.match(name):
-            raise ValueError(f"x-mcp-header name must be a non-empty HTTP token, got {name!r}")
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"Header({self.name!r})"
-
 
 @dataclass
 class RequestInfo:
@@ -88,150 +67,6 @@ class RequestInfo:
     method: str
     params: Mapping[str, Any]
     headers: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class _Tool:
-    name: str
-    fn: Any
-    arguments_type: Any
-    parameter_names: tuple[str, ...]
-    definition: dict[str, Any]
-    headers: dict[str, str]  # header name (lowercase) -> parameter name
-    structured: bool
-
-
-@dataclass
-class _Prompt:
-    name: str
-    fn: Any
-    parameter_names: tuple[str, ...]
-    required: tuple[str, ...]
-    definition: dict[str, Any]
-
-
-@dataclass
-class _Resource:
-    uri: str
-    fn: Any
-    definition: dict[str, Any]
-    mime_type: str | None
-
-
-@dataclass
-class _Template:
-    pattern: re.Pattern[str]
-    fn: Any
-    definition: dict[str, Any]
-    mime_type: str | None
-
-
-def _first_paragraph(doc: str | None) -> str | None:
-    if not doc:
-        return None
-    return inspect.cleandoc(doc).split("\n\n")[0].replace("\n", " ").strip() or None
-
-
-def _describe(definition: dict[str, Any], fn: Any, title: str | None, description: str | None,
-              mime_type: str | None = None) -> dict[str, Any]:
-    """Add the optional display members; the description defaults to the docstring's first paragraph."""
-    for key, value in (("title", title), ("description", description or _first_paragraph(fn.__doc__)),
-                       ("mimeType", mime_type)):
-        if value:
-            definition[key] = value
-    return definition
-
-
-def _signature_parameters(fn: Any) -> list[inspect.Parameter]:
-    spec = handler_spec(fn)
-    parameters = list(inspect.signature(fn).parameters.values())
-    if spec.wants_ctx:
-        parameters = parameters[1:]
-    for parameter in parameters:
-        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD, parameter.POSITIONAL_ONLY):
-            raise TypeError(f"handler {spec.name}: parameter {parameter.name!r} must be a plain named parameter")
-    return parameters
-
-
-def _strip_header(annotation: Any) -> tuple[Any, str | None]:
-    if typing.get_origin(annotation) is typing.Annotated:
-        base, *extras = typing.get_args(annotation)
-        headers = [extra for extra in extras if isinstance(extra, Header)]
-        others = [extra for extra in extras if not isinstance(extra, Header)]
-        if headers:
-            stripped = typing.Annotated[(base, *others)] if others else base  # type: ignore[valid-type]
-            return stripped, headers[0].name
-    return annotation, None
-
-
-def _inline_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Turn msgspec's ``{"$ref": ..., "$defs": ...}`` into an object schema at the root."""
-    ref = schema.get("$ref")
-    defs = dict(schema.get("$defs", {}))
-    if isinstance(ref, str) and ref.startswith("#/$defs/"):
-        name = ref[len("#/$defs/"):]
-        root = dict(defs.pop(name))
-        if defs:
-            root["$defs"] = defs
-        root.pop("title", None)
-        return root
-    return schema
-
-
-def _arguments_struct(owner: str, parameters: list[inspect.Parameter], hints: Mapping[str, Any]) -> tuple[Any, dict[str, str]]:
-    """A Struct that decodes a tool's arguments, and its ``x-mcp-header`` names by parameter."""
-    fields: list[tuple[Any, ...]] = []
-    headers: dict[str, str] = {}
-    for parameter in parameters:
-        annotation, header = _strip_header(hints.get(parameter.name, Any))
-        if header is not None:
-            base = typing.get_args(annotation)[0] if typing.get_origin(annotation) is typing.Annotated else annotation
-            if base not in (str, int, bool):
-                raise TypeError(
-                    f"{owner}: x-mcp-header is allowed only on str, int and bool parameters, not {parameter.name!r}"
-                )
-            if any(header.lower() == other.lower() for other in headers.values()):
-                raise TypeError(f"{owner}: x-mcp-header {header!r} is used twice")
-            headers[parameter.name] = header
-        if parameter.default is inspect.Parameter.empty:
-            fields.append((parameter.name, annotation))
-        else:
-            fields.append((parameter.name, annotation, parameter.default))
-    struct = msgspec.defstruct(f"{owner}Arguments", fields, kw_only=True)
-    return struct, headers
-
-
-def _tool_input_schema(struct: Any, headers: Mapping[str, str]) -> dict[str, Any]:
-    schema = _inline_schema(msgspec.json.schema(struct))
-    properties = schema.setdefault("properties", {})
-    for parameter, header in headers.items():
-        properties[parameter] = {**properties[parameter], "x-mcp-header": header}
-    return schema
-
-
-def _is_structured_type(hint: Any) -> bool:
-    """Whether a return annotation describes an object worth an ``outputSchema``."""
-    if isinstance(hint, type):
-        return issubclass(hint, msgspec.Struct) or dataclasses.is_dataclass(hint) or typing.is_typeddict(hint)
-    return typing.get_origin(hint) is dict
-
-
-def _type_hints(fn: Any) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(fn, include_extras=True)
-    except Exception as exc:  # unresolvable forward references: fail at registration, not at call
-        raise TypeError(f"cannot resolve the type hints of {getattr(fn, '__qualname__', fn)!r}: {exc}") from exc
-
-
-def _compile_template(template: str) -> re.Pattern[str]:
-    pattern = ""
-    position = 0
-    for match in re.finditer(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", template):
-        pattern += re.escape(template[position:match.start()])
-        pattern += f"(?P<{match.group(1)}>[^/]+)"
-        position = match.end()
-    pattern += re.escape(template[position:])
-    return re.compile(f"^{pattern}$")
 
 
 # -- cursors -------------------------------------------------------------------------------
@@ -256,21 +91,74 @@ def _decode_cursor(cursor: Any) -> int:
 
 # -- the server ----------------------------------------------------------------------------
 
+
+class Broadcast(Protocol):
+    """What ``subscriptions/listen`` needs from the transport serving the server.
+
+    :class:`mrtr.transport.Hub` implements it on trio; the server itself imports no
+    event loop.
+    """
+
+    def publish(self, method: str, params: dict[str, Any]) -> None:
+        """Queue a notification for every listener; callable from any thread."""
+        ...
+
+    def listen(self) -> Any:
+        """A new listener (registered at once): an async iterable of ``(method, params)``
+        with a ``close()`` that unregisters it."""
+        ...
+
+
+# What each filter field of a listen request opts into, and the family that must be offered.
+_LISTEN_FILTERS = {
+    "toolsListChanged": ("notifications/tools/list_changed", "tools"),
+    "promptsListChanged": ("notifications/prompts/list_changed", "prompts"),
+    "resourcesListChanged": ("notifications/resources/list_changed", "resources"),
+}
+
+
+def _takes_argument(fn: Any) -> bool:
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)
+
+
+_Entry = TypeVar("_Entry")
+
 PrincipalSource = Callable[[RequestInfo], "str | None | Awaitable[str | None]"]
 
+# A method family is offered, and its capability advertised, only while something of
+# its kind is registered: one table for both, so they never disagree.
+_OFFERED_BY_FAMILY: dict[str, tuple[str, Callable[[Registry], bool]]] = {
+    "tools": ("tools", lambda registry: bool(registry._tools)),
+    "prompts": ("prompts", lambda registry: bool(registry._prompts)),
+    "resources": ("resources", lambda registry: bool(registry._resources or registry._templates)),
+    "completion": ("completions", lambda registry: registry._completion is not None),
+    "tasks": ("extensions", lambda registry: registry.has_task_tools),
+}
 
-class Server:
+
+class Server(Registry):
     """An MCP server: register handlers with the decorators, serve it with a transport.
 
-    ``secret``/``codec`` and ``ttl`` configure the sealed ``requestState`` token (by
-    default from ``MRTR_SECRET`` and ``MRTR_TTL``, or an ephemeral key with a warning).
-    ``principal`` is a callable given a :class:`RequestInfo` that returns the
-    authenticated principal (or ``None``); tokens are bound to it. ``answers`` selects
-    the answer policy, ``"strict"`` or ``"lenient"`` (see ``docs/security.md``).
-    ``sync_handlers="thread"`` runs sync handlers (plain functions and sync generators)
-    in a worker thread, so blocking code in them does not stall other requests; the
-    default ``"inline"`` runs them on the event loop, which is faster for handlers that
-    do not block.
+    ``secret``/``codec`` and ``ttl`` configure the sealed ``requestState`` token (see
+    :meth:`mrtr.state.RequestStateCodec.configure`: by default from ``MRTR_SECRET`` and
+    ``MRTR_TTL``, or an ephemeral key with a warning). ``principal`` is a callable given
+    a :class:`RequestInfo` that returns the authenticated principal (or ``None``);
+    tokens are bound to it. ``answers`` selects the answer policy, ``"strict"`` or
+    ``"lenient"`` (see ``docs/security.md``). ``sync_handlers="thread"`` runs sync
+    handlers (plain functions and sync generators) through the ``run_sync`` the
+    transport passes (a worker thread), so blocking code in them does not stall other
+    requests; the default ``"inline"`` runs them on the event loop, which is faster for
+    handlers that do not block.
+
+    ``auth`` makes the server an OAuth 2.1 protected resource (see ``docs/auth.md``):
+    the HTTP transports then authenticate every request with it, ``ctx.auth`` carries
+    the verified token, ``requestState`` is bound to the token's issuer, subject and
+    client (unless ``principal`` is given), ``tools/list`` leaves out the tools whose
+    ``scopes`` the caller lacks, and lists default to ``cache_scope="private"``.
     """
 
     def __init__(
@@ -288,8 +176,16 @@ class Server:
         sync_handlers: Literal["inline", "thread"] = "inline",
         page_size: int = 100,
         list_ttl_ms: int = 60_000,
-        cache_scope: Literal["public", "private"] = "public",
+        cache_scope: Literal["public", "private"] | None = None,
+        auth: Any = None,
     ) -> None:
+        super().__init__()
+        if answers not in ("strict", "lenient"):
+            raise ValueError(f'answers must be "strict" or "lenient", got {answers!r}')
+        if sync_handlers not in ("inline", "thread"):
+            raise ValueError(f'sync_handlers must be "inline" or "thread", got {sync_handlers!r}')
+        if codec is not None and (secret is not None or ttl is not None):
+            raise ValueError("give either codec or secret/ttl, not both")
         self.name = name
         self.version = version
         self.instructions = instructions
@@ -299,21 +195,18 @@ class Server:
         self._codec_args = (secret, codec, ttl)
         self._engine: Engine | None = None
         self._answers = answers
-        if answers not in ("strict", "lenient"):
-            raise ValueError(f'answers must be "strict" or "lenient", got {answers!r}')
-        if sync_handlers not in ("inline", "thread"):
-            raise ValueError(f'sync_handlers must be "inline" or "thread", got {sync_handlers!r}')
         self.sync_handlers = sync_handlers
         self.principal = principal
         self.page_size = page_size
         self.list_ttl_ms = list_ttl_ms
-        self.cache_scope = cache_scope
-        self._tools: dict[str, _Tool] = {}
-        self._prompts: dict[str, _Prompt] = {}
-        self._resources: dict[str, _Resource] = {}
-        self._templates: list[_Template] = []
-        self._completion: Any = None
-        self._methods: dict[str, Callable[..., Awaitable[Any]]] = {
+        self._auth = auth
+        # What a list holds depends on the caller once scopes hide tools, so a shared cache must not reuse it.
+        self.cache_scope: Literal["public", "private"] = cache_scope or ("private" if auth is not None else "public")
+        self._lifespan: Callable[..., Any] | None = None
+        self._lifespan_value: Any = None
+        self._lifespan_users = 0
+        self._lifespan_starting = False
+        self._methods: dict[str, Callable[[_Request], Awaitable[dict[str, Any]]]] = {
             "server/discover": self._discover,
             "tools/list": self._list_tools,
             "tools/call": self._call_tool,
@@ -323,223 +216,253 @@ class Server:
             "resources/templates/list": self._list_templates,
             "resources/read": self._read_resource,
             "completion/complete": self._complete,
+            "tasks/get": self._task_method,
+            "tasks/update": self._task_method,
+            "tasks/cancel": self._task_method,
+            "subscriptions/listen": self._listen,
         }
+        self._hubs: list[Broadcast] = []
+        self.tasks: TaskHost | None = None
+        self.tasks_url: str | None = None
+        self.task_lease: float | None = None
+
+    # -- lifespan ----------------------------------------------------------------------
+
+    def lifespan(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Register the server's lifespan: what handlers share, opened once per process.
+
+        ``fn`` is an async generator function (or any callable returning an async
+        context manager), called with the server if it takes a parameter. What it yields
+        is ``ctx.lifespan`` in every handler; code after its ``yield`` runs at shutdown,
+        after the requests in flight have finished::
+
+            @server.lifespan
+            async def resources(server):
+                async with open_pool() as pool:
+                    yield {"pool": pool}
+
+        The transports (the native HTTP server, the ASGI app's lifespan events, stdio)
+        enter it before serving; elsewhere use ``async with server.running():``.
+        """
+        if self._lifespan is not None:
+            raise ValueError("a lifespan is already registered; combine the resources in one")
+        if not callable(fn):
+            raise TypeError(f"@server.lifespan decorates a function, got {type(fn).__name__}")
+        if not inspect.isasyncgenfunction(fn) and (inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn)):
+            kind = "generator function" if inspect.isgeneratorfunction(fn) else "coroutine function"
+            raise TypeError(
+                f"@server.lifespan needs an async generator function (`async def ...: ... yield value`), "
+                f"got the {kind} {fn.__qualname__}"
+            )
+        self._lifespan = asynccontextmanager(fn) if inspect.isasyncgenfunction(fn) else fn
+        self._lifespan_value = LifespanNotRunning(
+            f"the lifespan {fn.__qualname__} is not running: serve the server with a transport "
+            "(mrtr.http, the ASGI app with lifespan events, mrtr.stdio) or inside `async with server.running():`"
+        )
+        return fn
+
+    def running(self) -> AbstractAsyncContextManager[Any]:
+        """What a serving process keeps running beside its transport, for an ``async with`` block.
+
+        The lifespan (its yielded value is what the block gives), then, with task tools
+        registered, the task store (``tasks_url``, ``MRTR_TASKS`` or
+        ``sqlite:///mrtr-tasks.sqlite3``) and this node's task carrier; a store that
+        cannot be reached fails here, at start. Entered once per process: nested or
+        concurrent entries (two transports in one process) share the first one's
+        resources, and the last exit closes them. The transports enter it.
+        """
+        return self._running()
+
+    @asynccontextmanager
+    async def _running(self) -> AsyncIterator[Any]:
+        async with self._lifespan_running() as value, self._tasks_running():
+            yield value
+
+    @asynccontextmanager
+    async def _lifespan_running(self) -> AsyncIterator[Any]:
+        fn = self._lifespan
+        if fn is None:
+            yield None
+            return
+        if self._lifespan_users:
+            if self._lifespan_starting:
+                raise RuntimeError("the lifespan is still starting in another task; enter it once, before serving")
+            self._lifespan_users += 1
+            try:
+                yield self._lifespan_value
+            finally:
+                self._lifespan_users -= 1
+            return
+        manager = fn(self) if _takes_argument(fn) else fn()
+        if not isinstance(manager, AbstractAsyncContextManager) and not hasattr(manager, "__aenter__"):
+            raise TypeError(f"the lifespan returned {type(manager).__name__}, not an async context manager")
+        self._lifespan_users = 1
+        self._lifespan_starting = True
+        not_running = self._lifespan_value
+        try:
+            value = await manager.__aenter__()
+        except BaseException:
+            self._lifespan_users = 0
+            raise
+        finally:
+            self._lifespan_starting = False
+        self._lifespan_value = value
+        try:
+            yield value
+        except BaseException as exc:
+            self._lifespan_users -= 1
+            self._lifespan_value = not_running
+            if not await manager.__aexit__(type(exc), exc, exc.__traceback__):
+                raise
+        else:
+            self._lifespan_users -= 1
+            self._lifespan_value = not_running
+            await manager.__aexit__(None, None, None)
 
     # -- configuration ---------------------------------------------------------------
 
     @property
     def engine(self) -> Engine:
-        """The wire carrier, built on first use so an unused server never warns about keys."""
+        """The wire carrier, built on first use so an unused server never warns about keys.
+
+        A transport that forks workers builds it before forking, so every worker seals
+        and opens tokens with the very same key ring.
+        """
         if self._engine is None:
             secret, codec, ttl = self._codec_args
-            if codec is None:
-                extra: dict[str, Any] = {} if ttl is None else {"ttl": ttl}
-                if secret is None:
-                    codec = RequestStateCodec.from_env(**extra)
-                elif isinstance(secret, (bytes, bytearray)):
-                    codec = RequestStateCodec([bytes(secret)], **extra)
-                elif isinstance(secret, list):
-                    codec = RequestStateCodec(secret, **extra)
-                else:
-                    codec = RequestStateCodec.from_env({"MRTR_SECRET": secret}, **extra)
-            self._engine = Engine(codec, answers=self._answers)
+            self._engine = Engine(codec or RequestStateCodec.configure(secret, ttl=ttl), answers=self._answers)
         return self._engine
 
     @property
-    def key_ready(self) -> bool:
-        """Whether the ``requestState`` key ring is settled: given in code, set in
-        ``MRTR_SECRET``, or already built. Forked workers share a settled key ring; an
-        unsettled one would become a different ephemeral key in every process."""
-        secret, codec, _ = self._codec_args
-        return (
-            self._engine is not None
-            or secret is not None
-            or codec is not None
-            or bool(os.environ.get("MRTR_SECRET", "").strip())
-        )
+    def auth(self) -> Any:
+        """The ``mrtr.auth.ResourceServer`` when the server is protected, else ``None``.
+
+        The auth layer sits above the server (it knows HTTP challenges and fetches keys);
+        the server only asks it whether a token's scopes satisfy a tool's.
+        """
+        return self._auth
 
     @property
     def answers(self) -> str:
         """The answer policy: ``"strict"`` or ``"lenient"``."""
         return self._answers
 
-    # -- decorators --------------------------------------------------------------------
-
-    def tool(
-        self,
-        fn: Any = None,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        annotations: Mapping[str, Any] | None = None,
-        meta: Mapping[str, Any] | None = None,
-        input_schema: Mapping[str, Any] | None = None,
-    ) -> Any:
-        """Register a tool. Usable bare (``@server.tool``) or with options.
-
-        The name defaults to the function's, the description to its docstring's first
-        paragraph; ``inputSchema`` comes from the parameter type hints (and
-        ``outputSchema`` from a Struct, dataclass or TypedDict return type). Arguments are
-        decoded and validated with those hints before the handler runs.
-
-        ``input_schema`` publishes a hand-written JSON Schema instead (for keywords type
-        hints cannot express: ``if``/``then``/``else``, ``allOf``, ``$anchor``...). It is
-        advertised as given; arguments are still decoded with the parameter type hints.
-        """
-
-        def register(fn: Any) -> Any:
-            tool_name = name or fn.__name__
-            hints = _type_hints(fn)
-            parameters = _signature_parameters(fn)
-            struct, headers = _arguments_struct(_camel_owner(tool_name), parameters, hints)
-            definition = _describe({"name": tool_name}, fn, title, description)
-            if input_schema is not None:
-                if input_schema.get("type") != "object":
-                    raise ValueError(f"tool {tool_name}: input_schema must be an object schema (type: object)")
-                definition["inputSchema"] = dict(input_schema)
-            else:
-                definition["inputSchema"] = _tool_input_schema(struct, headers)
-            returns = hints.get("return", inspect.Parameter.empty)
-            structured = _is_structured_type(returns)
-            if structured:
-                definition["outputSchema"] = _inline_schema(msgspec.json.schema(returns))
-                if definition["outputSchema"].get("type") != "object":
-                    definition.pop("outputSchema")
-                    structured = False
-            if annotations:
-                definition["annotations"] = dict(annotations)
-            if meta:
-                definition["_meta"] = dict(meta)
-            if tool_name in self._tools:
-                raise ValueError(f"a tool named {tool_name!r} is already registered")
-            self._tools[tool_name] = _Tool(
-                tool_name, fn, struct, tuple(p.name for p in parameters), definition,
-                {header.lower(): parameter for parameter, header in headers.items()}, structured,
-            )
-            return fn
-
-        return register(fn) if fn is not None else register
-
-    def prompt(
-        self, fn: Any = None, *, name: str | None = None, title: str | None = None, description: str | None = None
-    ) -> Any:
-        """Register a prompt; its parameters (strings) become the prompt's arguments."""
-
-        def register(fn: Any) -> Any:
-            prompt_name = name or fn.__name__
-            hints = _type_hints(fn)
-            parameters = _signature_parameters(fn)
-            arguments = []
-            required = []
-            for parameter in parameters:
-                argument: dict[str, Any] = {"name": parameter.name}
-                meta = _meta_of(hints.get(parameter.name))
-                if meta is not None and meta.description:
-                    argument["description"] = meta.description
-                if parameter.default is inspect.Parameter.empty:
-                    argument["required"] = True
-                    required.append(parameter.name)
-                arguments.append(argument)
-            definition = _describe({"name": prompt_name}, fn, title, description)
-            if arguments:
-                definition["arguments"] = arguments
-            if prompt_name in self._prompts:
-                raise ValueError(f"a prompt named {prompt_name!r} is already registered")
-            self._prompts[prompt_name] = _Prompt(
-                prompt_name, fn, tuple(p.name for p in parameters), tuple(required), definition
-            )
-            return fn
-
-        return register(fn) if fn is not None else register
-
-    def resource(
-        self,
-        uri: str,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        mime_type: str | None = None,
-    ) -> Callable[[Any], Any]:
-        """Register a static resource at ``uri``; the handler returns its text or bytes."""
-
-        def register(fn: Any) -> Any:
-            definition = _describe({"uri": uri, "name": name or fn.__name__}, fn, title, description, mime_type)
-            if uri in self._resources:
-                raise ValueError(f"a resource at {uri!r} is already registered")
-            self._resources[uri] = _Resource(uri, fn, definition, mime_type)
-            return fn
-
-        return register
-
-    def resource_template(
-        self,
-        uri_template: str,
-        *,
-        name: str | None = None,
-        title: str | None = None,
-        description: str | None = None,
-        mime_type: str | None = None,
-    ) -> Callable[[Any], Any]:
-        """Register a resource template such as ``"notes://{id}/text"``.
-
-        The handler receives each ``{variable}`` as a keyword argument (a single path
-        segment).
-        """
-
-        def register(fn: Any) -> Any:
-            definition = _describe({"uriTemplate": uri_template, "name": name or fn.__name__}, fn, title,
-                                   description, mime_type)
-            self._templates.append(_Template(_compile_template(uri_template), fn, definition, mime_type))
-            return fn
-
-        return register
-
-    def completion(self, fn: Any) -> Any:
-        """Register the provider for ``completion/complete``.
-
-        It is called as ``fn(ref, argument, context)`` with the request's ``ref`` and
-        ``argument`` objects and ``context`` (or ``None``), and returns a list of values
-        or a ``{"values", "total", "hasMore"}`` dict; it may be async.
-        """
-        self._completion = fn
-        return fn
-
-    def asgi(self, **options: Any) -> Any:
-        """An ASGI application serving this server at ``/mcp`` (see :mod:`mrtr.http.asgi`)."""
-        from .http.asgi import ASGIApp
-
-        return ASGIApp(self, **options)
-
-    # -- introspection for transports -------------------------------------------------
+    # -- what is offered -------------------------------------------------------------
 
     def serves(self, method: str) -> bool:
         """Whether a request for ``method`` is dispatched (rather than answered ``-32601``)."""
-        return method in self._methods and self._offers(method)
-
-    def tool_definitions(self) -> list[dict[str, Any]]:
-        """The ``Tool`` objects ``tools/list`` reports, in registration order."""
-        return [dict(tool.definition) for tool in self._tools.values()]
-
-    def header_parameters(self, tool_name: str) -> dict[str, str]:
-        """For a tool, the ``Mcp-Param-*`` header names (lowercase) mapped to parameter names."""
-        tool = self._tools.get(tool_name)
-        return dict(tool.headers) if tool else {}
+        if method not in self._methods:
+            return False
+        if method == "subscriptions/listen":
+            return bool(self._hubs)  # only while a transport can hold the stream
+        offered = _OFFERED_BY_FAMILY.get(method.split("/", 1)[0])
+        return offered is None or offered[1](self)
 
     def capabilities(self) -> dict[str, Any]:
-        """The server capabilities, derived from what is registered."""
-        capabilities: dict[str, Any] = {}
-        if self._tools:
-            capabilities["tools"] = {}
-        if self._prompts:
-            capabilities["prompts"] = {}
-        if self._resources or self._templates:
-            capabilities["resources"] = {}
-        if self._completion is not None:
-            capabilities["completions"] = {}
+        """The server capabilities, derived from what is registered.
+
+        ``listChanged`` and ``subscribe`` are advertised only while a transport that can
+        hold a ``subscriptions/listen`` stream is serving the server.
+        """
+        capabilities: dict[str, Any] = {name: {} for name, offered in _OFFERED_BY_FAMILY.values() if offered(self)}
+        if "extensions" in capabilities:
+            capabilities["extensions"] = {TASKS_EXTENSION: {}}
         capabilities["logging"] = {}
+        if self._hubs:
+            for family in ("tools", "prompts", "resources"):
+                if family in capabilities:
+                    capabilities[family] = {"listChanged": True}
+            if "resources" in capabilities:
+                capabilities["resources"]["subscribe"] = True
         return capabilities
+
+    @asynccontextmanager
+    async def _tasks_running(self) -> AsyncIterator[None]:
+        if not self.has_task_tools or self.tasks is not None:
+            yield
+            return
+        from .tasks.host import serve_tasks
+
+        async with serve_tasks(self, self.tasks_url, lease=self.task_lease):
+            yield
+
+    def task_binding(self, name: str, raw_arguments: Mapping[str, Any]) -> ToolBinding:
+        """How the tasks carrier runs tool ``name`` with the arguments a call carried."""
+        tool = self._tools.get(name)
+        if tool is None:
+            raise InvalidParams(f"Unknown tool: {name}")
+        structured = tool.structured
+        return ToolBinding(
+            tool.fn, self._tool_arguments(tool, raw_arguments), lambda value: tool_result(value, structured),
+            _tool_error,
+        )
+
+    # -- subscriptions ---------------------------------------------------------------
+
+    def listen_through(self, hub: Broadcast) -> Callable[[], None]:
+        """Let ``subscriptions/listen`` streams use ``hub``; returns the function that detaches it.
+
+        Transports call this when they start serving (see :func:`mrtr.transport.lifespan`).
+        """
+        self._hubs.append(hub)
+        return lambda: self._hubs.remove(hub) if hub in self._hubs else None
+
+    def notify_tools_changed(self) -> None:
+        """Tell listening clients that the tool list changed. Callable from any task or thread."""
+        self._publish("notifications/tools/list_changed", {})
+
+    def notify_prompts_changed(self) -> None:
+        """Tell listening clients that the prompt list changed. Callable from any task or thread."""
+        self._publish("notifications/prompts/list_changed", {})
+
+    def notify_resources_changed(self) -> None:
+        """Tell listening clients that the resource list changed. Callable from any task or thread."""
+        self._publish("notifications/resources/list_changed", {})
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell the clients subscribed to ``uri`` that it changed and may be read again."""
+        if not isinstance(uri, str) or not uri:
+            raise ValueError(f"notify_resource_updated needs a resource uri, got {uri!r}")
+        self._publish("notifications/resources/updated", {"uri": uri})
+
+    def _publish(self, method: str, params: dict[str, Any]) -> None:
+        for hub in list(self._hubs):
+            hub.publish(method, params)
+
+    async def _listen(self, request: _Request) -> dict[str, Any]:
+        wanted = request.params.get("notifications")
+        if not isinstance(wanted, dict):
+            raise InvalidParams('subscriptions/listen needs a "notifications" object naming what to receive')
+        if request.notify is None or not self._hubs:
+            raise InvalidParams("subscriptions/listen needs a transport that streams notifications")
+        agreed: dict[str, Any] = {}
+        methods: set[str] = set()
+        for name, (method, family) in _LISTEN_FILTERS.items():
+            value = wanted.get(name)
+            if value is not None and not isinstance(value, bool):
+                raise InvalidParams(f"subscriptions/listen: notifications.{name} must be a boolean")
+            if value and self.serves(f"{family}/list"):
+                agreed[name] = True
+                methods.add(method)
+        uris = wanted.get("resourceSubscriptions")
+        if uris is not None:
+            if not isinstance(uris, list) or not all(isinstance(uri, str) and uri for uri in uris):
+                raise InvalidParams("subscriptions/listen: notifications.resourceSubscriptions must be a list of uris")
+            if self.serves("resources/read"):
+                agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
+        subscribed = set(agreed.get("resourceSubscriptions", ()))
+        meta = {wire.META_SUBSCRIPTION_ID: request.id}
+        # Registered before the acknowledgement, so nothing published after it is missed.
+        listener = self._hubs[-1].listen()
+        try:
+            request.notify("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": meta})
+            async for method, params in listener:
+                if method in methods or (method == "notifications/resources/updated" and params.get("uri") in subscribed):
+                    request.notify(method, {**params, "_meta": meta})
+        finally:
+            listener.close()  # a client that went away stops receiving at once
+        return {"resultType": "complete", "_meta": dict(meta)}
+
 
     # -- dispatch ------------------------------------------------------------------------
 
@@ -550,6 +473,7 @@ class Server:
         headers: Mapping[str, str] | None = None,
         notify: Notify | None = None,
         run_sync: RunSync | None = None,
+        auth: Any = None,
     ) -> dict[str, Any]:
         """Serve one parsed JSON-RPC request and return its response message.
 
@@ -559,11 +483,12 @@ class Server:
         ``sync_handlers="thread"`` (``notify`` must then accept calls from that thread;
         see :mod:`mrtr.transport`). Without ``run_sync`` every handler runs inline.
         Protocol errors become error responses; an unexpected failure becomes
-        ``-32603`` (logged with its traceback, never sent to the client).
+        ``-32603`` (logged with its traceback, never sent to the client). ``auth`` is
+        the caller's verified token; a protected server refuses a request without one.
         """
         request_id: Any = message.get("id")
         try:
-            result = await self._dispatch(message, headers or {}, notify, run_sync)
+            result = await self._dispatch(message, headers or {}, notify, run_sync, auth)
         except ProtocolError as error:
             return error_response(request_id, error)
         except Exception:
@@ -572,8 +497,11 @@ class Server:
         return result_response(request_id, result)
 
     async def _dispatch(self, message: Mapping[str, Any], headers: Mapping[str, str], notify: Notify | None,
-                        run_sync: RunSync | None) -> Any:
+                        run_sync: RunSync | None, auth: Any) -> Any:
         method = message["method"]
+        if self._auth is not None and auth is None:
+            # Fail closed: a transport that cannot authenticate must not reach a protected server.
+            raise InvalidRequest("Unauthorized: this server requires a verified bearer token")
         # Unknown and removed methods (initialize, ping, ...) are -32601 whatever their params.
         if not self.serves(method):
             raise MethodNotFound(f"Method not found: {method}")
@@ -584,7 +512,7 @@ class Server:
         envelope = _read_envelope(params)
         if self.sync_handlers == "inline":
             run_sync = None
-        request = _Request(method, params, envelope, headers, notify, message.get("id"), run_sync)
+        request = _Request(method, params, envelope, headers, notify, message.get("id"), run_sync, auth)
         result = await handler(request)
         meta = result.get("_meta")
         if meta is None:
@@ -593,21 +521,9 @@ class Server:
             result["_meta"] = {**meta, META_SERVER_INFO: self.server_info}
         return result
 
-    def _offers(self, method: str) -> bool:
-        family = method.split("/", 1)[0]
-        if family == "tools":
-            return bool(self._tools)
-        if family == "prompts":
-            return bool(self._prompts)
-        if family == "resources":
-            return bool(self._resources or self._templates)
-        if family == "completion":
-            return self._completion is not None
-        return True
-
     async def _principal(self, request: _Request) -> str | None:
         if self.principal is None:
-            return None
+            return None if request.auth is None else request.auth.principal
         value = self.principal(RequestInfo(request.method, request.params, request.headers))
         if inspect.isawaitable(value):
             value = await value
@@ -628,12 +544,15 @@ class Server:
             progress_token=envelope.progress_token,
             log_level=envelope.log_level,
             notify=request.notify,
+            auth=request.auth,
+            lifespan=self._lifespan_value,
         )
 
     def _cacheable(self, result: dict[str, Any], ttl_ms: int | None = None) -> dict[str, Any]:
+        """Mark a result cacheable; hints a handler set on its own result win (a private resource stays private)."""
         result["resultType"] = "complete"
-        result["ttlMs"] = self.list_ttl_ms if ttl_ms is None else ttl_ms
-        result["cacheScope"] = self.cache_scope
+        result.setdefault("ttlMs", self.list_ttl_ms if ttl_ms is None else ttl_ms)
+        result.setdefault("cacheScope", self.cache_scope)
         return result
 
     # -- methods ------------------------------------------------------------------------
@@ -657,8 +576,14 @@ class Server:
             result["nextCursor"] = _encode_cursor(offset + self.page_size)
         return self._cacheable(result)
 
+    def _permitted(self, request: _Request, scopes: tuple[str, ...]) -> bool:
+        if self._auth is None or not scopes:
+            return True
+        return request.auth is not None and bool(self._auth.satisfies(request.auth, scopes))
+
     async def _list_tools(self, request: _Request) -> dict[str, Any]:
-        return self._page(request, [tool.definition for tool in self._tools.values()], "tools")
+        tools = [tool.definition for tool in self._tools.values() if self._permitted(request, tool.scopes)]
+        return self._page(request, tools, "tools")
 
     async def _list_prompts(self, request: _Request) -> dict[str, Any]:
         return self._page(request, [prompt.definition for prompt in self._prompts.values()], "prompts")
@@ -671,40 +596,58 @@ class Server:
 
     async def _call_tool(self, request: _Request) -> dict[str, Any]:
         params = request.params
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise InvalidParams('tools/call needs a string "name"')
-        tool = self._tools.get(name)
-        if tool is None:
-            raise InvalidParams(f"Unknown tool: {name}")
-        raw = params.get("arguments")
-        if raw is None:
-            raw = {}
-        if not isinstance(raw, dict):
-            raise InvalidParams(f"Invalid arguments for tool {name}: arguments must be an object")
-        try:
-            decoded = msgspec.convert(raw, tool.arguments_type, strict=False)
-        except msgspec.ValidationError as exc:
-            raise InvalidParams(f"Invalid arguments for tool {name}: {exc}") from None
-        arguments = {field_name: getattr(decoded, field_name) for field_name in tool.parameter_names}
+        name, tool = _named(params, self._tools, "tools/call", "tool")
+        if not self._permitted(request, tool.scopes):
+            # The HTTP transports answer 403 before dispatch; this guards in-process callers.
+            raise InvalidRequest(f"Forbidden: tool {name} needs the scopes {' '.join(tool.scopes)}")
+        if tool.task == "required" and not _declares_tasks(request.envelope):
+            raise MissingRequiredClientCapability(
+                f'Tool "{name}" requires the {TASKS_EXTENSION} client capability', {"extensions": {TASKS_EXTENSION: {}}}
+            )
+        arguments = self._tool_arguments(tool, params.get("arguments"))
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
         try:
             outcome = await self._execute(request, tool.fn, arguments, ctx)
         except HandlerError as error:
-            return {"resultType": "complete", "content": [{"type": "text", "text": error.message}], "isError": True}
+            return _tool_error(error)
         if not isinstance(outcome, Completed):
             return msgspec.to_builtins(outcome)
-        return _tool_result(outcome.result, tool.structured)
+        return tool_result(outcome.result, tool.structured)
+
+    def _tool_arguments(self, tool: Any, raw: Any) -> dict[str, Any]:
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise InvalidParams(f"Invalid arguments for tool {tool.name}: arguments must be an object")
+        if tool.check_arguments is not None:
+            tool.check_arguments(raw)
+        try:
+            decoded = msgspec.convert(raw, tool.arguments_type, strict=False)
+        except msgspec.ValidationError as exc:
+            raise InvalidParams(f"Invalid arguments for tool {tool.name}: {exc}") from None
+        return {field_name: getattr(decoded, field_name) for field_name in tool.parameter_names}
+
+    async def _task_method(self, request: _Request) -> dict[str, Any]:
+        if not _declares_tasks(request.envelope):
+            raise MissingRequiredClientCapability(
+                f'Method "{request.method}" requires the {TASKS_EXTENSION} client capability',
+                {"extensions": {TASKS_EXTENSION: {}}},
+            )
+        tasks = self.tasks
+        if tasks is None:
+            raise InternalError("Internal error: no task store is running (enter Server.running())")
+        principal = await self._principal(request)
+        task_id = request.params.get("taskId")
+        if request.method == "tasks/get":
+            return await tasks.get(task_id, principal)
+        if request.method == "tasks/update":
+            return await tasks.update(task_id, principal, request.params.get("inputResponses"))
+        return await tasks.cancel(task_id, principal)
 
     async def _get_prompt(self, request: _Request) -> dict[str, Any]:
         params = request.params
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise InvalidParams('prompts/get needs a string "name"')
-        prompt = self._prompts.get(name)
-        if prompt is None:
-            raise InvalidParams(f"Unknown prompt: {name}")
+        name, prompt = _named(params, self._prompts, "prompts/get", "prompt")
         raw = params.get("arguments") or {}
         if not isinstance(raw, dict) or not all(isinstance(value, str) for value in raw.values()):
             raise InvalidParams(f"Invalid arguments for prompt {name}: arguments must map names to strings")
@@ -717,35 +660,40 @@ class Server:
         outcome = await self._run_protocol_handler(request, prompt.fn, arguments, ctx)
         if not isinstance(outcome, Completed):
             return msgspec.to_builtins(outcome)
-        return _prompt_result(outcome.result, prompt.definition.get("description"))
+        return prompt_result(outcome.result, prompt.definition.get("description"))
 
     async def _read_resource(self, request: _Request) -> dict[str, Any]:
         params = request.params
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise InvalidParams('resources/read needs a string "uri"')
-        resource = self._resources.get(uri)
-        arguments: dict[str, Any] = {}
-        if resource is not None:
-            fn, mime_type = resource.fn, resource.mime_type
-        else:
-            for template in self._templates:
-                match = template.pattern.match(uri)
-                if match:
-                    fn, mime_type = template.fn, template.mime_type
-                    arguments = match.groupdict()
-                    break
-            else:
-                raise InvalidParams(f"Resource not found: {uri}", data={"uri": uri})
+        found = self.find_resource(uri)
+        if found is None:
+            raise InvalidParams(f"Resource not found: {uri}", data={"uri": uri})
+        fn, mime_type, arguments = found
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, uri)
         outcome = await self._run_protocol_handler(request, fn, arguments, ctx)
         if not isinstance(outcome, Completed):
             return msgspec.to_builtins(outcome)
-        return self._cacheable(_resource_result(outcome.result, uri, mime_type), ttl_ms=0)
+        return self._cacheable(resource_result(outcome.result, uri, mime_type), ttl_ms=0)
+
+    def carrier_for(self, method: str, params: Mapping[str, Any]) -> Carrier:
+        """The carrier that holds this request's ledger.
+
+        The tasks carrier for ``tools/call`` to a task tool from a client that declared
+        the tasks extension (when a task store is running); the wire carrier
+        (:attr:`engine`) for everything else.
+        """
+        if method == "tools/call" and self.tasks is not None:
+            tool = self._tools.get(params.get("name"))  # type: ignore[arg-type]
+            if tool is not None and tool.task and _declares_tasks(_read_envelope(params)):
+                return self.tasks
+        return self.engine
 
     async def _execute(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> Any:
-        return await self.engine.execute(request.method, request.params, fn, arguments, ctx, run_sync=request.run_sync)
+        carrier = self.carrier_for(request.method, request.params)
+        return await carrier.execute(request.method, request.params, fn, arguments, ctx, run_sync=request.run_sync)
 
     async def _run_protocol_handler(self, request: _Request, fn: Any, arguments: Mapping[str, Any],
                                     ctx: Context) -> Any:
@@ -776,16 +724,25 @@ class Server:
         return {"resultType": "complete", "completion": completion}
 
 
-def _camel_owner(name: str) -> str:
-    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", name) if part) or "Tool"
+def _tool_error(error: HandlerError) -> dict[str, Any]:
+    """A failing tool handler's result: the error as tool output, so the model can see it."""
+    return {"resultType": "complete", "content": [{"type": "text", "text": error.message}], "isError": True}
 
 
-def _meta_of(annotation: Any) -> msgspec.Meta | None:
-    if typing.get_origin(annotation) is typing.Annotated:
-        for extra in typing.get_args(annotation)[1:]:
-            if isinstance(extra, msgspec.Meta):
-                return extra
-    return None
+def _declares_tasks(envelope: _Envelope) -> bool:
+    extensions = envelope.capabilities.get("extensions")
+    return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
+
+
+def _named(params: Mapping[str, Any], entries: Mapping[str, _Entry], method: str, kind: str) -> tuple[str, _Entry]:
+    """The entry a request names in ``params.name``: -32602 for a missing or unknown name."""
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise InvalidParams(f'{method} needs a string "name"')
+    entry = entries.get(name)
+    if entry is None:
+        raise InvalidParams(f"Unknown {kind}: {name}")
+    return name, entry
 
 
 # -- requests ----------------------------------------------------------------------------
@@ -809,6 +766,7 @@ class _Request:
     notify: Notify | None
     id: Any
     run_sync: RunSync | None
+    auth: Any = None  # the verified mrtr.auth.AccessToken, on a protected server
 
 
 def _read_envelope(params: Mapping[str, Any]) -> _Envelope:
@@ -838,75 +796,3 @@ def _read_envelope(params: Mapping[str, Any]) -> _Envelope:
     return _Envelope(version, capabilities, client_info, log_level, progress_token)
 
 
-# -- result shaping --------------------------------------------------------------------------
-
-
-def _tool_result(value: Any, structured: bool) -> dict[str, Any]:
-    if isinstance(value, wire.CallToolResult):
-        result = msgspec.to_builtins(value)
-    elif isinstance(value, dict) and "content" in value and isinstance(value["content"], list) and not structured:
-        result = dict(value)
-    elif value is None:
-        result = {"content": []}
-    elif isinstance(value, str):
-        result = {"content": [{"type": "text", "text": value}]}
-    elif isinstance(value, list) and value and all(isinstance(item, dict) and "type" in item for item in value):
-        result = {"content": list(value)}
-    else:
-        data = msgspec.to_builtins(value)
-        result = {"content": [{"type": "text", "text": msgspec.json.encode(data).decode()}]}
-        if isinstance(data, dict):
-            result["structuredContent"] = data
-    result["resultType"] = "complete"
-    return result
-
-
-def _prompt_message(item: Any) -> dict[str, Any]:
-    if isinstance(item, str):
-        return {"role": "user", "content": {"type": "text", "text": item}}
-    if isinstance(item, msgspec.Struct):
-        return msgspec.to_builtins(item)
-    if isinstance(item, dict) and "role" in item:
-        return item
-    raise TypeError(f"a prompt message must be a str, a PromptMessage or a {{role, content}} dict, got {item!r}")
-
-
-def _prompt_result(value: Any, description: str | None) -> dict[str, Any]:
-    if isinstance(value, wire.GetPromptResult):
-        result = msgspec.to_builtins(value)
-    elif isinstance(value, dict) and "messages" in value:
-        result = dict(value)
-    elif isinstance(value, (list, tuple)):
-        result = {"messages": [_prompt_message(item) for item in value]}
-    else:
-        result = {"messages": [_prompt_message(value)]}
-    if description and "description" not in result:
-        result["description"] = description
-    result["resultType"] = "complete"
-    return result
-
-
-def _resource_contents(item: Any, uri: str, mime_type: str | None) -> dict[str, Any]:
-    if isinstance(item, str):
-        contents: dict[str, Any] = {"uri": uri, "text": item}
-    elif isinstance(item, (bytes, bytearray)):
-        contents = {"uri": uri, "blob": base64.b64encode(bytes(item)).decode("ascii")}
-    elif isinstance(item, msgspec.Struct):
-        return msgspec.to_builtins(item)
-    elif isinstance(item, dict) and ("text" in item or "blob" in item):
-        return {"uri": uri, **item}
-    else:
-        raise TypeError(f"a resource handler must return str, bytes or resource contents, got {type(item).__name__}")
-    if mime_type:
-        contents["mimeType"] = mime_type
-    return contents
-
-
-def _resource_result(value: Any, uri: str, mime_type: str | None) -> dict[str, Any]:
-    if isinstance(value, wire.ReadResourceResult):
-        return msgspec.to_builtins(value)
-    if isinstance(value, dict) and "contents" in value:
-        return dict(value)
-    if isinstance(value, (list, tuple)):
-        return {"contents": [_resource_contents(item, uri, mime_type) for item in value]}
-    return {"contents": [_resource_contents(value, uri, mime_type)]}

@@ -219,28 +219,40 @@ class RequestStateCodec:
     # -- construction -------------------------------------------------------------------
 
     @classmethod
-    def from_env(
+    def configure(
         cls,
-        environ: Mapping[str, str] | None = None,
+        secret: str | bytes | Sequence[bytes] | None = None,
         *,
         ttl: float | None = None,
+        environ: Mapping[str, str] | None = None,
         max_token_length: int = DEFAULT_MAX_TOKEN_LENGTH,
         clock: Callable[[], float] = time.time,
     ) -> RequestStateCodec:
-        """A codec configured from the environment (``os.environ`` by default).
+        """The codec a server uses: explicit values first, then the environment.
 
-        ``MRTR_SECRET`` holds one key, or several separated by commas for rotation (the
-        first seals, all unseal), each the standard Base64 of exactly 32 bytes. When it
-        is unset or blank the codec falls back to :meth:`ephemeral`, with a warning.
-        ``MRTR_TTL`` is the token lifetime in seconds (default 300). Keyword arguments
-        override the environment.
+        ``secret`` is the key ring: a string in ``MRTR_SECRET`` form (one key, or several
+        separated by commas for rotation, each the standard Base64 of exactly 32 bytes;
+        the first seals, all unseal), one raw 32-byte key, or a sequence of raw keys.
+        Without it, ``MRTR_SECRET`` is read from ``environ`` (``os.environ`` by
+        default); when that is unset or blank too, the codec falls back to
+        :meth:`ephemeral`, with a warning. ``ttl`` is the token lifetime in seconds;
+        without it, ``MRTR_TTL`` (default 300).
 
         Raises :class:`ValueError` naming the variable (and the entry) at fault.
         """
         env = os.environ if environ is None else environ
         if ttl is None:
             ttl = _parse_ttl(env.get("MRTR_TTL"))
-        keys = _parse_secret(env.get("MRTR_SECRET"))
+        if secret is None:
+            keys = _parse_secret(env.get("MRTR_SECRET"))
+        elif isinstance(secret, str):
+            keys = _parse_secret(secret)
+            if not keys:
+                raise ValueError("secret is blank; " + _SECRET_HINT)
+        elif isinstance(secret, (bytes, bytearray)):
+            keys = [bytes(secret)]
+        else:
+            keys = list(secret)
         if not keys:
             return cls._ephemeral(ttl=ttl, max_token_length=max_token_length, clock=clock, stacklevel=3)
         return cls(keys, ttl=ttl, max_token_length=max_token_length, clock=clock)

@@ -40,7 +40,7 @@ import trio
 from .errors import InternalError, InvalidRequest, ParseError, ProtocolError
 from .jsonrpc import Dispatcher, error_response, parse_message
 from .jsonrpc import encode as _encode_json
-from .transport import run_in_thread, thread_safe
+from .transport import Hub, lifespan, run_in_thread, thread_safe
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD",
@@ -303,6 +303,18 @@ class _Session:
                 del self.in_flight[entry.id]
 
 
+def _refuse_auth(server: Dispatcher) -> None:
+    """Refuse a server protected with ``auth=``: stdio carries no bearer tokens.
+
+    The spec has a stdio server take its credentials from the environment; a server
+    that expects a token on every request could only fail every request here.
+    """
+    if getattr(server, "auth", None) is not None:
+        raise ValueError("a server built with auth= takes bearer tokens over HTTP only; stdio has none "
+                         "(a stdio server takes its credentials from the environment): serve it over HTTP, "
+                         "or build it without auth= for stdio")
+
+
 async def serve_stdio(
     server: Dispatcher,
     *,
@@ -321,6 +333,7 @@ async def serve_stdio(
     """
     if max_line_bytes < 1:
         raise ValueError("max_line_bytes must be positive")
+    _refuse_auth(server)
     owned: list[Any] = []
     if stdin is None:
         stdin = _fd_stream(os.dup(0), receive=True, others=(1, 2))
@@ -329,14 +342,18 @@ async def serve_stdio(
         stdout = _fd_stream(os.dup(1), receive=False, others=(0, 2))
         owned.append(stdout)
     try:
-        await _serve(server, stdin, stdout, max_line_bytes, grace_period)
+        # The lifespan opens before the first line is read and closes after the
+        # requests in flight have finished (or the grace period cut them off).
+        async with lifespan(server) as hub:
+            await _serve(server, stdin, stdout, max_line_bytes, grace_period, hub)
     finally:
         for stream in owned:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
 
-async def _serve(server: Dispatcher, stdin: Any, stdout: Any, max_line_bytes: int, grace_period: float) -> None:
+async def _serve(server: Dispatcher, stdin: Any, stdout: Any, max_line_bytes: int, grace_period: float,
+                 hub: Hub) -> None:
     session = _Session(server, stdout)
     reader = _LineReader(stdin, max_line_bytes)
     async with trio.open_nursery() as outer:
@@ -355,6 +372,7 @@ async def _serve(server: Dispatcher, stdin: Any, stdout: Any, max_line_bytes: in
                 if not line.strip():
                     continue
                 session.dispatch(requests, line)
+            hub.close()  # listen streams end with their result; the rest get the grace period
             if session.in_flight:
                 log.info("stdin closed; waiting up to %gs for %d request(s) in flight",
                          grace_period, len(session.in_flight))
@@ -375,14 +393,13 @@ def run_stdio(
 ) -> None:
     """Serve ``server`` on this process's stdin/stdout until EOF, SIGINT or SIGTERM.
 
-    Configures logging to stderr if nothing configured it. While serving, file
+    Logging is the application's to configure (``mrtr serve`` sends it to stderr);
+    the transport only never writes logs to stdout. While serving, file
     descriptor 1 is pointed at stderr, so a stray ``print()`` in handler code lands in
     the log instead of corrupting the protocol stream; the protocol uses a private
     duplicate of the original stdout.
     """
-    if not logging.getLogger().handlers:
-        logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _refuse_auth(server)
     sys.stdout.flush()
     protocol_fd = os.dup(1)
     saved_fd = os.dup(1)

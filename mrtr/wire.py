@@ -22,6 +22,16 @@ default factory, which ``omit_defaults`` never elides. A result decoded without 
 reads as ``"complete"``, as the spec tells clients to assume. The JSON-RPC ``jsonrpc: "2.0"``
 member works the same way.
 
+Why the server still reads request params by hand: this module is a catalogue of the whole
+schema, used to decode answers that have no discriminator (``decode_input_response``), to type
+what handlers may return (``CallToolResult``, ``GetPromptResult``, ...), by the client, and by
+the tests that check every message against ``schema.json``. The server's envelope and
+``tools/call`` checks, and the ledger's check of an elicitation answer, stay hand-written
+because their error messages name the exact member and the fix (``inputResponses key "k":
+"action" must be one of accept, decline, cancel``); a Struct decode would report msgspec's
+generic path instead, and decoding a whole request into Structs first would cost every call
+for members the server never reads.
+
 This module does no I/O and imports nothing from trio.
 """
 
@@ -32,6 +42,8 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
+
+from .jsonrpc import encode  # re-exported: one encoder for Structs and builtins alike
 
 __all__ = [
     # constants
@@ -1056,14 +1068,8 @@ class JSONRPCErrorResponse(_Wire, kw_only=True):
 # Encoding helpers
 # ---------------------------------------------------------------------------
 
-_ENCODER = msgspec.json.Encoder()
 _DECODERS: dict[Any, msgspec.json.Decoder[Any]] = {}
 T = TypeVar("T")
-
-
-def encode(obj: Any) -> bytes:
-    """Encode ``obj`` (Structs, builtins or a mix) as compact JSON bytes."""
-    return _ENCODER.encode(obj)
 
 
 def _decoder_for(type_: Any) -> msgspec.json.Decoder[Any]:

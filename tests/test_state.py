@@ -490,16 +490,16 @@ def test_max_token_length_must_be_positive(limit: int) -> None:
         RequestStateCodec([K1], max_token_length=limit)
 
 
-def test_from_env_single_key(clock: FakeClock) -> None:
-    codec = RequestStateCodec.from_env({"MRTR_SECRET": base64.b64encode(K1).decode()}, clock=clock)
+def test_configure_from_env_single_key(clock: FakeClock) -> None:
+    codec = RequestStateCodec.configure(environ={"MRTR_SECRET": base64.b64encode(K1).decode()}, clock=clock)
     assert codec.ttl == DEFAULT_TTL
     assert codec.max_token_length == 65536
     assert RequestStateCodec([K1], clock=clock).decode(codec.encode(make_state())) == make_state()
 
 
-def test_from_env_key_ring(clock: FakeClock) -> None:
+def test_configure_from_env_key_ring(clock: FakeClock) -> None:
     secret = f" {base64.b64encode(K2).decode()} ,, {base64.b64encode(K1).decode()}\n,"
-    codec = RequestStateCodec.from_env({"MRTR_SECRET": secret}, clock=clock)
+    codec = RequestStateCodec.configure(environ={"MRTR_SECRET": secret}, clock=clock)
     old = RequestStateCodec([K1], clock=clock).encode(make_state())
     assert codec.decode(old) == make_state()
     new = codec.encode(make_state())
@@ -510,32 +510,32 @@ def test_from_env_key_ring(clock: FakeClock) -> None:
     "secret",
     ["///not-base64!", base64.urlsafe_b64encode(b"\xfb" * 32).decode(), base64.b64encode(K1).decode().rstrip("=")],
 )
-def test_from_env_rejects_non_base64(secret: str) -> None:
+def test_configure_from_env_rejects_non_base64(secret: str) -> None:
     with pytest.raises(ValueError, match="MRTR_SECRET entry #1 is not valid standard Base64"):
-        RequestStateCodec.from_env({"MRTR_SECRET": secret})
+        RequestStateCodec.configure(environ={"MRTR_SECRET": secret})
 
 
-def test_from_env_numbers_the_faulty_entry() -> None:
+def test_configure_from_env_numbers_the_faulty_entry() -> None:
     good = base64.b64encode(K1).decode()
     with pytest.raises(ValueError, match="entry #3 is not valid standard Base64"):
-        RequestStateCodec.from_env({"MRTR_SECRET": f"{good},{good},%%%"})
+        RequestStateCodec.configure(environ={"MRTR_SECRET": f"{good},{good},%%%"})
     with pytest.raises(ValueError, match=r"entry #2 must decode to exactly 32 bytes \(256 bits\), got 9"):
-        RequestStateCodec.from_env({"MRTR_SECRET": f"{good},{base64.b64encode(b'too-short').decode()}"})
+        RequestStateCodec.configure(environ={"MRTR_SECRET": f"{good},{base64.b64encode(b'too-short').decode()}"})
 
 
 @pytest.mark.parametrize("n", [1, 9, 16, 31, 33, 48])
-def test_from_env_rejects_wrong_length(n: int) -> None:
+def test_configure_from_env_rejects_wrong_length(n: int) -> None:
     secret = base64.b64encode(b"k" * n).decode()
     expected = rf"MRTR_SECRET entry #1 must decode to exactly 32 bytes \(256 bits\), got {n}$"
     with pytest.raises(ValueError, match=expected):
-        RequestStateCodec.from_env({"MRTR_SECRET": secret})
+        RequestStateCodec.configure(environ={"MRTR_SECRET": secret})
 
 
 @pytest.mark.parametrize("env", [{}, {"MRTR_SECRET": ""}, {"MRTR_SECRET": "   "}, {"MRTR_SECRET": " , ,"}])
-def test_from_env_blank_falls_back_to_an_ephemeral_key(env: dict[str, str], caplog: pytest.LogCaptureFixture) -> None:
+def test_configure_from_env_blank_falls_back_to_an_ephemeral_key(env: dict[str, str], caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="mrtr"):
         with pytest.warns(EphemeralKeyWarning, match="MRTR_SECRET") as record:
-            codec = RequestStateCodec.from_env(env)
+            codec = RequestStateCodec.configure(environ=env)
     text = str(record[0].message)
     assert "restart" in text and "instances" in text and "base64.b64encode(os.urandom(32))" in text
     assert record[0].filename == __file__  # attributed to the caller
@@ -543,7 +543,7 @@ def test_from_env_blank_falls_back_to_an_ephemeral_key(env: dict[str, str], capl
     token = codec.mint(method="tools/call", target="t", arguments=None, principal=None, ledger=())
     assert codec.decode(token).target == "t"
     with pytest.warns(EphemeralKeyWarning):
-        other = RequestStateCodec.from_env(env)
+        other = RequestStateCodec.configure(environ=env)
     assert_invalid(other, token, AUTH)  # a fresh key each time
 
 
@@ -555,10 +555,10 @@ def test_ephemeral_warns_and_logs(caplog: pytest.LogCaptureFixture) -> None:
     assert [r.name for r in caplog.records] == ["mrtr"]
 
 
-def test_from_env_reads_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_configure_from_env_reads_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MRTR_SECRET", base64.b64encode(K1).decode())
     monkeypatch.setenv("MRTR_TTL", "42")
-    codec = RequestStateCodec.from_env()
+    codec = RequestStateCodec.configure()
     assert codec.ttl == 42.0
     assert RequestStateCodec([K1]).unseal(codec.seal(b"hi")) == b"hi"
 
@@ -567,21 +567,21 @@ def test_from_env_reads_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
     ("value", "expected"),
     [("60", 60.0), ("0.25", 0.25), (" 900 ", 900.0), ("1e3", 1000.0), ("", DEFAULT_TTL), ("  ", DEFAULT_TTL)],
 )
-def test_from_env_ttl(value: str, expected: float) -> None:
+def test_configure_from_env_ttl(value: str, expected: float) -> None:
     env = {"MRTR_SECRET": base64.b64encode(K1).decode(), "MRTR_TTL": value}
-    assert RequestStateCodec.from_env(env).ttl == expected
+    assert RequestStateCodec.configure(environ=env).ttl == expected
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-5", "nan", "inf", "-inf", "5s", "PT5M"])
-def test_from_env_rejects_bad_ttl(value: str) -> None:
+def test_configure_from_env_rejects_bad_ttl(value: str) -> None:
     env = {"MRTR_SECRET": base64.b64encode(K1).decode(), "MRTR_TTL": value}
     with pytest.raises(ValueError, match="MRTR_TTL"):
-        RequestStateCodec.from_env(env)
+        RequestStateCodec.configure(environ=env)
 
 
-def test_from_env_keyword_arguments_override(clock: FakeClock) -> None:
+def test_configure_from_env_keyword_arguments_override(clock: FakeClock) -> None:
     env = {"MRTR_SECRET": base64.b64encode(K1).decode(), "MRTR_TTL": "60"}
-    codec = RequestStateCodec.from_env(env, ttl=5.0, clock=clock, max_token_length=1000)
+    codec = RequestStateCodec.configure(environ=env, ttl=5.0, clock=clock, max_token_length=1000)
     assert codec.ttl == 5.0 and codec.max_token_length == 1000
     token = codec.mint(method="tools/call", target="t", arguments=None, principal=None, ledger=())
     assert codec.decode(token).issued_at == T0_MS  # the injected clock was used
@@ -591,7 +591,7 @@ def test_generate_secret_is_a_usable_key() -> None:
     secret = generate_secret()
     assert len(base64.b64decode(secret, validate=True)) == 32
     assert secret != generate_secret()
-    RequestStateCodec.from_env({"MRTR_SECRET": secret})
+    RequestStateCodec.configure(environ={"MRTR_SECRET": secret})
 
 
 # -- property-based ------------------------------------------------------------------------

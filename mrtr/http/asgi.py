@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from ..jsonrpc import Dispatcher
+from ..transport import lifespan
 from .config import ExchangeConfig, exchange_config
 from .exchange import ClientGone, HttpRequest, exchange
 from .headers import RawHeader
@@ -77,8 +78,9 @@ class ASGIApp:
 
     ``config`` is the exchange's :class:`~mrtr.http.config.ExchangeConfig` (endpoint
     path, allowed origins, SSE pacing); its fields may be given as keywords instead.
-    A body larger than ``max_body_size`` (4 MiB) gets ``413``. ``lifespan`` events are
-    acknowledged and ``websocket`` connections are refused.
+    A body larger than ``max_body_size`` (4 MiB) gets ``413``. ``lifespan`` events run
+    the server's lifespan (startup before the first request, shutdown after the host has
+    drained the last one) and ``websocket`` connections are refused.
     """
 
     def __init__(
@@ -107,13 +109,25 @@ class ASGIApp:
             raise ValueError(f"unsupported ASGI scope type {kind!r}")
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
+        # The host sends startup before any request and shutdown after the last one;
+        # the server's lifespan (if any) is held open in between, in this task.
+        message = await receive()
+        if message["type"] != "lifespan.startup":
+            return
+        started = False
+        try:
+            async with lifespan(self.server) as hub:
+                started = True
                 await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+                while (await receive())["type"] != "lifespan.shutdown":
+                    pass
+                hub.close()
+        except Exception as exc:
+            log.exception("lifespan %s failed", "shutdown" if started else "startup")
+            failed = "lifespan.shutdown.failed" if started else "lifespan.startup.failed"
+            await send({"type": failed, "message": f"{type(exc).__name__}: {exc}"})
+            return
+        await send({"type": "lifespan.shutdown.complete"})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope.get("method", "GET")

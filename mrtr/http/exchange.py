@@ -8,19 +8,26 @@ cancellation) happens here, once, so both front ends answer byte for byte alike.
 
 The rules, in order (see ``docs/http.md``):
 
-1. the path must be the endpoint, else ``404``;
+1. the path must be the endpoint, else ``404`` (on a server protected with ``auth=``,
+   the RFC 9728 metadata document is answered at its well-known path first, open to
+   any origin and unauthenticated);
 2. a present ``Origin`` must be allowed (localhost or the allow-list), else ``403``;
    from here on every response to an allowed ``Origin`` carries
    ``Access-Control-Allow-Origin: <that origin>`` and ``Vary: Origin`` (CORS);
 3. an ``OPTIONS`` with an (allowed) ``Origin`` and ``Access-Control-Request-Method: POST``
    is a CORS preflight, answered ``204`` (see :func:`mrtr.http.cors.preflight_headers`); any other method but
    ``POST`` gets ``405`` with ``Allow: POST``;
+   on a protected server the bearer token is verified here (``401``/``400`` with a
+   ``WWW-Authenticate`` challenge, ``403`` for missing server-wide scopes, ``503`` when
+   the verifier cannot decide), before any MCP header or body is looked at;
 4. ``Content-Type: application/json`` else ``415``; ``Accept`` listing both
    ``application/json`` and ``text/event-stream`` else ``406``;
 5. the body must parse as one JSON-RPC message: ``-32700``/``-32600`` with ``400``;
 6. a notification is accepted with ``202`` and no body;
 7. ``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name`` and ``Mcp-Param-*`` must be
-   present and agree with the body, else ``400`` with ``-32020``;
+   present and agree with the body, else ``400`` with ``-32020``; on a protected
+   server, the scopes the named tool needs are then checked (``403``
+   ``insufficient_scope``), before any response byte;
 8. the request is dispatched; the answer is ``application/json`` unless the handler
    sends a notification first, in which case it becomes a ``text/event-stream``
    that carries the notifications and ends with the response.
@@ -45,6 +52,9 @@ from typing import Any, Protocol
 
 import trio
 
+from ..auth.resource import Reply
+from ..auth.token import AccessToken, AuthError
+from ..auth.urls import WELL_KNOWN
 from ..errors import HeaderMismatch, InvalidRequest, ParseError, ProtocolError, status_for_code
 from ..jsonrpc import Dispatcher, error_response, parse_message
 from ..jsonrpc import encode as _encode_json
@@ -191,6 +201,24 @@ def _encode_response(response: dict[str, Any]) -> _Final:
         return _Final(_encode_json(fallback), 200)
 
 
+async def _send_reply(out: _Tracked, reply: Reply) -> None:
+    headers = [*reply.headers, (b"content-length", str(len(reply.body)).encode("ascii"))]
+    if any(name == b"www-authenticate" for name, _ in reply.headers):
+        headers.append((b"access-control-expose-headers", b"WWW-Authenticate"))  # a browser client reads the challenge
+    await out.respond(reply.status, headers, reply.body)
+
+
+async def _authenticate(rs: Any, headers: RequestHeaders, out: _Tracked) -> AccessToken | None:
+    """The caller's verified token, or ``None`` once a challenge went out."""
+    try:
+        return await rs.authenticate(headers.all("authorization"))  # type: ignore[no-any-return]
+    except AuthError as error:
+        if error.status_hint == 503:
+            log.warning("token verification unavailable: %s", error.description)
+        await _send_reply(out, rs.challenge(error))
+        return None
+
+
 class _Notifications:
     """A request's notification sink: a bounded buffer, drained by a stream once one runs.
 
@@ -302,7 +330,7 @@ async def _watch(disconnected: Callable[[], Awaitable[Any]], scope: trio.CancelS
 
 async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], headers: RequestHeaders, out: _Tracked,
                                config: ExchangeConfig, disconnected: Callable[[], Awaitable[Any]] | None,
-                               nursery: trio.Nursery) -> bool:
+                               nursery: trio.Nursery, auth: AccessToken | None = None) -> bool:
     """Run the handler and answer JSON, or SSE once it notifies.
 
     The handler's coroutine is first stepped in this task. A handler that finishes
@@ -316,7 +344,8 @@ async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], head
     stream: _Stream | None = None
     watcher: trio.CancelScope | None = None
     response: dict[str, Any] | None = None
-    coro = server.handle(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread)
+    extra = {} if auth is None else {"auth": auth}
+    coro = server.handle(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread, **extra)
 
     def start_stream() -> None:
         nonlocal stream
@@ -369,6 +398,10 @@ async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], head
 
 async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, config: ExchangeConfig,
                     disconnected: Callable[[], Awaitable[Any]] | None, nursery: trio.Nursery) -> bool:
+    rs = getattr(server, "auth", None)
+    if rs is not None and request.path in (rs.metadata_path, WELL_KNOWN + config.path):
+        await _send_reply(out, rs.metadata_reply(request.method))
+        return True
     if request.path != config.path:
         body = b"Not Found\n"
         await out.respond(404, [(b"content-type", b"text/plain; charset=utf-8"),
@@ -390,6 +423,11 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
         await _reject(out, 405, InvalidRequest(f"Method Not Allowed: {request.method}; the MCP endpoint takes POST"),
                       extra=[(b"allow", b"POST")])
         return True
+    access: AccessToken | None = None
+    if rs is not None:
+        access = await _authenticate(rs, headers, out)
+        if access is None:
+            return True
     if not is_json(headers.get("content-type")):
         await _reject(out, 415, InvalidRequest("Unsupported Media Type: Content-Type must be application/json"))
         return True
@@ -413,7 +451,18 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
     except HeaderMismatch as error:
         await _reject(out, error.status_hint, error, message["id"])
         return True
-    return await _dispatch_and_stream(server, message, headers, out, config, disconnected, nursery)
+    if rs is not None and access is not None:
+        # Mcp-Method and Mcp-Name now agree with the body; read the decoded values from it.
+        method = message["method"]
+        params = message.get("params")
+        target = params.get("name") if isinstance(params, dict) else None
+        name = target if isinstance(target, str) else None
+        try:
+            rs.authorize(access, server.required_scopes(method, name), f"{method} {name}" if name else method)
+        except AuthError as error:
+            await _send_reply(out, rs.challenge(error))
+            return True
+    return await _dispatch_and_stream(server, message, headers, out, config, disconnected, nursery, access)
 
 
 async def exchange(

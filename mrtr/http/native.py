@@ -32,6 +32,7 @@ from typing import Any
 import httptools
 import trio
 
+from ..transport import lifespan
 from .config import ServerConfig
 from .exchange import ClientGone, HttpRequest, exchange
 from .headers import RawHeader
@@ -601,7 +602,10 @@ async def serve_socket(
     state = _State(server, config)
     host, port = sock.getsockname()[:2]
     try:
-        async with trio.open_nursery() as connections:
+        # What the server keeps running beside the transport (its lifespan, its task
+        # carrier) starts before the first connection is accepted, so a task store that
+        # cannot be reached fails at start, and closes after the last one has drained.
+        async with lifespan(server) as hub, trio.open_nursery() as connections:
             async with trio.open_nursery() as acceptor:
                 acceptor.start_soon(_accept_loop, sock, connections, state)
                 log.info("serving MCP on http://%s:%d%s (pid %d)", _show_host(host), port, config.exchange.path,
@@ -614,6 +618,7 @@ async def serve_socket(
             trio.lowlevel.notify_closing(sock)
             sock.close()
             log.info("shutting down: %d connection(s) open, grace %.1f s", state.active, config.shutdown_grace)
+            hub.close()  # listen streams end with their result instead of holding the drain
             state.begin_shutdown()
             connections.cancel_scope.deadline = trio.current_time() + config.shutdown_grace
         log.info("server stopped")

@@ -71,18 +71,13 @@ def _worker(server: Dispatcher, host: str, port: int, config: ServerConfig, inhe
     trio.run(_serve_until_signal, server, sock, config)
 
 
-def _settle_key_ring(server: Any, workers: int) -> None:
+def _settle_key_ring(server: Any) -> None:
     """Build the server's codec now, in the parent, so forked workers inherit one key ring.
 
-    Without a configured key this is an ephemeral key shared by the workers of this
-    run only; say so, since tokens then die with the process group.
+    Building it also reports a missing ``MRTR_SECRET`` at start rather than at the first
+    conversation; the ephemeral key it then generates is shared by this run's workers.
     """
-    generated = not getattr(server, "key_ready", True)
-    _ = server.engine  # builds the codec (and reports a missing MRTR_SECRET) before any fork
-    if generated and workers > 1:
-        log.warning("MRTR_SECRET is not set: the requestState key generated for this run is shared by all %d "
-                    "workers; tokens die with this process group. Set MRTR_SECRET to keep them valid across "
-                    "restarts and other nodes.", workers)
+    _ = server.engine
 
 
 def run(server: Any, host: str = "127.0.0.1", port: int = 8000, *, workers: int = 1,
@@ -107,7 +102,7 @@ def run(server: Any, host: str = "127.0.0.1", port: int = 8000, *, workers: int 
     else:
         raise RuntimeError("run() starts its own trio loop; inside trio, use mrtr.http.serve()")
     config = ServerConfig.from_options(options)
-    _settle_key_ring(server, workers)
+    _settle_key_ring(server)
     if sock is None:
         sock = bind(host, port, config, reuse_port=True if workers > 1 else None)
     else:

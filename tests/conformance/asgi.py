@@ -8,12 +8,14 @@ The MCP endpoint is ``/mcp``, as with ``mrtr serve``.
 
 from __future__ import annotations
 
+from mrtr.http import asgi_app
+
 from .server import lenient_server, server
 
 __all__ = ["app", "lenient_app"]
 
-app = server.asgi()
+app = asgi_app(server)
 """The fixture server under the strict answer policy."""
 
-lenient_app = lenient_server.asgi()
+lenient_app = asgi_app(lenient_server)
 """The fixture server under the lenient answer policy."""

@@ -1,0 +1,552 @@
+"""The registry: what a server offers, and the schemas and argument types derived from it.
+
+Registering a handler does all the work that can be done before a request arrives: the
+tool's ``inputSchema`` from its type hints (or a hand-written schema), the msgspec
+Struct that decodes its arguments, its ``outputSchema``, the ``x-mcp-header``
+parameters mirrored in ``Mcp-Param-*`` headers, a resource template's pattern. The
+dispatch (:mod:`mrtr.server`) then only looks entries up.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from .errors import InvalidParams
+from .replay import CONTEXT_NAMES, handler_spec
+
+__all__ = ["Header", "PromptEntry", "Registry", "ResourceEntry", "TemplateEntry", "ToolEntry"]
+
+
+class Header:
+    """Mark a tool parameter to be mirrored in an ``Mcp-Param-<name>`` HTTP header.
+
+    ``region: Annotated[str, Header("Region")]`` adds ``"x-mcp-header": "Region"`` to the
+    parameter's schema; HTTP clients must then send ``Mcp-Param-Region`` with its value.
+    Only string, integer and boolean parameters can be mirrored.
+    """
+
+    __slots__ = ("name",)
+
+    _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
+
+    def __init__(self, name: str) -> None:
+        if not isinstance(name, str) or not self._TOKEN.match(name):
+            raise ValueError(f"x-mcp-header name must be a non-empty HTTP token, got {name!r}")
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"Header({self.name!r})"
+
+
+
+
+_SCOPE_TOKEN = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]+$")  # RFC 6749 scope-token
+
+
+def _scopes(scopes: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(scopes, str):
+        raise TypeError("scopes must be a list of scope names, not one string")
+    for scope in scopes:
+        if not isinstance(scope, str) or not _SCOPE_TOKEN.match(scope):
+            raise ValueError(f"not an OAuth scope token: {scope!r}")
+    return tuple(dict.fromkeys(scopes))
+
+
+@dataclass
+class ToolEntry:
+    """A registered tool: its handler, argument decoder, published definition and header mirrors."""
+
+    name: str
+    fn: Any
+    arguments_type: Any
+    parameter_names: tuple[str, ...]
+    definition: dict[str, Any]
+    headers: dict[str, str]  # header name (lowercase) -> parameter name
+    structured: bool
+    check_arguments: Callable[[Mapping[str, Any]], None] | None = None  # a hand-written inputSchema
+    scopes: tuple[str, ...] = ()  # OAuth scopes a caller needs on a protected server
+    task: str | None = None  # "optional" or "required": may run as a task (the tasks extension)
+
+
+@dataclass
+class PromptEntry:
+    """A registered prompt: its handler, parameter names, required arguments and definition."""
+
+    name: str
+    fn: Any
+    parameter_names: tuple[str, ...]
+    required: tuple[str, ...]
+    definition: dict[str, Any]
+
+
+@dataclass
+class ResourceEntry:
+    """A static resource at one uri."""
+
+    uri: str
+    fn: Any
+    definition: dict[str, Any]
+    mime_type: str | None
+
+
+@dataclass
+class TemplateEntry:
+    """A resource template: the compiled pattern its uris match."""
+
+    pattern: re.Pattern[str]
+    fn: Any
+    definition: dict[str, Any]
+    mime_type: str | None
+
+
+def _first_paragraph(doc: str | None) -> str | None:
+    if not doc:
+        return None
+    return inspect.cleandoc(doc).split("\n\n")[0].replace("\n", " ").strip() or None
+
+
+def _describe(definition: dict[str, Any], fn: Any, title: str | None, description: str | None,
+              mime_type: str | None = None) -> dict[str, Any]:
+    """Add the optional display members; the description defaults to the docstring's first paragraph."""
+    for key, value in (("title", title), ("description", description or _first_paragraph(fn.__doc__)),
+                       ("mimeType", mime_type)):
+        if value:
+            definition[key] = value
+    return definition
+
+
+def _handler_callable(kind: str, fn: Any) -> None:
+    if not callable(fn):
+        raise TypeError(f"@server.{kind} decorates a function, got {type(fn).__name__} {fn!r}")
+
+
+def _where(fn: Any) -> str:
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    return "" if code is None else f" ({code.co_filename}:{code.co_firstlineno})"
+
+
+def _signature_parameters(fn: Any) -> list[inspect.Parameter]:
+    spec = handler_spec(fn)
+    parameters = [p for p in inspect.signature(fn).parameters.values() if p.name != spec.ctx_name]
+    for parameter in parameters:
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD, parameter.POSITIONAL_ONLY):
+            raise TypeError(f"handler {spec.name}{_where(fn)}: parameter {parameter.name!r} must be a plain named parameter")
+        if parameter.name in CONTEXT_NAMES:
+            raise TypeError(
+                f"handler {spec.name}{_where(fn)}: parameter {parameter.name!r} looks like the request context but "
+                f"would become a client-supplied argument ({_annotation_text(parameter)}); annotate it "
+                "`mrtr.Context` to receive the context (any name works then), or rename it"
+            )
+    return parameters
+
+
+def _annotation_text(parameter: inspect.Parameter) -> str:
+    annotation = parameter.annotation
+    if annotation is inspect.Parameter.empty:
+        return "it is not the first parameter"
+    return f"annotated {getattr(annotation, '__qualname__', annotation)}"
+
+
+def _check_parameter_schemas(owner: str, fn: Any, parameters: list[inspect.Parameter], hints: Mapping[str, Any]) -> None:
+    """Refuse a tool parameter whose type gives the client no usable schema."""
+    for parameter in parameters:
+        if parameter.name not in hints:
+            raise TypeError(
+                f"tool {owner}{_where(fn)}: parameter {parameter.name!r} has no type annotation, so its inputSchema "
+                f"would accept anything; annotate it (`{parameter.name}: str`, an int, a Struct...), or annotate it "
+                "`mrtr.Context` if it is meant to receive the request context"
+            )
+        annotation, _ = _strip_header(hints[parameter.name])
+        try:
+            msgspec.json.schema(annotation)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"tool {owner}{_where(fn)}: parameter {parameter.name!r} has no JSON Schema ({exc}); use types msgspec "
+                "can describe (str, int, float, bool, lists, dicts, Literal, Enum, Struct, dataclass, TypedDict), "
+                "or annotate it `mrtr.Context` if it is meant to receive the request context"
+            ) from None
+
+
+def _strip_header(annotation: Any) -> tuple[Any, str | None]:
+    if typing.get_origin(annotation) is typing.Annotated:
+        base, *extras = typing.get_args(annotation)
+        headers = [extra for extra in extras if isinstance(extra, Header)]
+        others = [extra for extra in extras if not isinstance(extra, Header)]
+        if headers:
+            stripped = typing.Annotated[(base, *others)] if others else base  # type: ignore[valid-type]
+            return stripped, headers[0].name
+    return annotation, None
+
+
+def _inline_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Turn msgspec's ``{"$ref": ..., "$defs": ...}`` into an object schema at the root."""
+    ref = schema.get("$ref")
+    defs = dict(schema.get("$defs", {}))
+    if isinstance(ref, str) and ref.startswith("#/$defs/"):
+        name = ref[len("#/$defs/"):]
+        root = dict(defs.pop(name))
+        if defs:
+            root["$defs"] = defs
+        root.pop("title", None)
+        return root
+    return schema
+
+
+def _arguments_struct(owner: str, parameters: list[inspect.Parameter], hints: Mapping[str, Any]) -> tuple[Any, dict[str, str]]:
+    """A Struct that decodes a tool's arguments, and its ``x-mcp-header`` names by parameter."""
+    fields: list[tuple[Any, ...]] = []
+    headers: dict[str, str] = {}
+    for parameter in parameters:
+        annotation, header = _strip_header(hints.get(parameter.name, Any))
+        if header is not None:
+            base = typing.get_args(annotation)[0] if typing.get_origin(annotation) is typing.Annotated else annotation
+            if base not in (str, int, bool):
+                raise TypeError(
+                    f"{owner}: x-mcp-header is allowed only on str, int and bool parameters, not {parameter.name!r}"
+                )
+            if any(header.lower() == other.lower() for other in headers.values()):
+                raise TypeError(f"{owner}: x-mcp-header {header!r} is used twice")
+            headers[parameter.name] = header
+        if parameter.default is inspect.Parameter.empty:
+            fields.append((parameter.name, annotation))
+        else:
+            fields.append((parameter.name, annotation, parameter.default))
+    struct = msgspec.defstruct(f"{owner}Arguments", fields, kw_only=True)
+    return struct, headers
+
+
+def _tool_input_schema(struct: Any, headers: Mapping[str, str]) -> dict[str, Any]:
+    schema = _inline_schema(msgspec.json.schema(struct))
+    properties = schema.setdefault("properties", {})
+    for parameter, header in headers.items():
+        properties[parameter] = {**properties[parameter], "x-mcp-header": header}
+    return schema
+
+
+def _is_structured_type(hint: Any) -> bool:
+    """Whether a return annotation describes an object worth an ``outputSchema``."""
+    if isinstance(hint, type):
+        return issubclass(hint, msgspec.Struct) or dataclasses.is_dataclass(hint) or typing.is_typeddict(hint)
+    return typing.get_origin(hint) is dict
+
+
+def _type_hints(fn: Any) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(fn, include_extras=True)
+    except Exception as exc:  # unresolvable forward references: fail at registration, not at call
+        raise TypeError(f"cannot resolve the type hints of {getattr(fn, '__qualname__', fn)!r}: {exc}") from exc
+
+
+def _compile_template(template: str) -> re.Pattern[str]:
+    pattern = ""
+    position = 0
+    for match in re.finditer(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", template):
+        pattern += re.escape(template[position:match.start()])
+        pattern += f"(?P<{match.group(1)}>[^/]+)"
+        position = match.end()
+    pattern += re.escape(template[position:])
+    return re.compile(f"^{pattern}$")
+
+
+
+def _camel_owner(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in re.split(r"[^A-Za-z0-9]+", name) if part) or "Tool"
+
+
+def _meta_of(annotation: Any) -> msgspec.Meta | None:
+    if typing.get_origin(annotation) is typing.Annotated:
+        for extra in typing.get_args(annotation)[1:]:
+            if isinstance(extra, msgspec.Meta):
+                return extra
+    return None
+
+
+
+def _schema_check(tool_name: str, schema: dict[str, Any]) -> Callable[[Mapping[str, Any]], None]:
+    """A validator for a hand-written ``inputSchema``, raising -32602 with the first violation."""
+    # Imported here: only servers with hand-written schemas pay for jsonschema's import.
+    import jsonschema
+    import jsonschema.validators
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"tool {tool_name}: input_schema is not a valid JSON Schema: {exc.message}") from None
+    validator = cls(schema)
+
+    def check(arguments: Mapping[str, Any]) -> None:
+        if validator.is_valid(arguments):  # the common case; collecting errors costs more
+            return
+        error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
+        if error is not None:
+            where = "/".join(str(part) for part in error.absolute_path)
+            raise InvalidParams(f"Invalid arguments for tool {tool_name}: {where + ': ' if where else ''}{error.message}")
+
+    return check
+
+
+def _given_name(kind: str, given: str, name: str | None) -> str:
+    if name is not None and name != given:
+        raise TypeError(f"@server.{kind}({given!r}, name={name!r}) names the {kind} twice")
+    if not given:
+        raise ValueError(f"@server.{kind}: the name must not be empty")
+    return given
+
+
+def _resource_uri(kind: str, uri: Any, example: str) -> None:
+    if callable(uri):
+        raise TypeError(
+            f"@server.{kind} needs the uri it serves, as in {example}; it was applied to "
+            f"{getattr(uri, '__qualname__', uri)!r}{_where(uri)} directly, which registers nothing"
+        )
+    if not isinstance(uri, str) or ":" not in uri:
+        raise ValueError(f"@server.{kind} needs an absolute uri with a scheme, as in {example}; got {uri!r}")
+
+
+class Registry:
+    """The tools, prompts, resources, resource templates and completion provider of a server.
+
+    :class:`mrtr.Server` is a registry with dispatch on top; the decorators below are
+    how handlers get into it.
+    """
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolEntry] = {}
+        self._prompts: dict[str, PromptEntry] = {}
+        self._resources: dict[str, ResourceEntry] = {}
+        self._templates: list[TemplateEntry] = []
+        self._completion: Any = None
+
+    # -- decorators --------------------------------------------------------------------
+
+    def tool(
+        self,
+        fn: Any = None,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        meta: Mapping[str, Any] | None = None,
+        input_schema: Mapping[str, Any] | None = None,
+        scopes: Sequence[str] = (),
+        task: str | None = None,
+    ) -> Any:
+        """Register a tool. Usable bare (``@server.tool``) or with options.
+
+        The name defaults to the function's, the description to its docstring's first
+        paragraph; ``inputSchema`` comes from the parameter type hints (and
+        ``outputSchema`` from a Struct, dataclass or TypedDict return type). Arguments are
+        decoded and validated with those hints before the handler runs.
+
+        ``input_schema`` publishes a hand-written JSON Schema instead (for keywords type
+        hints cannot express: ``if``/``then``/``else``, ``allOf``, ``$anchor``...). It is
+        advertised as given and enforced: arguments are validated against it (JSON
+        Schema 2020-12 unless the schema names another dialect in ``$schema``) and then
+        decoded with the parameter type hints, so both must agree. An invalid schema is
+        refused at registration.
+
+        ``scopes`` are the OAuth scopes a caller's token must grant to see and call the
+        tool on a server protected with ``auth=`` (see ``docs/auth.md``); without
+        ``auth=`` they are not checked.
+
+        ``task="optional"`` lets a client that declares the tasks extension get the call
+        as a task (``CreateTaskResult``) while others get the result on the call;
+        ``task="required"`` refuses clients without the extension (``-32021``). See
+        ``docs/tasks.md``.
+        """
+        tool_scopes = _scopes(scopes)
+        if task not in (None, "optional", "required"):
+            raise ValueError(f'task must be "optional" or "required", got {task!r}')
+
+        if isinstance(fn, str):  # @server.tool("name")
+            fn, name = None, _given_name("tool", fn, name)
+
+        def register(fn: Any) -> Any:
+            _handler_callable("tool", fn)
+            tool_name = name or fn.__name__
+            hints = _type_hints(fn)
+            parameters = _signature_parameters(fn)
+            _check_parameter_schemas(tool_name, fn, parameters, hints)
+            struct, headers = _arguments_struct(_camel_owner(tool_name), parameters, hints)
+            definition = _describe({"name": tool_name}, fn, title, description)
+            if input_schema is not None:
+                if input_schema.get("type") != "object":
+                    raise ValueError(f"tool {tool_name}: input_schema must be an object schema (type: object)")
+                definition["inputSchema"] = dict(input_schema)
+                check_arguments = _schema_check(tool_name, definition["inputSchema"])
+            else:
+                check_arguments = None
+                definition["inputSchema"] = _tool_input_schema(struct, headers)
+            returns = hints.get("return", inspect.Parameter.empty)
+            structured = _is_structured_type(returns)
+            if structured:
+                definition["outputSchema"] = _inline_schema(msgspec.json.schema(returns))
+                if definition["outputSchema"].get("type") != "object":
+                    definition.pop("outputSchema")
+                    structured = False
+            if annotations:
+                definition["annotations"] = dict(annotations)
+            if meta:
+                definition["_meta"] = dict(meta)
+            if tool_name in self._tools:
+                raise ValueError(f"a tool named {tool_name!r} is already registered")
+            self._tools[tool_name] = ToolEntry(
+                tool_name, fn, struct, tuple(p.name for p in parameters), definition,
+                {header.lower(): parameter for parameter, header in headers.items()}, structured, check_arguments,
+                tool_scopes,
+                task,
+            )
+            return fn
+
+        return register(fn) if fn is not None else register
+
+    def prompt(
+        self, fn: Any = None, *, name: str | None = None, title: str | None = None, description: str | None = None
+    ) -> Any:
+        """Register a prompt; its parameters (strings) become the prompt's arguments.
+
+        Usable bare (``@server.prompt``), with the name (``@server.prompt("review")``) or
+        with options.
+        """
+        if isinstance(fn, str):  # @server.prompt("name")
+            fn, name = None, _given_name("prompt", fn, name)
+
+        def register(fn: Any) -> Any:
+            _handler_callable("prompt", fn)
+            prompt_name = name or fn.__name__
+            hints = _type_hints(fn)
+            parameters = _signature_parameters(fn)
+            arguments = []
+            required = []
+            for parameter in parameters:
+                argument: dict[str, Any] = {"name": parameter.name}
+                meta = _meta_of(hints.get(parameter.name))
+                if meta is not None and meta.description:
+                    argument["description"] = meta.description
+                if parameter.default is inspect.Parameter.empty:
+                    argument["required"] = True
+                    required.append(parameter.name)
+                arguments.append(argument)
+            definition = _describe({"name": prompt_name}, fn, title, description)
+            if arguments:
+                definition["arguments"] = arguments
+            if prompt_name in self._prompts:
+                raise ValueError(f"a prompt named {prompt_name!r} is already registered")
+            self._prompts[prompt_name] = PromptEntry(
+                prompt_name, fn, tuple(p.name for p in parameters), tuple(required), definition
+            )
+            return fn
+
+        return register(fn) if fn is not None else register
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+    ) -> Callable[[Any], Any]:
+        """Register a static resource at ``uri``; the handler returns its text or bytes."""
+        _resource_uri("resource", uri, '@server.resource("notes://welcome")')
+        if "{" in uri:
+            raise ValueError(
+                f"@server.resource({uri!r}) looks like a uri template; register it with @server.resource_template"
+            )
+
+        def register(fn: Any) -> Any:
+            _handler_callable("resource", fn)
+            definition = _describe({"uri": uri, "name": name or fn.__name__}, fn, title, description, mime_type)
+            if uri in self._resources:
+                raise ValueError(f"a resource at {uri!r} is already registered")
+            self._resources[uri] = ResourceEntry(uri, fn, definition, mime_type)
+            return fn
+
+        return register
+
+    def resource_template(
+        self,
+        uri_template: str,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+    ) -> Callable[[Any], Any]:
+        """Register a resource template such as ``"notes://{id}/text"``.
+
+        The handler receives each ``{variable}`` as a keyword argument (a single path
+        segment).
+        """
+        _resource_uri("resource_template", uri_template, '@server.resource_template("notes://{id}/text")')
+
+        def register(fn: Any) -> Any:
+            _handler_callable("resource_template", fn)
+            definition = _describe({"uriTemplate": uri_template, "name": name or fn.__name__}, fn, title,
+                                   description, mime_type)
+            self._templates.append(TemplateEntry(_compile_template(uri_template), fn, definition, mime_type))
+            return fn
+
+        return register
+
+    def completion(self, fn: Any) -> Any:
+        """Register the provider for ``completion/complete``.
+
+        It is called as ``fn(ref, argument, context)`` with the request's ``ref`` and
+        ``argument`` objects and ``context`` (or ``None``), and returns a list of values
+        or a ``{"values", "total", "hasMore"}`` dict; it may be async.
+        """
+        self._completion = fn
+        return fn
+
+    # -- lookups -------------------------------------------------------------------------
+
+    @property
+    def has_task_tools(self) -> bool:
+        """Whether any tool may run as a task (the server then needs a task store)."""
+        return any(tool.task for tool in self._tools.values())
+
+    def tool_definitions(self) -> list[dict[str, Any]]:
+        """The ``Tool`` objects ``tools/list`` reports, in registration order."""
+        return [dict(tool.definition) for tool in self._tools.values()]
+
+    def required_scopes(self, method: str, name: str | None) -> tuple[str, ...]:
+        """The scopes a request for ``method`` on ``name`` needs beyond the server-wide ones.
+
+        Only ``tools/call`` of a tool registered with ``scopes`` needs any; an unknown
+        tool needs none here (dispatch answers it ``-32602``).
+        """
+        if method != "tools/call" or name is None:
+            return ()
+        tool = self._tools.get(name)
+        return tool.scopes if tool else ()
+
+    def header_parameters(self, tool_name: str) -> dict[str, str]:
+        """For a tool, the ``Mcp-Param-*`` header names (lowercase) mapped to parameter names."""
+        tool = self._tools.get(tool_name)
+        return dict(tool.headers) if tool else {}
+
+    def find_resource(self, uri: str) -> tuple[Any, str | None, dict[str, Any]] | None:
+        """The handler, MIME type and template variables serving ``uri``, or ``None``.
+
+        A static resource wins over templates; templates are tried in registration order.
+        """
+        resource = self._resources.get(uri)
+        if resource is not None:
+            return resource.fn, resource.mime_type, {}
+        for template in self._templates:
+            match = template.pattern.match(uri)
+            if match:
+                return template.fn, template.mime_type, match.groupdict()
+        return None

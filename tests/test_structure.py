@@ -1,0 +1,139 @@
+"""The package's public face and its layers, pinned.
+
+The public names test fails when a name is added to or dropped from ``mrtr`` without
+updating this list: a change of the public face must be a decision, not an accident.
+The import contract keeps the layers of docs/adr/0008-module-map.md: the core does no
+I/O and imports nothing above it; carriers sit on the core; the server imports no
+transport, CLI or client; transports depend on the dispatcher protocol, not the server.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import mrtr
+
+PUBLIC = {
+    "Context", "Elicit", "ElicitResult", "ElicitURL", "Form", "HandlerError", "Header", "InvalidParams",
+    "ListRoots", "MissingRequiredClientCapability", "ProtocolError", "ReplayMismatch", "Request",
+    "RequestInfo", "Sample", "Server", "Step",
+}
+
+PACKAGE = Path(mrtr.__file__).parent
+
+# Layers from the bottom up. A module may import its own layer and those below it.
+LAYERS = ["core", "carrier", "server", "auth", "transport", "face"]
+LAYER_OF = {
+    "mrtr.errors": "core", "mrtr.wire": "core", "mrtr.jsonrpc": "core", "mrtr.ledger": "core",
+    "mrtr.schema": "core", "mrtr.effects": "core", "mrtr.context": "core", "mrtr.replay": "core",
+    "mrtr.state": "core", "mrtr.content": "core", "mrtr.carrier": "core",
+    "mrtr.engine": "carrier", "mrtr.tasks": "carrier",
+    "mrtr.server": "server", "mrtr.registry": "server", "mrtr.results": "server",
+    "mrtr.auth": "auth",
+    "mrtr.transport": "transport", "mrtr.http": "transport", "mrtr.stdio": "transport",
+    "mrtr.telemetry": "transport",
+    "mrtr.cli": "face", "mrtr.__main__": "face", "mrtr.client": "face", "mrtr.testing": "face", "mrtr.examples": "face",
+}
+# Third-party packages that mean I/O or an event loop: never below the transports.
+EVENT_LOOP = {"trio", "anyio", "httpx", "h11", "httptools", "coredis", "sqlite3", "socket"}
+# What each layer may not import even though it sits above: transports and the server meet
+# only through the Dispatcher protocol, and the carriers below know nothing of the server.
+FORBIDDEN = {
+    "transport": {"mrtr.server", "mrtr.registry", "mrtr.results"},
+}
+
+
+def _modules() -> list[tuple[str, Path]]:
+    found = [("mrtr", PACKAGE / "__init__.py")]
+    for info in pkgutil.walk_packages([str(PACKAGE)], prefix="mrtr."):
+        module = importlib.util.find_spec(info.name)
+        assert module is not None and module.origin is not None
+        found.append((info.name, Path(module.origin)))
+    return found
+
+
+def _layer(name: str) -> str | None:
+    parts = name.split(".")
+    for end in range(len(parts), 1, -1):
+        layer = LAYER_OF.get(".".join(parts[:end]))
+        if layer is not None:
+            return layer
+    return None
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return name.startswith("mrtr.") and importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """Absolute names of everything a module imports (at any depth: a function-local import counts)."""
+    tree = ast.parse(path.read_text(), str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                prefix = ".".join(base)
+                module = f"{prefix}.{node.module}" if node.module else prefix
+            else:
+                module = node.module or ""
+            submodules = {f"{module}.{alias.name}" for alias in node.names if _is_module(f"{module}.{alias.name}")}
+            names.update(submodules)  # "from . import wire" names a module, not an attribute
+            if len(submodules) < len(node.names):
+                names.add(module)
+    return names
+
+
+def test_the_public_names_are_exactly_these():
+    assert set(mrtr.__all__) == PUBLIC
+    for name in PUBLIC:
+        value = getattr(mrtr, name)
+        assert inspect.getdoc(value), f"mrtr.{name} has no docstring"
+
+
+def test_machinery_stays_out_of_the_top_level():
+    for name in ("replay", "replay_async", "Completed", "InputRequired", "Engine", "parse_message"):
+        assert name not in mrtr.__all__
+
+
+@pytest.mark.parametrize("name, path", _modules(), ids=lambda value: str(value) if isinstance(value, str) else "")
+def test_every_module_keeps_to_its_layer(name, path):
+    if name == "mrtr":
+        return  # the face re-exports from every layer it presents
+    layer = _layer(name)
+    assert layer is not None, f"{name} belongs to no layer: add it to LAYER_OF (and to docs/adr/0008-module-map.md)"
+    rank = LAYERS.index(layer)
+    for imported in sorted(_imports(name, path)):
+        root = imported.split(".")[0]
+        if root == "mrtr":
+            if imported == "mrtr" and layer != "face":
+                raise AssertionError(f"{name} imports the package face; import from the module that holds the name")
+            other = "face" if imported == "mrtr" else _layer(imported)
+            assert other is not None, f"{name} imports {imported}, which belongs to no layer"
+            assert LAYERS.index(other) <= rank, f"{name} ({layer}) imports {imported} ({other}), a layer above it"
+            assert imported not in FORBIDDEN.get(layer, set()), f"{name} ({layer}) must not import {imported}"
+        elif layer in ("core", "carrier", "server") and root in EVENT_LOOP and not name.startswith("mrtr.tasks"):
+            raise AssertionError(f"{name} ({layer}) imports {root}: the {layer} layer does no I/O")
+
+
+def test_every_public_module_name_is_documented():
+    for name, _ in _modules():
+        module = importlib.import_module(name)
+        assert inspect.getdoc(module), f"{name} has no module docstring"
+        for exported in getattr(module, "__all__", ()):
+            value = getattr(module, exported)
+            if inspect.isclass(value) or inspect.isfunction(value):
+                assert inspect.getdoc(value), f"{name}.{exported} has no docstring"
