@@ -1,4 +1,8 @@
-"""The ``mrtr`` command line: ``mrtr serve [module:attribute] [options]``.
+"""The ``mrtr`` command line: ``mrtr serve``, ``mrtr call`` and ``mrtr list``.
+
+``mrtr serve [module:attribute] [options]`` serves a Server; ``mrtr call`` and
+``mrtr list`` are a client for people at a terminal (``mrtr.client.terminal``, which
+needs the ``client`` extra).
 
 ``module:attribute`` names a :class:`mrtr.server.Server` the way uvicorn names an ASGI
 app (``myapp.main:server``; the attribute may be dotted). The current directory is put
@@ -21,6 +25,7 @@ import os
 import shlex
 import sys
 import traceback
+from functools import partial
 from typing import Any
 
 import msgspec
@@ -247,7 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mrtr",
         description="Run MCP 2026-07-28 servers whose handlers ask the user mid-execution.",
-        epilog="Run 'mrtr serve --help' for the options of the serve command.",
+        epilog="Run 'mrtr COMMAND --help' for the options of a command.",
     )
     parser.add_argument("--version", action="version", version=f"mrtr {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -300,6 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-level", default="info", choices=["debug", "info", "warning", "error"],
         help="log level for messages on stderr (default: info)",
     )
+    serve.set_defaults(run=_serve)
+    _add_client_commands(commands)
     return parser
 
 
@@ -362,21 +369,125 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_client_commands(commands: Any) -> None:
+    target_help = "the server: its URL (http://host:port/mcp), or use --stdio COMMAND instead"
+    stdio_help = 'start the server with this command and talk to it over stdio (e.g. "mrtr serve app:server --stdio")'
+    call = commands.add_parser(
+        "call",
+        help="call a tool, prompt or resource and answer the server's questions in the terminal",
+        usage="mrtr call [options] (URL | --stdio COMMAND) (TOOL [name=value ...] | --prompt NAME [name=value ...] "
+              "| --resource URI)",
+        description=(
+            "Call a tool (or get a prompt, or read a resource) and answer the questions the server\n"
+            "asks on the way. Arguments are name=value, typed by the tool's input schema (JSON for\n"
+            "objects and arrays). When standard input is not a terminal, each question's field is\n"
+            "read as one line, in order. Type !decline or !cancel at any question."
+        ),
+        epilog=(
+            "examples:\n"
+            "  mrtr call http://127.0.0.1:8000/mcp book_table restaurant=Luigi people=4\n"
+            "  mrtr call --stdio 'mrtr serve myapp:server --stdio' book_table restaurant=Luigi\n"
+            "  mrtr call http://127.0.0.1:8000/mcp --prompt onboarding\n"
+            "  printf 'a@b.c\\nred\\n' | mrtr call http://127.0.0.1:8000/mcp two_questions plan=pro"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    call.add_argument("words", nargs="*", metavar="URL/TOOL/name=value", help=target_help)
+    call.add_argument("--stdio", metavar="COMMAND", help=stdio_help)
+    what = call.add_mutually_exclusive_group()
+    what.add_argument("--prompt", metavar="NAME", help="get this prompt instead of calling a tool")
+    what.add_argument("--resource", metavar="URI", help="read this resource instead of calling a tool")
+    call.add_argument("--root", action="append", default=[], metavar="PATH",
+                      help="answer roots requests with this directory (repeatable)")
+    call.add_argument("--sample-reply", metavar="TEXT", help="answer sampling requests with this text")
+    call.add_argument("--max-rounds", type=_workers, default=10, metavar="N",
+                      help="give up after N rounds of questions (default: 10)")
+    call.set_defaults(run=_call)
+    listing = commands.add_parser(
+        "list", help="list a server's tools (with their arguments), prompts and resources",
+        usage="mrtr list (URL | --stdio COMMAND)",
+    )
+    listing.add_argument("words", nargs="*", metavar="URL", help=target_help)
+    listing.add_argument("--stdio", metavar="COMMAND", help=stdio_help)
+    listing.set_defaults(run=_list)
+
+
+def _client_target(args: argparse.Namespace) -> tuple[str | list[str], list[str]]:
+    words = list(args.words)
+    if args.stdio is not None:
+        command = shlex.split(args.stdio)
+        if not command:
+            raise UsageError("--stdio needs a command")
+        return command, words
+    if not words:
+        raise UsageError("give the server's URL (http://host:port/mcp) or --stdio COMMAND")
+    url = words.pop(0)
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"{url!r} is not an http(s) URL; to start a server yourself use --stdio COMMAND")
+    return url, words
+
+
+def _call(args: argparse.Namespace) -> int:
+    import trio
+
+    try:
+        from .client.terminal import ArgumentError, Terminal, output_console, run_call
+    except ImportError as exc:
+        print(f"mrtr call: {exc}", file=sys.stderr)
+        return 1
+    target, words = _client_target(args)
+    terminal = Terminal(sample_reply=args.sample_reply, roots=args.root)
+    out = output_console(terminal.interactive and sys.stdout.isatty())
+    try:
+        return trio.run(partial(run_call, target, words, prompt=args.prompt, resource=args.resource,
+                                terminal=terminal, out=out, max_rounds=args.max_rounds))
+    except ArgumentError as exc:
+        raise UsageError(str(exc)) from None
+    except KeyboardInterrupt:
+        terminal.pause()
+        print("mrtr call: interrupted", file=sys.stderr)
+        return 130
+
+
+def _list(args: argparse.Namespace) -> int:
+    import trio
+
+    try:
+        from .client.terminal import output_console, run_list
+    except ImportError as exc:
+        print(f"mrtr list: {exc}", file=sys.stderr)
+        return 1
+    target, words = _client_target(args)
+    if words:
+        raise UsageError(f"unexpected arguments: {' '.join(words)}")
+    interactive = sys.stdout.isatty()
+    try:
+        return trio.run(partial(run_list, target, out=output_console(interactive),
+                                errors=output_console(interactive and sys.stderr.isatty(), stderr=True)))
+    except KeyboardInterrupt:
+        return 130
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the ``mrtr`` command with ``argv`` (default: ``sys.argv[1:]``) and return its exit code."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
+        # ``mrtr call URL --prompt p a=1``: words after an option are still the command's words.
+        if extras and getattr(args, "words", None) is not None and not any(e.startswith("-") for e in extras):
+            args.words += extras
+        elif extras:
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
     except SystemExit as exc:  # --help, --version, or an argparse error (code 2)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return _serve(args)
+        return int(args.run(args))
     except UsageError as exc:
-        print(f"mrtr serve: error: {exc}", file=sys.stderr)
+        print(f"mrtr {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except AppImportError as exc:
-        print(f"mrtr serve: {exc}", file=sys.stderr)
+        print(f"mrtr {args.command}: {exc}", file=sys.stderr)
         return 1

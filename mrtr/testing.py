@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 
+from .answers import accept, cancel, decline, roots, sampled
 from .context import Context
 from .effects import Elicit, ElicitResult, ListRoots, Request, Sample
 from .ledger import Ledger, merge_answers
@@ -52,33 +53,6 @@ ALL_CAPABILITIES: dict[str, Any] = {
     "roots": {},
 }
 """Client capabilities that can answer every kind of request (the default for :func:`run`)."""
-
-
-def accept(content: Mapping[str, Any] | msgspec.Struct | None = None, /, **fields: Any) -> dict[str, Any]:
-    """An accepted elicitation answer; ``accept(name="Ada")`` or ``accept({"name": "Ada"})``."""
-    base: Mapping[str, Any] = msgspec.to_builtins(content) if isinstance(content, msgspec.Struct) else (content or {})
-    merged = {**base, **fields}
-    return {"action": "accept", "content": merged}
-
-
-def decline() -> dict[str, Any]:
-    """The user declined the elicitation."""
-    return {"action": "decline"}
-
-
-def cancel() -> dict[str, Any]:
-    """The user dismissed the elicitation without choosing."""
-    return {"action": "cancel"}
-
-
-def sampled(text: str, *, model: str = "test-model", stop_reason: str = "endTurn") -> dict[str, Any]:
-    """A sampling answer whose assistant message is ``text``."""
-    return {"role": "assistant", "content": {"type": "text", "text": text}, "model": model, "stopReason": stop_reason}
-
-
-def roots(*uris: str | Mapping[str, Any]) -> dict[str, Any]:
-    """A roots answer listing ``uris`` (strings or ``{"uri", "name"}`` dicts)."""
-    return {"roots": [{"uri": uri} if isinstance(uri, str) else dict(uri) for uri in uris]}
 
 
 @dataclass

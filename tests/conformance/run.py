@@ -428,6 +428,16 @@ def _table(runs: list[tuple[dict[str, Any], list[Scenario]]], *, scored: bool) -
     return rows
 
 
+def _keep_client_section(text: str, path: Path) -> str:
+    """Carry over the client scenarios' section (written by client_run.py) when regenerating."""
+    start, end = "<!-- client-conformance:start -->", "<!-- client-conformance:end -->"
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    if start not in old or end not in old:
+        return text
+    section = start + old.split(start, 1)[1].split(end, 1)[0] + end + "\n"
+    return text.rstrip("\n") + "\n\n" + section
+
+
 # -- command line ---------------------------------------------------------------------------
 
 
@@ -450,6 +460,7 @@ def main(argv: list[str] | None = None) -> int:
         runs = [load_summary(path) for path in args.report]
         text = render_report(runs, args.command)
         if args.write:
+            text = _keep_client_section(text, args.write)
             args.write.write_text(text, encoding="utf-8")
             print(f"wrote {args.write}")
         else:
