@@ -121,7 +121,7 @@ APP = textwrap.dedent('''
     def ask(plan: str):
         answer = yield Elicit("Your email?", Form().string("email", format="email"))
         return f"{answer.content['email']}:{plan}"
-    mrtr.http.run(server, "127.0.0.1", int(sys.argv[1]), workers=int(sys.argv[2]))
+    mrtr.http.run_http(server, "127.0.0.1", int(sys.argv[1]), workers=int(sys.argv[2]))
 ''')
 
 SDK_SERVER = textwrap.dedent('''

@@ -404,7 +404,7 @@ def _serve(args: argparse.Namespace) -> int:
     port = DEFAULT_PORT if args.port is None else args.port
     workers = args.workers or 1
     try:
-        from .http import run
+        from .http import run_http as run
     except ImportError as exc:
         print(f"mrtr: the HTTP transport is not available: {exc}", file=sys.stderr)
         return 1
