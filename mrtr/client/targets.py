@@ -154,6 +154,12 @@ class HTTPTarget:
             import httpx
         except ImportError:
             raise ImportError(f"mrtr.Client over HTTP needs httpx: {EXTRA_HINT}") from None
+        try:
+            parsed = httpx.URL(url)
+        except httpx.InvalidURL as exc:
+            raise ValueError(f"not a usable MCP endpoint URL {url!r}: {exc}") from None
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ValueError(f"not a usable MCP endpoint URL {url!r}: it needs http:// or https:// and a host")
         self.url = url
         self._httpx = httpx
         self._headers = dict(headers or {})

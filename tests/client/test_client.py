@@ -281,3 +281,9 @@ async def test_a_server_in_process_runs_its_lifespan_as_behind_a_transport():
         # the hub for subscriptions/listen is attached too, so list changes are advertised
         assert (await client.discover())["capabilities"]["tools"] == {"listChanged": True}
     assert events == ["open", "close"]
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:99999mcp", "ftp://host/mcp", "/mcp"])
+def test_an_unusable_url_is_refused_when_the_client_is_built(url):
+    with pytest.raises(ValueError, match="not a usable MCP endpoint URL"):
+        mrtr.Client(url)
