@@ -36,6 +36,7 @@ from ..errors import HandlerError, InvalidParams, ProtocolError
 from ..jsonrpc import RunSync
 from ..ledger import Ledger, merge_answers
 from ..replay import Completed, Detached, InputRequired, handler_spec, replay, replay_async, replay_until_step
+from ..schema import RequestedSchema
 from .record import TaskRecord, new_task_id
 from .store import StoreUnavailable, TaskStore, mutate
 
@@ -249,10 +250,14 @@ class TaskCarrier:
 
     async def update(self, task_id: Any, principal: str | None, responses: Any) -> dict[str, Any]:
         """``tasks/update``: merge answers; resume once nothing is pending, exactly once across nodes."""
-        await self._owned(task_id, principal)
+        current = await self._owned(task_id, principal)
         if responses is not None and not isinstance(responses, dict):
             raise InvalidParams("inputResponses must be an object mapping keys to answers")
         answers = responses or {}
+        # Stored answers are replayed later, off the request: one that breaks its form would fail the
+        # whole task then, so it is refused now and the task keeps waiting for a good one.
+        for key, value in answers.items():
+            _check_form_answer(key, current.input_requests.get(key), value)
 
         def answer(record: TaskRecord, now: float) -> TaskRecord | None:
             if record.status != "input_required":
@@ -305,6 +310,22 @@ class TaskCarrier:
         finally:
             if self._runs.get(record.task_id) is run:
                 del self._runs[record.task_id]
+
+
+def _check_form_answer(key: str, request: Any, answer: Any) -> None:
+    """Raise :class:`InvalidParams` when an accepted answer does not fit the form it answers."""
+    if not isinstance(request, dict) or request.get("method") != "elicitation/create":
+        return
+    if not isinstance(answer, dict) or answer.get("action") != "accept":
+        return
+    params = request.get("params")
+    schema = params.get("requestedSchema") if isinstance(params, dict) else None
+    if not isinstance(schema, dict):
+        return
+    try:
+        RequestedSchema(schema).validate(answer.get("content"))
+    except InvalidParams as error:
+        raise InvalidParams(f'inputResponses key "{key}": {error.message}') from None
 
 
 class _Run:
