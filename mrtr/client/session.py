@@ -194,7 +194,8 @@ class Client:
         ``stderr`` is where the server's log goes (default: this process's stderr;
         ``subprocess.DEVNULL`` to drop it). Other options are the constructor's.
         """
-        return cls(StdioTarget(argv, env=env, cwd=cwd, stderr=stderr), **options)
+        timeout = options.pop("timeout", 60.0)
+        return cls(StdioTarget(argv, env=env, cwd=cwd, stderr=stderr, timeout=timeout), **options)
 
     async def __aenter__(self) -> Client:
         try:

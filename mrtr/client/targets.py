@@ -219,6 +219,7 @@ class _Pending:
     done: trio.Event = field(default_factory=trio.Event)
     response: dict[str, Any] | None = None
     failure: ClientError | None = None
+    wait: trio.CancelScope = field(default_factory=trio.CancelScope)
 
 
 class StdioTarget:
@@ -227,7 +228,7 @@ class StdioTarget:
     mirrors_headers = False
 
     def __init__(self, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
-                 stderr: int | None = None, close_timeout: float = 5.0) -> None:
+                 stderr: int | None = None, close_timeout: float = 5.0, timeout: float | None = 60.0) -> None:
         if not argv:
             raise ValueError("Client.stdio needs a command to run")
         self.argv = list(argv)
@@ -235,6 +236,7 @@ class StdioTarget:
         self._cwd = cwd
         self._stderr = stderr
         self._close_timeout = close_timeout
+        self._timeout = timeout
         self._process: trio.Process | None = None
         self._pending: dict[Any, _Pending] = {}
         self._send_lock = trio.Lock()
@@ -281,6 +283,7 @@ class StdioTarget:
             token = (message.get("params") or {}).get("progressToken")
             pending = self._pending.get(token) if message["method"] == "notifications/progress" else None
             if pending is not None and not pending.done.is_set():
+                self._extend(pending)  # a server reporting progress is still at work
                 pending.on_notification(message)
             return
         pending = self._pending.get(message.get("id"))
@@ -310,7 +313,15 @@ class StdioTarget:
         pending = self._pending[request_id] = _Pending(on_notification)
         try:
             await self._write(message)
-            await pending.done.wait()
+            self._extend(pending)
+            with pending.wait:
+                await pending.done.wait()
+            if not pending.done.is_set():
+                with trio.CancelScope(shield=True), trio.move_on_after(self._close_timeout):
+                    await self._write(notification("notifications/cancelled",
+                                                   {"requestId": request_id, "reason": "no answer in time"}))
+                raise ClientError(INTERNAL_ERROR, f"no answer from the server {self.argv[0]!r} "
+                                                  f"within {self._timeout} s")
         except trio.Cancelled:
             if not pending.done.is_set() and self._gone is None:
                 with trio.CancelScope(shield=True), trio.move_on_after(self._close_timeout):
@@ -323,6 +334,10 @@ class StdioTarget:
             raise pending.failure
         assert pending.response is not None
         return _result_of(pending.response, request_id)
+
+    def _extend(self, pending: _Pending) -> None:
+        if self._timeout is not None:
+            pending.wait.deadline = trio.current_time() + self._timeout
 
     async def aclose(self) -> None:
         """Close the server's stdin (its cue to finish), wait for it to exit, kill it if it will not."""
