@@ -154,6 +154,8 @@ class _Connection:
         self._in_head = False
         self._began = False
         self._head_fed = 0
+        # a request whose Upgrade offer is ignored: llhttp hands its body over as upgrade data
+        self._unupgraded: tuple[_Request, int, bytearray] | None = None
         # the response being written
         self.head_only = False
         self.close_after = False
@@ -217,6 +219,10 @@ class _Connection:
 
     def feed(self, data: bytes) -> None:
         """Parse ``data``; complete requests queue in ``ready``, a refusal is kept in ``error``."""
+        if self._unupgraded is not None:
+            self._unupgraded[2].extend(data)
+            self._complete_unupgraded()
+            return
         was_in_message = self._in_message
         if not was_in_message:
             self.request_started = trio.current_time()
@@ -227,8 +233,9 @@ class _Connection:
         except httptools.HttpParserCallbackError as exc:
             context = exc.__context__
             self.error = context if isinstance(context, _Reject) else _Reject(400, "Bad Request")
-        except httptools.HttpParserUpgrade:
-            self.eof = True  # an upgrade or CONNECT: answer what was parsed, then close
+        except httptools.HttpParserUpgrade as exc:
+            offset = exc.args[0] if exc.args and isinstance(exc.args[0], int) else len(data)
+            self._ignore_upgrade(data[offset:])
         except httptools.HttpParserError as exc:
             text = str(exc) or "malformed request"
             status = 505 if "HTTP version" in text else 400
@@ -244,6 +251,34 @@ class _Connection:
                     self._head_fed = self._head_size  # shared with earlier requests: what is known
                 if self._head_fed > self.config.max_header_size:
                     self.error = _Reject(431, "Request Header Fields Too Large")
+
+    def _ignore_upgrade(self, tail: bytes) -> None:
+        """No protocol is upgraded to (RFC 9110 7.8 lets a server ignore the offer): read the body llhttp
+        left as upgrade data, answer the request, then close. CONNECT gets what was parsed, then close."""
+        request = self.ready[-1] if self.ready else None
+        if request is None or request.method == b"CONNECT":
+            self.eof = True
+            return
+        headers = dict(request.headers)
+        if b"transfer-encoding" in headers:
+            self.error = _Reject(400, "Bad Request: a chunked body with an Upgrade offer is not supported")
+            return
+        self.ready.pop()
+        self._unupgraded = (request, int(headers.get(b"content-length", b"0")), bytearray(tail))
+        self._in_message = True
+        self._complete_unupgraded()
+
+    def _complete_unupgraded(self) -> None:
+        assert self._unupgraded is not None
+        request, needed, body = self._unupgraded
+        if len(body) < needed:
+            return
+        request.body = bytes(body[:needed])
+        request.close = True
+        self.ready.append(request)
+        self._unupgraded = None
+        self._in_message = False
+        self.eof = True
 
     # -- socket primitives ------------------------------------------------------------
 
