@@ -38,6 +38,13 @@ __all__ = ["Target", "InProcessTarget", "HTTPTarget", "StdioTarget", "OnNotifica
 
 log = logging.getLogger("mrtr.client")
 
+MAX_MESSAGE_SIZE = 64 * 1024 * 1024
+"""The most bytes of one message (a JSON body or one SSE event) the client holds from a server."""
+
+
+def _too_large() -> ClientError:
+    return ClientError(INTERNAL_ERROR, f"the server sent a message larger than {MAX_MESSAGE_SIZE} bytes")
+
 OnNotification = Callable[[dict[str, Any]], None]
 """Receives each notification that belongs to the request in flight."""
 
@@ -129,12 +136,17 @@ class InProcessTarget:
 async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
     """The ``data`` of each server-sent event; comments, ids and event names are skipped."""
     data: list[str] = []
+    size = 0
     async for line in lines:
         if line == "":
             if data:
                 yield "\n".join(data)
                 data = []
+                size = 0
             continue
+        size += len(line)
+        if size > MAX_MESSAGE_SIZE:  # an event that never ends must not take all memory
+            raise _too_large()
         if line.startswith(":"):
             continue  # keep-alive comment
         name, _, value = line.partition(":")
@@ -193,7 +205,14 @@ class HTTPTarget:
                         return _result_of(received, message["id"], status)
                     raise ClientError(INTERNAL_ERROR, "the server closed the event stream before the response",
                                       status=status)
-                body = await response.aread()
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size += len(chunk)
+                    if size > MAX_MESSAGE_SIZE:
+                        raise _too_large()
+                    chunks.append(chunk)
+                body = b"".join(chunks)
         except self._httpx.TransportError as exc:
             raise ClientError(INTERNAL_ERROR, f"HTTP request to {self.url} failed: {exc or type(exc).__name__}") \
                 from exc
@@ -265,10 +284,14 @@ class StdioTarget:
                 for line in lines:
                     if line.strip():
                         self._deliver(line)
+                if len(buffer) > MAX_MESSAGE_SIZE:  # a line that never ends must not take all memory
+                    self._gone = _too_large()
+                    break
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             pass
         finally:
-            self._gone = ClientError(INTERNAL_ERROR, f"the server process {self.argv[0]!r} closed its output")
+            self._gone = self._gone or ClientError(INTERNAL_ERROR,
+                                                   f"the server process {self.argv[0]!r} closed its output")
             for pending in self._pending.values():
                 pending.failure = self._gone
                 pending.done.set()
