@@ -1,4 +1,4 @@
-"""Hostile-client regressions for the tasks carrier over real loopback HTTP (found by attacking the server)."""
+"""Hostile tasks/update calls over real loopback HTTP: the task keeps waiting, nothing is lost."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ async def _waiting_for_city(client: Client) -> str:
     return task_id
 
 
-async def test_attack_an_update_that_breaks_the_form_is_refused_and_the_task_keeps_waiting(client: Client) -> None:
+async def test_an_update_that_breaks_the_form_is_refused_and_the_task_keeps_waiting(client: Client) -> None:
     """A tasks/update whose accepted content misses a required field used to be taken (200), and the
     task then failed for good with -32602: one bad update killed the task. It must be refused as
     invalid params, leaving the task waiting for a good answer."""

@@ -1,4 +1,4 @@
-"""Hostile-HTTP regressions for the native server (found by attacking it on loopback)."""
+"""Hostile HTTP input the native server must survive: regressions, each with the request that broke it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .test_native import RawClient, start
 
 
 @pytest.mark.parametrize("split", [False, True])
-async def test_attack_a_post_with_an_ignored_h2c_upgrade_keeps_its_body(split: bool) -> None:
+async def test_a_post_with_an_ignored_h2c_upgrade_keeps_its_body(split: bool) -> None:
     """`curl --http2 http://...` sends `Connection: Upgrade, HTTP2-Settings` and `Upgrade: h2c` with its
     POST. A server that does not upgrade must ignore the offer (RFC 9110 section 7.8) and answer the
     request; observed: 400 with -32700 "Invalid JSON" for a valid body."""

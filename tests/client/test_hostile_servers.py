@@ -1,4 +1,4 @@
-"""Hostile-server regressions for mrtr.Client (found by attacking the client)."""
+"""Hostile servers mrtr.Client must survive: silent, endless and oversized answers."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from mrtr.client import ClientError
 SILENT = [sys.executable, "-c", "import sys\nfor _ in sys.stdin: pass"]
 
 
-async def test_attack_a_stdio_server_that_never_answers_is_bounded_by_timeout() -> None:
+async def test_a_stdio_server_that_never_answers_is_bounded_by_timeout() -> None:
     """Client.stdio took timeout= and ignored it: a silent server hung the call (and `mrtr call --stdio`)
     forever. The call must fail with a ClientError once `timeout` passes without a word from the server."""
     with trio.fail_after(20):  # the guard for the old behaviour, not the bound under test
@@ -40,7 +40,7 @@ async def _endless_event_server(stream: trio.SocketStream) -> None:
             pass
 
 
-async def test_attack_an_sse_event_without_end_is_refused_not_buffered(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_an_sse_event_without_end_is_refused_not_buffered(monkeypatch: pytest.MonkeyPatch) -> None:
     """A server streaming one SSE event forever grew the client's memory without bound (200 MB in 2 s
     seen with `mrtr call`). Past MAX_MESSAGE_SIZE the call must fail with a ClientError."""
     from mrtr.client import targets
@@ -56,7 +56,7 @@ async def test_attack_an_sse_event_without_end_is_refused_not_buffered(monkeypat
         nursery.cancel_scope.cancel()
 
 
-async def test_attack_a_stdio_line_without_end_is_refused_not_buffered(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_stdio_line_without_end_is_refused_not_buffered(monkeypatch: pytest.MonkeyPatch) -> None:
     """The stdio reader kept a line without a newline in memory whatever its size."""
     from mrtr.client import targets
 
