@@ -36,6 +36,7 @@ __all__ = [
     "RunSync",
     "canonical",
     "encode",
+    "is_request",
     "error_response",
     "notification",
     "parse_message",
@@ -91,10 +92,13 @@ def _valid_id(value: Any) -> bool:
 
 
 def parse_message(data: bytes | str) -> dict[str, Any]:
-    """Parse one JSON-RPC request or notification sent to a server.
+    """Parse one JSON-RPC message sent to a server: a request, a notification or a response.
 
     Returns the message dict: a request has ``id`` and ``method``; a notification has
-    ``method`` and no ``id``. Raises :class:`~mrtr.errors.ParseError` (-32700) for
+    ``method`` and no ``id``; a response (a client answering a request no server of this
+    protocol sends) has ``id`` and ``result`` or ``error`` and no ``method``: see
+    :func:`is_request`. Responses are never answered, so a transport accepts and drops
+    them (Streamable HTTP: ``202``). Raises :class:`~mrtr.errors.ParseError` (-32700) for
     anything that is not JSON and :class:`~mrtr.errors.InvalidRequest` (-32600) for
     JSON that is not a single valid request; the latter carries the message's ``id`` as
     :attr:`~mrtr.errors.ProtocolError.request_id` when it could be read, so the error
@@ -110,6 +114,9 @@ def parse_message(data: bytes | str) -> dict[str, Any]:
     request_id = message.get("id")
     if "id" in message and not _valid_id(request_id):
         raise InvalidRequest('Invalid Request: "id" must be a string or an integer')
+    if "method" not in message and "id" in message and message.get("jsonrpc") == JSONRPC_VERSION \
+            and ("result" in message) != ("error" in message):
+        return message  # a response: JSON-RPC says it gets no answer, not even an error
     problem = None
     if message.get("jsonrpc") != JSONRPC_VERSION:
         problem = '"jsonrpc" must be "2.0"'
@@ -120,6 +127,11 @@ def parse_message(data: bytes | str) -> dict[str, Any]:
     if problem is not None:
         raise InvalidRequest(f"Invalid Request: {problem}", request_id=request_id)
     return message
+
+
+def is_request(message: Mapping[str, Any]) -> bool:
+    """Whether a message from :func:`parse_message` is a request (it has an ``id`` and a ``method``)."""
+    return "id" in message and "method" in message
 
 
 def parse_response(data: bytes | str) -> dict[str, Any]:

@@ -45,7 +45,7 @@ import msgspec
 import trio
 
 from .errors import InternalError, InvalidRequest, ParseError, ProtocolError
-from .jsonrpc import Dispatcher, error_response, parse_message
+from .jsonrpc import Dispatcher, error_response, is_request, parse_message
 from .jsonrpc import encode as _encode_json
 from .logs import AccessRecord
 from .transport import Hub, lifespan, run_in_thread, settle_key, thread_safe
@@ -318,6 +318,10 @@ class _Session:
         if "id" not in message:
             slot.release()
             self.notification(message)
+            return
+        if not is_request(message):  # a response: JSON-RPC answers none, not even with an error
+            slot.release()
+            log.debug("ignoring a response to id %r: this server sends no requests", message["id"])
             return
         request_id = message["id"]
         if request_id in self.in_flight:

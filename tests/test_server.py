@@ -464,6 +464,15 @@ def test_parse_message_errors(data, code, request_id):
     assert caught.value.request_id == request_id
 
 
+def test_parse_message_returns_responses_for_the_transport_to_drop():
+    from mrtr.jsonrpc import is_request
+
+    for data in (b'{"jsonrpc":"2.0","id":1,"result":{}}', b'{"jsonrpc":"2.0","id":"a","error":{"code":1,"message":"m"}}'):
+        assert not is_request(parse_message(data))
+    assert is_request(parse_message(b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'))
+    assert not is_request(parse_message(b'{"jsonrpc":"2.0","method":"notifications/cancelled"}'))
+
+
 def test_registration_errors():
     server = Server("x", secret=b"s" * 32)
 

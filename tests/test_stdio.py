@@ -291,6 +291,17 @@ async def test_parse_error_and_blank_lines() -> None:
             assert await server.finish() == 0
 
 
+async def test_a_response_gets_no_answer_at_all() -> None:
+    # JSON-RPC answers no response, not even with an error that would carry a client's id.
+    with trio.fail_after(15):
+        async with stdio_server() as server:
+            await server.send(b'{"jsonrpc":"2.0","id":1,"result":{}}\n')
+            await server.send(b'{"jsonrpc":"2.0","id":"a","error":{"code":-32601,"message":"no"}}\n')
+            echoed = await server.ask(call(2, "echo", {"text": "ok"}), "CallToolResult")
+            assert server.received == [echoed]
+            assert await server.finish() == 0
+
+
 async def test_invalid_requests() -> None:
     cases = [
         (b'{"jsonrpc":"2.0","id":7,"method":42}\n', 7),

@@ -27,7 +27,8 @@ The rules, in order (see ``docs/http.md``):
 4. ``Content-Type: application/json`` else ``415``; ``Accept`` listing both
    ``application/json`` and ``text/event-stream`` else ``406``;
 5. the body must parse as one JSON-RPC message: ``-32700``/``-32600`` with ``400``;
-6. a notification is accepted with ``202`` and no body;
+6. a notification (or a response, which no server request asked for) is accepted with
+   ``202`` and no body;
 7. ``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name`` and ``Mcp-Param-*`` must be
    present and agree with the body, else ``400`` with ``-32020``; on a protected
    server, the scopes the named tool needs are then checked (``403``
@@ -64,7 +65,7 @@ from ..auth.resource import Reply
 from ..auth.token import AccessToken, AuthError
 from ..auth.urls import WELL_KNOWN
 from ..errors import HeaderMismatch, InvalidRequest, ParseError, ProtocolError, status_for_code
-from ..jsonrpc import Dispatcher, error_response, parse_message
+from ..jsonrpc import Dispatcher, error_response, is_request, parse_message
 from ..jsonrpc import encode as _encode_json
 from ..logs import AccessRecord
 from ..transport import run_in_thread, thread_safe
@@ -493,7 +494,7 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
         return True
     if out.record is not None:
         out.record.request(message)
-    if "id" not in message:
+    if not is_request(message):  # a notification or a response: accepted, never answered
         if out.record is not None:
             out.record.result = "accepted"
         await out.respond(202, [(b"content-length", b"0")], b"")

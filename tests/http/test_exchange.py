@@ -138,11 +138,20 @@ async def test_an_invalid_request_keeps_its_id_when_readable(endpoint):
 
 @pytest.mark.parametrize("body", [b'[{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}]', b'"text"',
                                   b'{"jsonrpc": "2.0", "id": null, "method": "tools/list"}',
-                                  b'{"jsonrpc": "2.0", "id": 1, "result": {}}'])
+                                  b'{"jsonrpc": "2.0", "id": 1, "result": {}, "error": {"code": 1, "message": "m"}}',
+                                  b'{"jsonrpc": "2.0", "id": 1}'])
 async def test_batches_and_non_requests_are_400_invalid_request(endpoint, body):
     reply = await endpoint.post(body)
     assert reply.status == 400
     assert reply.error["code"] == -32600
+
+
+@pytest.mark.parametrize("body", [b'{"jsonrpc": "2.0", "id": 1, "result": {}}',
+                                  b'{"jsonrpc": "2.0", "id": "a", "error": {"code": -32601, "message": "no"}}'])
+async def test_a_response_is_accepted_with_202_and_never_answered(endpoint, body):
+    # Streamable HTTP: a JSON-RPC response or notification is accepted with 202 and no body.
+    reply = await endpoint.post(body)
+    assert (reply.status, reply.body) == (202, b"")
 
 
 async def test_a_notification_is_accepted_with_202_and_no_body(endpoint):
