@@ -1,191 +1,154 @@
-"""HTTP throughput of the native server against a bare trio + h11 baseline, same run.
+"""Part 3: whole conversations end to end over HTTP, the peers and the floors side by side.
 
-Usage: ``python benchmarks/http_throughput.py [--seconds 5] [--connections 8]``
+Servers, each in its own process, all started before the first measurement and taken
+in turns (A B C ... A B C ...) so a burst of load elsewhere on the machine lands on all
+of them alike:
 
-Needs ``wrk`` on the PATH (Debian: ``apt-get install wrk``). Starts, one at a time and
-each in its own process:
+- ``mrtr native``: ``mrtr.http.run`` with 1 worker, and with 2 workers;
+- ``mrtr ASGI (hypercorn trio)``: the ASGI app under hypercorn's trio worker;
+- ``SDK MCPServer (uvicorn)``: the official ``mcp==2.3.0`` server, ``Resolve``-based
+  tools, stateless Streamable HTTP with JSON answers (skipped, and said so, when its
+  virtualenv cannot be installed);
+- ``floor: trio + h11`` and ``floor: trio + httptools``: fixed bytes, no MCP.
 
-- ``baseline``: a bare trio + h11 server answering every POST with a fixed small JSON
-  body (no MCP at all) — the ceiling for this stack on this machine;
-- ``mrtr tools/call``: the native server answering a plain ``tools/call`` with all the
-  MCP header and envelope checks;
-- ``mrtr input_required``: the first round of an eliciting tool (replay, then a token is
-  minted and sealed);
-- ``mrtr retry``: the final round of that tool (the token is unsealed and checked, the
-  answer merged and validated, the handler replayed to completion).
-
-Reports requests per second and the ratio to the baseline. The load generator shares
-the machine's cores with the server, so absolute numbers are lower than on a separate
-client; the ratio is the figure to compare.
+Flows: ``ask`` (one question: two requests) and ``ask3`` (three questions: four
+requests). The load generator is :mod:`benchmarks.loadgen` (every conversation's final
+result checked against its own answers; the floors' fixed answers are not checked).
+Reported per server: conversations per second (median of the turns, and as a ratio to
+the SDK and to the h11 floor), p50/p99 latency of a whole conversation, and server and
+client CPU per conversation (from /proc and getrusage: the client's share shows it was
+not the bottleneck).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import shutil
-import socket
+import statistics
 import subprocess
 import sys
-import tempfile
-import textwrap
-import time
-from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from . import loadgen
+from .common import ROOT, children, clean_env, cpu_seconds, free_port, log, sdk_python, stop, wait_for_port
 
-BASELINE = textwrap.dedent('''
-    import sys, trio, h11
-    BODY = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}],"resultType":"complete"}}'
-    async def handle(stream):
-        conn = h11.Connection(h11.SERVER)
-        while True:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                data = await stream.receive_some(65536)
-                if not data:
-                    return
-                conn.receive_data(data)
-                continue
-            if isinstance(event, h11.EndOfMessage):
-                await stream.send_all(conn.send(h11.Response(status_code=200, headers=[
-                    ("content-type", "application/json"), ("content-length", str(len(BODY)))])))
-                await stream.send_all(conn.send(h11.Data(data=BODY)) + conn.send(h11.EndOfMessage()))
-                conn.start_next_cycle()
-            elif isinstance(event, (h11.ConnectionClosed, h11.PAUSED.__class__)):
-                return
-    trio.run(trio.serve_tcp, handle, int(sys.argv[1]))
-''')
-
-APP = textwrap.dedent('''
-    import sys
-    from mrtr import Elicit, Form
-    from mrtr.server import Server
-    import mrtr.http
-    server = Server("bench", secret=b"b" * 32)
-    @server.tool
-    def echo(text: str) -> str:
-        return text
-    @server.tool
-    def ask(plan: str):
-        answer = yield Elicit("Your email?", Form().string("email", format="email"))
-        return f"{answer.content['email']}:{plan}"
-    mrtr.http.run(server, "127.0.0.1", int(sys.argv[1]))
-''')
-
-META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+LOGS = ROOT / ".cache" / "bench-logs"
+SERVERS = {
+    "mrtr native, 1 worker": ["native", "1"],
+    "mrtr native, 2 workers": ["native", "2"],
+    "mrtr ASGI (hypercorn trio)": ["asgi"],
+    "SDK MCPServer (uvicorn)": None,
+    "floor: trio + h11": ["floor-h11"],
+    "floor: trio + httptools": ["floor-httptools"],
+}
+SDK = "SDK MCPServer (uvicorn)"
+FLOOR = "floor: trio + h11"
+FLOWS = {"ask": "one question", "ask3": "three questions"}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+class Running:
+    """One server process (and its forked workers) on a free port."""
 
+    def __init__(self, name: str, command: list[str], env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.port = free_port()
+        if "{port}" not in command:
+            command = [*command, "{port}"]
+        LOGS.mkdir(parents=True, exist_ok=True)
+        self.log = LOGS / ("".join(c if c.isalnum() else "-" for c in name) + ".log")
+        with open(self.log, "wb") as errors:
+            self.process = subprocess.Popen([str(self.port) if part == "{port}" else part for part in command],
+                                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors)
 
-def wait_for(port: int) -> None:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
+    def ready(self) -> None:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError(f"nothing listening on {port}")
+            wait_for_port(self.port, self.process)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{self.name}: {exc}; its log is {self.log}") from None
+
+    def pids(self) -> list[int]:
+        return [self.process.pid, *children(self.process.pid)]
+
+    def stop(self) -> None:
+        stop(self.process)
 
 
-def lua(body: dict, name: str | None) -> str:
-    headers = {
-        "Content-Type": "application/json",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": body["method"],
+def start_servers(install_sdk: bool) -> tuple[dict[str, Running], dict[str, str]]:
+    """Every server of the part, listening; and the ones skipped, with why."""
+    running: dict[str, Running] = {}
+    skipped: dict[str, str] = {}
+    for name, args in SERVERS.items():
+        if args is None:
+            python = sdk_python(install=install_sdk)
+            if python is None:
+                skipped[name] = "mcp==2.3.0 is not installed in .cache/interop-venv and could not be installed (offline?)"
+                log(f"part 3: SKIPPED {name}: {skipped[name]}")
+                continue
+            command = [str(python), str(ROOT / "benchmarks" / "sdk_peer.py"), "serve", "{port}"]
+            running[name] = Running(name, command, clean_env())
+        else:
+            kind, *rest = args
+            running[name] = Running(name, [sys.executable, "-m", "benchmarks.apps", kind, "{port}", *rest])
+    try:
+        for server in running.values():
+            server.ready()
+    except Exception:
+        for server in running.values():
+            server.stop()
+        raise
+    return running, skipped
+
+
+def measure(server: Running, tool: str, seconds: float, concurrency: int) -> dict[str, Any]:
+    """One turn: load for ``seconds``, with the server's CPU over the same time."""
+    pids = server.pids()
+    before = cpu_seconds(pids)
+    result = loadgen.run(server.port, tool, concurrency=concurrency, seconds=seconds,
+                         check=not server.name.startswith("floor"))
+    result["server_cpu_s"] = cpu_seconds(pids) - before
+    return result
+
+
+def run(*, quick: bool, install_sdk: bool) -> dict[str, Any]:
+    """Part 3's results."""
+    pairs, seconds, concurrency = (3, 0.4, 8) if quick else (5, 4.0, 8)
+    running, skipped = start_servers(install_sdk)
+    flows: dict[str, Any] = {}
+    try:
+        for tool in FLOWS:
+            for server in running.values():  # warm up: imports, caches, JIT-less but cold paths
+                measure(server, tool, 0.2 if quick else 1.0, concurrency)
+            turns: dict[str, list[dict[str, Any]]] = {name: [] for name in running}
+            for turn in range(pairs):
+                log(f"part 3: {tool}, turn {turn + 1}/{pairs}")
+                for name, server in running.items():
+                    turns[name].append(measure(server, tool, seconds, concurrency))
+            flows[tool] = {name: summarize(samples) for name, samples in turns.items()}
+    finally:
+        for server in running.values():
+            server.stop()
+    for rows in flows.values():
+        sdk = rows.get(SDK, {}).get("per_second")
+        floor = rows.get(FLOOR, {}).get("per_second")
+        for row in rows.values():
+            row["vs_sdk"] = row["per_second"] / sdk if sdk else None
+            row["vs_floor"] = row["per_second"] / floor if floor else None
+    return {"pairs": pairs, "seconds": seconds, "concurrency": concurrency, "flows": flows, "skipped": skipped,
+            "load_generator": "benchmarks.loadgen (Python, trio, one process)"}
+
+
+def summarize(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of one server's turns, plus everything needed to judge them."""
+    rates = [s["per_second"] for s in samples]
+    completed = sum(s["completed"] for s in samples)
+    return {
+        "per_second": statistics.median(rates),
+        "per_second_turns": rates,
+        "spread": max(rates) / min(rates) if min(rates) > 0 else float("inf"),
+        "p50_ms": statistics.median(s["p50_ms"] for s in samples),
+        "p99_ms": statistics.median(s["p99_ms"] for s in samples),
+        "conversations": sum(s["conversations"] for s in samples),
+        "errors": sum(s["errors"] for s in samples),
+        "misrouted": sum(s["misrouted"] for s in samples),
+        "first_errors": [e for s in samples for e in s["first_errors"]][:3],
+        "server_cpu_us_per_conversation": sum(s["server_cpu_s"] for s in samples) / max(completed, 1) * 1e6,
+        "client_cpu_us_per_conversation": sum(s["client_cpu_s"] for s in samples) / max(completed, 1) * 1e6,
     }
-    if name:
-        headers["Mcp-Name"] = name
-    lines = ['wrk.method = "POST"', f"wrk.body = {json.dumps(json.dumps(body))}"]
-    lines += [f'wrk.headers["{key}"] = {json.dumps(value)}' for key, value in headers.items()]
-    return "\n".join(lines) + "\n"
-
-
-def run_wrk(port: int, script: str, seconds: int, connections: int) -> float:
-    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as handle:
-        handle.write(script)
-    try:
-        output = subprocess.run(
-            ["wrk", "-t", "1", "-c", str(connections), "-d", f"{seconds}s", "-s", handle.name,
-             f"http://127.0.0.1:{port}/mcp"],
-            check=True, capture_output=True, text=True,
-        ).stdout
-    finally:
-        os.unlink(handle.name)
-    if "Non-2xx" in output:
-        raise RuntimeError(f"non-2xx responses:\n{output}")
-    for line in output.splitlines():
-        if line.startswith("Requests/sec:"):
-            return float(line.split()[1])
-    raise RuntimeError(output)
-
-
-def serve(code: str, port: int) -> subprocess.Popen:
-    process = subprocess.Popen([sys.executable, "-c", code, str(port)], cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_for(port)
-    return process
-
-
-def first_round_token(port: int) -> str:
-    import httpx
-
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "ask", "arguments": {"plan": "pro"}, "_meta": META}}
-    response = httpx.post(f"http://127.0.0.1:{port}/mcp", json=body, headers={
-        "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": "tools/call", "Mcp-Name": "ask"})
-    return response.json()["result"]["requestState"]
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seconds", type=int, default=5)
-    parser.add_argument("--connections", type=int, default=8)
-    args = parser.parse_args()
-    if shutil.which("wrk") is None:
-        sys.exit("wrk is not installed (apt-get install wrk)")
-
-    results: dict[str, float] = {}
-    port = free_port()
-    process = serve(BASELINE, port)
-    try:
-        results["baseline (bare trio + h11)"] = run_wrk(
-            port, lua({"jsonrpc": "2.0", "id": 1, "method": "tools/call"}, None), args.seconds, args.connections)
-    finally:
-        process.terminate()
-        process.wait()
-
-    port = free_port()
-    process = serve(APP, port)
-    try:
-        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "echo", "arguments": {"text": "ok"}, "_meta": META}}
-        results["mrtr tools/call"] = run_wrk(port, lua(call, "echo"), args.seconds, args.connections)
-        ask = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-               "params": {"name": "ask", "arguments": {"plan": "pro"}, "_meta": META}}
-        results["mrtr input_required"] = run_wrk(port, lua(ask, "ask"), args.seconds, args.connections)
-        retry = json.loads(json.dumps(ask))
-        retry["params"]["requestState"] = first_round_token(port)
-        retry["params"]["inputResponses"] = {"elicit-1": {"action": "accept", "content": {"email": "a@b.io"}}}
-        results["mrtr retry"] = run_wrk(port, lua(retry, "ask"), args.seconds, args.connections)
-    finally:
-        process.terminate()
-        process.wait()
-
-    baseline = results["baseline (bare trio + h11)"]
-    width = max(map(len, results))
-    for name, value in results.items():
-        print(f"{name:<{width}}  {value:9.0f} req/s  {value / baseline:5.2f}x baseline")
-
-
-if __name__ == "__main__":
-    main()
