@@ -3,11 +3,13 @@
 The replay core (:mod:`mrtr.replay`) runs a handler against a ledger and returns
 ``Completed`` or ``InputRequired``; it does not care where the ledger came from. A
 carrier does: it restores the ledger for a request, runs the core, and stores what the
-core returns. Two carriers implement this interface:
+core returns. One carrier implements this interface today:
 
 - the wire carrier, :class:`mrtr.engine.Engine`: the ledger travels in the sealed
-  ``requestState`` token the client echoes (stateless; any worker serves any round);
-- the tasks carrier: the ledger lives in a task record in a store.
+  ``requestState`` token the client echoes (stateless; any worker serves any round).
+
+The interface exists so that a second one, a tasks carrier keeping the ledger in a task
+record in a store, can be added without touching dispatch.
 
 The server reaches handlers only through :class:`Carrier`, so ordinals, fingerprints,
 Step memoization and error mapping behave the same whichever carrier holds the ledger.

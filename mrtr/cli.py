@@ -184,8 +184,12 @@ def curl_example(server: Any, url: str) -> str:
 
 
 def banner(server: Any, host: str, port: int, workers: int) -> str:
-    """What ``mrtr serve`` prints to stderr when it starts serving HTTP."""
-    url = _url(host, port)
+    """What ``mrtr serve`` prints to stderr when it starts serving HTTP.
+
+    With ``port`` 0 the system picks the port only when the socket is bound, after the
+    banner: the URL then shows ``PORT``, and the ``serving MCP on`` log line names it.
+    """
+    url = _url(host, port) if port else _url(host, 0).replace(":0/", ":PORT/", 1)
     name = getattr(server, "name", "server")
     version = getattr(server, "version", "")
     plural = "s" if workers != 1 else ""
@@ -193,6 +197,7 @@ def banner(server: Any, host: str, port: int, workers: int) -> str:
     what = f'tool "{tools[0]}"' if tools else "server/discover"
     return "\n".join([
         f"mrtr: serving {name} {version} at {url} ({workers} worker{plural}); press Ctrl+C to stop",
+        *(["The system picks PORT: the \"serving MCP on\" line below names it."] if not port else []),
         f"Try it ({what}):",
         curl_example(server, url),
         (
@@ -213,8 +218,8 @@ def _port(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid port {text!r}: not an integer") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"invalid port {value}: must be between 1 and 65535")
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"invalid port {value}: must be between 0 and 65535")
     return value
 
 
@@ -260,7 +265,10 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"the Server to serve, e.g. myapp.main:server (default: the bundled example, {DEFAULT_APP})",
     )
     serve.add_argument("--host", default=None, help=f"address to bind for HTTP (default: {DEFAULT_HOST})")
-    serve.add_argument("--port", type=_port, default=None, help=f"port to bind for HTTP (default: {DEFAULT_PORT})")
+    serve.add_argument(
+        "--port", type=_port, default=None,
+        help=f"port to bind for HTTP; 0 lets the system pick a free one, named in the log (default: {DEFAULT_PORT})",
+    )
     serve.add_argument(
         "--workers", type=_workers, default=None, metavar="N",
         help="HTTP worker processes sharing the port (default: 1)",
@@ -303,7 +311,7 @@ def _serve(args: argparse.Namespace) -> int:
         return 0
     server = load_server(args.app or DEFAULT_APP)
     host = args.host or DEFAULT_HOST
-    port = args.port or DEFAULT_PORT
+    port = DEFAULT_PORT if args.port is None else args.port
     workers = args.workers or 1
     try:
         from .http import run

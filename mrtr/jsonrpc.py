@@ -1,4 +1,4 @@
-"""JSON-RPC 2.0 framing: the messages every transport and the client exchange.
+"""JSON-RPC 2.0 framing: reading and writing the messages a server and its clients exchange.
 
 This module is sans-IO and sits in the core. It turns bytes into a request or
 response dict and back, and it holds the two JSON encodings the package uses:

@@ -3,8 +3,9 @@
 This module is sans-IO. Given a handler, its arguments, a :class:`~mrtr.Context` and
 a :class:`~mrtr.ledger.Ledger`, :func:`replay` (sync handlers) or :func:`replay_async`
 (any handler) returns :class:`Completed` or :class:`InputRequired`, or raises a typed
-:class:`~mrtr.errors.ProtocolError`. Both carriers, the wire token and the task
-store, call it, so ordinals, fingerprints and error mapping exist exactly once.
+:class:`~mrtr.errors.ProtocolError`. Every carrier (:mod:`mrtr.carrier`; today the
+wire carrier, :mod:`mrtr.engine`) calls it, so ordinals, fingerprints and error mapping
+exist exactly once.
 
 Pausing is the runtime not resuming the generator: nothing is thrown through handler
 code, so a ``try: ... except Exception:`` around a ``yield`` cannot swallow it. The

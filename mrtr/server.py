@@ -1,7 +1,7 @@
 """An MCP 2026-07-28 server: a registry of tools, prompts and resources, and stateless dispatch.
 
 :class:`Server` knows nothing about sockets. A transport parses a JSON-RPC message with
-:func:`parse_message` and hands requests to :meth:`Server.handle`, which returns the
+:func:`mrtr.jsonrpc.parse_message` and hands requests to :meth:`Server.handle`, which returns the
 response message as a dict. Request-scoped notifications (progress, log messages) go
 to the ``notify`` callable the transport passes in.
 
@@ -18,7 +18,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
@@ -87,6 +87,8 @@ def _decode_cursor(cursor: Any) -> int:
 
 
 # -- the server ----------------------------------------------------------------------------
+
+_Entry = TypeVar("_Entry")
 
 PrincipalSource = Callable[[RequestInfo], "str | None | Awaitable[str | None]"]
 
@@ -277,9 +279,10 @@ class Server(Registry):
         )
 
     def _cacheable(self, result: dict[str, Any], ttl_ms: int | None = None) -> dict[str, Any]:
+        """Mark a result cacheable; hints a handler set on its own result win (a private resource stays private)."""
         result["resultType"] = "complete"
-        result["ttlMs"] = self.list_ttl_ms if ttl_ms is None else ttl_ms
-        result["cacheScope"] = self.cache_scope
+        result.setdefault("ttlMs", self.list_ttl_ms if ttl_ms is None else ttl_ms)
+        result.setdefault("cacheScope", self.cache_scope)
         return result
 
     # -- methods ------------------------------------------------------------------------
@@ -317,12 +320,7 @@ class Server(Registry):
 
     async def _call_tool(self, request: _Request) -> dict[str, Any]:
         params = request.params
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise InvalidParams('tools/call needs a string "name"')
-        tool = self._tools.get(name)
-        if tool is None:
-            raise InvalidParams(f"Unknown tool: {name}")
+        name, tool = _named(params, self._tools, "tools/call", "tool")
         raw = params.get("arguments")
         if raw is None:
             raw = {}
@@ -347,12 +345,7 @@ class Server(Registry):
 
     async def _get_prompt(self, request: _Request) -> dict[str, Any]:
         params = request.params
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise InvalidParams('prompts/get needs a string "name"')
-        prompt = self._prompts.get(name)
-        if prompt is None:
-            raise InvalidParams(f"Unknown prompt: {name}")
+        name, prompt = _named(params, self._prompts, "prompts/get", "prompt")
         raw = params.get("arguments") or {}
         if not isinstance(raw, dict) or not all(isinstance(value, str) for value in raw.values()):
             raise InvalidParams(f"Invalid arguments for prompt {name}: arguments must map names to strings")
@@ -418,6 +411,17 @@ class Server(Registry):
         completion = dict(values) if isinstance(values, dict) else {"values": list(values or [])}
         completion["values"] = [str(value) for value in completion.get("values", [])][:100]
         return {"resultType": "complete", "completion": completion}
+
+
+def _named(params: Mapping[str, Any], entries: Mapping[str, _Entry], method: str, kind: str) -> tuple[str, _Entry]:
+    """The entry a request names in ``params.name``: -32602 for a missing or unknown name."""
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise InvalidParams(f'{method} needs a string "name"')
+    entry = entries.get(name)
+    if entry is None:
+        raise InvalidParams(f"Unknown {kind}: {name}")
+    return name, entry
 
 
 # -- requests ----------------------------------------------------------------------------

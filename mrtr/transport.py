@@ -3,9 +3,9 @@
 A :class:`~mrtr.Server` built with ``sync_handlers="thread"`` runs sync handlers
 through the ``run_sync`` callable its transport passes to
 :meth:`~mrtr.jsonrpc.Dispatcher.handle`, so the server itself imports no event loop.
-The HTTP servers, the stdio transport and the in-process client pass
-:func:`run_in_thread`, and wrap their notification sink with :func:`thread_safe` so a
-handler running in a worker thread can still report progress.
+The HTTP servers and the stdio transport pass :func:`run_in_thread`, and wrap their
+notification sink with :func:`thread_safe` so a handler running in a worker thread can
+still report progress.
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -59,6 +59,7 @@ def test_an_attribute_that_is_not_a_server_is_a_usage_error(attribute: str, caps
     ["serve", "tests.stdio_server"],  # no attribute
     ["serve", "--stdio", "--port", "9000"],  # HTTP options with --stdio
     ["serve", "--port", "70000"],
+    ["serve", "--port", "-1"],
     ["serve", "--workers", "0"],
     ["serve", "--no-such-option"],
     [],  # no command
@@ -171,34 +172,36 @@ async def test_stdio_usage_error_in_a_subprocess_writes_nothing_to_stdout() -> N
     assert b'could not import module "nosuchmodule"' in done.stderr
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+SERVING = re.compile(rb"serving MCP on http://127\.0\.0\.1:(\d+)/mcp")
 
 
-async def test_http_serve_answers_and_stops_on_sigint() -> None:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/mcp"
-    command = [sys.executable, "-m", "mrtr", "serve", "tests.stdio_server:server", "--port", str(port)]
-    stderr = bytearray()
+async def test_http_serve_on_port_0_names_the_bound_port_answers_and_stops_on_sigint() -> None:
+    # Port 0: the system picks a free port when the server binds, and the server names it in
+    # its log line, which it writes once the socket is listening; no port is probed first.
+    command = [sys.executable, "-m", "mrtr", "serve", "tests.stdio_server:server", "--port", "0"]
+    stderr, stdout = bytearray(), bytearray()
+    serving = trio.Event()
     with trio.fail_after(20):
         async with trio.open_nursery() as nursery:
             process = await trio.lowlevel.open_process(
                 command, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
             )
-            stdout = bytearray()
 
             async def collect(stream: trio.abc.ReceiveStream, into: bytearray) -> None:
                 while data := await stream.receive_some(65536):
                     into += data
+                    if SERVING.search(stderr):
+                        serving.set()
+                serving.set()  # the stream ended: wake the test so it can report why
 
             nursery.start_soon(collect, process.stderr, stderr)
             nursery.start_soon(collect, process.stdout, stdout)
             try:
-                while url.encode() not in stderr:
-                    assert process.returncode is None, stderr.decode()
-                    await trio.sleep(0.02)
+                await serving.wait()
+                found = SERVING.search(stderr)
+                assert found, stderr.decode()
+                port = int(found.group(1))
+                assert port != 0
                 body = request("d1", "server/discover")
                 headers = {
                     "Content-Type": "application/json",
@@ -207,12 +210,7 @@ async def test_http_serve_answers_and_stops_on_sigint() -> None:
                     "Mcp-Method": "server/discover",
                 }
                 async with httpx.AsyncClient() as client:
-                    while True:  # the URL is printed just before the socket is bound
-                        try:
-                            answer = await client.post(url, json=body, headers=headers)
-                            break
-                        except httpx.ConnectError:
-                            await trio.sleep(0.05)
+                    answer = await client.post(f"http://127.0.0.1:{port}/mcp", json=body, headers=headers)
                 assert answer.status_code == 200, answer.text
                 message = answer.json()
                 validate_message(message, result_def="DiscoverResult")
@@ -226,4 +224,5 @@ async def test_http_serve_answers_and_stops_on_sigint() -> None:
                         await process.wait()
     text = stderr.decode()
     assert "curl" in text and "Mcp-Name: echo" in text
+    assert "at http://127.0.0.1:PORT/mcp" in text and "http://127.0.0.1:0/" not in text
     assert stdout == b""  # HTTP mode keeps stdout free for other tools

@@ -434,14 +434,20 @@ responses_strategy = st.one_of(
     st.dictionaries(st.sampled_from(["elicit-1", "elicit-2", "x", ""]), json_values, max_size=3),
     st.dictionaries(st.sampled_from(["elicit-1"]), st.fixed_dictionaries(
         {"action": st.sampled_from(["accept", "decline", "cancel", "other"])},
-        optional={"content": st.dictionaries(st.sampled_from(["email", "age", "z"]), json_values, max_size=3)},
+        optional={"content": st.just({"email": "ada@example.com"})
+                  | st.dictionaries(st.sampled_from(["email", "age", "z"]), json_values, max_size=3)},
     )),
 )
 
 
+def _settled(answer) -> bool:
+    """Whether ``answer`` is a decline or cancel the handler must accept as it is (no content)."""
+    return isinstance(answer, dict) and set(answer) == {"action"} and answer["action"] in ("decline", "cancel")
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(responses=responses_strategy, with_token=st.booleans(), policy=st.sampled_from(["strict", "lenient"]))
-def test_fuzzed_input_responses_give_a_typed_error_or_a_correct_reask(responses, with_token, policy):
+def test_fuzzed_input_responses_give_a_typed_error_or_a_reask_that_leads_to_the_right_result(responses, with_token, policy):
     engine, counter = make_engine(policy), Counter()
     handler = onboard_handler(counter)
 
@@ -452,25 +458,76 @@ def test_fuzzed_input_responses_give_a_typed_error_or_a_correct_reask(responses,
         try:
             outcome = await call(engine, handler, responses=responses, token=token)
         except InvalidParams as error:
-            assert error.code == -32602
+            # Typed, and it says which part of the request is wrong.
+            assert "inputResponses" in error.message or "requestState" in error.message or "elicit-" in error.message, error.message
             return
         if isinstance(outcome, Completed):
             raise AssertionError(f"completed without answering elicit-2: {outcome.result}")
-        assert set(outcome.input_requests) <= {"elicit-1", "elicit-2"}
         validate(msgspec.to_builtins(outcome), "InputRequiredResult")
+        # The handler asks one question per round, so the reask is exactly one key: the first
+        # question still open. A bare decline or cancel of elicit-1 is a complete answer.
+        [asked] = outcome.input_requests
+        first = responses.get("elicit-1") if isinstance(responses, dict) else None
+        if (with_token or policy == "lenient") and _settled(first) and set(responses) == {"elicit-1"}:
+            assert asked == "elicit-2"
+        # Following the reask with good answers must finish, and the result must reflect what
+        # elicit-1 was really recorded as: the answer sent here, or the one given afterwards.
+        state = outcome.request_state
+        if asked == "elicit-1":
+            reask = await call(engine, handler, responses={"elicit-1": accept(email="a@b.io")}, token=state)
+            [asked_next] = reask.input_requests
+            assert asked_next == "elicit-2"
+            state, expected = reask.request_state, "a@b.io:7:pro"
+        elif first["action"] == "accept":
+            expected = f"{first['content']['email']}:7:pro"
+        else:
+            expected = f"not-accepted:{first['action']}"
+        done = await call(engine, handler, responses={"elicit-2": accept(age=7)}, token=state)
+        assert isinstance(done, Completed) and done.result == expected
 
     trio.run(main)
 
 
+def _real_token() -> str:
+    async def first_round():
+        return (await call(make_engine(), onboard_handler(Counter()))).request_state
+
+    return trio.run(first_round)
+
+
+REAL_TOKEN = _real_token()
+B64URL = string.ascii_letters + string.digits + "-_"
+
+
+@st.composite
+def mutated_tokens(draw):
+    """A token this engine really issued, with one character changed, cut short or extended."""
+    how = draw(st.sampled_from(["flip", "truncate", "extend"]))
+    if how == "truncate":
+        return REAL_TOKEN[: draw(st.integers(0, len(REAL_TOKEN) - 1))]
+    if how == "extend":
+        return REAL_TOKEN + draw(st.text(alphabet=B64URL, min_size=1, max_size=8))
+    at = draw(st.integers(0, len(REAL_TOKEN) - 1))
+    other = draw(st.sampled_from(B64URL).filter(lambda ch: ch != REAL_TOKEN[at]))
+    return REAL_TOKEN[:at] + other + REAL_TOKEN[at + 1:]
+
+
 @settings(max_examples=400, deadline=None)
-@given(token=st.one_of(st.text(max_size=120), st.text(alphabet=string.ascii_letters + string.digits + "-_", max_size=200),
-                       st.integers(), st.none(), st.lists(st.integers(), max_size=2), st.binary(max_size=40)))
-def test_fuzzed_tokens_are_always_a_typed_invalid_params(token):
+@given(token=st.one_of(st.text(max_size=120), st.text(alphabet=B64URL, max_size=200),
+                       st.integers(), st.lists(st.integers(), max_size=2), st.binary(max_size=40),
+                       mutated_tokens()))
+def test_fuzzed_and_mutated_tokens_never_open(token):
     engine = make_engine()
     params = {"name": "onboard", "arguments": {"plan": "pro"}, "requestState": token}
-    try:
-        ledger, _ = engine.restore("tools/call", params, None)
-    except InvalidParams as error:
-        assert error.code == -32602
-    else:
-        assert token is None and len(ledger) == 0
+    with pytest.raises(InvalidRequestState, match="^Invalid requestState: "):
+        engine.restore("tools/call", params, None)
+
+
+def test_the_unmutated_token_opens_and_no_token_is_a_first_round():
+    # Guards the fuzz test above: the token it mutates is one the engine accepts.
+    engine = make_engine()
+    ledger, _ = engine.restore("tools/call", {"name": "onboard", "arguments": {"plan": "pro"},
+                                              "requestState": REAL_TOKEN}, None)
+    assert len(ledger) == 1 and not ledger.slots[0].answered
+    ledger, _ = engine.restore("tools/call", {"name": "onboard", "arguments": {"plan": "pro"}}, None)
+    assert len(ledger) == 0

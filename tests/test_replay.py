@@ -11,7 +11,7 @@ import pytest
 
 from mrtr import Context, Elicit, ElicitResult, Form, ListRoots, Sample, Step
 from mrtr.errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ReplayMismatch
-from mrtr.ledger import Kind, Ledger, merge_answers
+from mrtr.ledger import Kind, Ledger, Slot, merge_answers
 from mrtr.replay import Completed, InputRequired, replay, replay_async
 from mrtr.testing import ALL_CAPABILITIES, accept, cancel, decline, roots, run, sampled
 
@@ -322,12 +322,12 @@ def test_a_step_exception_is_thrown_into_the_handler_and_not_recorded():
     assert len(attempts) == 2
 
 
-def test_a_failing_step_leaves_no_slot_so_the_next_round_runs_it_again():
+def test_a_failing_step_holds_its_ordinal_unanswered_and_the_next_round_runs_it_again():
     attempts = []
 
     def flaky():
         attempts.append(1)
-        if len(attempts) == 1:
+        if len(attempts) <= 2:  # fails in round one and again when round two re-runs it
             raise ConnectionError("db down")
         return "ok"
 
@@ -341,8 +341,18 @@ def test_a_failing_step_leaves_no_slot_so_the_next_round_runs_it_again():
 
     first = replay(handler, {}, ctx())
     assert isinstance(first, InputRequired)
+    # The failed Step keeps ordinal 1 (so the question is elicit-2, not elicit-1) but records nothing.
     assert [(slot.kind, slot.answered) for slot in first.ledger.slots] == [(Kind.STEP, False), (Kind.ELICIT, False)]
+    assert first.ledger.slots[0].answer is None
     assert list(first.requests) == ["elicit-2"]
+    assert len(attempts) == 1
+
+    ledger, _ = merge_answers(first.ledger, {"elicit-2": accept(again=True)})
+    second = replay(handler, {}, ctx(), ledger)
+    # Round two runs the unanswered Step again (attempt 2, fails again), finds the answered
+    # question at ordinal 2, and runs the retry Step at ordinal 3 (attempt 3, succeeds).
+    assert isinstance(second, Completed) and second.result == "ok"
+    assert len(attempts) == 3
 
 
 def test_a_step_whose_value_cannot_be_recorded_is_a_handler_error():
@@ -827,9 +837,15 @@ def test_an_elicit_result_compares_by_action_and_content():
     assert ElicitResult("decline") != ElicitResult("cancel")
 
 
-def test_ledger_equality_and_repr():
-    assert Ledger() == Ledger()
-    assert "Ledger" in repr(Ledger())
+def test_ledgers_compare_by_slots_and_fresh_positions_and_show_both_in_repr():
+    pending = Slot(Kind.ELICIT, b"fp")
+    answered = Slot(Kind.ELICIT, b"fp", None, True, [0, {"n": 1}])
+    assert Ledger((answered,), frozenset({0})) == Ledger((answered,), frozenset({0}))
+    assert Ledger((answered,)) != Ledger((pending,))
+    assert Ledger((answered,), frozenset({0})) != Ledger((answered,))  # same answers, not yet validated
+    assert Ledger((answered,)) != (answered,)
+    text = repr(Ledger((answered,), frozenset({0})))
+    assert text.startswith("Ledger([") and "answered=True" in text and text.endswith("fresh=[0])")
 
 
 def test_a_root_that_is_not_a_file_uri_is_invalid_params():

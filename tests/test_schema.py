@@ -4,43 +4,26 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
-import functools
 import json
 import math
-from pathlib import Path
 from typing import Annotated, Any, Literal, Optional
 
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from jsonschema import Draft202012Validator
 from msgspec import Meta
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
 
 from mrtr.errors import INVALID_PARAMS, InvalidParams
 from mrtr.schema import Form, RequestedSchema, requested_schema
 
-SCHEMA_PATH = Path(__file__).resolve().parents[1].parent / "shared" / "mcp-2026-07-28" / "schema.json"
-EXAMPLES = SCHEMA_PATH.parent / "examples"
-SCHEMA_URI = "urn:mcp:2026-07-28:schema"
+from . import wire_schema
 
+EXAMPLES = wire_schema.EXAMPLES_DIR
 
-# ------------------------------------------------------------------ official schema
-
-
-@functools.cache
-def _registry() -> Registry:
-    contents = json.loads(SCHEMA_PATH.read_text())
-    resource = Resource.from_contents(contents, default_specification=DRAFT202012)
-    return Registry().with_resource(SCHEMA_URI, resource)
-
-
-@functools.cache
-def official(definition: str) -> Draft202012Validator:
-    """A validator for one ``$defs`` entry of the official 2026-07-28 schema."""
-    return Draft202012Validator({"$ref": f"{SCHEMA_URI}#/$defs/{definition}"}, registry=_registry())
+# One validator per $defs name of the official schema, found the same way as everywhere else in
+# the tests (MRTR_SHARED_DIR or the default next to the checkout).
+official = wire_schema.validator
 
 
 def assert_official(schema: dict[str, Any]) -> None:

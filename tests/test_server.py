@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import threading
 from typing import Annotated
 
 import msgspec
@@ -482,9 +483,29 @@ def test_registration_errors():
         Server("x", answers="loose")
 
 
-def test_request_info_defaults():
-    info = RequestInfo("tools/call", {})
-    assert info.headers == {}
+async def test_the_principal_source_sees_the_request_and_empty_headers_without_a_transport():
+    seen: list[RequestInfo] = []
+
+    async def principal(info: RequestInfo) -> str | None:  # an async source is awaited
+        seen.append(info)
+        return info.headers.get("x-user")
+
+    custom = Server("who", secret=b"s" * 32, principal=principal)
+
+    @custom.tool
+    def whoami(ctx, note: str = "") -> str:
+        return f"{ctx.principal}:{note}"
+
+    params = {"name": "whoami", "arguments": {"note": "n"}}
+    anonymous = result_of(await rpc(custom, "tools/call", params, result_def="CallToolResult"))
+    assert anonymous["content"][0]["text"] == "None:n"
+    named = result_of(await rpc(custom, "tools/call", params, headers={"x-user": "ada"}, result_def="CallToolResult"))
+    assert named["content"][0]["text"] == "ada:n"
+    # Without transport headers (stdio, in-process) the source still gets a mapping to read.
+    assert [(info.method, info.params["name"], info.params["arguments"], dict(info.headers)) for info in seen] == [
+        ("tools/call", "whoami", {"note": "n"}, {}),
+        ("tools/call", "whoami", {"note": "n"}, {"x-user": "ada"}),
+    ]
 
 
 async def test_a_hand_written_input_schema_is_published_as_given_and_hints_still_decode():
@@ -544,16 +565,19 @@ def test_a_codec_excludes_secret_and_ttl():
     assert Server("b", codec=codec).engine.codec is codec
 
 
-def threaded_server(mode: str) -> Server:
-    import time
-
+def threaded_server(mode: str, release: threading.Event | None = None,
+                    threads: list[int] | None = None) -> Server:
     server = Server("threads", secret=b"s" * 32, sync_handlers=mode)
 
     @server.tool
-    def slow(ctx) -> str:
-        ctx.progress(1, message="sleeping")
-        time.sleep(0.4)  # blocking code, as in a sync database driver
-        return "slow"
+    def blocking(ctx) -> str:
+        if threads is not None:
+            threads.append(threading.get_ident())
+        ctx.progress(1, message="blocked")
+        # Blocking code, as in a sync database driver: it holds its thread until released.
+        if release is not None and not release.wait(10):
+            raise TimeoutError("never released")
+        return "blocking"
 
     @server.tool
     def fast() -> str:
@@ -567,24 +591,44 @@ def threaded_server(mode: str) -> Server:
     return server
 
 
-@pytest.mark.parametrize("mode, first", [("thread", "fast"), ("inline", "slow")])
-async def test_sync_handlers_in_threads_do_not_block_other_requests(mode, first):
+async def test_a_blocked_sync_handler_in_thread_mode_does_not_hold_up_other_requests():
     import trio
 
-    server = threaded_server(mode)
+    release, threads = threading.Event(), []
+    server = threaded_server("thread", release, threads)
+    started = trio.Event()
     finished, sent = [], []
 
-    async def call(name, meta):
-        await rpc(server, "tools/call", {"name": name}, meta=meta, notify=lambda m, p: sent.append((m, p)))
+    def notify(method, params):
+        sent.append((method, params))
+        started.set()
+
+    async def call(name, meta, notify=None):
+        await rpc(server, "tools/call", {"name": name}, meta=meta, notify=notify)
         finished.append(name)
 
-    with trio.fail_after(5):
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(call, "slow", {**META, "progressToken": "t"})
-            await trio.sleep(0.05)
-            nursery.start_soon(call, "fast", META)
-    assert finished[0] == first
-    assert sent == [("notifications/progress", {"progressToken": "t", "progress": 1, "message": "sleeping"})]
+    try:
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(call, "blocking", {**META, "progressToken": "t"}, notify)
+                await started.wait()  # the handler is running and blocked in its thread
+                await call("fast", META)
+                assert finished == ["fast"]
+                release.set()
+    finally:
+        release.set()
+    assert finished == ["fast", "blocking"]
+    assert threads and threads[0] != threading.get_ident()
+    assert sent == [("notifications/progress", {"progressToken": "t", "progress": 1, "message": "blocked"})]
+
+
+async def test_inline_mode_runs_sync_handlers_on_the_event_loop_thread_even_when_given_run_sync():
+    release, threads = threading.Event(), []
+    release.set()
+    server = threaded_server("inline", release, threads)
+    done = result_of(await rpc(server, "tools/call", {"name": "blocking"}, result_def="CallToolResult"))
+    assert done["content"][0]["text"] == "blocking"
+    assert threads == [threading.get_ident()]
 
 
 async def test_a_sync_generator_converses_from_a_worker_thread():
@@ -595,3 +639,132 @@ async def test_a_sync_generator_converses_from_a_worker_thread():
     assert done["content"][0]["text"] == "hello Ada"
     with pytest.raises(ValueError, match="sync_handlers"):
         Server("x", sync_handlers="pool")
+
+
+# -- content helpers and typed results, through the server --------------------------------------
+
+
+def typed_server() -> Server:
+    server = Server("typed", secret=b"s" * 32)
+
+    @server.tool
+    def blocks():
+        return [
+            content.embedded_blob("file:///a.bin", b"\x00\xff"),
+            content.embedded_blob("file:///b.png", "iVBORw==", mime_type="image/png"),
+            content.embedded_blob("file:///c", b"\x01", mime_type=None),
+            content.resource_link("file:///d.txt", "d", title="D", description="the d file", mime_type="text/plain"),
+            content.resource_link("file:///e", "e"),
+        ]
+
+    @server.tool
+    def assembled():
+        return content.tool_result(content.text("partial"), content.resource_link("file:///log", "log"),
+                                   structured={"done": 3, "failed": 1}, is_error=True)
+
+    @server.tool
+    def plain_assembled():
+        return content.tool_result(content.text("fine"))
+
+    @server.prompt
+    def typed_prompt(topic: str):
+        """The docstring, which a typed result's own description overrides."""
+        return wire.GetPromptResult(
+            messages=[wire.PromptMessage(role="user", content=wire.TextContent(text=f"About {topic}")),
+                      wire.PromptMessage(role="assistant", content=wire.ResourceLink(uri="file:///t", name="t"))],
+            description="typed description",
+        )
+
+    @server.prompt
+    def typed_prompt_without_description():
+        """Used when the typed result has no description."""
+        return wire.GetPromptResult(messages=[wire.PromptMessage(role="user", content=wire.TextContent(text="hi"))])
+
+    @server.prompt
+    def prompt_with_blocks():
+        return [{"role": "user", "content": content.embedded_blob("file:///p.bin", b"\x02")},
+                {"role": "user", "content": content.resource_link("file:///q", "q")}]
+
+    @server.resource("file:///typed", mime_type="text/plain")
+    def typed_resource():
+        return wire.ReadResourceResult(contents=[
+            wire.TextResourceContents(uri="file:///typed", text="typed text", mime_type="text/plain"),
+            wire.BlobResourceContents(uri="file:///typed#blob", blob="AAE=", mime_type="application/octet-stream"),
+        ])
+
+    return server
+
+
+async def test_embedded_blobs_and_resource_links_reach_the_client_as_built():
+    result = result_of(await rpc(typed_server(), "tools/call", {"name": "blocks"}, result_def="CallToolResult"))
+    assert result["content"] == [
+        {"type": "resource", "resource": {"uri": "file:///a.bin", "blob": "AP8=", "mimeType": "application/octet-stream"}},
+        {"type": "resource", "resource": {"uri": "file:///b.png", "blob": "iVBORw==", "mimeType": "image/png"}},
+        {"type": "resource", "resource": {"uri": "file:///c", "blob": "AQ=="}},
+        {"type": "resource_link", "uri": "file:///d.txt", "name": "d", "title": "D", "description": "the d file",
+         "mimeType": "text/plain"},
+        {"type": "resource_link", "uri": "file:///e", "name": "e"},
+    ]
+    for block in result["content"]:
+        validate(block, "ContentBlock")
+
+
+def test_a_blob_given_as_text_must_already_be_base64():
+    import binascii
+
+    with pytest.raises(binascii.Error):
+        content.embedded_blob("file:///x", "not base64!")
+
+
+async def test_a_tool_result_built_with_content_tool_result_is_sent_as_built():
+    server = typed_server()
+    result = result_of(await rpc(server, "tools/call", {"name": "assembled"}, result_def="CallToolResult"))
+    result.pop("_meta")
+    assert result == {
+        "resultType": "complete",
+        "content": [{"type": "text", "text": "partial"}, {"type": "resource_link", "uri": "file:///log", "name": "log"}],
+        "structuredContent": {"done": 3, "failed": 1},
+        "isError": True,
+    }
+    plain = result_of(await rpc(server, "tools/call", {"name": "plain_assembled"}, result_def="CallToolResult"))
+    assert plain["content"] == [{"type": "text", "text": "fine"}]
+    assert "isError" not in plain and "structuredContent" not in plain
+
+
+async def test_a_typed_get_prompt_result_is_sent_as_returned():
+    server = typed_server()
+    result = result_of(await rpc(server, "prompts/get", {"name": "typed_prompt", "arguments": {"topic": "tides"}},
+                                 result_def="GetPromptResult"))
+    assert result["resultType"] == "complete"
+    assert result["description"] == "typed description"
+    assert result["messages"] == [
+        {"role": "user", "content": {"type": "text", "text": "About tides"}},
+        {"role": "assistant", "content": {"type": "resource_link", "uri": "file:///t", "name": "t"}},
+    ]
+    bare = result_of(await rpc(server, "prompts/get", {"name": "typed_prompt_without_description"},
+                               result_def="GetPromptResult"))
+    assert bare["description"] == "Used when the typed result has no description."
+    blocks = result_of(await rpc(server, "prompts/get", {"name": "prompt_with_blocks"}, result_def="GetPromptResult"))
+    assert [message["content"]["type"] for message in blocks["messages"]] == ["resource", "resource_link"]
+
+
+async def test_a_typed_read_resource_result_is_sent_with_the_caching_hints_the_schema_requires():
+    result = result_of(await rpc(typed_server(), "resources/read", {"uri": "file:///typed"},
+                                 result_def="ReadResourceResult"))
+    assert result["contents"] == [
+        {"uri": "file:///typed", "text": "typed text", "mimeType": "text/plain"},
+        {"uri": "file:///typed#blob", "blob": "AAE=", "mimeType": "application/octet-stream"},
+    ]
+    assert result["resultType"] == "complete" and result["ttlMs"] == 0 and result["cacheScope"] == "public"
+
+
+async def test_a_typed_read_resource_result_keeps_its_own_caching_hints():
+    server = Server("cache", secret=b"s" * 32)
+
+    @server.resource("file:///mine")
+    def mine():
+        return wire.ReadResourceResult(contents=[wire.TextResourceContents(uri="file:///mine", text="per user")],
+                                       ttl_ms=60_000, cache_scope="private")
+
+    result = result_of(await rpc(server, "resources/read", {"uri": "file:///mine"}, result_def="ReadResourceResult"))
+    assert (result["ttlMs"], result["cacheScope"]) == (60_000, "private")

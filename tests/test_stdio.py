@@ -12,6 +12,7 @@ import math
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -402,6 +403,49 @@ async def test_grace_period_cancels_what_is_still_running() -> None:
             await client.done.wait()  # type: ignore[attr-defined]
             assert 0.15 < trio.current_time() - started < 2
             assert client.messages_for("stuck") == []
+
+
+async def test_cancelling_a_sync_handler_in_thread_mode_abandons_its_thread_and_writes_nothing_for_it() -> None:
+    release, finished = threading.Event(), threading.Event()
+    server = Server("threads", secret=b"s" * 32, sync_handlers="thread")
+
+    @server.tool
+    def blocking(ctx) -> str:
+        try:
+            ctx.progress(1, message="blocked")
+            release.wait(10)  # a blocking call that cannot be interrupted
+            ctx.progress(2, message="late")  # after the cancellation: must not be written
+            return "late result"
+        finally:
+            finished.set()
+
+    @server.tool
+    def echo(text: str) -> str:
+        return text
+
+    try:
+        with trio.fail_after(10):
+            async with in_process(server) as (client, _):
+                await client.send(call(1, "blocking", progressToken="p"))
+                started = await client.next_message()
+                assert started is not None and started["params"] == {"progressToken": "p", "progress": 1,
+                                                                      "message": "blocked"}
+                await client.send(cancelled(1))
+                after = await client.ask(call(2, "echo", {"text": "after"}), "CallToolResult")
+                assert text_of(after) == "after"
+                # The thread is still blocked, yet the request is over: its id is free again.
+                assert not finished.is_set()
+                reused = await client.ask(call(1, "echo", {"text": "new"}), "CallToolResult")
+                assert text_of(reused) == "new"
+                release.set()
+                assert await trio.to_thread.run_sync(finished.wait, 5)
+                last = await client.ask(call(3, "echo", {"text": "last"}), "CallToolResult")
+                await client.close_input()
+                await client.drain()
+    finally:
+        release.set()
+    # Neither the late progress nor the late result was written, under either id.
+    assert client.received == [started, after, reused, last]
 
 
 async def test_line_limit_is_configurable_and_lines_may_arrive_in_pieces() -> None:
