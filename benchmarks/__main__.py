@@ -78,7 +78,20 @@ def main(argv: list[str] | None = None) -> int:
     print(summary(results))
     print(f"results: {out / 'results.json'}; plots: {', '.join(p.name for p in written)}"
           + ("; docs/performance.md regenerated" if write_docs else ""))
+    misrouted = misrouted_answers(results)
+    if misrouted:
+        # Never noise: a conversation's result carried another conversation's answers.
+        print(f"FAILED: {misrouted} conversation(s) got answers that were not their own", file=sys.stderr)
+        return 1
     return 0
+
+
+def misrouted_answers(results: dict[str, Any]) -> int:
+    """Conversations whose final result was not made of their own answers, over all parts."""
+    count = results.get("soak", {}).get("misrouted", 0)
+    for rows in results.get("http", {}).get("flows", {}).values():
+        count += sum(row["misrouted"] for row in rows.values())
+    return count
 
 
 def summary(results: dict[str, Any]) -> str:
