@@ -8,11 +8,13 @@
   parser that answers the flows with fixed bytes (no MCP, no JSON parsing, no token):
   a first round gets a fixed ``input_required`` with ``requestState`` ``"r1"``, a retry
   carrying ``"rN"`` gets ``"rN+1"`` until the flow's last round, which gets a fixed
-  ``complete``. What any server on that parser and trio cannot beat.
+  ``complete`` (and any request that is not for ``ask``/``ask3`` gets that ``complete``
+  at once). What any server on that parser and trio cannot beat.
 
 The official SDK's server is :mod:`benchmarks.sdk_peer` (its own virtualenv).
 
-Tools, the same in every server: ``ask(plan)`` asks one question (a form with one
+Tools, the same in every server: ``echo(text)`` returns its argument (no question);
+``ask(plan)`` asks one question (a form with one
 ``email``) and returns ``"{email}:{plan}"``; ``ask3(plan)`` asks three, one per round,
 and returns ``"{e1},{e2},{e3}:{plan}"``.
 """
@@ -31,6 +33,11 @@ SECRET = b"b" * 32
 def make_server() -> Server:
     """The mrtr server with the flows' two tools."""
     server = Server("bench", secret=SECRET)
+
+    @server.tool
+    def echo(text: str) -> str:
+        """No question: the plain request of the request-rate table."""
+        return text
 
     @server.tool
     def ask(plan: str):
@@ -56,13 +63,18 @@ _STATE = re.compile(rb'"requestState":"r(\d)"')
 _ASK3 = b'"ask3"'
 
 
+_COMPLETE = (b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}],'
+             b'"isError":false,"resultType":"complete"}}')
+
+
 def _floor_body(request: bytes) -> bytes:
+    if b'"ask' not in request:
+        return _COMPLETE
     found = _STATE.search(request)
     step = int(found.group(1)) if found else 0
     last = 3 if _ASK3 in request else 1
     if step >= last:
-        return (b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"ok"}],'
-                b'"isError":false,"resultType":"complete"}}')
+        return _COMPLETE
     return (b'{"jsonrpc":"2.0","id":1,"result":{"inputRequests":{"elicit":{"method":"elicitation/create",'
             b'"params":{"mode":"form","message":"Your email?","requestedSchema":{"type":"object","properties":'
             b'{"email":{"type":"string","format":"email"}},"required":["email"]}}}},"requestState":"r'

@@ -128,7 +128,7 @@ def run(*, quick: bool) -> dict[str, Any]:
     """Part 2's results."""
     ns = NS_QUICK if quick else NS_FULL
     group_ns = GROUP_NS_QUICK if quick else GROUP_NS_FULL
-    pairs, batch_s = (3, 0.05) if quick else (5, 0.2)
+    pairs, batch_s = (3, 0.05) if quick else (7, 0.2)
     conversation = Conversation()
     curves = []
     for n in ns:

@@ -18,6 +18,12 @@ Reported per server: conversations per second (median of the turns, and as a rat
 the SDK and to the h11 floor), p50/p99 latency of a whole conversation, and server and
 client CPU per conversation (from /proc and getrusage: the client's share shows it was
 not the bottleneck).
+
+With wrk installed (:mod:`benchmarks.wrk`), the one-question flow is also driven by
+wrk, whose cost per request is far below the Python generator's, in the same turns:
+when the two rates agree, the Python generator did not limit the server. A full run
+also takes plain request rates with wrk (``tools/call`` of a tool that asks nothing,
+against the floors' fixed answer): the transport's own ceiling.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import subprocess
 import sys
 from typing import Any
 
-from . import loadgen
+from . import loadgen, wrk
 from .common import ROOT, children, clean_env, cpu_seconds, free_port, log, sdk_python, stop, wait_for_port
 
 LOGS = ROOT / ".cache" / "bench-logs"
@@ -111,17 +117,43 @@ def run(*, quick: bool, install_sdk: bool) -> dict[str, Any]:
     """Part 3's results."""
     pairs, seconds, concurrency = (3, 0.4, 8) if quick else (5, 4.0, 8)
     running, skipped = start_servers(install_sdk)
+    use_wrk = wrk.available()
+    if not use_wrk:
+        skipped["wrk"] = "wrk is not installed (apt-get install wrk): the wrk rows are not measured"
+        log(f"part 3: SKIPPED wrk rows: {skipped['wrk']}")
+    # A quick run drives wrk once, against one server, so the script cannot rot.
+    wrk_servers = [name for name in running if not quick or name == "mrtr native, 1 worker"]
     flows: dict[str, Any] = {}
+    requests: dict[str, Any] = {}
     try:
         for tool in FLOWS:
-            for server in running.values():  # warm up: imports, caches, JIT-less but cold paths
+            for server in running.values():  # warm up: imports, caches, cold paths
                 measure(server, tool, 0.2 if quick else 1.0, concurrency)
             turns: dict[str, list[dict[str, Any]]] = {name: [] for name in running}
+            wrk_turns: dict[str, list[dict[str, Any]]] = {name: [] for name in running}
             for turn in range(pairs):
                 log(f"part 3: {tool}, turn {turn + 1}/{pairs}")
                 for name, server in running.items():
                     turns[name].append(measure(server, tool, seconds, concurrency))
-            flows[tool] = {name: summarize(samples) for name, samples in turns.items()}
+                    if use_wrk and tool == "ask" and name in wrk_servers and (not quick or turn == 0):
+                        script = wrk.conversation_script(check=not name.startswith("floor"))
+                        wrk_turns[name].append(wrk.run(server.port, script, 1.0 if quick else 3.0, concurrency,
+                                                       server.pids()))
+            flows[tool] = {name: summarize(samples, wrk_turns[name]) for name, samples in turns.items()}
+        if use_wrk and not quick:
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"text": "ok"}, "_meta": loadgen.META}}
+            script = wrk.plain_script(call, "echo")
+            rates: dict[str, list[dict[str, Any]]] = {name: [] for name in running}
+            for turn in range(pairs):
+                log(f"part 3: request rate, turn {turn + 1}/{pairs}")
+                for name, server in running.items():
+                    rates[name].append(wrk.run(server.port, script, 3.0, concurrency, server.pids()))
+            requests = {name: {"per_second": statistics.median(r["per_second"] for r in samples),
+                               "per_second_turns": [r["per_second"] for r in samples],
+                               "wrk_cpu_share": statistics.median(r["wrk_cpu_share"] for r in samples),
+                               "server_cpu_share": statistics.median(r["server_cpu_share"] for r in samples)}
+                        for name, samples in rates.items()}
     finally:
         for server in running.values():
             server.stop()
@@ -131,14 +163,19 @@ def run(*, quick: bool, install_sdk: bool) -> dict[str, Any]:
         for row in rows.values():
             row["vs_sdk"] = row["per_second"] / sdk if sdk else None
             row["vs_floor"] = row["per_second"] / floor if floor else None
-    return {"pairs": pairs, "seconds": seconds, "concurrency": concurrency, "flows": flows, "skipped": skipped,
-            "load_generator": "benchmarks.loadgen (Python, trio, one process)"}
+    for row in requests.values():
+        for floor_name, key in ((FLOOR, "vs_floor"), ("floor: trio + httptools", "vs_floor_httptools")):
+            row[key] = row["per_second"] / requests[floor_name]["per_second"] if floor_name in requests else None
+    return {"pairs": pairs, "seconds": seconds, "concurrency": concurrency, "flows": flows, "requests": requests,
+            "skipped": skipped, "load_generator": "benchmarks.loadgen (Python, trio, one process); wrk for the "
+            "one-question flow and the request rates"}
 
 
-def summarize(samples: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(samples: list[dict[str, Any]], wrk_samples: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians of one server's turns, plus everything needed to judge them."""
     rates = [s["per_second"] for s in samples]
     completed = sum(s["completed"] for s in samples)
+    failed = sum(w.get("failed", 0) for w in wrk_samples)
     return {
         "per_second": statistics.median(rates),
         "per_second_turns": rates,
@@ -147,8 +184,12 @@ def summarize(samples: list[dict[str, Any]]) -> dict[str, Any]:
         "p99_ms": statistics.median(s["p99_ms"] for s in samples),
         "conversations": sum(s["conversations"] for s in samples),
         "errors": sum(s["errors"] for s in samples),
-        "misrouted": sum(s["misrouted"] for s in samples),
+        "misrouted": sum(s["misrouted"] for s in samples) + failed,
         "first_errors": [e for s in samples for e in s["first_errors"]][:3],
         "server_cpu_us_per_conversation": sum(s["server_cpu_s"] for s in samples) / max(completed, 1) * 1e6,
         "client_cpu_us_per_conversation": sum(s["client_cpu_s"] for s in samples) / max(completed, 1) * 1e6,
+        "wrk_per_second": statistics.median(w["per_second"] for w in wrk_samples) if wrk_samples else None,
+        "wrk_cpu_share": statistics.median(w["wrk_cpu_share"] for w in wrk_samples) if wrk_samples else None,
+        "wrk_failed": failed,
+        "wrk_errors": sum(w["errors"] for w in wrk_samples),
     }

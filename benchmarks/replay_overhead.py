@@ -306,7 +306,7 @@ def baseline_k1() -> dict[str, Any]:
 def run(*, quick: bool, install_sdk: bool) -> dict[str, Any]:
     """Part 1's results: per k, seconds per round of each candidate and their ratios."""
     ks = KS_QUICK if quick else KS_FULL
-    pairs, batch_s = (3, 0.05) if quick else (5, 0.25)
+    pairs, batch_s = (3, 0.04) if quick else (7, 0.2)
     sdk, sdk_skipped = start_sdk(install_sdk)
     if sdk_skipped:
         log(f"part 1: SKIPPED (d) the official SDK: {sdk_skipped}")

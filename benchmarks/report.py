@@ -24,12 +24,21 @@ def _x(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}x"
 
 
-def quadratic_fit(ns: list[float], ys: list[float]) -> tuple[float, float, float]:
-    """Least-squares ``y = a + b N + c N^2``."""
+def replay_fit(ns: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least squares of a conversation's cost as rounds that each cost ``r`` plus ``s`` per recorded answer.
+
+    N questions take N + 1 rounds and round j replays j - 1 answers, so the total is
+    ``r (N + 1) + s N (N + 1) / 2``: ``r`` is the fixed cost of a round, ``s`` the cost of
+    replaying one recorded answer once (the N² term). Errors are weighed relative to
+    each point, so the short conversations count as much as the long ones.
+    """
     import numpy
 
-    c, b, a = numpy.polyfit(numpy.array(ns, dtype=float), numpy.array(ys, dtype=float), 2)
-    return float(a), float(b), float(c)
+    n = numpy.array(ns, dtype=float)
+    y = numpy.array(ys, dtype=float)
+    basis = numpy.stack([n + 1, n * (n + 1) / 2], axis=1) / y[:, None]
+    (r, s), *_ = numpy.linalg.lstsq(basis, numpy.ones_like(y), rcond=None)
+    return float(r), float(s)
 
 
 # -- tables ------------------------------------------------------------------------------------
@@ -70,10 +79,13 @@ def table_conversations(part: dict[str, Any]) -> str:
                      + f" | {_x(t['work inline'] / t['work in Step'])} |")
     ns = [c["n"] for c in part["curves"]]
     if len(ns) >= 3:
-        a, b, c = quadratic_fit(ns, [cu["timings"]["plain"]["median"] * US for cu in part["curves"]])
+        r, s = replay_fit(ns, [cu["timings"]["plain"]["median"] * US for cu in part["curves"]])
         lines.append("")
-        lines.append(f"Fit of the `plain` column: {a:,.0f} µs + {b:,.1f} µs × N + **{c:,.2f} µs × N²**. "
-                     f"The N² term is the replay of recorded answers: round j replays j - 1 of them.")
+        lines.append(f"Fit of the `plain` column as N + 1 rounds, round j replaying j - 1 answers: "
+                     f"**{r:,.1f} µs per round + {s:,.2f} µs per recorded answer replayed**, so "
+                     f"{r:,.0f} µs × (N + 1) + {s / 2:,.2f} µs × N (N + 1). At N = {ns[-1]} the replay term is "
+                     f"{s * ns[-1] * (ns[-1] + 1) / 2 / 1000:,.1f} ms of the "
+                     f"{part['curves'][-1]['timings']['plain']['median'] * 1e3:,.1f} ms measured.")
     return "\n".join(lines)
 
 
@@ -110,15 +122,32 @@ def table_http(part: dict[str, Any]) -> str:
     lines = []
     for tool, rows in part["flows"].items():
         label = {"ask": "one-question flow (2 requests)", "ask3": "three-question flow (4 requests)"}[tool]
+        with_wrk = any(row.get("wrk_per_second") for row in rows.values())
         lines += [f"**{label}**", "",
                   "| server | conversations/s | vs SDK | vs h11 floor | p50 ms | p99 ms | server CPU µs/conv | "
-                  "client CPU µs/conv | checked, errors, misrouted |", "|---|---|---|---|---|---|---|---|---|"]
+                  "SDK CPU / this CPU | client CPU µs/conv | checked, errors, misrouted |"
+                  + (" wrk: conversations/s |" if with_wrk else ""),
+                  "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if with_wrk else "")]
+        sdk_cpu = rows.get("SDK MCPServer (uvicorn)", {}).get("server_cpu_us_per_conversation")
         for name, row in rows.items():
             checked = "not checked (fixed bytes)" if name.startswith("floor") else \
                 f"{row['conversations']:,}, {row['errors']}, {row['misrouted']}"
+            wrk_cell = ""
+            if with_wrk:
+                wrk_cell = f" {row['wrk_per_second']:,.0f} |" if row.get("wrk_per_second") else " n/a |"
             lines.append(f"| {name} | {row['per_second']:,.0f} | {_x(row['vs_sdk'])} | {_x(row['vs_floor'])} | "
                          f"{row['p50_ms']:.1f} | {row['p99_ms']:.1f} | {row['server_cpu_us_per_conversation']:,.0f} | "
-                         f"{row['client_cpu_us_per_conversation']:,.0f} | {checked} |")
+                         f"{_x(sdk_cpu / row['server_cpu_us_per_conversation']) if sdk_cpu else 'n/a'} | "
+                         f"{row['client_cpu_us_per_conversation']:,.0f} | {checked} |" + wrk_cell)
+        lines.append("")
+    requests = part.get("requests")
+    if requests:
+        lines += ["**plain request rate** (wrk, `tools/call` of a tool that asks nothing; the floors answer fixed "
+                  "bytes)", "", "| server | requests/s | vs h11 floor | vs httptools floor | wrk CPU (share of a core) |",
+                  "|---|---|---|---|---|"]
+        for name, row in requests.items():
+            lines.append(f"| {name} | {row['per_second']:,.0f} | {_x(row['vs_floor'])} | "
+                         f"{_x(row['vs_floor_httptools'])} | {row['wrk_cpu_share']:.0%} |")
         lines.append("")
     for name, why in part.get("skipped", {}).items():
         lines.append(f"Not measured: {name}: {why}")
@@ -169,9 +198,12 @@ def table_goals(results: dict[str, Any]) -> str:
     http = results.get("http")
     if http and "ask" in http["flows"]:
         row = http["flows"]["ask"].get("mrtr native, 1 worker")
-        if row and row["vs_sdk"] is not None:
+        sdk = http["flows"]["ask"].get("SDK MCPServer (uvicorn)")
+        if row and sdk:
+            cpu = sdk["server_cpu_us_per_conversation"] / row["server_cpu_us_per_conversation"]
             lines.append(f"| HTTP ≥ 5x the SDK's conversations/s, one-question flow, one process | "
-                         f"{row['vs_sdk']:.2f}x | {'yes' if row['vs_sdk'] >= 5 else 'no'} |")
+                         f"{row['vs_sdk']:.2f}x by rate ({cpu:.2f}x by server CPU per conversation) | "
+                         f"{'yes' if row['vs_sdk'] >= 5 else 'no'} |")
     soak = results.get("soak")
     if soak:
         growth = max(soak["rss_growth_kib_after_first_mark"].values())

@@ -45,6 +45,12 @@ server = MCPServer("bench", request_state_security=RequestStateSecurity(keys=[b"
 
 # -- the HTTP flows -----------------------------------------------------------------------
 
+@server.tool()
+async def echo(text: str) -> str:
+    """No question: the plain request of the request-rate table."""
+    return text
+
+
 async def ask_email() -> Email | Elicit[Email]:
     return Elicit("Your email?", Email)
 

@@ -1,7 +1,7 @@
 """Streamable HTTP (MCP 2026-07-28) for an MCP server, two ways.
 
 - :func:`serve` (:mod:`mrtr.http.native`) and :func:`run` (:mod:`mrtr.http.workers`):
-  the native server, trio for the sockets and h11 for HTTP/1.1. It is the fast path
+  the native server, trio for the sockets and httptools for HTTP/1.1. It is the fast path
   and owns everything a production listener needs: keep-alive, size limits, read and
   idle timeouts, a connection cap, graceful shutdown on SIGINT/SIGTERM, and
   ``workers=N`` processes sharing the port with ``SO_REUSEPORT``.

@@ -66,10 +66,15 @@ class ServerConfig:
     - ``max_body_size`` (4 MiB): larger bodies get ``413``, as soon as
       ``Content-Length`` says so or a chunked body grows past it;
     - ``max_header_size`` (16 KiB): a request head that does not fit gets ``431``;
-    - ``max_connections`` (1000): a connection beyond it is accepted, answered ``503``
-      with ``Retry-After: 1`` and closed;
+    - ``max_connections`` (1000): when it is reached, the connection idle the longest
+      (waiting for a request's first byte) is closed to make room; with none idle, a new
+      connection is answered ``503`` with ``Retry-After: 1`` and closed;
+    - ``max_connections_per_client`` (256, ``None`` for no cap): the same, per client
+      IP address (behind a proxy every client has the proxy's address: raise or lift it);
+    - ``first_byte_timeout`` (5 s): how long a new connection may stay silent before it
+      is closed;
     - ``request_timeout`` (30 s): the time to receive a request's head and body, from
-      its first byte (from the accept for a connection's first request); then ``408``;
+      its first byte; then ``408``;
     - ``keep_alive_timeout`` (5 s): how long an idle keep-alive connection is kept;
     - ``write_timeout`` (30 s): how long one write may wait for a client that does not
       read; then the connection is dropped and the request cancelled;
@@ -83,6 +88,8 @@ class ServerConfig:
     max_body_size: int = 4 * 1024 * 1024
     max_header_size: int = 16 * 1024
     max_connections: int = 1000
+    max_connections_per_client: int | None = 256
+    first_byte_timeout: float = 5.0
     request_timeout: float = 30.0
     keep_alive_timeout: float = 5.0
     write_timeout: float = 30.0
@@ -97,7 +104,11 @@ class ServerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("request_timeout", "keep_alive_timeout", "write_timeout"):
+        per_client = self.max_connections_per_client
+        if per_client is not None and (isinstance(per_client, bool) or not isinstance(per_client, int)
+                                       or per_client < 1):
+            raise ValueError(f"max_connections_per_client must be a positive integer or None, got {per_client!r}")
+        for name in ("first_byte_timeout", "request_timeout", "keep_alive_timeout", "write_timeout"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")

@@ -36,7 +36,9 @@ The header rules live in :mod:`mrtr.http.headers`, the origin and CORS rules in
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+import types
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -48,7 +50,7 @@ from ..jsonrpc import encode as _encode_json
 from ..transport import run_in_thread, thread_safe
 from .config import ExchangeConfig
 from .cors import cors_headers, preflight_headers, split_request_headers
-from .headers import RawHeader, RequestHeaders, accepts, check_headers, is_json, media_types
+from .headers import RawHeader, RequestHeaders, accepts_json_and_sse, check_headers, is_json
 
 __all__ = [
     "ClientGone",
@@ -89,7 +91,7 @@ class Responder(Protocol):
 class HttpRequest:
     """An HTTP request as the exchange needs it: the body is already read in full.
 
-    ``path`` holds no query string; ``headers`` are ``(name, value)`` byte pairs as h11
+    ``path`` holds no query string; ``headers`` are ``(name, value)`` byte pairs as the parser
     and ASGI give them (names are compared case-insensitively).
     """
 
@@ -188,75 +190,184 @@ def _encode_response(response: dict[str, Any]) -> _Final:
         return _Final(_encode_json(fallback), 200)
 
 
-async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], headers: RequestHeaders, out: _Tracked,
-                               config: ExchangeConfig) -> bool:
-    send_channel, receive_channel = trio.open_memory_channel[Any](config.notification_buffer)
-    dropped = 0
+class _Notifications:
+    """A request's notification sink: a bounded buffer, drained by a stream once one runs.
 
-    def notify(method: str, params: dict[str, Any]) -> None:
-        nonlocal dropped
+    Handler code never blocks on it: past ``notification_buffer`` queued items further
+    notifications are dropped (and logged once); after the response they are ignored.
+    """
+
+    __slots__ = ("buffer", "cap", "closed", "dropped", "on_first", "stream")
+
+    def __init__(self, cap: int) -> None:
+        self.buffer: deque[bytes] = deque()
+        self.cap = cap
+        self.closed = False
+        self.dropped = 0
+        self.on_first: Callable[[], None] | None = None
+        self.stream: _Stream | None = None
+
+    def __call__(self, method: str, params: dict[str, Any]) -> None:
+        if self.closed:
+            return  # the response is out: notifications must stop after completion
         try:
             encoded = _encode_json({"jsonrpc": "2.0", "method": method, "params": params})
         except (TypeError, ValueError, OverflowError) as exc:
             log.warning("dropping a %s notification that cannot be encoded: %s", method, exc)
             return
-        try:
-            send_channel.send_nowait(encoded)
-        except trio.WouldBlock:
-            dropped += 1
-            if dropped == 1:
+        if len(self.buffer) >= self.cap:
+            self.dropped += 1
+            if self.dropped == 1:
                 log.warning("the client reads notifications too slowly; dropping %s notifications", method)
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            pass  # the response is already out: notifications must stop after completion
+            return
+        self.buffer.append(encoded)
+        if self.stream is not None:
+            self.stream.wake()
+        elif self.on_first is not None:
+            self.on_first()
 
-    async def dispatch() -> None:
-        async with send_channel:
-            response = await server.handle(message, headers=headers.as_mapping(), notify=thread_safe(notify),
-                                           run_sync=run_in_thread)
-            await send_channel.send(_encode_response(response))
 
-    # Strict exception groups: ClientGone is caught inside the nursery and re-raised
-    # outside it, so callers see the plain exception.
-    gone = False
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(dispatch)
+class _Stream:
+    """The SSE answer of a request whose handler notifies while it runs: one helper task."""
+
+    def __init__(self, out: _Tracked, notes: _Notifications, config: ExchangeConfig,
+                 handler: trio.CancelScope) -> None:
+        self.out = out
+        self.notes = notes
+        self.keepalive = config.sse_keepalive
+        self.handler = handler
+        self.scope = trio.CancelScope()
+        self.final: _Final | None = None
+        self.done = trio.Event()
+        self.gone = False
+        self._wake = trio.Event()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        out = self.out
+        buffer = self.notes.buffer
         try:
-            await _stream(receive_channel, out, config)
+            with self.scope:
+                await out.start(200, list(_SSE_HEADERS))
+                while True:
+                    while buffer:
+                        await out.send(b"data: " + buffer.popleft() + b"\n\n")
+                    if self.final is not None:
+                        await out.send(b"data: " + self.final.body + b"\n\n")
+                        await out.end()
+                        return
+                    self._wake = trio.Event()
+                    if self.keepalive is None:
+                        await self._wake.wait()
+                        continue
+                    with trio.move_on_after(self.keepalive) as quiet:
+                        await self._wake.wait()
+                    if quiet.cancelled_caught:
+                        await out.send(b": keep-alive\n\n")
         except ClientGone:
-            gone = True
-            nursery.cancel_scope.cancel()
-    receive_channel.close()
-    if gone:
+            self.gone = True
+            self.handler.cancel()
+        finally:
+            self.done.set()
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, Any], trap: Any) -> Generator[Any, Any, Any]:
+    """Go on running ``coro``, already stepped to its first suspension ``trap``, in this task."""
+    while True:
+        try:
+            value = yield trap
+        except BaseException as exc:  # delivered by the event loop: hand it to the coroutine
+            try:
+                trap = coro.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                trap = coro.send(value)
+            except StopIteration as done:
+                return done.value
+
+
+async def _watch(disconnected: Callable[[], Awaitable[Any]], scope: trio.CancelScope,
+                 handler: trio.CancelScope) -> None:
+    with scope:
+        await disconnected()
+        log.debug("client went away while its request ran; cancelling")
+        handler.cancel()
+
+
+async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], headers: RequestHeaders, out: _Tracked,
+                               config: ExchangeConfig, disconnected: Callable[[], Awaitable[Any]] | None,
+                               nursery: trio.Nursery) -> bool:
+    """Run the handler and answer JSON, or SSE once it notifies.
+
+    The handler's coroutine is first stepped in this task. A handler that finishes
+    without suspending (a sync handler running inline) is answered with no task,
+    watcher or channel: JSON, or SSE of its buffered notifications. One that suspends
+    goes on in this task while ``nursery`` runs a disconnect watcher and, once it
+    notifies, a stream writer; the wire bytes are the same either way.
+    """
+    notes = _Notifications(config.notification_buffer)
+    handler = trio.CancelScope()
+    stream: _Stream | None = None
+    watcher: trio.CancelScope | None = None
+    response: dict[str, Any] | None = None
+    coro = server.handle(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread)
+
+    def start_stream() -> None:
+        nonlocal stream
+        stream = notes.stream = _Stream(out, notes, config, handler)
+        notes.on_first = None
+        nursery.start_soon(stream.run)
+
+    with handler:
+        try:
+            trap = coro.send(None)
+        except StopIteration as done:
+            response = done.value
+        else:
+            if notes.buffer:
+                start_stream()
+            else:
+                notes.on_first = start_stream
+            if disconnected is not None:
+                watcher = trio.CancelScope()
+                nursery.start_soon(_watch, disconnected, watcher, handler)
+            try:
+                response = await _resume(coro, trap)
+            finally:
+                notes.on_first = None
+                if watcher is not None:
+                    watcher.cancel()
+    notes.closed = True
+    if response is None:  # the client went away and the handler was cancelled
+        if stream is not None:
+            stream.scope.cancel()
         raise ClientGone()
+    final = _encode_response(response)
+    if stream is not None:
+        stream.final = final
+        stream.wake()
+        await stream.done.wait()
+        if stream.gone:
+            raise ClientGone()
+        return True
+    if not notes.buffer:
+        await out.respond(final.status, _json_headers(final.body), final.body)
+        return True
+    await out.start(200, list(_SSE_HEADERS))
+    while notes.buffer:
+        await out.send(b"data: " + notes.buffer.popleft() + b"\n\n")
+    await out.send(b"data: " + final.body + b"\n\n")
+    await out.end()
     return True
 
 
-async def _stream(receive_channel: trio.MemoryReceiveChannel[Any], out: _Tracked, config: ExchangeConfig) -> None:
-    first = await receive_channel.receive()
-    if isinstance(first, _Final):
-        await out.respond(first.status, _json_headers(first.body), first.body)
-        return
-    await out.start(200, list(_SSE_HEADERS))
-    await out.send(b"data: " + first + b"\n\n")
-    keepalive = config.sse_keepalive
-    while True:
-        item: Any = None
-        if keepalive is None:
-            item = await receive_channel.receive()
-        else:
-            with trio.move_on_after(keepalive):
-                item = await receive_channel.receive()
-        if item is None:
-            await out.send(b": keep-alive\n\n")
-        elif isinstance(item, _Final):
-            await out.send(b"data: " + item.body + b"\n\n")
-            await out.end()
-            return
-        else:
-            await out.send(b"data: " + item + b"\n\n")
-
-
-async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, config: ExchangeConfig) -> bool:
+async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, config: ExchangeConfig,
+                    disconnected: Callable[[], Awaitable[Any]] | None, nursery: trio.Nursery) -> bool:
     if request.path != config.path:
         body = b"Not Found\n"
         await out.respond(404, [(b"content-type", b"text/plain; charset=utf-8"),
@@ -281,8 +392,7 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
     if not is_json(headers.get("content-type")):
         await _reject(out, 415, InvalidRequest("Unsupported Media Type: Content-Type must be application/json"))
         return True
-    ranges = media_types(headers.get("accept") or "")
-    if not (accepts(ranges, "application/json") and accepts(ranges, "text/event-stream")):
+    if not accepts_json_and_sse(headers.get("accept") or ""):
         await _reject(out, 406, InvalidRequest(
             "Not Acceptable: Accept must list both application/json and text/event-stream"))
         return True
@@ -302,7 +412,7 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
     except HeaderMismatch as error:
         await _reject(out, error.status_hint, error, message["id"])
         return True
-    return await _dispatch_and_stream(server, message, headers, out, config)
+    return await _dispatch_and_stream(server, message, headers, out, config, disconnected, nursery)
 
 
 async def exchange(
@@ -312,35 +422,27 @@ async def exchange(
     *,
     config: ExchangeConfig,
     disconnected: Callable[[], Awaitable[Any]] | None = None,
+    nursery: trio.Nursery | None = None,
 ) -> bool:
     """Answer one HTTP request on the MCP endpoint; return whether the answer went out whole.
 
-    ``disconnected``, when given, is awaited beside the exchange and must return when
-    the client goes away; the dispatch is then cancelled and nothing more is written.
+    ``disconnected``, when given, is awaited beside a handler that suspends and must
+    return when the client goes away; the handler is then cancelled and nothing more
+    is written. ``nursery`` is where such helper tasks run (a front end with a
+    nursery per connection passes it); without one, the exchange opens its own.
     Unexpected failures are logged; a ``500`` goes out only if nothing was written yet.
     """
     out = _Tracked(responder)
-    if disconnected is None:
-        return await _guarded(server, request, out, config)
-    completed = False
-    async with trio.open_nursery() as nursery:
-
-        async def watch() -> None:
-            await disconnected()
-            log.debug("client went away during %s %s; cancelling", request.method, request.path)
-            nursery.cancel_scope.cancel()
-
-        nursery.start_soon(watch)
-        try:
-            completed = await _guarded(server, request, out, config)
-        finally:
-            nursery.cancel_scope.cancel()
-    return completed
+    if nursery is not None:
+        return await _guarded(server, request, out, config, disconnected, nursery)
+    async with trio.open_nursery() as own:
+        return await _guarded(server, request, out, config, disconnected, own)
 
 
-async def _guarded(server: Dispatcher, request: HttpRequest, out: _Tracked, config: ExchangeConfig) -> bool:
+async def _guarded(server: Dispatcher, request: HttpRequest, out: _Tracked, config: ExchangeConfig,
+                   disconnected: Callable[[], Awaitable[Any]] | None, nursery: trio.Nursery) -> bool:
     try:
-        return await _exchange(server, request, out, config)
+        return await _exchange(server, request, out, config, disconnected, nursery)
     except ClientGone:
         log.debug("client went away while %s %s was answered", request.method, request.path)
         return False

@@ -10,9 +10,10 @@ decide rule 4 of the exchange.
 from __future__ import annotations
 
 import base64
+import functools
 import binascii
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -20,7 +21,8 @@ from ..errors import HeaderMismatch
 from ..jsonrpc import Dispatcher
 from ..wire import META_PROTOCOL_VERSION
 
-__all__ = ["RawHeader", "RequestHeaders", "accepts", "check_headers", "is_json", "media_types"]
+__all__ = ["RawHeader", "RequestHeaders", "accepts", "accepts_json_and_sse", "check_headers", "is_json",
+           "media_types"]
 
 RawHeader = tuple[bytes, bytes]
 """One header field as it travels: ``(name, value)`` bytes (not :class:`mrtr.Header`, the handler annotation)."""
@@ -33,8 +35,12 @@ _VISIBLE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?$")
 _NUMBER = re.compile(r"^[+-]?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,4})?$")
 
 
-class RequestHeaders:
-    """The request headers by lowercase name; repeated fields are kept apart."""
+class RequestHeaders(Mapping[str, str]):
+    """The request headers by lowercase name; repeated fields are kept apart.
+
+    As a mapping (what the server's principal source sees) a repeated field reads as
+    its values joined with ``", "``; the view is passed as is, never copied.
+    """
 
     __slots__ = ("_fields",)
 
@@ -46,11 +52,6 @@ class RequestHeaders:
             fields.setdefault(key, []).append(text.strip(" \t"))
         self._fields = fields
 
-    def get(self, name: str) -> str | None:
-        """All values of a field joined with ``", "`` (RFC 9110 list semantics), or ``None``."""
-        values = self._fields.get(name)
-        return None if values is None else ", ".join(values)
-
     def mcp(self, name: str, display: str) -> str | None:
         """One MCP header's value; a repeated MCP header is malformed (-32020)."""
         values = self._fields.get(name)
@@ -60,9 +61,19 @@ class RequestHeaders:
             raise HeaderMismatch(f"Header mismatch: {display} header appears more than once")
         return values[0]
 
+    def __getitem__(self, name: str) -> str:
+        values = self._fields[name]
+        return values[0] if len(values) == 1 else ", ".join(values)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
     def as_mapping(self) -> dict[str, str]:
-        """Every field by lowercase name, repeated ones joined with ``", "``."""
-        return {name: ", ".join(values) for name, values in self._fields.items()}
+        """Every field by lowercase name, repeated ones joined with ``", "`` (a copy)."""
+        return dict(self.items())
 
 
 def media_types(value: str) -> list[tuple[str, float]]:
@@ -91,6 +102,14 @@ def accepts(ranges: list[tuple[str, float]], media: str) -> bool:
     return any(q > 0 and kind in (media, f"{major}/*", "*/*") for kind, q in ranges)
 
 
+@functools.lru_cache(maxsize=64)
+def accepts_json_and_sse(accept: str) -> bool:
+    """Whether an ``Accept`` value lists both JSON and SSE; cached by the raw value (clients repeat theirs)."""
+    ranges = media_types(accept)
+    return accepts(ranges, "application/json") and accepts(ranges, "text/event-stream")
+
+
+@functools.lru_cache(maxsize=64)
 def is_json(content_type: str | None) -> bool:
     """Whether a ``Content-Type`` value names ``application/json`` (parameters aside)."""
     if content_type is None:

@@ -1,4 +1,4 @@
-"""The native Streamable HTTP server: trio for I/O, h11 for HTTP/1.1.
+"""The native Streamable HTTP server: trio for I/O, httptools (llhttp) for HTTP/1.1.
 
 :func:`serve` runs inside a trio program (tests start it in a nursery and bind port
 0); the blocking entry point with signals and worker processes is
@@ -6,10 +6,17 @@
 :func:`mrtr.http.exchange.exchange`, the same code the ASGI adapter uses.
 
 A connection's life: wait for the first bytes of a request (the connection counts as
-idle meanwhile), read the head and the whole body under one deadline, run the
-exchange while a sibling task watches the socket for a disconnect, then either start
-the next keep-alive cycle or close. Graceful shutdown stops accepting, closes idle
+idle meanwhile, and an idle connection is the first to go when the server is full),
+read the head and the whole body under one deadline, run the exchange, then either
+serve the next request or close. The parser is fed what one ``recv`` returns; a read
+that brings several pipelined requests queues them, and nothing more is read from the
+socket until they are answered, so a client that sends without reading holds at most
+one read's worth of requests in memory. Graceful shutdown stops accepting, closes idle
 connections at once and gives in-flight requests ``shutdown_grace`` seconds.
+
+The socket work uses a plain non-blocking socket and trio's ``wait_readable`` /
+``wait_writable``: a write the kernel takes at once needs no timeout scope, and a read
+that finds its bytes already there needs no wait.
 """
 
 from __future__ import annotations
@@ -18,11 +25,11 @@ import errno
 import logging
 import os
 import socket
-from collections.abc import Sequence
+from collections import OrderedDict, deque
 from http import HTTPStatus
 from typing import Any
 
-import h11
+import httptools
 import trio
 
 from .config import ServerConfig
@@ -35,11 +42,31 @@ log = logging.getLogger("mrtr.http")
 
 _RECEIVE_SIZE = 64 * 1024
 _ACCEPT_CAPACITY_ERRNOS = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+_GONE_ERRNOS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 _REASONS = {status.value: status.phrase.encode("ascii") for status in HTTPStatus}
 _REASONS[413] = b"Content Too Large"  # RFC 9110's name
+_STATUS_LINES: dict[int, bytes] = {}
+_SUPPORTED_VERSIONS = ("1.1", "1.0")
+_CONNECTION_CLOSE = b"Connection: close\r\n"
 
 
-# -- one connection ------------------------------------------------------------------------
+def _status_line(status: int) -> bytes:
+    line = _STATUS_LINES.get(status)
+    if line is None:
+        line = _STATUS_LINES[status] = b"HTTP/1.1 %d %s\r\n" % (status, _REASONS.get(status, b""))
+    return line
+
+
+def _head(status: int, headers: list[RawHeader], extra: bytes = b"") -> bytes:
+    parts = [_status_line(status)]
+    for name, value in headers:
+        parts.append(name + b": " + value + b"\r\n")
+    parts.append(extra)
+    parts.append(b"\r\n")
+    return b"".join(parts)
+
+
+# -- shared state ---------------------------------------------------------------------------
 
 
 class _State:
@@ -50,86 +77,263 @@ class _State:
         self.config = config
         self.exchange_config = config.exchange
         self.active = 0
-        self.rejecting = 0
         self.full = False  # whether the connection limit was hit since the last admitted connection
         self.closing = False
-        self.idle: set[trio.CancelScope] = set()
+        # connections waiting for a request's first byte, oldest first: the first to go when full
+        self.idle: OrderedDict[_Connection, trio.CancelScope] = OrderedDict()
+        self.per_client: dict[str, int] = {}
 
     def begin_shutdown(self) -> None:
         self.closing = True
-        for scope in list(self.idle):
+        for scope in list(self.idle.values()):
             scope.cancel()
+
+    def evict_idle(self, client: str | None = None) -> bool:
+        """Close the longest-idle connection (of ``client`` when given); whether there was one."""
+        for connection, scope in self.idle.items():
+            if client is None or connection.client == client:
+                del self.idle[connection]
+                connection.evicted = True
+                scope.cancel()
+                return True
+        return False
 
 
 class _Closed(Exception):
     """The connection is over (EOF, reset, timeout or a fatal error already answered)."""
 
 
+class _Reject(Exception):
+    """Raised from a parser callback: the request is refused with ``status``, then the connection closes."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class _Request:
+    __slots__ = ("body", "close", "headers", "method", "target", "version")
+
+    def __init__(self, method: bytes, target: bytes, headers: list[RawHeader], body: bytes, close: bool,
+                 version: str) -> None:
+        self.method = method
+        self.target = target
+        self.headers = headers
+        self.body = body
+        self.close = close
+        self.version = version
+
+
+# -- one connection ------------------------------------------------------------------------
+
+
 class _Connection:
-    def __init__(self, stream: trio.SocketStream, state: _State) -> None:
-        self.stream = stream
+    """One client connection: the parser's callbacks, the reads, and the :class:`Responder` writes."""
+
+    def __init__(self, sock: socket.socket, client: str, state: _State) -> None:
+        self.sock = sock
+        self.client = client
         self.state = state
         self.config = state.config
-        self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=state.config.max_header_size)
-        self.accepted_at = trio.current_time()
-        self.request_method = b""
+        self.parser = httptools.HttpRequestParser(self)
+        self.ready: deque[_Request] = deque()
+        self.error: _Reject | None = None
+        self.eof = False
+        self.evicted = False
+        self.started_at = trio.current_time()
+        self.request_started = 0.0  # when the first byte of the request being read arrived
+        self.need_continue = False
+        # the request being parsed
+        self._target = b""
+        self._headers: list[RawHeader] = []
+        self._body: list[bytes] = []
+        self._size = 0
+        self._head_size = 0
+        self._in_message = False
+        self._in_head = False
+        self._began = False
+        self._head_fed = 0
+        # the response being written
+        self.head_only = False
+        self.close_after = False
+        self.chunked = False
+        self.response_done = True
+        self.version = "1.1"
 
-    # -- writing ---------------------------------------------------------------------
+    # -- parser callbacks (llhttp calls them from feed_data) ----------------------------
+
+    def on_message_begin(self) -> None:
+        self._target = b""
+        self._headers = []
+        self._body = []
+        self._size = 0
+        self._head_size = 12
+        self._in_message = True
+        self._in_head = True
+        self._began = True
+
+    def on_url(self, url: bytes) -> None:
+        self._target += url
+        self._head_size += len(url)
+        if self._head_size > self.config.max_header_size:
+            raise _Reject(431, "Request Header Fields Too Large")
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_size += len(name) + len(value) + 4
+        if self._head_size > self.config.max_header_size:
+            raise _Reject(431, "Request Header Fields Too Large")
+        self._headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        version = self.parser.get_http_version()
+        if version not in _SUPPORTED_VERSIONS:
+            if version == "0.9":  # llhttp's reading of a request line without a version
+                raise _Reject(400, "Bad Request: malformed request line")
+            raise _Reject(505, f"HTTP Version Not Supported: HTTP/{version}")
+        limit = self.config.max_body_size
+        for name, value in self._headers:
+            if name == b"content-length":
+                if int(value) > limit:  # llhttp accepted it: digits only, given once
+                    raise _Reject(413, f"Content Too Large: the body limit is {limit} bytes")
+            elif name == b"expect" and value.lower() == b"100-continue" and version == "1.1":
+                self.need_continue = True
+
+    def on_body(self, body: bytes) -> None:
+        self._size += len(body)
+        if self._size > self.config.max_body_size:
+            raise _Reject(413, f"Content Too Large: the body limit is {self.config.max_body_size} bytes")
+        self._body.append(body)
+        self.need_continue = False
+
+    def on_message_complete(self) -> None:
+        self._in_message = False
+        self.need_continue = False
+        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+        self.ready.append(_Request(self.parser.get_method(), self._target, self._headers, body,
+                                   not self.parser.should_keep_alive(), self.parser.get_http_version()))
+        self._body = []
+
+    def feed(self, data: bytes) -> None:
+        """Parse ``data``; complete requests queue in ``ready``, a refusal is kept in ``error``."""
+        was_in_message = self._in_message
+        if not was_in_message:
+            self.request_started = trio.current_time()
+        queued = len(self.ready)
+        self._began = False
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as exc:
+            context = exc.__context__
+            self.error = context if isinstance(context, _Reject) else _Reject(400, "Bad Request")
+        except httptools.HttpParserUpgrade:
+            self.eof = True  # an upgrade or CONNECT: answer what was parsed, then close
+        except httptools.HttpParserError as exc:
+            text = str(exc) or "malformed request"
+            status = 505 if "HTTP version" in text else 400
+            self.error = _Reject(status, "HTTP Version Not Supported" if status == 505 else f"Bad Request: {text}")
+        else:
+            if self._in_head:
+                # llhttp buffers a header line it has not finished: bound the head by the bytes fed
+                if not self._began:
+                    self._head_fed += len(data)
+                elif not was_in_message and len(self.ready) == queued:
+                    self._head_fed = len(data)  # the whole read is this head
+                else:
+                    self._head_fed = self._head_size  # shared with earlier requests: what is known
+                if self._head_fed > self.config.max_header_size:
+                    self.error = _Reject(431, "Request Header Fields Too Large")
+
+    # -- socket primitives ------------------------------------------------------------
+
+    async def _recv(self, deadline: float | None) -> bytes:
+        """One read; waits (under ``deadline`` when given) only if nothing is there yet."""
+        try:
+            return self.sock.recv(_RECEIVE_SIZE)
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            raise _Closed() from exc
+        if deadline is None:
+            await trio.lowlevel.wait_readable(self.sock)
+        else:
+            with trio.CancelScope(deadline=deadline):
+                await trio.lowlevel.wait_readable(self.sock)
+            # a timeout falls through: the recv below finds nothing and raises _Timeout
+        try:
+            return self.sock.recv(_RECEIVE_SIZE)
+        except BlockingIOError:
+            raise _Timeout() from None
+        except OSError as exc:
+            raise _Closed() from exc
 
     async def write(self, data: bytes) -> None:
-        if not data:
-            return
-        with trio.move_on_after(self.config.write_timeout) as scope:
+        """Send all of ``data``; a wait (under ``write_timeout``) only when the kernel buffer is full."""
+        view = memoryview(data)
+        while view:
             try:
-                await self.stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                sent = self.sock.send(view)
+            except BlockingIOError:
+                sent = 0
+            except OSError as exc:
                 raise ClientGone() from exc
-        if scope.cancelled_caught:
-            log.debug("a client stopped reading; dropping the connection")
-            raise ClientGone()
+            view = view[sent:]
+            if not view:
+                return
+            with trio.move_on_after(self.config.write_timeout) as scope:
+                await trio.lowlevel.wait_writable(self.sock)
+            if scope.cancelled_caught:
+                log.debug("a client stopped reading; dropping the connection")
+                raise ClientGone()
 
-    def _headers(self, headers: list[RawHeader]) -> list[RawHeader]:
+    # -- the Responder ------------------------------------------------------------------
+
+    def _extra(self) -> bytes:
+        return _CONNECTION_CLOSE if self.close_after and not self.state.closing else b""
+
+    def _headers_out(self, headers: list[RawHeader]) -> list[RawHeader]:
         if self.state.closing:
+            self.close_after = True
             return [*headers, (b"connection", b"close")]
         return headers
 
     async def respond(self, status: int, headers: list[RawHeader], body: bytes) -> None:
-        try:
-            data = self.conn.send(h11.Response(status_code=status, headers=self._headers(headers),
-                                               reason=_REASONS.get(status, b"")))
-            if body and self.request_method != b"HEAD":
-                data += self.conn.send(h11.Data(data=body))
-            data += self.conn.send(h11.EndOfMessage())
-        except h11.LocalProtocolError as exc:  # pragma: no cover - a bug, but never a crash
-            log.error("cannot send the response: %s", exc)
-            raise ClientGone() from exc
+        self.response_done = True
+        data = _head(status, self._headers_out(headers), self._extra())
+        if body and not self.head_only:
+            data += body
         await self.write(data)
 
     async def start(self, status: int, headers: list[RawHeader]) -> None:
-        data = self.conn.send(h11.Response(status_code=status, headers=self._headers(headers),
-                                           reason=_REASONS.get(status, b"")))
-        await self.write(data)
+        self.response_done = False
+        headers = self._headers_out(headers)
+        if self.version == "1.0":  # no chunked coding: the body ends when the connection does
+            self.close_after = True
+            self.chunked = False
+            await self.write(_head(status, headers, b"" if self.state.closing else _CONNECTION_CLOSE))
+            return
+        self.chunked = True
+        await self.write(_head(status, headers, b"Transfer-Encoding: chunked\r\n" + self._extra()))
 
     async def send(self, chunk: bytes) -> None:
-        if self.request_method == b"HEAD":
+        if self.head_only or not chunk:
             return
-        await self.write(self.conn.send(h11.Data(data=chunk)))
+        if self.chunked:
+            await self.write(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+        else:
+            await self.write(chunk)
 
     async def end(self) -> None:
-        await self.write(self.conn.send(h11.EndOfMessage()))
+        self.response_done = True
+        if self.chunked and not self.head_only:
+            await self.write(b"0\r\n\r\n")
 
     async def fail(self, status: int, message: str) -> None:
-        """Answer a transport-level error (plain text, ``Connection: close``) if still possible."""
-        if self.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
-            return
+        """Answer a transport-level error (plain text, ``Connection: close``), then linger."""
         body = message.encode() + b"\n"
-        headers = [(b"content-type", b"text/plain; charset=utf-8"),
-                   (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
-        try:
-            data = self.conn.send(h11.Response(status_code=status, headers=headers, reason=_REASONS.get(status, b"")))
-            data += self.conn.send(h11.Data(data=body)) + self.conn.send(h11.EndOfMessage())
-        except h11.LocalProtocolError:
-            return
+        data = _head(status, [(b"content-type", b"text/plain; charset=utf-8"),
+                              (b"content-length", str(len(body)).encode()), (b"connection", b"close")]) + body
         try:
             await self.write(data)
         except ClientGone:
@@ -139,212 +343,230 @@ class _Connection:
     async def linger(self) -> None:
         """Half-close and drain for a moment, so the client reads the error before a reset."""
         try:
-            await self.stream.send_eof()
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
             return
         budget = self.config.max_body_size + _RECEIVE_SIZE
-        with trio.move_on_after(min(2.0, self.config.request_timeout)):
-            while budget > 0:
-                try:
-                    data = await self.stream.receive_some(_RECEIVE_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
-                if not data:
-                    return
-                budget -= len(data)
-
-    # -- reading ---------------------------------------------------------------------
-
-    async def _receive(self) -> None:
-        try:
-            data = await self.stream.receive_some(_RECEIVE_SIZE)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            raise _Closed() from exc
-        self.conn.receive_data(data)
-
-    async def _next_event(self) -> Any:
-        while True:
-            event = self.conn.next_event()
-            if event is h11.NEED_DATA:
-                await self._receive()
-                continue
-            return event
-
-    async def _wait_for_request(self, first: bool) -> float:
-        """Wait (as an idle connection) until request bytes are there; return the read deadline."""
-        if self.conn.trailing_data[0]:
-            return trio.current_time() + self.config.request_timeout
-        if self.state.closing:
-            raise _Closed()
-        if first:
-            deadline = self.accepted_at + self.config.request_timeout
-        else:
-            deadline = trio.current_time() + self.config.keep_alive_timeout
-        with trio.CancelScope(deadline=deadline) as idle:
-            self.state.idle.add(idle)
+        deadline = trio.current_time() + min(2.0, self.config.request_timeout)
+        while budget > 0:
             try:
-                await self._receive()
-            finally:
-                self.state.idle.discard(idle)
-        if idle.cancelled_caught:
-            raise _Closed()
-        return deadline if first else trio.current_time() + self.config.request_timeout
-
-    async def read_request(self, first: bool) -> HttpRequest:
-        deadline = await self._wait_for_request(first)
-        with trio.CancelScope(deadline=deadline) as scope:
-            try:
-                return await self._read_request()
-            except h11.RemoteProtocolError as exc:
-                status = exc.error_status_hint if exc.error_status_hint in (400, 431) else 400
-                log.debug("malformed request: %s", exc)
-                await self.fail(status, "Request Header Fields Too Large" if status == 431 else f"Bad Request: {exc}")
-                raise _Closed() from None
-        assert scope.cancelled_caught
-        log.debug("a client was too slow sending its request; closing")
-        with trio.move_on_after(1.0):
-            await self.fail(408, "Request Timeout")
-        raise _Closed()
-
-    async def _read_request(self) -> HttpRequest:
-        event = await self._next_event()
-        if isinstance(event, h11.ConnectionClosed):
-            raise _Closed()
-        if not isinstance(event, h11.Request):  # pragma: no cover - h11 yields a Request first
-            raise _Closed()
-        self.request_method = event.method
-        # h11 bounds only a head that is still incomplete; one read can bring a whole big head
-        head_size = len(event.method) + len(event.target) + 12 + sum(len(n) + len(v) + 4 for n, v in event.headers)
-        if head_size > self.config.max_header_size:
-            await self.fail(431, "Request Header Fields Too Large")
-            raise _Closed()
-        limit = self.config.max_body_size
-        length = _content_length(event.headers)
-        if length is not None and length > limit:
-            await self.fail(413, f"Content Too Large: the body limit is {limit} bytes")
-            raise _Closed()
-        if self.conn.they_are_waiting_for_100_continue:
-            await self.write(self.conn.send(h11.InformationalResponse(status_code=100, headers=[])))
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            part = await self._next_event()
-            if isinstance(part, h11.Data):
-                size += len(part.data)
-                if size > limit:
-                    await self.fail(413, f"Content Too Large: the body limit is {limit} bytes")
-                    raise _Closed()
-                chunks.append(part.data)
-            elif isinstance(part, h11.EndOfMessage):
-                break
-            elif isinstance(part, h11.ConnectionClosed):
-                raise _Closed()
-        target = event.target.decode("latin-1")
-        path = target.split("?", 1)[0]
-        if path.startswith(("http://", "https://")):  # absolute-form target
-            path = "/" + path.split("://", 1)[1].partition("/")[2]
-        return HttpRequest(event.method.decode("latin-1"), path, list(event.headers), b"".join(chunks))
-
-    async def watch_disconnect(self) -> None:
-        """Return when the client hangs up; bytes it sends meanwhile are kept for the next request."""
-        budget = self.config.max_header_size + self.config.max_body_size
-        while True:
-            try:
-                data = await self.stream.receive_some(_RECEIVE_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                data = await self._recv(deadline)
+            except (_Closed, _Timeout):
                 return
             if not data:
                 return
-            self.conn.receive_data(data)
             budget -= len(data)
-            if budget <= 0:  # a pipelining client: it is clearly there; stop reading ahead
-                await trio.sleep_forever()
 
-    # -- the loop --------------------------------------------------------------------
+    # -- reading ------------------------------------------------------------------------
 
-    async def serve(self) -> None:
-        first = True
-        while True:
+    async def _wait_idle(self, deadline: float) -> bytes:
+        """Wait for a request's first bytes as an idle connection (shutdown and a full server may end it)."""
+        try:
+            data = self.sock.recv(_RECEIVE_SIZE)
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            raise _Closed() from exc
+        else:
+            return data
+        if self.state.closing:
+            raise _Closed()
+        with trio.CancelScope(deadline=deadline) as idle:
+            self.state.idle[self] = idle
             try:
-                request = await self.read_request(first)
-            except _Closed:
+                await trio.lowlevel.wait_readable(self.sock)
+            finally:
+                self.state.idle.pop(self, None)
+        if idle.cancelled_caught:
+            raise _Closed()
+        try:
+            return self.sock.recv(_RECEIVE_SIZE)
+        except BlockingIOError:
+            raise _Closed() from None
+        except OSError as exc:
+            raise _Closed() from exc
+
+    async def next_request(self, first: bool) -> _Request | None:
+        """The next complete request, reading as needed; ``None`` once the connection is over."""
+        if self.ready:
+            return self.ready.popleft()
+        if self.error is not None:
+            await self.fail(self.error.status, self.error.message)
+            return None
+        if self.eof:
+            return None
+        if not self.parser_idle():
+            deadline = self.request_started + self.config.request_timeout
+        else:
+            if first:
+                wait_until = self.started_at + self.config.first_byte_timeout
+            else:
+                wait_until = trio.current_time() + self.config.keep_alive_timeout
+            data = await self._wait_idle(wait_until)
+            if not data:
+                return None
+            self.feed(data)
+            deadline = self.request_started + self.config.request_timeout
+        while not self.ready:
+            if self.error is not None:
+                await self.fail(self.error.status, self.error.message)
+                return None
+            if self.need_continue:
+                self.need_continue = False
+                await self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            try:
+                data = await self._recv(deadline)
+            except _Timeout:
+                log.debug("a client was too slow sending its request; closing")
+                with trio.move_on_after(1.0):
+                    await self.fail(408, "Request Timeout")
+                return None
+            if not data:
+                return None
+            self.feed(data)
+        return self.ready.popleft()
+
+    def parser_idle(self) -> bool:
+        return not self._in_message
+
+    async def watch_disconnect(self) -> None:
+        """Return when the client hangs up while a handler runs.
+
+        It peeks and never consumes: bytes the client sends meanwhile (a pipelined
+        request) stay in the kernel until the connection reads its next request, so
+        read-ahead stays one read long however many requests are served.
+        """
+        while True:
+            await trio.lowlevel.wait_readable(self.sock)
+            try:
+                data = self.sock.recv(1, socket.MSG_PEEK)
+            except BlockingIOError:
+                continue
+            except OSError:
+                return
+            if not data:
+                self.eof = True
+                return
+            await trio.sleep_forever()  # the client is there, and sending
+
+    # -- the loop -----------------------------------------------------------------------
+
+    async def serve(self, helpers: trio.Nursery) -> None:
+        first = True
+        server = self.state.server
+        config = self.state.exchange_config
+        while True:
+            request = await self.next_request(first)
+            if request is None:
                 return
             first = False
-            completed = await exchange(self.state.server, request, self, config=self.state.exchange_config,
-                                       disconnected=self.watch_disconnect)
-            log.debug("%s %s -> %s", request.method, request.path, "done" if completed else "aborted")
-            if not completed or self.conn.our_state is not h11.DONE or self.conn.their_state is not h11.DONE:
+            self.version = request.version
+            self.head_only = request.method == b"HEAD"
+            self.close_after = request.close or self.eof
+            self.chunked = False
+            target = request.target.decode("latin-1")
+            path = target.split("?", 1)[0]
+            if path.startswith(("http://", "https://")):  # absolute-form target
+                path = "/" + path.split("://", 1)[1].partition("/")[2]
+            completed = await exchange(server, HttpRequest(request.method.decode("latin-1"), path,
+                                                           request.headers, request.body),
+                                       self, config=config, disconnected=self.watch_disconnect, nursery=helpers)
+            log.debug("%s %s -> %s", request.method, path, "done" if completed else "aborted")
+            if not completed or not self.response_done or self.close_after or self.state.closing:
                 return
-            if self.state.closing:
-                return
-            try:
-                self.conn.start_next_cycle()
-            except h11.LocalProtocolError:
-                return
+            if self.ready:
+                # a cooperative pause, so a pipelining client cannot monopolise the loop
+                await trio.lowlevel.checkpoint()
 
 
-def _content_length(headers: Sequence[tuple[bytes, bytes]]) -> int | None:
-    for name, value in headers:
-        if name == b"content-length":
-            try:
-                return int(value)
-            except ValueError:
-                return None
-    return None
+class _Timeout(Exception):
+    """A read deadline passed."""
 
 
-async def _handle_connection(stream: trio.SocketStream, state: _State) -> None:
+async def _handle_connection(sock: socket.socket, client: str, state: _State) -> None:
+    connection = _Connection(sock, client, state)
     try:
-        await _Connection(stream, state).serve()
-    except (trio.BrokenResourceError, trio.ClosedResourceError, ClientGone, _Closed):
-        pass
+        # one nursery per connection for the helpers of handlers that suspend (a disconnect
+        # watcher, an SSE writer); a handler that runs inline needs none of it
+        async with trio.open_nursery() as helpers:
+            try:
+                await connection.serve(helpers)
+            except (ClientGone, _Closed):
+                pass
+            helpers.cancel_scope.cancel()
     except Exception:
         log.exception("unexpected failure on an HTTP connection")
     finally:
         state.active -= 1
-        with trio.CancelScope(shield=True), trio.move_on_after(1.0):
-            await trio.aclose_forcefully(stream)
+        count = state.per_client.get(client, 1) - 1
+        if count:
+            state.per_client[client] = count
+        else:
+            state.per_client.pop(client, None)
+        state.idle.pop(connection, None)
+        sock.close()
 
 
 _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
          b"content-length: 20\r\nretry-after: 1\r\nconnection: close\r\n\r\nToo many connections")
 
 
-async def _reject_busy(stream: trio.SocketStream, state: _State) -> None:
+def _reject_busy(sock: socket.socket) -> None:
     try:
-        with trio.move_on_after(1.0):
-            await stream.send_all(_BUSY)
-    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        sock.send(_BUSY)  # fits any empty send buffer: never waits
+    except OSError:
         pass
     finally:
-        state.rejecting -= 1
-        await trio.aclose_forcefully(stream)
+        sock.close()
 
 
-async def _accept_loop(listener: trio.SocketListener, connections: trio.Nursery, state: _State) -> None:
+def _admit(state: _State, client: str) -> bool:
+    """Whether a new connection from ``client`` may be served, closing idle ones to make room."""
+    config = state.config
+    per_client = config.max_connections_per_client
+    if per_client is not None and state.per_client.get(client, 0) >= per_client:
+        if not state.evict_idle(client):
+            return False
+        # the evicted connection frees its slots when its task ends; count it gone now
+    elif state.active >= config.max_connections:
+        if not state.evict_idle():
+            return False
+    return True
+
+
+async def _accept_loop(listener: socket.socket, connections: trio.Nursery, state: _State) -> None:
+    config = state.config
     while True:
-        try:
-            stream = await listener.accept()
-        except OSError as exc:
-            if exc.errno in _ACCEPT_CAPACITY_ERRNOS:
-                log.error("accept failed (%s); retrying in 100 ms", errno.errorcode.get(exc.errno, exc.errno))
-                await trio.sleep(0.1)
+        await trio.lowlevel.wait_readable(listener)
+        while True:
+            try:
+                sock, address = listener.accept()
+            except BlockingIOError:
+                break
+            except OSError as exc:
+                if exc.errno in _ACCEPT_CAPACITY_ERRNOS:
+                    log.error("accept failed (%s); retrying in 100 ms", errno.errorcode.get(exc.errno, exc.errno))
+                    await trio.sleep(0.1)
+                    break
+                if exc.errno in (errno.ECONNABORTED, errno.EPROTO):
+                    continue
+                raise
+            sock.setblocking(False)
+            if sock.family != socket.AF_UNIX:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            client = address[0] if isinstance(address, tuple) else ""
+            if not _admit(state, client):
+                if not state.full:
+                    state.full = True
+                    log.warning("connection limit reached (%d in all, %s per client); answering 503 until "
+                                "connections free up", config.max_connections, config.max_connections_per_client)
+                _reject_busy(sock)
                 continue
-            raise
-        if state.active >= state.config.max_connections:
-            if state.rejecting >= state.config.max_connections:
-                await trio.aclose_forcefully(stream)
-                continue
-            state.rejecting += 1
-            if not state.full:
-                state.full = True
-                log.warning("connection limit (%d) reached; answering 503 until connections free up",
-                            state.config.max_connections)
-            connections.start_soon(_reject_busy, stream, state)
-            continue
-        state.active += 1
-        state.full = False
-        connections.start_soon(_handle_connection, stream, state)
+            state.active += 1
+            state.per_client[client] = state.per_client.get(client, 0) + 1
+            state.full = False
+            connections.start_soon(_handle_connection, sock, client, state)
+        await trio.lowlevel.checkpoint()
 
 
 def bind(host: str, port: int, config: ServerConfig, *, reuse_port: bool | None = None) -> socket.socket:
@@ -374,13 +596,13 @@ async def serve_socket(
     shutdown_event: trio.Event | None = None,
 ) -> None:
     """Serve on an already listening socket (see :func:`serve`); the socket is closed on return."""
-    listener = trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+    sock.setblocking(False)
     state = _State(server, config)
     host, port = sock.getsockname()[:2]
     try:
         async with trio.open_nursery() as connections:
             async with trio.open_nursery() as acceptor:
-                acceptor.start_soon(_accept_loop, listener, connections, state)
+                acceptor.start_soon(_accept_loop, sock, connections, state)
                 log.info("serving MCP on http://%s:%d%s (pid %d)", _show_host(host), port, config.exchange.path,
                          os.getpid())
                 task_status.started(port)
@@ -388,14 +610,16 @@ async def serve_socket(
                     await trio.sleep_forever()
                 await shutdown_event.wait()
                 acceptor.cancel_scope.cancel()
-            await listener.aclose()
+            trio.lowlevel.notify_closing(sock)
+            sock.close()
             log.info("shutting down: %d connection(s) open, grace %.1f s", state.active, config.shutdown_grace)
             state.begin_shutdown()
             connections.cancel_scope.deadline = trio.current_time() + config.shutdown_grace
         log.info("server stopped")
     finally:
-        with trio.CancelScope(shield=True):
-            await listener.aclose()
+        if sock.fileno() != -1:
+            trio.lowlevel.notify_closing(sock)
+            sock.close()
 
 
 def _show_host(host: str) -> str:
@@ -425,6 +649,5 @@ async def serve(
     config = ServerConfig.from_options(options)
     if sock is None:
         sock = bind(host, port, config)
-    else:
-        sock.setblocking(False)
     await serve_socket(server, sock, config, task_status=task_status, shutdown_event=shutdown_event)
+

@@ -192,8 +192,8 @@ async def test_a_client_that_stalls_mid_request_is_timed_out(nursery):
         assert trio.current_time() - started >= 0.3
 
 
-async def test_a_connection_that_sends_nothing_is_closed_after_the_request_timeout(nursery):
-    port, _ = await start(nursery, request_timeout=0.3, keep_alive_timeout=5)
+async def test_a_connection_that_sends_nothing_is_closed_after_the_first_byte_timeout(nursery):
+    port, _ = await start(nursery, first_byte_timeout=0.3, keep_alive_timeout=5)
     client = await RawClient.connect(port)
     with trio.fail_after(3):
         assert await client.at_eof()
@@ -210,13 +210,14 @@ async def test_an_idle_keep_alive_connection_is_closed(nursery):
     assert trio.current_time() - started >= 0.25
 
 
-async def test_connections_beyond_the_limit_get_503(nursery):
+async def test_connections_beyond_the_limit_get_503_when_none_is_idle(nursery):
     port, _ = await start(nursery, max_connections=2)
     held = [await RawClient.connect(port) for _ in range(2)]
-    for client in held:  # make sure both were accepted and counted
+    for client in held:  # both accepted, counted, and busy reading a request (not idle)
         response, _ = await client.request(rpc("tools/list"), port)
         assert response.status_code == 200
         client.conn.start_next_cycle()
+        await client.send(b"POST /mcp HTTP/1.1\r\nHost: a\r\n")
     extra = await RawClient.connect(port)
     with trio.fail_after(3):
         response, body = await extra.response()
@@ -228,6 +229,33 @@ async def test_connections_beyond_the_limit_get_503(nursery):
     again = await RawClient.connect(port)
     response, _ = await again.request(rpc("tools/list"), port)
     assert response.status_code == 200
+
+
+async def test_a_full_server_closes_its_longest_idle_connection_for_a_new_one(nursery):
+    port, _ = await start(nursery, max_connections=2)
+    held = [await RawClient.connect(port) for _ in range(2)]
+    for client in held:
+        response, _ = await client.request(rpc("tools/list"), port)
+        assert response.status_code == 200
+        client.conn.start_next_cycle()
+    newcomer = await RawClient.connect(port)
+    response, _ = await newcomer.request(rpc("tools/list"), port)
+    assert response.status_code == 200
+    with trio.fail_after(3):
+        assert await held[0].at_eof()  # idle the longest: closed to make room
+    response, _ = await held[1].request(rpc("tools/list"), port)
+    assert response.status_code == 200
+
+
+async def test_connections_per_client_address_are_capped(nursery):
+    port, _ = await start(nursery, max_connections_per_client=2)
+    held = [await RawClient.connect(port) for _ in range(2)]
+    for client in held:  # busy: a request head has started
+        await client.send(b"POST /mcp HTTP/1.1\r\nHost: a\r\n")
+    extra = await RawClient.connect(port)
+    with trio.fail_after(3):
+        response, _ = await extra.response()
+    assert response.status_code == 503
 
 
 async def test_head_is_405_without_a_body(nursery):

@@ -1,0 +1,189 @@
+"""The native server's HTTP/1.1 parsing on hostile and unusual input, over raw loopback sockets.
+
+Every framing error is answered 400 (505 for a version other than 1.0/1.1) and the
+connection is closed, so bytes hidden in a body are never served as a request.
+"""
+
+from __future__ import annotations
+
+import json
+
+import h11
+import pytest
+import trio
+
+from ..wire_schema import validate_message
+from .conftest import raw_post, rpc
+from .test_native import RawClient, header, start
+
+
+async def read_all(client: RawClient) -> bytes:
+    data = b""
+    with trio.fail_after(5):
+        while True:
+            try:
+                chunk = await client.stream.receive_some(65536)
+            except trio.BrokenResourceError:
+                break
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+def smuggled(port: int) -> bytes:
+    """A complete request that would be served if a body were read by the wrong length."""
+    return raw_post(rpc("tools/call", {"name": "pid"}, id=99), port)
+
+
+FRAMING = {
+    "CL+TE": lambda inner: (b"POST /mcp HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
+                            b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + inner),
+    "TE+CL": lambda inner: (b"POST /mcp HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\n"
+                            b"Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n" + inner),
+    "duplicate CL": lambda inner: (b"POST /mcp HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n"
+                                   b"Content-Length: %d\r\n\r\n" % len(inner) + inner),
+    "comma-listed CL": lambda inner: (b"POST /mcp HTTP/1.1\r\nHost: a\r\nContent-Length: 0, %d\r\n\r\n"
+                                      % len(inner) + inner),
+    "obs-fold": lambda inner: (b"POST /mcp HTTP/1.1\r\nHost: a\r\nX-Folded: a\r\n b\r\nContent-Length: 0\r\n\r\n"
+                               + inner),
+    "bare LF": lambda inner: b"POST /mcp HTTP/1.1\nHost: a\nContent-Length: 0\n\n" + inner,
+    "malformed request line": lambda inner: b"POST /mcp\r\nHost: a\r\n\r\n" + inner,
+    "no method": lambda inner: b"/mcp HTTP/1.1\r\nHost: a\r\n\r\n" + inner,
+    "space in header name": lambda inner: b"POST /mcp HTTP/1.1\r\nHost : a\r\nContent-Length: 0\r\n\r\n" + inner,
+    "negative CL": lambda inner: b"POST /mcp HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n" + inner,
+}
+
+
+@pytest.mark.parametrize("case", sorted(FRAMING))
+async def test_a_framing_error_is_400_and_the_connection_is_closed(nursery, case):
+    port, _ = await start(nursery)
+    client = await RawClient.connect(port)
+    await client.send(FRAMING[case](smuggled(port)))
+    data = await read_all(client)
+    assert data.startswith(b"HTTP/1.1 400 "), data
+    assert data.count(b"HTTP/1.1 ") == 1, data  # the request hidden behind it was not served
+    assert b"connection: close" in data.lower()
+
+
+@pytest.mark.parametrize("version", [b"HTTP/9.9", b"HTTP/2.0", b"HTTP/3.1"])
+async def test_an_unsupported_http_version_is_505(nursery, version):
+    port, _ = await start(nursery)
+    client = await RawClient.connect(port)
+    await client.send(raw_post(rpc("tools/list"), port).replace(b"HTTP/1.1", version, 1) + smuggled(port))
+    data = await read_all(client)
+    assert data.startswith(b"HTTP/1.1 505 "), data
+    assert data.count(b"HTTP/1.1 ") == 1, data
+
+
+async def test_pipelined_requests_are_answered_in_order(nursery):
+    port, _ = await start(nursery)
+    client = await RawClient.connect(port)
+    messages = [
+        rpc("tools/call", {"name": "pid"}, id=1),
+        rpc("tools/call", {"name": "count", "arguments": {"steps": 2}}, id=2, progressToken="p"),  # an SSE answer
+        rpc("tools/list", id=3),
+        rpc("notifications/cancelled", {"requestId": 9}, id=None),  # 202, no body
+        rpc("tools/call", {"name": "pid"}, id=5),
+    ]
+    await client.send(b"".join(raw_post(message, port) for message in messages))
+    seen = []
+    with trio.fail_after(5):
+        for _ in messages:
+            # tell the h11 client a request went out (the bytes already did, all at once)
+            client.conn.send(h11.Request(method="POST", target="/mcp", headers=[("Host", "a"), ("Content-Length", "0")]))
+            client.conn.send(h11.EndOfMessage())
+            response, body = await client.response()
+            client.conn.start_next_cycle()
+            if response.status_code == 202:
+                seen.append("accepted")
+                continue
+            assert response.status_code == 200
+            if header(response, b"content-type") == b"text/event-stream":
+                last = [chunk for chunk in body.decode().split("\n\n") if chunk][-1]
+                reply = json.loads(last[len("data: "):])
+            else:
+                reply = json.loads(body)
+            validate_message(reply)
+            seen.append(reply["id"])
+    assert seen == [1, 2, 3, "accepted", 5]
+
+
+async def test_a_chunked_request_body_is_read(nursery):
+    port, _ = await start(nursery)
+    data = raw_post(rpc("tools/list"), port)
+    head, _, body = data.partition(b"\r\n\r\n")
+    head = b"\r\n".join(line for line in head.split(b"\r\n") if not line.startswith(b"Content-Length"))
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(body[i:i + 7]), body[i:i + 7]) for i in range(0, len(body), 7))
+    client = await RawClient.connect(port)
+    await client.send(head + b"\r\nTransfer-Encoding: chunked\r\n\r\n" + chunks + b"0\r\n\r\n")
+    with trio.fail_after(5):
+        response, answer = await client.response()
+    assert response.status_code == 200
+    validate_message(json.loads(answer), result_def="ListToolsResult")
+
+
+async def test_connection_close_is_honoured(nursery):
+    port, _ = await start(nursery)
+    client = await RawClient.connect(port)
+    await client.send(raw_post(rpc("tools/list"), port, {"Connection": "close"}) + smuggled(port))
+    data = await read_all(client)
+    assert data.startswith(b"HTTP/1.1 200 ") and data.count(b"HTTP/1.1 ") == 1
+    assert b"\r\nConnection: close\r\n" in data
+
+
+async def test_http_1_0_gets_its_answer_and_the_connection_closes(nursery):
+    port, _ = await start(nursery)
+    client = await RawClient.connect(port)
+    await client.send(raw_post(rpc("tools/list"), port).replace(b"HTTP/1.1", b"HTTP/1.0", 1))
+    data = await read_all(client)
+    assert data.startswith(b"HTTP/1.1 200 ") and b"\r\nConnection: close\r\n" in data
+
+
+async def test_a_slow_sender_within_the_deadline_is_served(nursery):
+    port, _ = await start(nursery, request_timeout=5)
+    client = await RawClient.connect(port)
+    data = raw_post(rpc("tools/list"), port)
+    for start_at in range(0, len(data), 40):  # a trickle of small writes, each its own segment
+        await client.send(data[start_at:start_at + 40])
+        await trio.sleep(0.002)
+    with trio.fail_after(5):
+        response, _ = await client.response()
+    assert response.status_code == 200
+
+
+async def test_a_header_trickled_past_the_limit_is_431(nursery):
+    port, _ = await start(nursery, max_header_size=2048)
+    client = await RawClient.connect(port)
+    await client.send(b"POST /mcp HTTP/1.1\r\nHost: a\r\nX-Long: ")
+    with trio.fail_after(5):
+        sent = 0
+        while True:
+            try:
+                await client.send(b"a" * 256)
+            except trio.BrokenResourceError:
+                break
+            sent += 256
+            if sent > 8192:
+                break
+        data = await read_all(client)
+    assert data.startswith(b"HTTP/1.1 431 "), data
+
+
+async def test_an_upgrade_request_is_answered_and_the_connection_closed(nursery):
+    port, _ = await start(nursery)
+    client = await RawClient.connect(port)
+    await client.send(b"GET /mcp HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n")
+    data = await read_all(client)
+    assert data.startswith(b"HTTP/1.1 405 "), data
+
+
+async def test_query_strings_and_absolute_targets_reach_the_endpoint(nursery):
+    port, _ = await start(nursery)
+    for target in (b"/mcp?x=1", b"http://127.0.0.1/mcp"):
+        client = await RawClient.connect(port)
+        await client.send(raw_post(rpc("tools/list"), port).replace(b"POST /mcp ", b"POST " + target + b" ", 1))
+        with trio.fail_after(5):
+            response, _ = await client.response()
+        assert response.status_code == 200, target
+
