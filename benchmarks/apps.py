@@ -59,7 +59,7 @@ def make_server() -> Server:
 
 # -- the floors: fixed bytes, parser and event loop only ------------------------------------
 
-_STATE = re.compile(rb'"requestState":"r(\d)"')
+_STATE = re.compile(rb'"requestState":\s*"r(\d)"')
 _ASK3 = b'"ask3"'
 
 

@@ -47,7 +47,7 @@ SERVERS = {
 }
 SDK = "SDK MCPServer (uvicorn)"
 FLOOR = "floor: trio + h11"
-FLOWS = {"ask": "one question", "ask3": "three questions"}
+FLOWS = {"ask": 1, "ask3": 3}  # tool: questions
 
 
 class Running:
@@ -115,18 +115,18 @@ def measure(server: Running, tool: str, seconds: float, concurrency: int) -> dic
 
 def run(*, quick: bool, install_sdk: bool) -> dict[str, Any]:
     """Part 3's results."""
-    pairs, seconds, concurrency = (3, 0.4, 8) if quick else (5, 4.0, 8)
+    pairs, seconds, concurrency = (3, 0.4, 8) if quick else (5, 3.0, 8)
     running, skipped = start_servers(install_sdk)
     use_wrk = wrk.available()
     if not use_wrk:
         skipped["wrk"] = "wrk is not installed (apt-get install wrk): the wrk rows are not measured"
         log(f"part 3: SKIPPED wrk rows: {skipped['wrk']}")
-    # A quick run drives wrk once, against one server, so the script cannot rot.
+    # A quick run drives wrk once per flow, against one server, so the script cannot rot.
     wrk_servers = [name for name in running if not quick or name == "mrtr native, 1 worker"]
     flows: dict[str, Any] = {}
     requests: dict[str, Any] = {}
     try:
-        for tool in FLOWS:
+        for tool, questions in FLOWS.items():
             for server in running.values():  # warm up: imports, caches, cold paths
                 measure(server, tool, 0.2 if quick else 1.0, concurrency)
             turns: dict[str, list[dict[str, Any]]] = {name: [] for name in running}
@@ -135,9 +135,9 @@ def run(*, quick: bool, install_sdk: bool) -> dict[str, Any]:
                 log(f"part 3: {tool}, turn {turn + 1}/{pairs}")
                 for name, server in running.items():
                     turns[name].append(measure(server, tool, seconds, concurrency))
-                    if use_wrk and tool == "ask" and name in wrk_servers and (not quick or turn == 0):
-                        script = wrk.conversation_script(check=not name.startswith("floor"))
-                        wrk_turns[name].append(wrk.run(server.port, script, 1.0 if quick else 3.0, concurrency,
+                    if use_wrk and name in wrk_servers and (not quick or turn == 0):
+                        script = wrk.conversation_script(tool, questions, check=not name.startswith("floor"))
+                        wrk_turns[name].append(wrk.run(server.port, script, 1.0 if quick else seconds, concurrency,
                                                        server.pids()))
             flows[tool] = {name: summarize(samples, wrk_turns[name]) for name, samples in turns.items()}
         if use_wrk and not quick:
@@ -158,11 +158,12 @@ def run(*, quick: bool, install_sdk: bool) -> dict[str, Any]:
         for server in running.values():
             server.stop()
     for rows in flows.values():
-        sdk = rows.get(SDK, {}).get("per_second")
-        floor = rows.get(FLOOR, {}).get("per_second")
-        for row in rows.values():
-            row["vs_sdk"] = row["per_second"] / sdk if sdk else None
-            row["vs_floor"] = row["per_second"] / floor if floor else None
+        for rate, suffix in (("per_second", ""), ("wrk_per_second", "_wrk")):
+            sdk = rows.get(SDK, {}).get(rate)
+            floor = rows.get(FLOOR, {}).get(rate)
+            for row in rows.values():
+                row["vs_sdk" + suffix] = row[rate] / sdk if sdk and row[rate] else None
+                row["vs_floor" + suffix] = row[rate] / floor if floor and row[rate] else None
     for row in requests.values():
         for floor_name, key in ((FLOOR, "vs_floor"), ("floor: trio + httptools", "vs_floor_httptools")):
             row[key] = row["per_second"] / requests[floor_name]["per_second"] if floor_name in requests else None
@@ -188,8 +189,21 @@ def summarize(samples: list[dict[str, Any]], wrk_samples: list[dict[str, Any]]) 
         "first_errors": [e for s in samples for e in s["first_errors"]][:3],
         "server_cpu_us_per_conversation": sum(s["server_cpu_s"] for s in samples) / max(completed, 1) * 1e6,
         "client_cpu_us_per_conversation": sum(s["client_cpu_s"] for s in samples) / max(completed, 1) * 1e6,
-        "wrk_per_second": statistics.median(w["per_second"] for w in wrk_samples) if wrk_samples else None,
-        "wrk_cpu_share": statistics.median(w["wrk_cpu_share"] for w in wrk_samples) if wrk_samples else None,
+        "wrk_per_second": _median(w["per_second"] for w in wrk_samples),
+        "wrk_spread": (max(w["per_second"] for w in wrk_samples) / min(w["per_second"] for w in wrk_samples)
+                       if wrk_samples and min(w["per_second"] for w in wrk_samples) > 0 else None),
+        "wrk_p50_request_ms": _median(w.get("p50_request_ms", float("nan")) for w in wrk_samples),
+        "wrk_p99_request_ms": _median(w.get("p99_request_ms", float("nan")) for w in wrk_samples),
+        "wrk_cpu_share": _median(w["wrk_cpu_share"] for w in wrk_samples),
+        "wrk_server_cpu_us_per_conversation": (sum(w["server_cpu_s"] for w in wrk_samples)
+                                               / max(sum(w.get("completed", 0) for w in wrk_samples), 1) * 1e6
+                                               if wrk_samples else None),
         "wrk_failed": failed,
+        "wrk_completed": sum(w.get("completed", 0) for w in wrk_samples),
         "wrk_errors": sum(w["errors"] for w in wrk_samples),
     }
+
+
+def _median(values: Any) -> float | None:
+    values = list(values)
+    return statistics.median(values) if values else None

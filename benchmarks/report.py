@@ -123,23 +123,35 @@ def table_http(part: dict[str, Any]) -> str:
     for tool, rows in part["flows"].items():
         label = {"ask": "one-question flow (2 requests)", "ask3": "three-question flow (4 requests)"}[tool]
         with_wrk = any(row.get("wrk_per_second") for row in rows.values())
-        lines += [f"**{label}**", "",
-                  "| server | conversations/s | vs SDK | vs h11 floor | p50 ms | p99 ms | server CPU µs/conv | "
-                  "SDK CPU / this CPU | client CPU µs/conv | checked, errors, misrouted |"
-                  + (" wrk: conversations/s |" if with_wrk else ""),
-                  "|---|---|---|---|---|---|---|---|---|---|" + ("---|" if with_wrk else "")]
         sdk_cpu = rows.get("SDK MCPServer (uvicorn)", {}).get("server_cpu_us_per_conversation")
+        lines += [f"**{label}**", ""]
+        if with_wrk:
+            lines += ["| server | conversations/s (wrk) | vs SDK | vs h11 floor | request p50 / p99 ms (wrk) | "
+                      "conversations/s (Python) | conversation p50 / p99 ms (Python) | server CPU µs/conv | "
+                      "SDK CPU / this CPU | checked, errors, misrouted |", "|---|---|---|---|---|---|---|---|---|---|"]
+        else:
+            lines += ["| server | conversations/s (Python) | vs SDK | vs h11 floor | conversation p50 / p99 ms | "
+                      "server CPU µs/conv | SDK CPU / this CPU | checked, errors, misrouted |",
+                      "|---|---|---|---|---|---|---|---|"]
         for name, row in rows.items():
             checked = "not checked (fixed bytes)" if name.startswith("floor") else \
-                f"{row['conversations']:,}, {row['errors']}, {row['misrouted']}"
-            wrk_cell = ""
+                f"{row['conversations'] + row.get('wrk_completed', 0):,}, {row['errors']}, {row['misrouted']}"
+            cpu = row["server_cpu_us_per_conversation"]
+            cpu_ratio = _x(sdk_cpu / cpu) if sdk_cpu else "n/a"
             if with_wrk:
-                wrk_cell = f" {row['wrk_per_second']:,.0f} |" if row.get("wrk_per_second") else " n/a |"
-            lines.append(f"| {name} | {row['per_second']:,.0f} | {_x(row['vs_sdk'])} | {_x(row['vs_floor'])} | "
-                         f"{row['p50_ms']:.1f} | {row['p99_ms']:.1f} | {row['server_cpu_us_per_conversation']:,.0f} | "
-                         f"{_x(sdk_cpu / row['server_cpu_us_per_conversation']) if sdk_cpu else 'n/a'} | "
-                         f"{row['client_cpu_us_per_conversation']:,.0f} | {checked} |" + wrk_cell)
-        lines.append("")
+                lines.append(
+                    f"| {name} | {_n(row.get('wrk_per_second'), 0)} | {_x(row.get('vs_sdk_wrk'))} | "
+                    f"{_x(row.get('vs_floor_wrk'))} | {_n(row.get('wrk_p50_request_ms'))} / "
+                    f"{_n(row.get('wrk_p99_request_ms'))} | {row['per_second']:,.0f} | {row['p50_ms']:.1f} / "
+                    f"{row['p99_ms']:.1f} | {cpu:,.0f} | {cpu_ratio} | {checked} |")
+            else:
+                lines.append(f"| {name} | {row['per_second']:,.0f} | {_x(row['vs_sdk'])} | {_x(row['vs_floor'])} | "
+                             f"{row['p50_ms']:.1f} / {row['p99_ms']:.1f} | {cpu:,.0f} | {cpu_ratio} | {checked} |")
+        client = [row["client_cpu_us_per_conversation"] for row in rows.values()]
+        wrk_share = [row["wrk_cpu_share"] for row in rows.values() if row.get("wrk_cpu_share") is not None]
+        lines += ["", f"Load generators' own CPU: the Python generator {min(client):,.0f} to {max(client):,.0f} µs "
+                  f"per conversation" + (f"; wrk {min(wrk_share):.0%} to {max(wrk_share):.0%} of one core"
+                                         if wrk_share else "") + ".", ""]
     requests = part.get("requests")
     if requests:
         lines += ["**plain request rate** (wrk, `tools/call` of a tool that asks nothing; the floors answer fixed "
@@ -201,9 +213,10 @@ def table_goals(results: dict[str, Any]) -> str:
         sdk = http["flows"]["ask"].get("SDK MCPServer (uvicorn)")
         if row and sdk:
             cpu = sdk["server_cpu_us_per_conversation"] / row["server_cpu_us_per_conversation"]
+            ratio, by = (row["vs_sdk_wrk"], "wrk") if row.get("vs_sdk_wrk") else (row["vs_sdk"], "Python generator")
             lines.append(f"| HTTP ≥ 5x the SDK's conversations/s, one-question flow, one process | "
-                         f"{row['vs_sdk']:.2f}x by rate ({cpu:.2f}x by server CPU per conversation) | "
-                         f"{'yes' if row['vs_sdk'] >= 5 else 'no'} |")
+                         f"{ratio:.2f}x by rate ({by}), {cpu:.2f}x by server CPU per conversation | "
+                         f"{'yes' if ratio >= 5 else 'no'} |")
     soak = results.get("soak")
     if soak:
         growth = max(soak["rss_growth_kib_after_first_mark"].values())
@@ -345,7 +358,9 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
         x = numpy.arange(len(names))
         for i, (tool, rows) in enumerate(http["flows"].items()):
             label = {"ask": "one question (2 requests)", "ask3": "three questions (4 requests)"}[tool]
-            ax.bar(x + i * width, [rows[n]["per_second"] for n in names], width, label=label)
+            key = "wrk_per_second" if all(rows[n].get("wrk_per_second") for n in names) else "per_second"
+            ax.bar(x + i * width, [rows[n][key] for n in names], width,
+                   label=label + (" (wrk)" if key == "wrk_per_second" else " (Python generator)"))
         ax.set_xticks(x + width * (len(http["flows"]) - 1) / 2)
         ax.set_xticklabels([n.replace(" (", "\n(").replace(", ", "\n") for n in names], fontsize=7)
         ax.set_ylabel("completed conversations per second")

@@ -48,23 +48,26 @@ def plain_script(body: dict[str, Any], name: str | None) -> str:
     return f'wrk.method = "POST"\nwrk.body = {json.dumps(json.dumps(body))}\n{_lua_headers(headers)}\n'
 
 
-def conversation_script(*, check: bool = True) -> str:
-    """A wrk script that holds whole one-question conversations of ``ask`` and checks each result.
+def conversation_script(tool: str = "ask", questions: int = 1, *, check: bool = True) -> str:
+    """A wrk script that holds whole conversations of ``tool`` and checks each final result.
 
-    The answer goes under whatever key the server asked with (mrtr's ``elicit-1``, the
-    SDK's resolver name). With ``check`` off (the floors' fixed bytes) any complete
-    answer counts.
+    Every question is answered ``a@b.io`` under whatever key the server asked with
+    (mrtr's ``elicit-N``, the SDK's resolver name), so the final text must be that answer
+    ``questions`` times and the plan. With ``check`` off (the floors' fixed bytes) any
+    complete answer counts.
     """
     first = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-             "params": {"name": "ask", "arguments": {"plan": "pro"}, "_meta": META}}
+             "params": {"name": tool, "arguments": {"plan": "pro"}, "_meta": META}}
     retry_prefix = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "ask", "arguments": {"plan": "pro"}, "_meta": META}})[:-2]
+        "name": tool, "arguments": {"plan": "pro"}, "_meta": META}})[:-2]
     answer = '{"action": "accept", "content": {"email": "a@b.io"}}'
-    headers = dict(HEADERS, **{"Mcp-Name": "ask"})
+    expected = ",".join(["a@b.io"] * questions) + ":pro"
+    headers = dict(HEADERS, **{"Mcp-Name": tool})
     return textwrap.dedent('''
         local first = %s
         local retry_prefix = %s
         local answer = %s
+        local expected = %s
         local check = %s
         local tokens, keys = {}, {}
         local head, tail = 1, 0
@@ -88,7 +91,7 @@ def conversation_script(*, check: bool = True) -> str:
                 tail = tail + 1
                 tokens[tail] = token
                 keys[tail] = string.match(body, '"inputRequests":{"([^"]+)"')
-            elseif status == 200 and (not check or string.find(body, "a@b.io:pro", 1, true)) then
+            elseif status == 200 and (not check or string.find(body, '"' .. expected .. '"', 1, true)) then
                 completed = completed + 1
             else
                 failed = failed + 1
@@ -106,8 +109,18 @@ def conversation_script(*, check: bool = True) -> str:
             end
             io.write(string.format("conversations: %%d failed: %%d\\n", c, f))
         end
-    ''') % (json.dumps(json.dumps(first)), json.dumps(retry_prefix), json.dumps(answer),
+    ''') % (json.dumps(json.dumps(first)), json.dumps(retry_prefix), json.dumps(answer), json.dumps(expected),
             "true" if check else "false", _lua_headers(headers).replace("\n", "\n        "))
+
+
+_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0, "m": 60000.0}
+
+
+def _ms(text: str) -> float:
+    for unit in ("us", "ms", "s", "m"):
+        if text.endswith(unit):
+            return float(text[: -len(unit)]) * _UNITS[unit]
+    raise ValueError(text)
 
 
 def run(port: int, script: str, seconds: float, connections: int, pids: list[int]) -> dict[str, float]:
@@ -119,7 +132,7 @@ def run(port: int, script: str, seconds: float, connections: int, pids: list[int
     started = time.monotonic()
     try:
         output = subprocess.run(
-            ["wrk", "-t", "1", "-c", str(connections), "-d", f"{max(1, round(seconds))}s", "-s", handle.name,
+            ["wrk", "-t", "1", "-c", str(connections), "-d", f"{max(1, round(seconds))}s", "--latency", "-s", handle.name,
              f"http://127.0.0.1:{port}/mcp"],
             check=True, capture_output=True, text=True,
         ).stdout
@@ -127,11 +140,12 @@ def run(port: int, script: str, seconds: float, connections: int, pids: list[int
         os.unlink(handle.name)
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    server_cpu = cpu_seconds(pids) - server_before
     result: dict[str, Any] = {
         # Counted, not raised: a timeout under a busy machine is noise, not a broken suite.
-        "errors": 0,
+        "errors": 0, "server_cpu_s": server_cpu,
         "wrk_cpu_share": ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) / wall,
-        "server_cpu_share": (cpu_seconds(pids) - server_before) / wall,
+        "server_cpu_share": server_cpu / wall,
     }
     duration = max(1, round(seconds))
     for line in output.splitlines():
@@ -139,11 +153,15 @@ def run(port: int, script: str, seconds: float, connections: int, pids: list[int
             result["errors"] += sum(int(part.strip(",")) for part in line.split()[3::2])
         elif line.strip().startswith("Non-2xx or 3xx responses:"):
             result["errors"] += int(line.split()[-1])
+        elif line.strip().startswith(("50.000%", "50%")) or line.strip().startswith("99%"):
+            percent, value = line.split()[:2]
+            result["p50_request_ms" if percent.startswith("50") else "p99_request_ms"] = _ms(value)
         elif line.startswith("Requests/sec:"):
             result["per_second"] = float(line.split()[1])
         elif line.startswith("conversations:"):
             parts = line.split()
             result["failed"] = int(parts[3])
+            result["completed"] = int(parts[1])
             result["per_second"] = int(parts[1]) / duration
     if "per_second" not in result:
         raise RuntimeError(output)
