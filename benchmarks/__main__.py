@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 def misrouted_answers(results: dict[str, Any]) -> int:
     """Conversations whose final result was not made of their own answers, over all parts."""
     count = results.get("soak", {}).get("misrouted", 0)
+    count += sum(row["misrouted"] for row in results.get("tasks", {}).get("stores", {}).values())
     for rows in results.get("http", {}).get("flows", {}).values():
         count += sum(row["misrouted"] for row in rows.values())
     return count
@@ -101,7 +102,7 @@ def summary(results: dict[str, Any]) -> str:
     lines = [f"benchmarks ({'quick' if results['quick'] else 'full'} run, {results['seconds']} s, "
              f"{results['machine']}, load {results['load_before']} -> {results['load_after']})"]
     lines.append(report.table_goals(results))
-    for part in ("rounds", "http"):
+    for part in ("rounds", "http", "tasks"):
         for what, why in results.get(part, {}).get("skipped", {}).items():
             lines.append(f"SKIPPED in {part}: {what}: {why}")
     tasks = results.get("tasks")

@@ -4,6 +4,7 @@
 
 - ``native``: the mrtr server under its native HTTP transport (``mrtr.http.run``);
 - ``asgi``: the mrtr ASGI app under hypercorn's trio worker;
+- ``tasks``: ``native`` plus a task tool, with the task store URL as a fourth argument;
 - ``floor-h11`` / ``floor-httptools``: the transport floors, a bare trio server on each
   parser that answers the flows with fixed bytes (no MCP, no JSON parsing, no token):
   a first round gets a fixed ``input_required`` with ``requestState`` ``"r1"``, a retry
@@ -55,6 +56,27 @@ def make_server() -> Server:
         return f"{','.join(emails)}:{plan}"
 
     return server
+
+
+def make_task_server() -> Server:
+    """The flows' server plus ``review``, a task tool: a Step, then two questions asked through the task."""
+    from mrtr import Step
+
+    server = make_server()
+
+    @server.tool(task="required")
+    def review(plan: str):
+        """Starts as a task at its Step, then asks two approvals through tasks/update."""
+        ticket = yield Step(_ticket, plan)
+        first = yield Elicit(f"First approval for {ticket}?", FORM)
+        second = yield Elicit(f"Second approval for {ticket}?", FORM)
+        return f"{first.content['email']},{second.content['email']}:{plan}"
+
+    return server
+
+
+def _ticket(plan: str) -> str:
+    return f"T-{plan}"
 
 
 # -- the floors: fixed bytes, parser and event loop only ------------------------------------
@@ -149,6 +171,15 @@ def main() -> None:
 
         logging.basicConfig(level=logging.WARNING)
         mrtr.http.run(make_server(), "127.0.0.1", port, workers=workers)
+    elif kind == "tasks":
+        import logging
+
+        import mrtr.http
+
+        logging.basicConfig(level=logging.WARNING)
+        server = make_task_server()
+        server.tasks_url = sys.argv[4]
+        mrtr.http.run(server, "127.0.0.1", port, workers=workers)
     elif kind == "asgi":
         import trio
         from hypercorn.config import Config

@@ -32,19 +32,20 @@ class Failure(Exception):
     """A conversation that did not complete: bad status, JSON-RPC error, or a broken answer."""
 
 
-class _Connection:
+class Connection:
     __slots__ = ("stream", "buffer", "head")
 
     def __init__(self, stream: trio.SocketStream, host: str, port: int) -> None:
         self.stream = stream
         self.buffer = bytearray()
         self.head = (f"POST /mcp HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-                     "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n"
-                     "Mcp-Method: tools/call\r\n").encode()
+                     "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n").encode()
 
-    async def call(self, tool: str, params: dict[str, Any]) -> dict[str, Any]:
-        body = _encode({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params})
-        await self.stream.send_all(self.head + b"Mcp-Name: " + tool.encode() + b"\r\nContent-Length: "
+    async def call(self, name: str, params: dict[str, Any], method: str = "tools/call") -> dict[str, Any]:
+        """One request; ``name`` goes in ``Mcp-Name`` (the tool, or the task id of ``tasks/*``)."""
+        body = _encode({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        await self.stream.send_all(self.head + b"Mcp-Method: " + method.encode() + b"\r\nMcp-Name: "
+                                   + name.encode() + b"\r\nContent-Length: "
                                    + str(len(body)).encode() + b"\r\n\r\n" + body)
         status, payload = await self._response()
         if status != 200:
@@ -99,7 +100,7 @@ class _Connection:
                 return bytes(out)
 
 
-async def _conversation(conn: _Connection, tool: str, number: int, check: bool) -> bool:
+async def _conversation(conn: Connection, tool: str, number: int, check: bool) -> bool:
     """One whole flow; True when its result is its own answers, False when misrouted."""
     plan = f"p{number}"
     params: dict[str, Any] = {"name": tool, "arguments": {"plan": plan}, "_meta": META}
@@ -146,7 +147,7 @@ async def load(port: int, tool: str, *, concurrency: int, conversations: int | N
 
     async def worker() -> None:
         nonlocal counter, done, errors, misrouted
-        conn: _Connection | None = None
+        conn: Connection | None = None
         while True:
             if conversations is not None and counter >= conversations:
                 break
@@ -157,7 +158,7 @@ async def load(port: int, tool: str, *, concurrency: int, conversations: int | N
             start = time.perf_counter()
             try:
                 if conn is None:
-                    conn = _Connection(await trio.open_tcp_stream("127.0.0.1", port), "127.0.0.1", port)
+                    conn = Connection(await trio.open_tcp_stream("127.0.0.1", port), "127.0.0.1", port)
                 ok = await _conversation(conn, tool, number, check)
             except (Failure, OSError, trio.BrokenResourceError, KeyError, ValueError, msgspec.DecodeError) as exc:
                 errors += 1

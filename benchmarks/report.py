@@ -184,7 +184,16 @@ def table_soak(part: dict[str, Any]) -> str:
 def table_tasks(part: dict[str, Any]) -> str:
     if not part.get("measured"):
         return f"**Not measured**: {part['reason']}."
-    return ""
+    lines = [f"Native server, one worker, {part['concurrency']} connections, the stores taken in turns "
+             f"({part['pairs']} turns of {part['seconds']:g} s each).", "",
+             "| store | tasks completed/s | p50 ms | p99 ms | tasks/get polls per task | completed, errors, misrouted |",
+             "|---|---|---|---|---|---|"]
+    for name, row in part["stores"].items():
+        lines.append(f"| {name} | {row['per_second']:,.1f} | {row['p50_ms']:.1f} | {row['p99_ms']:.1f} | "
+                     f"{row['polls_per_task']:.1f} | {row['completed']:,}, {row['errors']}, {row['misrouted']} |")
+    for name, why in part.get("skipped", {}).items():
+        lines += ["", f"Not measured: {name}: {why}"]
+    return "\n".join(lines)
 
 
 def table_goals(results: dict[str, Any]) -> str:
