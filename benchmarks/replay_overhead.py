@@ -303,6 +303,22 @@ def baseline_k1() -> dict[str, Any]:
     return {"direct": direct, "mrtr replay only": replay_only}
 
 
+def allocated(fn: Any, rounds: int) -> tuple[float, float]:
+    """Peak traced memory above the start while calling ``fn``, and bytes retained per call."""
+    import tracemalloc
+
+    fn()  # warm caches so they are not counted
+    tracemalloc.start()
+    start = tracemalloc.get_traced_memory()[0]
+    peak = 0
+    for _ in range(rounds):
+        fn()
+        peak = max(peak, tracemalloc.get_traced_memory()[1])
+    retained = tracemalloc.get_traced_memory()[0] - start
+    tracemalloc.stop()
+    return peak - start, retained / rounds
+
+
 def run(*, quick: bool, install_sdk: bool) -> dict[str, Any]:
     """Part 1's results: per k, seconds per round of each candidate and their ratios."""
     ks = KS_QUICK if quick else KS_FULL
@@ -335,7 +351,11 @@ def run(*, quick: bool, install_sdk: bool) -> dict[str, Any]:
             assert sdk.stdin is not None
             sdk.stdin.close()
             sdk.wait(timeout=30)
-    return {"ks": list(ks), "pairs": pairs, "rows": rows, "skipped": {"sdk": sdk_skipped} if sdk_skipped else {}}
+    mrtr = MrtrRounds(1)
+    memory_rounds = 200 if quick else 2000
+    peak, retained = allocated(lambda: mrtr.wire_round(mrtr.params), memory_rounds)
+    return {"ks": list(ks), "pairs": pairs, "rows": rows, "skipped": {"sdk": sdk_skipped} if sdk_skipped else {},
+            "memory": {"k": 1, "rounds": memory_rounds, "peak_kib": peak / 1024, "retained_bytes_per_round": retained}}
 
 
 def main() -> None:

@@ -63,6 +63,13 @@ def table_rounds(part: dict[str, Any]) -> str:
                      f"{k1['direct']['median'] * US:.2f} µs, the replay core alone (answer trusted from the token, "
                      f"no codec) {k1['mrtr replay only']['median'] * US:.2f} µs: runtime overhead "
                      f"**{overhead:.1f} µs per round** (goal: at most 25 µs).")
+    memory = part.get("memory")
+    if memory:
+        lines.append("")
+        lines.append(f"Memory (`tracemalloc`, (a) at k = {memory['k']}): a round peaks at "
+                     f"{memory['peak_kib']:.1f} KiB above where it started and retains "
+                     f"{memory['retained_bytes_per_round']:.1f} B per round over {memory['rounds']:,} rounds "
+                     f"(noise: the server keeps nothing between rounds).")
     if part.get("skipped"):
         lines.append("")
         lines.extend(f"Not measured: {why}" for why in part["skipped"].values())
