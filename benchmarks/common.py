@@ -185,6 +185,13 @@ def sdk_python(*, install: bool) -> Path | None:
     return SDK_PYTHON if ready() else None
 
 
+def sdk_missing(install: bool) -> str:
+    """Why the official SDK's rows are skipped."""
+    if install:
+        return "mcp==2.3.0 could not be installed into .cache/interop-venv (is the package registry reachable?)"
+    return "mcp==2.3.0 is not in .cache/interop-venv and --no-sdk-install forbids installing it"
+
+
 def clean_env() -> dict[str, str]:
     """The environment without anything pointing at our virtualenv (for the SDK's)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}

@@ -34,7 +34,8 @@ import sys
 from typing import Any
 
 from . import loadgen, wrk
-from .common import ROOT, children, clean_env, cpu_seconds, free_port, log, sdk_python, stop, wait_for_port
+from .common import (ROOT, children, clean_env, cpu_seconds, free_port, log, sdk_missing, sdk_python, stop,
+                     wait_for_port)
 
 LOGS = ROOT / ".cache" / "bench-logs"
 SERVERS = {
@@ -85,7 +86,7 @@ def start_servers(install_sdk: bool) -> tuple[dict[str, Running], dict[str, str]
         if args is None:
             python = sdk_python(install=install_sdk)
             if python is None:
-                skipped[name] = "mcp==2.3.0 is not installed in .cache/interop-venv and could not be installed (offline?)"
+                skipped[name] = sdk_missing(install_sdk)
                 log(f"part 3: SKIPPED {name}: {skipped[name]}")
                 continue
             command = [str(python), str(ROOT / "benchmarks" / "sdk_peer.py"), "serve", "{port}"]

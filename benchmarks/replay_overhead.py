@@ -46,7 +46,7 @@ from mrtr.ledger import Ledger, merge_answers
 from mrtr.replay import Completed, replay
 from mrtr.state import RequestStateCodec, arguments_digest
 
-from .common import ROOT, clean_env, interleave, log, sdk_python
+from .common import ROOT, clean_env, interleave, log, sdk_missing, sdk_python
 
 SCHEMA = Form().string("email", format="email")
 COMPILED = Elicit("x", SCHEMA).requested
@@ -202,7 +202,7 @@ def start_sdk(install: bool) -> tuple[subprocess.Popen[str] | None, str | None]:
     """The SDK's in-process round server, or ``None`` and why not."""
     python = sdk_python(install=install)
     if python is None:
-        return None, "mcp==2.3.0 is not installed in .cache/interop-venv and could not be installed (offline?)"
+        return None, sdk_missing(install)
     process = subprocess.Popen([str(python), str(ROOT / "benchmarks" / "sdk_peer.py"), "inproc"], text=True,
                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=clean_env(), cwd=ROOT)
     assert process.stdout is not None
