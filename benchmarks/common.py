@@ -3,7 +3,7 @@
 In-process timings are CPU time of the thread that does the work
 (``time.thread_time``): on a machine whose cores other processes share, wall-clock time
 of a tight loop mostly measures the scheduler. Timings are never compared across runs. Each comparison takes its candidates in turns
-(A B C A B C ...), one batch of calls per turn, so a burst of load from elsewhere on
+(A B C, C B A, ...), one batch of calls per turn, so a burst of load from elsewhere on
 the machine lands on all of them alike; the figure reported is the median per call of
 each candidate's batches, and the spread between batches says how noisy the run was.
 """
@@ -78,15 +78,21 @@ def interleave(candidates: Mapping[str, Any], *, pairs: int, batch_s: float) -> 
     A candidate is a callable (one call) or an object with ``calibrate(target_s) -> n``
     and ``batch(n) -> seconds per call`` (for one timed in another process). Each
     candidate's batch size is calibrated once so that a batch takes about ``batch_s``;
-    the turns then go A B C, A B C, ... ``pairs`` times.
+    the turns then go A B C, C B A, A B C, ... ``pairs`` times (reversing every other
+    turn so no candidate always runs right after the same neighbour).
     """
     runners = {name: c if hasattr(c, "batch") else Local(c) for name, c in candidates.items()}
     sizes = {name: runner.calibrate(batch_s) for name, runner in runners.items()}
     samples: dict[str, list[float]] = {name: [] for name in runners}
-    for _ in range(pairs):
-        for name, runner in runners.items():
-            samples[name].append(runner.batch(sizes[name]))
+    for turn in range(pairs):
+        for name in turn_order(list(runners), turn):
+            samples[name].append(runners[name].batch(sizes[name]))
     return {name: summary(values) for name, values in samples.items()}
+
+
+def turn_order(names: list[str], turn: int) -> list[str]:
+    """The candidates in the order of one turn: as given, reversed every other turn."""
+    return names if turn % 2 == 0 else names[::-1]
 
 
 def free_port() -> int:

@@ -1,7 +1,7 @@
 """Part 3: whole conversations end to end over HTTP, the peers and the floors side by side.
 
 Servers, each in its own process, all started before the first measurement and taken
-in turns (A B C ... A B C ...) so a burst of load elsewhere on the machine lands on all
+in turns (A B C ..., then reversed, ...) so a burst of load elsewhere on the machine lands on all
 of them alike:
 
 - ``mrtr native``: ``mrtr.http.run`` with 1 worker, and with 2 workers;
@@ -35,7 +35,7 @@ from typing import Any
 
 from . import loadgen, wrk
 from .common import (ROOT, children, clean_env, cpu_seconds, free_port, log, sdk_missing, sdk_python, stop,
-                     wait_for_port)
+                     turn_order, wait_for_port)
 
 LOGS = ROOT / ".cache" / "bench-logs"
 SERVERS = {
@@ -134,7 +134,8 @@ def run(*, quick: bool, install_sdk: bool) -> dict[str, Any]:
             wrk_turns: dict[str, list[dict[str, Any]]] = {name: [] for name in running}
             for turn in range(pairs):
                 log(f"part 3: {tool}, turn {turn + 1}/{pairs}")
-                for name, server in running.items():
+                for name in turn_order(list(running), turn):
+                    server = running[name]
                     turns[name].append(measure(server, tool, seconds, concurrency))
                     if use_wrk and name in wrk_servers and (not quick or turn == 0):
                         script = wrk.conversation_script(tool, questions, check=not name.startswith("floor"))
@@ -148,13 +149,18 @@ def run(*, quick: bool, install_sdk: bool) -> dict[str, Any]:
             rates: dict[str, list[dict[str, Any]]] = {name: [] for name in running}
             for turn in range(pairs):
                 log(f"part 3: request rate, turn {turn + 1}/{pairs}")
-                for name, server in running.items():
+                for name in turn_order(list(running), turn):
+                    server = running[name]
                     rates[name].append(wrk.run(server.port, script, 3.0, concurrency, server.pids()))
-            requests = {name: {"per_second": statistics.median(r["per_second"] for r in samples),
-                               "per_second_turns": [r["per_second"] for r in samples],
-                               "wrk_cpu_share": statistics.median(r["wrk_cpu_share"] for r in samples),
-                               "server_cpu_share": statistics.median(r["server_cpu_share"] for r in samples)}
-                        for name, samples in rates.items()}
+            for name, samples in rates.items():
+                good = [r for r in samples if "failure" not in r] or [{"per_second": 0.0, "wrk_cpu_share": 0.0,
+                                                                       "server_cpu_share": 0.0}]
+                requests[name] = {"per_second": statistics.median(r["per_second"] for r in good),
+                                  "per_second_turns": [r["per_second"] for r in good],
+                                  "wrk_cpu_share": statistics.median(r["wrk_cpu_share"] for r in good),
+                                  "server_cpu_share": statistics.median(r["server_cpu_share"] for r in good),
+                                  "errors": sum(r["errors"] for r in samples),
+                                  "broken_turns": [r["failure"] for r in samples if "failure" in r]}
     finally:
         for server in running.values():
             server.stop()
@@ -178,6 +184,8 @@ def summarize(samples: list[dict[str, Any]], wrk_samples: list[dict[str, Any]]) 
     rates = [s["per_second"] for s in samples]
     completed = sum(s["completed"] for s in samples)
     failed = sum(w.get("failed", 0) for w in wrk_samples)
+    broken = [w["failure"] for w in wrk_samples if "failure" in w]
+    wrk_samples = [w for w in wrk_samples if "failure" not in w]
     return {
         "per_second": statistics.median(rates),
         "per_second_turns": rates,
@@ -201,7 +209,8 @@ def summarize(samples: list[dict[str, Any]], wrk_samples: list[dict[str, Any]]) 
                                                if wrk_samples else None),
         "wrk_failed": failed,
         "wrk_completed": sum(w.get("completed", 0) for w in wrk_samples),
-        "wrk_errors": sum(w["errors"] for w in wrk_samples),
+        "wrk_errors": sum(w["errors"] for w in wrk_samples) + len(broken),
+        "wrk_broken_turns": broken,
     }
 
 

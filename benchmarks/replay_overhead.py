@@ -5,7 +5,7 @@ answered slots and one pending, the retry answers it, the handler is replayed pa
 answered slots to its next question, and a new token holding k answers is sealed. So
 every candidate does: unseal, validate the fresh answer, replay (or resume), seal.
 
-Candidates, timed in turns (A B C D ...), each batch a median:
+Candidates, timed in turns (A B C D, D C B A, ...), the median of the batches:
 
 - ``(a) mrtr``: the wire carrier (``Engine.restore``, :func:`mrtr.replay.replay`,
   ``Engine.seal``), which is what every transport calls.

@@ -243,6 +243,14 @@ def table_goals(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def table_machine(results: dict[str, Any]) -> str:
+    """Where and when the recorded figures were taken."""
+    return (f"{results.get('machine', '')}; {'quick' if results.get('quick') else 'full'} run started "
+            f"{results.get('started', '?')}, {results.get('seconds', '?')} s; load average "
+            f"{results.get('load_before', '?')} at the start and {results.get('load_after', '?')} at the end "
+            f"(the suite shares the cores with whatever else runs).")
+
+
 def table_noise(results: dict[str, Any]) -> str:
     """How far apart the interleaved batches of one candidate were (max / min)."""
     spreads: list[float] = []
@@ -280,7 +288,7 @@ def update_document(path: Path, results: dict[str, Any]) -> None:
         "http": lambda: table_http(results["http"]),
         "soak": lambda: table_soak(results["soak"]),
         "tasks": lambda: table_tasks(results["tasks"]),
-        "machine": lambda: results.get("machine", ""),
+        "machine": lambda: table_machine(results),
     }
     text = path.read_text()
 

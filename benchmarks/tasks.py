@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 import trio
 
-from .common import log
+from .common import log, turn_order
 from .http_throughput import Running
 from .loadgen import META, Connection, Failure
 
@@ -172,8 +172,8 @@ def run(*, quick: bool) -> dict[str, Any]:
         turns: dict[str, list[dict[str, Any]]] = {name: [] for name in servers}
         for turn in range(pairs):
             log(f"part 5: tasks, turn {turn + 1}/{pairs}")
-            for name, server in servers.items():
-                turns[name].append(trio.run(_load, server.port, seconds, concurrency))
+            for name in turn_order(list(servers), turn):
+                turns[name].append(trio.run(_load, servers[name].port, seconds, concurrency))
     finally:
         for server in servers.values():
             server.stop()

@@ -131,13 +131,19 @@ def run(port: int, script: str, seconds: float, connections: int, pids: list[int
     server_before = cpu_seconds(pids)
     started = time.monotonic()
     try:
-        output = subprocess.run(
-            ["wrk", "-t", "1", "-c", str(connections), "-d", f"{max(1, round(seconds))}s", "--latency", "-s", handle.name,
-             f"http://127.0.0.1:{port}/mcp"],
-            check=True, capture_output=True, text=True,
-        ).stdout
+        finished = subprocess.run(
+            ["wrk", "-t", "1", "-c", str(connections), "-d", f"{max(1, round(seconds))}s", "--latency", "-s",
+             handle.name, f"http://127.0.0.1:{port}/mcp"],
+            capture_output=True, text=True, check=False,
+        )
     finally:
         os.unlink(handle.name)
+    output = finished.stdout
+    if finished.returncode != 0:
+        # Recorded, not raised: one broken turn must not lose the rest of the run.
+        problem = (finished.stderr.strip() or output.strip()).splitlines()[-3:]
+        return {"errors": 1, "failure": " / ".join(problem), "per_second": 0.0, "completed": 0, "failed": 0,
+                "server_cpu_s": 0.0, "wrk_cpu_share": 0.0, "server_cpu_share": 0.0}
     wall = time.monotonic() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     server_cpu = cpu_seconds(pids) - server_before
