@@ -100,7 +100,7 @@ def summary(results: dict[str, Any]) -> str:
     from . import report
 
     lines = [f"benchmarks ({'quick' if results['quick'] else 'full'} run, {results['seconds']} s, "
-             f"{results['machine']}, load {results['load_before']} -> {results['load_after']})"]
+             f"{results['machine']})"]
     lines.append(report.table_goals(results))
     for part in ("rounds", "http", "tasks"):
         for what, why in results.get(part, {}).get("skipped", {}).items():
@@ -108,7 +108,7 @@ def summary(results: dict[str, Any]) -> str:
     tasks = results.get("tasks")
     if tasks and not tasks["measured"]:
         lines.append(f"tasks: not measured: {tasks['reason']}")
-    lines.append(report.table_noise(results))
+    lines.append(report.table_noise(results) + f" Load average {results['load_before']} -> {results['load_after']}.")
     return "\n".join(lines)
 
 

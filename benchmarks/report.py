@@ -270,9 +270,6 @@ def table_noise(results: dict[str, Any]) -> str:
     if http:
         lines.append(f"HTTP turns (wall time): max/min of one server's turns, median {http[len(http) // 2]:.2f}, "
                      f"worst {http[-1]:.2f}.")
-    if "load_before" in results:
-        lines.append(f"Load average when the run started: {results['load_before']}, when it ended: "
-                     f"{results.get('load_after')} (2 cores).")
     return " ".join(lines)
 
 
@@ -383,8 +380,9 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
         for i, (tool, rows) in enumerate(http["flows"].items()):
             label = {"ask": "one question (2 requests)", "ask3": "three questions (4 requests)"}[tool]
             key = "wrk_per_second" if all(rows[n].get("wrk_per_second") for n in names) else "per_second"
-            ax.bar(x + i * width, [rows[n][key] for n in names], width,
-                   label=label + (" (wrk)" if key == "wrk_per_second" else " (Python generator)"))
+            bars = ax.bar(x + i * width, [rows[n][key] for n in names], width,
+                          label=label + (" (wrk)" if key == "wrk_per_second" else " (Python generator)"))
+            ax.bar_label(bars, fmt="{:,.0f}", fontsize=7)
         ax.set_xticks(x + width * (len(http["flows"]) - 1) / 2)
         ax.set_xticklabels([n.replace(" (", "\n(").replace(", ", "\n") for n in names], fontsize=7)
         ax.set_ylabel("completed conversations per second")

@@ -41,7 +41,7 @@ def run(*, quick: bool) -> dict[str, Any]:
         server.stop()
     first, last = memory[1]["rss_kib"], memory[-1]["rss_kib"]
     growth = {pid: last[pid] - first[pid] for pid in first}
-    return {"conversations": total, "concurrency": concurrency, "flow": "ask3 (three questions, four requests)",
+    return {"conversations": total, "concurrency": concurrency, "flow": "the three-question flow, four requests each",
             "workers": pids, "errors": result["errors"], "misrouted": result["misrouted"],
             "first_errors": result["first_errors"], "completed": result["completed"],
             "per_second": result["per_second"], "p50_ms": result["p50_ms"], "p99_ms": result["p99_ms"],
