@@ -154,9 +154,15 @@ def table_http(part: dict[str, Any]) -> str:
             else:
                 lines.append(f"| {name} | {row['per_second']:,.0f} | {_x(row['vs_sdk'])} | {_x(row['vs_floor'])} | "
                              f"{row['p50_ms']:.1f} / {row['p99_ms']:.1f} | {cpu:,.0f} | {cpu_ratio} | {checked} |")
+        if with_wrk:
+            limited = [f"{name} {row['per_second'] / row['wrk_per_second']:.2f}" for name, row in rows.items()
+                       if row.get("wrk_per_second")]
+            lines += ["", "Python generator's rate / wrk's rate, per server: " + ", ".join(limited) + ". Where it "
+                      "is well below 1 the Python generator was the bottleneck, and the wrk columns are the ones "
+                      "to read; it stays the check that each conversation got its own answers."]
         client = [row["client_cpu_us_per_conversation"] for row in rows.values()]
         wrk_share = [row["wrk_cpu_share"] for row in rows.values() if row.get("wrk_cpu_share") is not None]
-        lines += ["", f"Load generators' own CPU: the Python generator {min(client):,.0f} to {max(client):,.0f} µs "
+        lines += [f"Load generators' own CPU: the Python generator {min(client):,.0f} to {max(client):,.0f} µs "
                   f"per conversation" + (f"; wrk {min(wrk_share):.0%} to {max(wrk_share):.0%} of one core"
                                          if wrk_share else "") + ".", ""]
     requests = part.get("requests")
