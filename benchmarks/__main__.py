@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="where results.json and the plots go")
     parser.add_argument("--no-sdk-install", action="store_true",
                         help="use the official SDK only if .cache/interop-venv already has it (never reach a registry)")
+    parser.add_argument("--before", type=Path, metavar="PATH",
+                        help="also serve another checkout's mrtr (native, 1 worker) in the HTTP turns, for an A/B")
     parser.add_argument("--docs", action=argparse.BooleanOptionalAction, default=None,
                         help="regenerate the tables of docs/performance.md (default: on for a full run)")
     args = parser.parse_args(argv)
@@ -58,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         results["conversations"] = conversations.run(quick=args.quick)
     if "http" in parts:
         from . import http_throughput
-        results["http"] = http_throughput.run(quick=args.quick, install_sdk=install)
+        results["http"] = http_throughput.run(quick=args.quick, install_sdk=install, before=args.before)
     if "soak" in parts:
         from . import soak
         results["soak"] = soak.run(quick=args.quick)

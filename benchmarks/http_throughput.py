@@ -9,7 +9,9 @@ of them alike:
 - ``SDK MCPServer (uvicorn)``: the official ``mcp==2.3.0`` server, ``Resolve``-based
   tools, stateless Streamable HTTP with JSON answers (skipped, and said so, when its
   virtualenv cannot be installed);
-- ``floor: trio + h11`` and ``floor: trio + httptools``: fixed bytes, no MCP.
+- ``floor: trio + h11`` and ``floor: trio + httptools``: fixed bytes, no MCP;
+- with ``--before PATH``: the native server (1 worker) of another checkout, for an A/B
+  of a change in the same turns.
 
 Flows: ``ask`` (one question: two requests) and ``ask3`` (three questions: four
 requests). The load generator is :mod:`benchmarks.loadgen` (every conversation's final
@@ -28,9 +30,11 @@ against the floors' fixed answer): the transport's own ceiling.
 
 from __future__ import annotations
 
+import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from . import loadgen, wrk
@@ -78,8 +82,12 @@ class Running:
         stop(self.process)
 
 
-def start_servers(install_sdk: bool) -> tuple[dict[str, Running], dict[str, str]]:
-    """Every server of the part, listening; and the ones skipped, with why."""
+def start_servers(install_sdk: bool, before: Path | None = None) -> tuple[dict[str, Running], dict[str, str]]:
+    """Every server of the part, listening; and the ones skipped, with why.
+
+    ``before``: another checkout (for example the previous commit's); its mrtr is served
+    by the native transport next to this one's, in the same turns.
+    """
     running: dict[str, Running] = {}
     skipped: dict[str, str] = {}
     for name, args in SERVERS.items():
@@ -94,6 +102,11 @@ def start_servers(install_sdk: bool) -> tuple[dict[str, Running], dict[str, str]
         else:
             kind, *rest = args
             running[name] = Running(name, [sys.executable, "-m", "benchmarks.apps", kind, "{port}", *rest])
+        if name == "mrtr native, 2 workers" and before is not None:
+            # apps.py as a script with the other checkout first on the path: its mrtr shadows this one's.
+            running[f"mrtr native, 1 worker, before ({before.name})"] = Running(
+                "before", [sys.executable, str(ROOT / "benchmarks" / "apps.py"), "native", "{port}", "1"],
+                {**os.environ, "PYTHONPATH": str(before.resolve())})
     try:
         for server in running.values():
             server.ready()
@@ -114,10 +127,10 @@ def measure(server: Running, tool: str, seconds: float, concurrency: int) -> dic
     return result
 
 
-def run(*, quick: bool, install_sdk: bool) -> dict[str, Any]:
+def run(*, quick: bool, install_sdk: bool, before: Path | None = None) -> dict[str, Any]:
     """Part 3's results."""
     pairs, seconds, concurrency = (3, 0.4, 8) if quick else (5, 3.0, 8)
-    running, skipped = start_servers(install_sdk)
+    running, skipped = start_servers(install_sdk, before)
     use_wrk = wrk.available()
     if not use_wrk:
         skipped["wrk"] = "wrk is not installed (apt-get install wrk): the wrk rows are not measured"

@@ -13,8 +13,15 @@ modules: the replay core (:mod:`mrtr.replay`), the sealed token (:mod:`mrtr.stat
 wire types (:mod:`mrtr.wire`, always used module-qualified, e.g. ``wire.ElicitResult``
 for the message, while :class:`ElicitResult` here is what a handler receives),
 JSON-RPC framing (:mod:`mrtr.jsonrpc`) and the test helpers (:mod:`mrtr.testing`).
+
+:class:`Client` is the other side: it calls a server (a URL, a server object in
+process, or a subprocess), answers its questions with :func:`accept`, :func:`decline`
+and :func:`cancel`, and retries. It is imported on first use. See ``docs/client.md``.
 """
 
+from typing import TYPE_CHECKING, Any
+
+from .answers import accept, cancel, decline
 from .context import Context
 from .effects import Elicit, ElicitResult, ElicitURL, ListRoots, Request, Sample, Step
 from .errors import (
@@ -28,9 +35,26 @@ from .registry import Header
 from .schema import Form
 from .server import RequestInfo, Server
 
+if TYPE_CHECKING:
+    from .client import Client, ClientError, RoundLimitExceeded
+
 __version__ = "0.1.0"
 
+# The client pulls in trio and, for URLs, httpx: load it on first use, not on ``import mrtr``.
+_CLIENT_NAMES = frozenset({"Client", "ClientError", "RoundLimitExceeded"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _CLIENT_NAMES:
+        from . import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'mrtr' has no attribute {name!r}")
+
+
 __all__ = [
+    "Client",
+    "ClientError",
     "Context",
     "Elicit",
     "ElicitResult",
@@ -45,7 +69,11 @@ __all__ = [
     "ReplayMismatch",
     "Request",
     "RequestInfo",
+    "RoundLimitExceeded",
     "Sample",
     "Server",
     "Step",
+    "accept",
+    "cancel",
+    "decline",
 ]

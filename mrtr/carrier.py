@@ -17,13 +17,17 @@ Step memoization and error mapping behave the same whichever carrier holds the l
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, Protocol
 
 from .context import Context
+from .errors import HandlerError
 from .jsonrpc import RunSync
 
-__all__ = ["Carrier"]
+__all__ = ["Carrier", "TaskHost", "ToolBinding", "TASKS_EXTENSION"]
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+"""The tasks extension's key in client and server capabilities."""
 
 
 class Carrier(Protocol):
@@ -49,4 +53,39 @@ class Carrier(Protocol):
         :class:`~mrtr.errors.ProtocolError` for requests it cannot trust and
         :class:`~mrtr.errors.HandlerError` when handler code fails.
         """
+        ...
+
+
+class ToolBinding(NamedTuple):
+    """What the server gives the tasks carrier to run one tool later, on any node.
+
+    ``arguments`` are the decoded arguments the handler is called with; ``shape`` turns
+    the handler's value into the ``CallToolResult`` object; ``handler_failed`` turns a
+    failing handler into the result the wire answers for it (a tool error result).
+    """
+
+    handler: Any
+    arguments: Mapping[str, Any]
+    shape: Callable[[Any], dict[str, Any]]
+    handler_failed: Callable[[HandlerError], dict[str, Any]]
+
+
+class TaskHost(Carrier, Protocol):
+    """The tasks carrier as the server sees it: a carrier for ``tools/call`` plus the ``tasks/*`` methods.
+
+    ``execute`` answers ``CreateTaskResult`` (or an ``InputRequiredResult`` while the
+    call's MRTR rounds last). Each method takes the caller's principal and raises
+    ``-32602 "Unknown task"`` for unknown, expired and other principals' tasks alike.
+    """
+
+    async def get(self, task_id: Any, principal: str | None) -> dict[str, Any]:
+        """``tasks/get``: the ``GetTaskResult``."""
+        ...
+
+    async def update(self, task_id: Any, principal: str | None, responses: Any) -> dict[str, Any]:
+        """``tasks/update``: merge answers; the empty acknowledgement."""
+        ...
+
+    async def cancel(self, task_id: Any, principal: str | None) -> dict[str, Any]:
+        """``tasks/cancel``: the empty acknowledgement."""
         ...

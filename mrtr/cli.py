@@ -1,4 +1,8 @@
-"""The ``mrtr`` command line: ``mrtr serve [module:attribute] [options]``.
+"""The ``mrtr`` command line: ``mrtr serve``, ``mrtr call`` and ``mrtr list``.
+
+``mrtr serve [module:attribute] [options]`` serves a Server; ``mrtr call`` and
+``mrtr list`` are a client for people at a terminal (``mrtr.client.terminal``, which
+needs the ``client`` extra).
 
 ``module:attribute`` names a :class:`mrtr.server.Server` the way uvicorn names an ASGI
 app (``myapp.main:server``; the attribute may be dotted). The current directory is put
@@ -21,14 +25,16 @@ import os
 import shlex
 import sys
 import traceback
+from functools import partial
 from typing import Any
 
 import msgspec
 
 from . import __version__, wire
+from .transport import settle_key
 from .wire import PROTOCOL_VERSION
 
-__all__ = ["DEFAULT_APP", "AppImportError", "UsageError", "banner", "curl_example", "load_server", "main"]
+__all__ = ["DEFAULT_APP", "AppImportError", "UsageError", "banner", "curl_example", "inventory", "load_server", "main"]
 
 DEFAULT_APP = "mrtr.examples.server:server"
 DEFAULT_HOST = "127.0.0.1"
@@ -210,6 +216,21 @@ def banner(server: Any, host: str, port: int, workers: int) -> str:
     ])
 
 
+def inventory(server: Any) -> str:
+    """What ``mrtr serve`` lists at start: the registered tools, prompts and resources."""
+
+    def names(kind: str, items: list[dict[str, Any]], member: str) -> str:
+        shown = ", ".join(str(item.get(member) or item.get("uriTemplate") or item.get("name")) for item in items)
+        return f"  {kind} ({len(items)}): {shown or '-'}"
+
+    return "\n".join([
+        "mrtr: registered",
+        names("tools", server.tool_definitions(), "name"),
+        names("prompts", server.prompt_definitions(), "name"),
+        names("resources", server.resource_definitions(), "uri"),
+    ])
+
+
 # -- argument parsing ------------------------------------------------------------------------
 
 
@@ -233,11 +254,21 @@ def _workers(text: str) -> int:
     return value
 
 
+def _lease(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mrtr",
         description="Run MCP 2026-07-28 servers whose handlers ask the user mid-execution.",
-        epilog="Run 'mrtr serve --help' for the options of the serve command.",
+        epilog="Run 'mrtr COMMAND --help' for the options of a command.",
     )
     parser.add_argument("--version", action="version", version=f"mrtr {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -274,42 +305,101 @@ def build_parser() -> argparse.ArgumentParser:
         help="HTTP worker processes sharing the port (default: 1)",
     )
     serve.add_argument(
+        "--allowed-host", action="append", default=None, metavar="HOST[:PORT]", dest="allowed_hosts",
+        help="a Host the server answers (repeat for several; '*' for any); by default a loopback bind answers "
+             "only localhost, 127.0.0.1 and [::1] at its port. Set it behind a reverse proxy to the public name",
+    )
+    serve.add_argument(
         "--stdio", action="store_true",
         help="serve on stdin/stdout instead of HTTP (stdout then carries protocol messages only)",
+    )
+    serve.add_argument(
+        "--tasks", default=None, metavar="URL",
+        help="task store for task tools: memory:, sqlite:///path or redis://host:port/db "
+             "(default: MRTR_TASKS or sqlite:///mrtr-tasks.sqlite3)",
+    )
+    serve.add_argument(
+        "--task-lease", type=_lease, default=None, metavar="SECONDS",
+        help="how long a task runner's lease lasts without renewal (default: MRTR_TASK_LEASE or 30)",
     )
     serve.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"],
         help="log level for messages on stderr (default: info)",
     )
+    serve.add_argument(
+        "--log-format", default="text", choices=["text", "json"],
+        help="text lines, or one JSON object per line for log shippers (default: text)",
+    )
+    serve.add_argument(
+        "--reload", action="store_true",
+        help="development: restart the server when a .py file under the current directory changes "
+             "(needs the dev extra: pip install 'mrtr[dev]')",
+    )
+    serve.set_defaults(run=_serve)
+    _add_client_commands(commands)
     return parser
 
 
-def _configure_logging(level: str) -> None:
-    root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("mrtr").setLevel(level.upper())
+def _configure_logging(level: str, fmt: str = "text") -> None:
+    from .logs import configure
+
+    configure(level, fmt)
 
 
 # -- the commands ------------------------------------------------------------------------------
 
 
+def _announce(server: Any, log_format: str, text: str | None = None) -> None:
+    """Say what is served: plain lines on stderr, or one JSON record each with ``--log-format json``."""
+    if log_format == "json":
+        fields = {
+            "tools": [item["name"] for item in server.tool_definitions()],
+            "prompts": [item["name"] for item in server.prompt_definitions()],
+            "resources": [item.get("uri") or item.get("uriTemplate") for item in server.resource_definitions()],
+        }
+        log.info("registered %d tools, %d prompts, %d resources", *map(len, fields.values()), extra={"mrtr": fields})
+        if text is not None:
+            log.info("%s", text.splitlines()[0])
+        return
+    print(inventory(server), file=sys.stderr, flush=True)
+    if text is not None:
+        print(text, file=sys.stderr, flush=True)
+
+
+def _without_reload(argv: list[str]) -> list[str]:
+    return [arg for arg in argv if arg != "--reload"]
+
+
 def _serve(args: argparse.Namespace) -> int:
+    argv: list[str] | None = getattr(args, "argv", None)  # the command line, for --reload to restart with
     if args.stdio:
-        given = [flag for flag, value in (("--host", args.host), ("--port", args.port), ("--workers", args.workers))
-                 if value is not None]
+        given = [flag for flag, value in (("--host", args.host), ("--port", args.port), ("--workers", args.workers),
+                                          ("--allowed-host", args.allowed_hosts)) if value is not None]
         if given:
             raise UsageError(f"--stdio cannot be combined with {', '.join(given)} (those are HTTP options)")
-    _configure_logging(args.log_level)
+    if args.reload:
+        if args.stdio:
+            raise UsageError("--reload cannot be combined with --stdio (a restart would cut the client's session)")
+        if (args.workers or 1) > 1:
+            raise UsageError("--reload serves one worker; drop --workers")
+        from .reload import run_with_reload
+
+        return run_with_reload(_without_reload(sys.argv[1:] if argv is None else argv))
+    _configure_logging(args.log_level, args.log_format)
     if args.stdio:
         from .stdio import run_stdio
 
         # Keep anything the application prints while importing off the protocol stream.
         with contextlib.redirect_stdout(sys.stderr):
             server = load_server(args.app or DEFAULT_APP)
+        _announce(server, args.log_format)
         run_stdio(server)
         return 0
     server = load_server(args.app or DEFAULT_APP)
+    if args.tasks is not None:
+        server.tasks_url = args.tasks
+    if args.task_lease is not None:
+        server.task_lease = args.task_lease
     host = args.host or DEFAULT_HOST
     port = DEFAULT_PORT if args.port is None else args.port
     workers = args.workers or 1
@@ -318,32 +408,152 @@ def _serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"mrtr: the HTTP transport is not available: {exc}", file=sys.stderr)
         return 1
-    print(banner(server, host, port, workers), file=sys.stderr, flush=True)
+    if workers == 1:  # with more, run() shares one generated key among the workers and says so
+        settle_key(server)
+    _announce(server, args.log_format, banner(server, host, port, workers))
     try:
-        run(server, host, port, workers=workers)
+        options: dict[str, Any] = {} if args.allowed_hosts is None else {"allowed_hosts": tuple(args.allowed_hosts)}
+        run(server, host, port, workers=workers, **options)
     except KeyboardInterrupt:  # a Ctrl+C before the server installed its signal handlers
         pass
+    except ValueError as exc:  # an option the HTTP server refuses, e.g. a malformed --allowed-host
+        raise UsageError(str(exc)) from None
     except OSError as exc:  # typically: the address is in use or cannot be bound
         print(f"mrtr serve: cannot serve on {_url(host, port)}: {exc}", file=sys.stderr)
         return 1
+    except Exception as exc:
+        from .tasks import StoreUnavailable
+
+        cause: BaseException = exc
+        while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+            cause = cause.exceptions[0]  # trio reports it from inside the serving nursery
+        if isinstance(cause, StoreUnavailable):
+            print(f"mrtr serve: {cause}", file=sys.stderr)
+            return 1
+        raise
     return 0
+
+
+def _add_client_commands(commands: Any) -> None:
+    target_help = "the server: its URL (http://host:port/mcp), or use --stdio COMMAND instead"
+    stdio_help = 'start the server with this command and talk to it over stdio (e.g. "mrtr serve app:server --stdio")'
+    call = commands.add_parser(
+        "call",
+        help="call a tool, prompt or resource and answer the server's questions in the terminal",
+        usage="mrtr call [options] (URL | --stdio COMMAND) (TOOL [name=value ...] | --prompt NAME [name=value ...] "
+              "| --resource URI)",
+        description=(
+            "Call a tool (or get a prompt, or read a resource) and answer the questions the server\n"
+            "asks on the way. Arguments are name=value, typed by the tool's input schema (JSON for\n"
+            "objects and arrays). When standard input is not a terminal, each question's field is\n"
+            "read as one line, in order. Type !decline or !cancel at any question."
+        ),
+        epilog=(
+            "examples:\n"
+            "  mrtr call http://127.0.0.1:8000/mcp book_table restaurant=Luigi people=4\n"
+            "  mrtr call --stdio 'mrtr serve myapp:server --stdio' book_table restaurant=Luigi\n"
+            "  mrtr call http://127.0.0.1:8000/mcp --prompt onboarding\n"
+            "  printf 'a@b.c\\nred\\n' | mrtr call http://127.0.0.1:8000/mcp two_questions plan=pro"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    call.add_argument("words", nargs="*", metavar="URL/TOOL/name=value", help=target_help)
+    call.add_argument("--stdio", metavar="COMMAND", help=stdio_help)
+    what = call.add_mutually_exclusive_group()
+    what.add_argument("--prompt", metavar="NAME", help="get this prompt instead of calling a tool")
+    what.add_argument("--resource", metavar="URI", help="read this resource instead of calling a tool")
+    call.add_argument("--root", action="append", default=[], metavar="PATH",
+                      help="answer roots requests with this directory (repeatable)")
+    call.add_argument("--sample-reply", metavar="TEXT", help="answer sampling requests with this text")
+    call.add_argument("--max-rounds", type=_workers, default=10, metavar="N",
+                      help="give up after N rounds of questions (default: 10)")
+    call.set_defaults(run=_call)
+    listing = commands.add_parser(
+        "list", help="list a server's tools (with their arguments), prompts and resources",
+        usage="mrtr list (URL | --stdio COMMAND)",
+    )
+    listing.add_argument("words", nargs="*", metavar="URL", help=target_help)
+    listing.add_argument("--stdio", metavar="COMMAND", help=stdio_help)
+    listing.set_defaults(run=_list)
+
+
+def _client_target(args: argparse.Namespace) -> tuple[str | list[str], list[str]]:
+    words = list(args.words)
+    if args.stdio is not None:
+        command = shlex.split(args.stdio)
+        if not command:
+            raise UsageError("--stdio needs a command")
+        return command, words
+    if not words:
+        raise UsageError("give the server's URL (http://host:port/mcp) or --stdio COMMAND")
+    url = words.pop(0)
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"{url!r} is not an http(s) URL; to start a server yourself use --stdio COMMAND")
+    return url, words
+
+
+def _call(args: argparse.Namespace) -> int:
+    import trio
+
+    try:
+        from .client.terminal import ArgumentError, Terminal, output_console, run_call
+    except ImportError as exc:
+        print(f"mrtr call: {exc}", file=sys.stderr)
+        return 1
+    target, words = _client_target(args)
+    terminal = Terminal(sample_reply=args.sample_reply, roots=args.root)
+    out = output_console(terminal.interactive and sys.stdout.isatty())
+    try:
+        return trio.run(partial(run_call, target, words, prompt=args.prompt, resource=args.resource,
+                                terminal=terminal, out=out, max_rounds=args.max_rounds))
+    except ArgumentError as exc:
+        raise UsageError(str(exc)) from None
+    except KeyboardInterrupt:
+        terminal.pause()
+        print("mrtr call: interrupted", file=sys.stderr)
+        return 130
+
+
+def _list(args: argparse.Namespace) -> int:
+    import trio
+
+    try:
+        from .client.terminal import output_console, run_list
+    except ImportError as exc:
+        print(f"mrtr list: {exc}", file=sys.stderr)
+        return 1
+    target, words = _client_target(args)
+    if words:
+        raise UsageError(f"unexpected arguments: {' '.join(words)}")
+    interactive = sys.stdout.isatty()
+    try:
+        return trio.run(partial(run_list, target, out=output_console(interactive),
+                                errors=output_console(interactive and sys.stderr.isatty(), stderr=True)))
+    except KeyboardInterrupt:
+        return 130
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``mrtr`` command with ``argv`` (default: ``sys.argv[1:]``) and return its exit code."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
+        # ``mrtr call URL --prompt p a=1``: words after an option are still the command's words.
+        if extras and getattr(args, "words", None) is not None and not any(e.startswith("-") for e in extras):
+            args.words += extras
+        elif extras:
+            parser.error(f"unrecognized arguments: {' '.join(extras)}")
     except SystemExit as exc:  # --help, --version, or an argparse error (code 2)
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return _serve(args)
+        args.argv = argv
+        return int(args.run(args))
     except UsageError as exc:
-        print(f"mrtr serve: error: {exc}", file=sys.stderr)
+        print(f"mrtr {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except AppImportError as exc:
-        print(f"mrtr serve: {exc}", file=sys.stderr)
+        print(f"mrtr {args.command}: {exc}", file=sys.stderr)
         return 1

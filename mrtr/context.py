@@ -15,26 +15,43 @@ from typing import Any
 from .effects import Request
 from .jsonrpc import Notify
 
-__all__ = ["Context", "LOG_LEVELS", "Notify"]
+__all__ = ["Context", "LOG_LEVELS", "LifespanNotRunning", "Notify"]
 
 # RFC 5424 severities in increasing order, as MCP names them.
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 _LOG_RANK = {name: rank for rank, name in enumerate(LOG_LEVELS)}
 
 
+class LifespanNotRunning:
+    """Stands in for the lifespan value while the server's lifespan is not running."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return self.reason
+
+
 class Context:
     """What a handler knows about the request it serves.
 
     Attributes: ``arguments`` (the call arguments), ``principal`` (the authenticated
-    caller or ``None``), ``client_capabilities`` and ``client_info`` (from the request's
+    caller or ``None``), ``auth`` (the caller's verified token, an
+    ``mrtr.auth.AccessToken`` with ``subject``, ``client_id``, ``issuer``, ``scopes`` and
+    ``claims``, on a server protected with ``auth=``; ``None`` otherwise), ``client_capabilities`` and ``client_info`` (from the request's
     ``_meta``), ``method`` and ``target`` (tool or prompt name, or resource uri),
-    ``request_id``, ``progress_token``, ``log_level`` and ``is_replaying`` (true while
-    the runtime feeds answers recorded in earlier executions).
+    ``request_id``, ``progress_token``, ``log_level``, ``lifespan`` (what the server's
+    lifespan yielded) and ``is_replaying`` (true while
+    the handler re-runs the part of its ledger that earlier rounds already ran; progress
+    and log notifications stay quiet then, so the client sees each one once).
     """
 
     __slots__ = (
         "arguments",
         "principal",
+        "auth",
         "client_capabilities",
         "client_info",
         "method",
@@ -45,6 +62,7 @@ class Context:
         "is_replaying",
         "_notify",
         "_last_progress",
+        "_lifespan",
     )
 
     def __init__(
@@ -60,11 +78,14 @@ class Context:
         progress_token: str | int | None = None,
         log_level: str | None = None,
         notify: Notify | None = None,
+        auth: Any = None,
+        lifespan: Any = None,
     ) -> None:
         if log_level is not None and log_level not in _LOG_RANK:
             raise ValueError(f"unknown log level {log_level!r}; expected one of {', '.join(LOG_LEVELS)}")
         self.arguments: Mapping[str, Any] = arguments if arguments is not None else {}
         self.principal = principal
+        self.auth = auth
         self.client_capabilities: Mapping[str, Any] = client_capabilities if client_capabilities is not None else {}
         self.client_info = client_info
         self.method = method
@@ -75,6 +96,20 @@ class Context:
         self.is_replaying = False
         self._notify = notify
         self._last_progress: float | None = None
+        self._lifespan = lifespan
+
+    @property
+    def lifespan(self) -> Any:
+        """What the server's ``@server.lifespan`` yielded: pools and clients handlers share.
+
+        ``None`` when the server has no lifespan. Raises ``RuntimeError`` when it has one
+        that is not running (the server was called without a transport that starts it,
+        and outside ``async with server.running()``).
+        """
+        value = self._lifespan
+        if isinstance(value, LifespanNotRunning):
+            raise RuntimeError(str(value))
+        return value
 
     def supports(self, request: Request | type[Request]) -> bool:
         """Can the client answer this kind of request? Lets a handler degrade instead of failing.
@@ -94,9 +129,10 @@ class Context:
         """Report progress on this request.
 
         Values must strictly increase within one execution (``ValueError`` otherwise).
-        A notification goes out only when the request carried a ``progressToken``; each
-        round trip is a new request, so a replayed handler reports its progress again
-        under the new request's token.
+        A notification goes out only when the request carried a ``progressToken``, and
+        not while :attr:`is_replaying`: the part of the handler that earlier rounds
+        already ran reported its progress then, so each value reaches the client once
+        and progress only moves forward across rounds.
         """
         if isinstance(progress, bool) or not isinstance(progress, (int, float)):
             raise TypeError(f"progress must be a number, got {type(progress).__name__}")
@@ -105,7 +141,7 @@ class Context:
                 f"progress must strictly increase with each notification: previous={self._last_progress}, got={progress}"
             )
         self._last_progress = progress
-        if self.progress_token is None or self._notify is None:
+        if self.progress_token is None or self._notify is None or self.is_replaying:
             return
         params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
         if total is not None:
@@ -117,13 +153,14 @@ class Context:
     def log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Send a ``notifications/message`` log entry to the client.
 
-        Only when the request's ``_meta`` asked for logs (``io.modelcontextprotocol/logLevel``)
-        and ``level`` is at least that severity; otherwise nothing is sent.
+        Only when the request's ``_meta`` asked for logs (``io.modelcontextprotocol/logLevel``),
+        ``level`` is at least that severity and the handler is not replaying the part an
+        earlier round already ran (which logged it then); otherwise nothing is sent.
         """
         rank = _LOG_RANK.get(level)
         if rank is None:
             raise ValueError(f"unknown log level {level!r}; expected one of {', '.join(LOG_LEVELS)}")
-        if self.log_level is None or self._notify is None or rank < _LOG_RANK[self.log_level]:
+        if self.log_level is None or self._notify is None or rank < _LOG_RANK[self.log_level] or self.is_replaying:
             return
         params: dict[str, Any] = {"level": level, "data": data}
         if logger is not None:

@@ -12,8 +12,10 @@ form it takes inside ``inputRequests``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
@@ -24,13 +26,80 @@ from .jsonrpc import canonical
 from .ledger import Kind
 from .schema import Form, RequestedSchema, requested_schema
 
-__all__ = ["Request", "Elicit", "ElicitURL", "Sample", "ListRoots", "Step", "ElicitResult"]
+__all__ = ["Request", "Elicit", "ElicitURL", "Sample", "ListRoots", "Step", "ElicitResult", "NotYielded"]
+
+
+class NotYielded(AttributeError):
+    """An effect was used as if it were its answer: the handler forgot to ``yield`` it.
+
+    ``location`` is ``"file:line"`` of the handler code that touched the effect and
+    ``function`` the qualified name of the function it is in.
+    """
+
+    def __init__(self, message: str, *, location: str | None = None, function: str | None = None) -> None:
+        super().__init__(message)
+        self.location = location
+        self.function = function
+
+
+class NotYieldedUse(TypeError):
+    """Like :class:`NotYielded`, for iterating, indexing or measuring an un-yielded effect."""
+
+    def __init__(self, message: str, *, location: str | None = None, function: str | None = None) -> None:
+        super().__init__(message)
+        self.location = location
+        self.function = function
+
+
+def _forgot_yield(effect: Any, use: str, error: type[NotYielded] | type[NotYieldedUse]) -> Exception:
+    # Two frames up: the dunder that caught the use, then the handler code that made it.
+    frame = sys._getframe(2)
+    code = frame.f_code
+    function = getattr(code, "co_qualname", code.co_name)
+    location = f"{code.co_filename}:{frame.f_lineno}"
+    shown = effect.describe_call()
+    return error(
+        f"{function} {use} {shown} at {location}: did you forget `yield`? {shown} only describes the "
+        f"work; the runtime performs it when the handler yields it, and `yield` gives back the answer: "
+        f"`answer = yield {shown}`",
+        location=location,
+        function=function,
+    )
+
+
+class _Effect:
+    """What every effect shares: using it in place of its answer is reported as a missing ``yield``."""
+
+    __slots__ = ()
+
+    def describe_call(self) -> str:
+        """How the effect reads in source, for diagnostics: ``Elicit('Your email?', ...)``."""
+        return type(self).__name__ + "(...)"
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes the effect does not have; dunder and private lookups
+        # (copy, pickle, introspection) keep the plain error.
+        if name.startswith("_"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        raise _forgot_yield(self, f"read `.{name}` of", NotYielded)
+
+    def __iter__(self) -> Any:
+        raise _forgot_yield(self, "iterated over", NotYieldedUse)
+
+    def __getitem__(self, item: Any) -> Any:
+        raise _forgot_yield(self, f"indexed `[{item!r}]` into", NotYieldedUse)
+
+
+def _clip(text: str) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= 40 else shown[:37] + "...'"
+
 
 def _digest8(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()[:8]
 
 
-class Request:
+class Request(_Effect):
     """Base class of the requests a handler can put to the client.
 
     Subclasses define ``kind``, ``method``, :meth:`params`, :meth:`fingerprint` and the
@@ -118,6 +187,9 @@ class Elicit(Request):
     def describe(self) -> str:
         return f"elicitation/create {self.message!r}"
 
+    def describe_call(self) -> str:
+        return f"Elicit({_clip(self.message)}, ...)"
+
     def __repr__(self) -> str:
         return f"Elicit({self.message!r}, key={self.key!r})"
 
@@ -166,6 +238,9 @@ class ElicitURL(Request):
 
     def describe(self) -> str:
         return f"elicitation/create (url) {self.message!r}"
+
+    def describe_call(self) -> str:
+        return f"ElicitURL({_clip(self.message)}, ...)"
 
     def __repr__(self) -> str:
         return f"ElicitURL({self.message!r}, {self.url!r}, key={self.key!r})"
@@ -270,7 +345,7 @@ class ListRoots(Request):
         return f"ListRoots(key={self.key!r})"
 
 
-class Step:
+class Step(_Effect):
     """A memoized step: ``value = yield Step(fn, *args, **kwargs)``.
 
     The first execution that reaches the step runs ``fn`` (a plain function, or in an
@@ -304,13 +379,82 @@ class Step:
         return f"{module}.{name}" if name else repr(fn)
 
     def fingerprint(self) -> bytes:
-        """16 bytes: SHA-256 prefixes of the qualified name and of the arguments."""
-        arguments = [list(self.args), self.kwargs] if self.kwargs else list(self.args)
-        return _digest8(self.name.encode()) + _digest8(canonical(arguments))
+        """16 bytes: SHA-256 prefixes of the function's identity and of its inputs.
+
+        The identity is the qualified name, plus the line for a lambda (two lambdas in
+        one handler share a name). The inputs are the arguments, plus, when there are
+        any, the immutable data a ``functools.partial`` binds or a closure captures: those
+        are arguments in disguise, and a replay that feeds them something else must
+        not silently get the recorded value.
+        """
+        arguments: Any = [list(self.args), self.kwargs] if self.kwargs else list(self.args)
+        identity, binds = self._identity()
+        if binds:
+            bound = self.bound()
+            if bound:
+                arguments = [arguments, bound]
+        return identity + _digest8(canonical(arguments))
+
+    def _identity(self) -> tuple[bytes, bool]:
+        # Every replay fingerprints every Step it reaches: the function's half is cached
+        # per code object (a lambda is a new function each run, its code is not).
+        fn = self.fn
+        if isinstance(fn, functools.partial):
+            return self._compute_identity(), True
+        code = getattr(fn, "__code__", None)
+        key = code if code is not None else fn
+        try:
+            cached = _IDENTITIES.get(key)
+        except TypeError:  # unhashable callable
+            return self._compute_identity(), False
+        if cached is None or cached[0] != getattr(fn, "__qualname__", None):
+            cached = (getattr(fn, "__qualname__", None), self._compute_identity())
+            if len(_IDENTITIES) < 4096:
+                _IDENTITIES[key] = cached
+        return cached[1], bool(getattr(fn, "__closure__", None))
+
+    def _compute_identity(self) -> bytes:
+        identity = self.name
+        code = _code_of(self.fn)
+        if code is not None and code.co_name == "<lambda>":
+            identity += f":{code.co_firstlineno}"
+        return _digest8(identity.encode())
+
+    def bound(self) -> dict[str, Any]:
+        """The immutable data bound to the function: partial arguments and captured variables."""
+        fn = self.fn
+        bound: dict[str, Any] = {}
+        if isinstance(fn, functools.partial):
+            args = [value for value in fn.args if _plain(value)]
+            if args:
+                bound["partial args"] = args
+            keywords = {name: value for name, value in fn.keywords.items() if _plain(value)}
+            if keywords:
+                bound["partial keywords"] = keywords
+            fn = fn.func
+        code = getattr(fn, "__code__", None)
+        cells = getattr(fn, "__closure__", None)
+        if code is not None and cells:
+            for name, cell in zip(code.co_freevars, cells):
+                try:
+                    value = cell.cell_contents
+                except ValueError:  # not assigned yet
+                    continue
+                if _plain(value):
+                    bound[name] = value
+        return bound
+
+    def where(self) -> str | None:
+        """``file:line`` where the step function is defined, when it is Python code."""
+        code = _code_of(self.fn)
+        return None if code is None else f"{code.co_filename}:{code.co_firstlineno}"
 
     def describe(self) -> str:
         """A short human description for diagnostics."""
         return f"Step({self.name})"
+
+    def describe_call(self) -> str:
+        return f"Step({getattr(self.fn, '__name__', None) or type(self.fn).__name__}, ...)"
 
     def is_async(self) -> bool:
         """Whether ``fn`` is a coroutine function."""
@@ -318,6 +462,28 @@ class Step:
 
     def __repr__(self) -> str:
         return f"Step({self.name}, args={self.args!r}, kwargs={self.kwargs!r})"
+
+
+_IDENTITIES: dict[Any, tuple[str | None, bytes]] = {}
+
+
+def _code_of(fn: Any) -> Any:
+    if isinstance(fn, functools.partial):
+        fn = fn.func
+    return getattr(fn, "__code__", None)
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Is ``value`` immutable data whose identity survives a process restart?
+
+    Only immutable values count: a closure over a list or dict the step itself fills
+    (a cache, a call log) must not change the fingerprint when it mutates them.
+    """
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return True
+    if isinstance(value, tuple) and depth < 4:
+        return len(value) <= 256 and all(_plain(item, depth + 1) for item in value)
+    return False
 
 
 class ElicitResult:

@@ -21,7 +21,7 @@ has to.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import msgspec
@@ -205,6 +205,15 @@ class Dispatcher(Protocol):
         """For a tool, its ``Mcp-Param-*`` header names (lowercase) mapped to parameter names."""
         ...
 
+    @property
+    def auth(self) -> Any:
+        """The resource-server configuration (``mrtr.auth.ResourceServer``) of a protected server, else ``None``."""
+        ...
+
+    def required_scopes(self, method: str, name: str | None) -> Sequence[str]:
+        """The OAuth scopes a request for ``method`` on ``name`` needs beyond the server-wide ones."""
+        ...
+
     async def handle(
         self,
         message: Mapping[str, Any],
@@ -212,6 +221,11 @@ class Dispatcher(Protocol):
         headers: Mapping[str, str] | None = None,
         notify: Notify | None = None,
         run_sync: RunSync | None = None,
+        auth: Any = None,
     ) -> dict[str, Any]:
-        """Serve one parsed request and return its response message (never raises a ProtocolError)."""
+        """Serve one parsed request and return its response message (never raises a ProtocolError).
+
+        ``auth`` is the caller's verified token (``mrtr.auth.AccessToken``) when the
+        transport authenticated the request.
+        """
         ...

@@ -13,14 +13,14 @@ import dataclasses
 import inspect
 import re
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from .errors import InvalidParams
-from .replay import handler_spec
+from .replay import CONTEXT_NAMES, handler_spec
 
 __all__ = ["Header", "PromptEntry", "Registry", "ResourceEntry", "TemplateEntry", "ToolEntry"]
 
@@ -48,6 +48,18 @@ class Header:
 
 
 
+_SCOPE_TOKEN = re.compile(r"^[\x21\x23-\x5b\x5d-\x7e]+$")  # RFC 6749 scope-token
+
+
+def _scopes(scopes: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(scopes, str):
+        raise TypeError("scopes must be a list of scope names, not one string")
+    for scope in scopes:
+        if not isinstance(scope, str) or not _SCOPE_TOKEN.match(scope):
+            raise ValueError(f"not an OAuth scope token: {scope!r}")
+    return tuple(dict.fromkeys(scopes))
+
+
 @dataclass
 class ToolEntry:
     """A registered tool: its handler, argument decoder, published definition and header mirrors."""
@@ -60,6 +72,8 @@ class ToolEntry:
     headers: dict[str, str]  # header name (lowercase) -> parameter name
     structured: bool
     check_arguments: Callable[[Mapping[str, Any]], None] | None = None  # a hand-written inputSchema
+    scopes: tuple[str, ...] = ()  # OAuth scopes a caller needs on a protected server
+    task: str | None = None  # "optional" or "required": may run as a task (the tasks extension)
 
 
 @dataclass
@@ -109,15 +123,56 @@ def _describe(definition: dict[str, Any], fn: Any, title: str | None, descriptio
     return definition
 
 
+def _handler_callable(kind: str, fn: Any) -> None:
+    if not callable(fn):
+        raise TypeError(f"@server.{kind} decorates a function, got {type(fn).__name__} {fn!r}")
+
+
+def _where(fn: Any) -> str:
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    return "" if code is None else f" ({code.co_filename}:{code.co_firstlineno})"
+
+
 def _signature_parameters(fn: Any) -> list[inspect.Parameter]:
     spec = handler_spec(fn)
-    parameters = list(inspect.signature(fn).parameters.values())
-    if spec.wants_ctx:
-        parameters = parameters[1:]
+    parameters = [p for p in inspect.signature(fn).parameters.values() if p.name != spec.ctx_name]
     for parameter in parameters:
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD, parameter.POSITIONAL_ONLY):
-            raise TypeError(f"handler {spec.name}: parameter {parameter.name!r} must be a plain named parameter")
+            raise TypeError(f"handler {spec.name}{_where(fn)}: parameter {parameter.name!r} must be a plain named parameter")
+        if parameter.name in CONTEXT_NAMES:
+            raise TypeError(
+                f"handler {spec.name}{_where(fn)}: parameter {parameter.name!r} looks like the request context but "
+                f"would become a client-supplied argument ({_annotation_text(parameter)}); annotate it "
+                "`mrtr.Context` to receive the context (any name works then), or rename it"
+            )
     return parameters
+
+
+def _annotation_text(parameter: inspect.Parameter) -> str:
+    annotation = parameter.annotation
+    if annotation is inspect.Parameter.empty:
+        return "it is not the first parameter"
+    return f"annotated {getattr(annotation, '__qualname__', annotation)}"
+
+
+def _check_parameter_schemas(owner: str, fn: Any, parameters: list[inspect.Parameter], hints: Mapping[str, Any]) -> None:
+    """Refuse a tool parameter whose type gives the client no usable schema."""
+    for parameter in parameters:
+        if parameter.name not in hints:
+            raise TypeError(
+                f"tool {owner}{_where(fn)}: parameter {parameter.name!r} has no type annotation, so its inputSchema "
+                f"would accept anything; annotate it (`{parameter.name}: str`, an int, a Struct...), or annotate it "
+                "`mrtr.Context` if it is meant to receive the request context"
+            )
+        annotation, _ = _strip_header(hints[parameter.name])
+        try:
+            msgspec.json.schema(annotation)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(
+                f"tool {owner}{_where(fn)}: parameter {parameter.name!r} has no JSON Schema ({exc}); use types msgspec "
+                "can describe (str, int, float, bool, lists, dicts, Literal, Enum, Struct, dataclass, TypedDict), "
+                "or annotate it `mrtr.Context` if it is meant to receive the request context"
+            ) from None
 
 
 def _strip_header(annotation: Any) -> tuple[Any, str | None]:
@@ -239,6 +294,24 @@ def _schema_check(tool_name: str, schema: dict[str, Any]) -> Callable[[Mapping[s
     return check
 
 
+def _given_name(kind: str, given: str, name: str | None) -> str:
+    if name is not None and name != given:
+        raise TypeError(f"@server.{kind}({given!r}, name={name!r}) names the {kind} twice")
+    if not given:
+        raise ValueError(f"@server.{kind}: the name must not be empty")
+    return given
+
+
+def _resource_uri(kind: str, uri: Any, example: str) -> None:
+    if callable(uri):
+        raise TypeError(
+            f"@server.{kind} needs the uri it serves, as in {example}; it was applied to "
+            f"{getattr(uri, '__qualname__', uri)!r}{_where(uri)} directly, which registers nothing"
+        )
+    if not isinstance(uri, str) or ":" not in uri:
+        raise ValueError(f"@server.{kind} needs an absolute uri with a scheme, as in {example}; got {uri!r}")
+
+
 class Registry:
     """The tools, prompts, resources, resource templates and completion provider of a server.
 
@@ -265,6 +338,8 @@ class Registry:
         annotations: Mapping[str, Any] | None = None,
         meta: Mapping[str, Any] | None = None,
         input_schema: Mapping[str, Any] | None = None,
+        scopes: Sequence[str] = (),
+        task: str | None = None,
     ) -> Any:
         """Register a tool. Usable bare (``@server.tool``) or with options.
 
@@ -279,12 +354,29 @@ class Registry:
         Schema 2020-12 unless the schema names another dialect in ``$schema``) and then
         decoded with the parameter type hints, so both must agree. An invalid schema is
         refused at registration.
+
+        ``scopes`` are the OAuth scopes a caller's token must grant to see and call the
+        tool on a server protected with ``auth=`` (see ``docs/auth.md``); without
+        ``auth=`` they are not checked.
+
+        ``task="optional"`` lets a client that declares the tasks extension get the call
+        as a task (``CreateTaskResult``) while others get the result on the call;
+        ``task="required"`` refuses clients without the extension (``-32021``). See
+        ``docs/tasks.md``.
         """
+        tool_scopes = _scopes(scopes)
+        if task not in (None, "optional", "required"):
+            raise ValueError(f'task must be "optional" or "required", got {task!r}')
+
+        if isinstance(fn, str):  # @server.tool("name")
+            fn, name = None, _given_name("tool", fn, name)
 
         def register(fn: Any) -> Any:
+            _handler_callable("tool", fn)
             tool_name = name or fn.__name__
             hints = _type_hints(fn)
             parameters = _signature_parameters(fn)
+            _check_parameter_schemas(tool_name, fn, parameters, hints)
             struct, headers = _arguments_struct(_camel_owner(tool_name), parameters, hints)
             definition = _describe({"name": tool_name}, fn, title, description)
             if input_schema is not None:
@@ -311,6 +403,8 @@ class Registry:
             self._tools[tool_name] = ToolEntry(
                 tool_name, fn, struct, tuple(p.name for p in parameters), definition,
                 {header.lower(): parameter for parameter, header in headers.items()}, structured, check_arguments,
+                tool_scopes,
+                task,
             )
             return fn
 
@@ -319,9 +413,16 @@ class Registry:
     def prompt(
         self, fn: Any = None, *, name: str | None = None, title: str | None = None, description: str | None = None
     ) -> Any:
-        """Register a prompt; its parameters (strings) become the prompt's arguments."""
+        """Register a prompt; its parameters (strings) become the prompt's arguments.
+
+        Usable bare (``@server.prompt``), with the name (``@server.prompt("review")``) or
+        with options.
+        """
+        if isinstance(fn, str):  # @server.prompt("name")
+            fn, name = None, _given_name("prompt", fn, name)
 
         def register(fn: Any) -> Any:
+            _handler_callable("prompt", fn)
             prompt_name = name or fn.__name__
             hints = _type_hints(fn)
             parameters = _signature_parameters(fn)
@@ -358,8 +459,14 @@ class Registry:
         mime_type: str | None = None,
     ) -> Callable[[Any], Any]:
         """Register a static resource at ``uri``; the handler returns its text or bytes."""
+        _resource_uri("resource", uri, '@server.resource("notes://welcome")')
+        if "{" in uri:
+            raise ValueError(
+                f"@server.resource({uri!r}) looks like a uri template; register it with @server.resource_template"
+            )
 
         def register(fn: Any) -> Any:
+            _handler_callable("resource", fn)
             definition = _describe({"uri": uri, "name": name or fn.__name__}, fn, title, description, mime_type)
             if uri in self._resources:
                 raise ValueError(f"a resource at {uri!r} is already registered")
@@ -382,8 +489,10 @@ class Registry:
         The handler receives each ``{variable}`` as a keyword argument (a single path
         segment).
         """
+        _resource_uri("resource_template", uri_template, '@server.resource_template("notes://{id}/text")')
 
         def register(fn: Any) -> Any:
+            _handler_callable("resource_template", fn)
             definition = _describe({"uriTemplate": uri_template, "name": name or fn.__name__}, fn, title,
                                    description, mime_type)
             self._templates.append(TemplateEntry(_compile_template(uri_template), fn, definition, mime_type))
@@ -403,9 +512,34 @@ class Registry:
 
     # -- lookups -------------------------------------------------------------------------
 
+    @property
+    def has_task_tools(self) -> bool:
+        """Whether any tool may run as a task (the server then needs a task store)."""
+        return any(tool.task for tool in self._tools.values())
+
     def tool_definitions(self) -> list[dict[str, Any]]:
         """The ``Tool`` objects ``tools/list`` reports, in registration order."""
         return [dict(tool.definition) for tool in self._tools.values()]
+
+    def prompt_definitions(self) -> list[dict[str, Any]]:
+        """The ``Prompt`` objects ``prompts/list`` reports, in registration order."""
+        return [dict(prompt.definition) for prompt in self._prompts.values()]
+
+    def resource_definitions(self) -> list[dict[str, Any]]:
+        """The ``Resource`` and then the ``ResourceTemplate`` objects the server lists."""
+        return [dict(resource.definition) for resource in self._resources.values()] + \
+            [dict(template.definition) for template in self._templates]
+
+    def required_scopes(self, method: str, name: str | None) -> tuple[str, ...]:
+        """The scopes a request for ``method`` on ``name`` needs beyond the server-wide ones.
+
+        Only ``tools/call`` of a tool registered with ``scopes`` needs any; an unknown
+        tool needs none here (dispatch answers it ``-32602``).
+        """
+        if method != "tools/call" or name is None:
+            return ()
+        tool = self._tools.get(name)
+        return tool.scopes if tool else ()
 
     def header_parameters(self, tool_name: str) -> dict[str, str]:
         """For a tool, the ``Mcp-Param-*`` header names (lowercase) mapped to parameter names."""

@@ -17,18 +17,18 @@ from __future__ import annotations
 import inspect
 import typing
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
 
 from . import wire
 from .context import Context
-from .effects import ElicitResult, ElicitURL, Request, Step
+from .effects import ElicitResult, ElicitURL, NotYielded, NotYieldedUse, Request, Step
 from .errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, ReplayMismatch
 from .ledger import ACTIONS, Kind, Ledger, Slot, decode_answer, default_key
 
-__all__ = ["Completed", "InputRequired", "HandlerSpec", "replay", "replay_async"]
+__all__ = ["Completed", "InputRequired", "Detached", "HandlerSpec", "replay", "replay_async", "replay_until_step"]
 
 
 class Completed:
@@ -67,10 +67,26 @@ class InputRequired:
 _SYNC_GEN, _ASYNC_GEN, _CORO, _PLAIN = "sync generator", "async generator", "coroutine", "function"
 
 
+class Detached:
+    """The handler reached a Step that has not run yet and the caller asked to stop there.
+
+    ``ledger`` holds every answer and Step result so far, plus the Step's position,
+    pending: a carrier that runs the rest elsewhere (a task) replays from it.
+    """
+
+    __slots__ = ("ledger",)
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+
+    def __repr__(self) -> str:
+        return f"Detached({self.ledger!r})"
+
+
 class HandlerSpec:
     """What the runtime needs to know about a handler function, derived once."""
 
-    __slots__ = ("fn", "shape", "wants_ctx", "name", "__weakref__")
+    __slots__ = ("fn", "shape", "wants_ctx", "ctx_name", "ctx_first", "name", "__weakref__")
 
     def __init__(self, fn: Any) -> None:
         if not callable(fn):
@@ -84,7 +100,8 @@ class HandlerSpec:
             self.shape = _CORO
         else:
             self.shape = _PLAIN
-        self.wants_ctx = _declares_ctx(fn)
+        self.ctx_name, self.ctx_first = _context_parameter(fn)
+        self.wants_ctx = self.ctx_name is not None
         self.name = getattr(fn, "__qualname__", repr(fn))
 
     @property
@@ -94,22 +111,58 @@ class HandlerSpec:
 
     def invoke(self, ctx: Context, arguments: Mapping[str, Any]) -> Any:
         """Call the handler function (which, for a generator, runs none of its code yet)."""
-        if self.wants_ctx:
+        if self.ctx_name is None:
+            return self.fn(**arguments)
+        if self.ctx_first:
             return self.fn(ctx, **arguments)
-        return self.fn(**arguments)
+        return self.fn(**arguments, **{self.ctx_name: ctx})
 
 
-def _declares_ctx(fn: Any) -> bool:
+CONTEXT_NAMES = ("ctx", "context")
+"""Names that receive the context when the first parameter carries no annotation."""
+
+
+def _is_context_annotation(annotation: Any, resolved: Any) -> bool:
+    if isinstance(resolved, type) and issubclass(resolved, Context):
+        return True
+    if resolved is not inspect.Parameter.empty:
+        return False
+    # An annotation the hints could not resolve: judge its spelling.
+    if isinstance(annotation, str):
+        return annotation.replace(" ", "").removeprefix("mrtr.") in ("Context", "context.Context")
+    return isinstance(annotation, type) and issubclass(annotation, Context)
+
+
+def _context_parameter(fn: Any) -> tuple[str | None, bool]:
+    """The parameter that receives the context, and whether it is the first one.
+
+    A parameter annotated :class:`~mrtr.Context` (any name, any position) receives it;
+    otherwise an unannotated first parameter named ``ctx`` or ``context`` does.
+    """
     try:
         parameters = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
-        return False
+        return None, False
     if not parameters:
-        return False
+        return None, False
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:
+        hints = {}
+    for index, parameter in enumerate(parameters):
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        if parameter.annotation is inspect.Parameter.empty:
+            continue
+        if _is_context_annotation(parameter.annotation, hints.get(parameter.name, inspect.Parameter.empty)):
+            if index and parameter.kind is parameter.POSITIONAL_ONLY:
+                return None, False
+            return parameter.name, index == 0
     first = parameters[0]
-    if first.kind not in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD):
-        return False
-    return first.name == "ctx" or first.annotation is Context or first.annotation == "Context"
+    if (first.kind in (first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD) and first.name in CONTEXT_NAMES
+            and (first.annotation is inspect.Parameter.empty or hints.get(first.name) is Any)):
+        return first.name, True
+    return None, False
 
 
 _specs: weakref.WeakKeyDictionary[Any, HandlerSpec] = weakref.WeakKeyDictionary()
@@ -162,6 +215,11 @@ def _traceback_location(exc: BaseException) -> str | None:
 
 
 def _handler_failed(spec: HandlerSpec, exc: Exception) -> HandlerError:
+    if isinstance(exc, (NotYielded, NotYieldedUse)):
+        # The message already names the function, the line and the fix.
+        mistake = HandlerError(str(exc), location=exc.location)
+        mistake.__cause__ = exc
+        return mistake
     error = HandlerError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, location=_traceback_location(exc))
     error.__cause__ = exc
     return error
@@ -217,10 +275,14 @@ _CONTRACT = (
 class _Execution:
     """The bookkeeping of one run of a handler against a ledger."""
 
-    __slots__ = ("spec", "ctx", "slots", "recorded", "fresh", "unmatched", "cursor", "keys", "step_at")
+    __slots__ = ("spec", "ctx", "slots", "recorded", "fresh", "unmatched", "cursor", "keys", "step_at", "on_step",
+                 "detach")
 
-    def __init__(self, spec: HandlerSpec, ctx: Context, ledger: Ledger, unmatched: Mapping[str, Any] | None) -> None:
+    def __init__(self, spec: HandlerSpec, ctx: Context, ledger: Ledger, unmatched: Mapping[str, Any] | None,
+                 on_step: Callable[[Ledger], Any] | None = None, detach: bool = False) -> None:
         self.spec = spec
+        self.on_step = on_step
+        self.detach = detach
         self.ctx = ctx
         self.slots = list(ledger.slots)
         self.recorded = len(self.slots)
@@ -398,11 +460,66 @@ class _Execution:
             if slot.fingerprint[8:] != fingerprint[8:]:
                 changed.append(second)
         lines.append(f"  changed: {', '.join(changed) or 'nothing visible'}")
+        if recorded_kind == asked.kind and changed:
+            lines.extend(f"  {line}" for line in _why(asked, changed))
         lines.append(_CONTRACT)
         return ReplayMismatch("\n".join(lines), data={"ordinal": ordinal, "key": recorded_key, "changed": changed})
 
     def ledger(self) -> Ledger:
         return Ledger(tuple(self.slots))
+
+    def snapshot(self) -> Ledger:
+        # Answers merged but not reached yet keep their "fresh" mark, so they are still
+        # checked against their schema when a later execution reaches them.
+        return Ledger(tuple(self.slots), frozenset(self.fresh))
+
+
+def _why(asked: Request | Step, changed: list[str]) -> list[str]:
+    """Say which kind of non-determinism a mismatch points at, and the fix."""
+    if isinstance(asked, Step):
+        where = asked.where()
+        defined = f" (defined at {where})" if where else ""
+        lines = []
+        if "function" in changed:
+            if "<lambda>" in asked.name:
+                lines.append(
+                    f"why: the Step's function is a lambda{defined}, and a different lambda or function reached "
+                    "this ordinal than in the recorded run; give the Step a named function and reach it on every run"
+                )
+            else:
+                lines.append(
+                    f"why: a different Step function reached this ordinal than in the recorded run, now "
+                    f"{asked.name}{defined}"
+                )
+        if "arguments" in changed:
+            bound = asked.bound()
+            if bound:
+                captured = ", ".join(f"{name}={_short(value)}" for name, value in bound.items())
+                lines.append(
+                    f"why: the Step's function is a closure or partial{defined} whose bound values differ from the "
+                    f"recorded run (now {captured}); compute them from the arguments, answers or earlier Step "
+                    "values, or move the clock or random read inside the Step"
+                )
+            else:
+                lines.append(
+                    f"why: the Step's arguments differ from the recorded run (now args={_short(asked.args)}, "
+                    f"kwargs={_short(asked.kwargs)}); compute them from the arguments, answers or earlier Step values"
+                )
+        return lines
+    lines = []
+    if "message" in changed:
+        lines.append(
+            "why: the question's text differs from the recorded run (see \"asked now\"); build it from the "
+            "arguments, answers or Step values: text built from the clock, random values or reads outside a "
+            "Step changes between rounds"
+        )
+    for part in ("requestedSchema", "url", "messages", "parameters"):
+        if part in changed:
+            lines.append(
+                f"why: the request's {part} differ from the recorded run; build them from the arguments, answers "
+                "or Step values, not from data that changes between rounds"
+            )
+    return lines
 
 
 _KIND_LABEL = {
@@ -494,7 +611,7 @@ async def _aclose_quietly(agen: Any) -> None:
         pass
 
 
-def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired:
+def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired | Detached:
     spec = execution.spec
     send: Any = None
     throw: BaseException | None = None
@@ -507,7 +624,7 @@ def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired:
                     error, throw = throw, None
                     yielded = gen.throw(error)
             except StopIteration as stop:
-                return Completed(stop.value)
+                return _check_result(spec, stop.value)
             except ProtocolError:
                 raise
             except Exception as exc:
@@ -516,7 +633,10 @@ def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired:
             if operation == _SEND:
                 send = payload
             elif operation == _STOP:
-                outcome = InputRequired(payload, execution.ledger())
+                outcome: Completed | InputRequired | Detached = InputRequired(payload, execution.ledger())
+                break
+            elif execution.detach:
+                outcome = Detached(execution.snapshot())
                 break
             else:  # _RUN_STEP
                 try:
@@ -532,6 +652,8 @@ def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired:
                         location=_yield_location(gen),
                     )
                 send = execution.record_step(payload, result, gen)
+                if execution.on_step is not None:
+                    execution.on_step(execution.snapshot())
     except BaseException:
         _close_quietly(gen)
         raise
@@ -539,7 +661,7 @@ def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired:
     return outcome
 
 
-async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired:
+async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired | Detached:
     spec = execution.spec
     send: Any = None
     throw: BaseException | None = None
@@ -552,7 +674,13 @@ async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired
                     error, throw = throw, None
                     yielded = await agen.athrow(error)
             except StopAsyncIteration:
-                return Completed(None)
+                location = _definition(spec.fn)
+                raise HandlerError(
+                    f"async generator handler {spec.name} at {location} ended without yielding a result: an async "
+                    "generator cannot `return` a value, so it ends by yielding it (`yield result`; `yield None` for "
+                    "an empty one). A bare `return` or falling off the end leaves the client with nothing",
+                    location=location,
+                ) from None
             except ProtocolError:
                 raise
             except Exception as exc:
@@ -561,10 +689,13 @@ async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired
             if operation == _SEND:
                 send = payload
             elif operation == _STOP:
-                outcome: Completed | InputRequired = InputRequired(payload, execution.ledger())
+                outcome: Completed | InputRequired | Detached = InputRequired(payload, execution.ledger())
                 break
             elif operation == _RESULT:
                 outcome = Completed(payload)
+                break
+            elif execution.detach:
+                outcome = Detached(execution.snapshot())
                 break
             else:  # _RUN_STEP
                 try:
@@ -575,6 +706,10 @@ async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired
                     throw, send = exc, None
                     continue
                 send = execution.record_step(payload, result, agen)
+                if execution.on_step is not None:
+                    saved = execution.on_step(execution.snapshot())
+                    if inspect.isawaitable(saved):
+                        await saved
     except BaseException:
         await _aclose_quietly(agen)
         raise
@@ -584,11 +719,61 @@ async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired
 
 def _start(spec: HandlerSpec, ctx: Context, arguments: Mapping[str, Any]) -> Any:
     try:
-        return spec.invoke(ctx, arguments)
+        started = spec.invoke(ctx, arguments)
     except ProtocolError:
         raise
     except Exception as exc:
         raise _handler_failed(spec, exc) from exc
+    if spec.shape == _PLAIN:
+        _refuse_delegation(spec, started)
+    return started
+
+
+def _definition(fn: Any) -> str:
+    """``file:line`` where ``fn`` is defined, for diagnostics about the handler as a whole."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None:
+        code = getattr(getattr(fn, "__call__", None), "__code__", None)
+    return "<unknown>" if code is None else f"{code.co_filename}:{code.co_firstlineno}"
+
+
+def _refuse_delegation(spec: HandlerSpec, started: Any) -> None:
+    # A plain function that hands back a generator or coroutine delegated without
+    # `yield from` / `await`: the runtime would otherwise try to send the object itself.
+    helper = getattr(started, "__name__", "helper")
+    if inspect.isgenerator(started):
+        started.close()
+        fix = f"delegate with `return (yield from {helper}(...))` so the handler is itself a generator, or register the generator function directly"
+        what = "a generator"
+    elif inspect.isasyncgen(started):
+        fix = "register the async generator function directly, or make the handler an async generator that re-yields what the helper yields"
+        what = "an async generator"
+    elif inspect.iscoroutine(started):
+        started.close()
+        fix = f"declare the handler `async def` and `return await {helper}(...)`"
+        what = "a coroutine"
+    else:
+        return
+    if inspect.unwrap(spec.fn) is not spec.fn:
+        fix += "; a decorator around a generator handler must be a generator too (`return (yield from fn(*args, **kwargs))`)"
+    location = _definition(spec.fn)
+    raise HandlerError(
+        f"handler {spec.name} at {location} is a plain function that returned {what} "
+        f"({getattr(started, '__qualname__', type(started).__name__)}); the runtime only drives a handler that is "
+        f"itself a generator or coroutine function: {fix}",
+        location=location,
+    )
+
+
+def _check_result(spec: HandlerSpec, result: Any) -> Completed:
+    if isinstance(result, (Request, Step)):
+        location = _definition(spec.fn)
+        raise HandlerError(
+            f"handler {spec.name} at {location} returned {result.describe_call()} instead of yielding it: did you "
+            f"forget `yield`? Write `answer = yield {result.describe_call()}` and return a result built from the answer",
+            location=location,
+        )
+    return Completed(result)
 
 
 def replay(
@@ -597,11 +782,17 @@ def replay(
     ctx: Context,
     ledger: Ledger | None = None,
     unmatched: Mapping[str, Any] | None = None,
+    *,
+    on_step: Callable[[Ledger], Any] | None = None,
 ) -> Completed | InputRequired:
     """Run a sync handler (generator or plain function) against ``ledger``.
 
     ``unmatched`` holds answers that matched no ledger slot (the lenient policy): one
     is used when the handler asks a question under its key in this very execution.
+    ``on_step``, when given, is called with the ledger each time a Step's result has
+    been recorded, before the handler resumes: a carrier that keeps the ledger in a
+    store saves it there, so a Step that finished is never run again after a crash.
+    Its exceptions propagate to the caller and are never thrown into handler code.
     Raises :class:`~mrtr.errors.ProtocolError` subclasses for runtime conditions
     (replay mismatch, missing client capability, malformed answers) and
     :class:`~mrtr.errors.HandlerError` when handler code fails.
@@ -609,11 +800,11 @@ def replay(
     spec = handler_spec(handler)
     if spec.is_async:
         raise TypeError(f"handler {spec.name} is async; use replay_async")
-    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched)
+    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched, on_step)
     started = _start(spec, ctx, arguments or {})
     if spec.shape == _SYNC_GEN:
-        return _drive(started, execution)
-    return Completed(started)
+        return _drive(started, execution)  # type: ignore[return-value]  # Detached needs detach=True
+    return _check_result(spec, started)
 
 
 async def replay_async(
@@ -622,10 +813,44 @@ async def replay_async(
     ctx: Context,
     ledger: Ledger | None = None,
     unmatched: Mapping[str, Any] | None = None,
+    *,
+    on_step: Callable[[Ledger], Any] | None = None,
 ) -> Completed | InputRequired:
-    """Run any handler (sync or async) against ``ledger``; see :func:`replay`."""
+    """Run any handler (sync or async) against ``ledger``; see :func:`replay`.
+
+    ``on_step`` may return an awaitable, which is awaited before an async handler
+    resumes; for a sync generator handler it must be a plain function.
+    """
+    outcome = await _run_async(handler, arguments, ctx, ledger, unmatched, on_step, False)
+    return outcome  # type: ignore[return-value]  # Detached needs detach=True
+
+
+async def replay_until_step(
+    handler: Any,
+    arguments: Mapping[str, Any] | None,
+    ctx: Context,
+    ledger: Ledger | None = None,
+    unmatched: Mapping[str, Any] | None = None,
+) -> Completed | InputRequired | Detached:
+    """Like :func:`replay_async`, but stop before running any Step: :class:`Detached`.
+
+    The questions a handler asks before its first Step are answered in MRTR rounds on
+    the request itself; what comes from the first Step on can run elsewhere (as a task).
+    """
+    return await _run_async(handler, arguments, ctx, ledger, unmatched, None, True)
+
+
+async def _run_async(
+    handler: Any,
+    arguments: Mapping[str, Any] | None,
+    ctx: Context,
+    ledger: Ledger | None,
+    unmatched: Mapping[str, Any] | None,
+    on_step: Callable[[Ledger], Any] | None,
+    detach: bool,
+) -> Completed | InputRequired | Detached:
     spec = handler_spec(handler)
-    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched)
+    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched, on_step, detach)
     started = _start(spec, ctx, arguments or {})
     if spec.shape == _ASYNC_GEN:
         return await _adrive(started, execution)
@@ -633,9 +858,10 @@ async def replay_async(
         return _drive(started, execution)
     if spec.shape == _CORO:
         try:
-            return Completed(await started)
+            result = await started
         except ProtocolError:
             raise
         except Exception as exc:
             raise _handler_failed(spec, exc) from exc
-    return Completed(started)
+        return _check_result(spec, result)
+    return _check_result(spec, started)

@@ -16,22 +16,25 @@ from __future__ import annotations
 import base64
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import msgspec
 
 from . import wire
-from .carrier import Carrier
-from .context import LOG_LEVELS, Context
+from .carrier import TASKS_EXTENSION, Carrier, TaskHost, ToolBinding
+from .context import LOG_LEVELS, Context, LifespanNotRunning
 from .engine import Engine
 from .jsonrpc import Notify, RunSync, error_response, result_response
 from .errors import (
     HandlerError,
     InternalError,
     InvalidParams,
+    InvalidRequest,
     MethodNotFound,
+    MissingRequiredClientCapability,
     ProtocolError,
     UnsupportedProtocolVersion,
 )
@@ -88,6 +91,40 @@ def _decode_cursor(cursor: Any) -> int:
 
 # -- the server ----------------------------------------------------------------------------
 
+
+class Broadcast(Protocol):
+    """What ``subscriptions/listen`` needs from the transport serving the server.
+
+    :class:`mrtr.transport.Hub` implements it on trio; the server itself imports no
+    event loop.
+    """
+
+    def publish(self, method: str, params: dict[str, Any]) -> None:
+        """Queue a notification for every listener; callable from any thread."""
+        ...
+
+    def listen(self) -> Any:
+        """A new listener (registered at once): an async iterable of ``(method, params)``
+        with a ``close()`` that unregisters it."""
+        ...
+
+
+# What each filter field of a listen request opts into, and the family that must be offered.
+_LISTEN_FILTERS = {
+    "toolsListChanged": ("notifications/tools/list_changed", "tools"),
+    "promptsListChanged": ("notifications/prompts/list_changed", "prompts"),
+    "resourcesListChanged": ("notifications/resources/list_changed", "resources"),
+}
+
+
+def _takes_argument(fn: Any) -> bool:
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)
+
+
 _Entry = TypeVar("_Entry")
 
 PrincipalSource = Callable[[RequestInfo], "str | None | Awaitable[str | None]"]
@@ -99,6 +136,7 @@ _OFFERED_BY_FAMILY: dict[str, tuple[str, Callable[[Registry], bool]]] = {
     "prompts": ("prompts", lambda registry: bool(registry._prompts)),
     "resources": ("resources", lambda registry: bool(registry._resources or registry._templates)),
     "completion": ("completions", lambda registry: registry._completion is not None),
+    "tasks": ("extensions", lambda registry: registry.has_task_tools),
 }
 
 
@@ -115,6 +153,12 @@ class Server(Registry):
     transport passes (a worker thread), so blocking code in them does not stall other
     requests; the default ``"inline"`` runs them on the event loop, which is faster for
     handlers that do not block.
+
+    ``auth`` makes the server an OAuth 2.1 protected resource (see ``docs/auth.md``):
+    the HTTP transports then authenticate every request with it, ``ctx.auth`` carries
+    the verified token, ``requestState`` is bound to the token's issuer, subject and
+    client (unless ``principal`` is given), ``tools/list`` leaves out the tools whose
+    ``scopes`` the caller lacks, and lists default to ``cache_scope="private"``.
     """
 
     def __init__(
@@ -132,7 +176,9 @@ class Server(Registry):
         sync_handlers: Literal["inline", "thread"] = "inline",
         page_size: int = 100,
         list_ttl_ms: int = 60_000,
-        cache_scope: Literal["public", "private"] = "public",
+        cache_scope: Literal["public", "private"] | None = None,
+        auth: Any = None,
+        mask_errors: bool = False,
     ) -> None:
         super().__init__()
         if answers not in ("strict", "lenient"):
@@ -142,6 +188,7 @@ class Server(Registry):
         if codec is not None and (secret is not None or ttl is not None):
             raise ValueError("give either codec or secret/ttl, not both")
         self.name = name
+        self.mask_errors = mask_errors
         self.version = version
         self.instructions = instructions
         self.server_info: dict[str, Any] = {"name": name, "version": version}
@@ -154,7 +201,13 @@ class Server(Registry):
         self.principal = principal
         self.page_size = page_size
         self.list_ttl_ms = list_ttl_ms
-        self.cache_scope = cache_scope
+        self._auth = auth
+        # What a list holds depends on the caller once scopes hide tools, so a shared cache must not reuse it.
+        self.cache_scope: Literal["public", "private"] = cache_scope or ("private" if auth is not None else "public")
+        self._lifespan: Callable[..., Any] | None = None
+        self._lifespan_value: Any = None
+        self._lifespan_users = 0
+        self._lifespan_starting = False
         self._methods: dict[str, Callable[[_Request], Awaitable[dict[str, Any]]]] = {
             "server/discover": self._discover,
             "tools/list": self._list_tools,
@@ -165,7 +218,108 @@ class Server(Registry):
             "resources/templates/list": self._list_templates,
             "resources/read": self._read_resource,
             "completion/complete": self._complete,
+            "tasks/get": self._task_method,
+            "tasks/update": self._task_method,
+            "tasks/cancel": self._task_method,
+            "subscriptions/listen": self._listen,
         }
+        self._hubs: list[Broadcast] = []
+        self.tasks: TaskHost | None = None
+        self.tasks_url: str | None = None
+        self.task_lease: float | None = None
+
+    # -- lifespan ----------------------------------------------------------------------
+
+    def lifespan(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Register the server's lifespan: what handlers share, opened once per process.
+
+        ``fn`` is an async generator function (or any callable returning an async
+        context manager), called with the server if it takes a parameter. What it yields
+        is ``ctx.lifespan`` in every handler; code after its ``yield`` runs at shutdown,
+        after the requests in flight have finished::
+
+            @server.lifespan
+            async def resources(server):
+                async with open_pool() as pool:
+                    yield {"pool": pool}
+
+        The transports (the native HTTP server, the ASGI app's lifespan events, stdio)
+        enter it before serving; elsewhere use ``async with server.running():``.
+        """
+        if self._lifespan is not None:
+            raise ValueError("a lifespan is already registered; combine the resources in one")
+        if not callable(fn):
+            raise TypeError(f"@server.lifespan decorates a function, got {type(fn).__name__}")
+        if not inspect.isasyncgenfunction(fn) and (inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn)):
+            kind = "generator function" if inspect.isgeneratorfunction(fn) else "coroutine function"
+            raise TypeError(
+                f"@server.lifespan needs an async generator function (`async def ...: ... yield value`), "
+                f"got the {kind} {fn.__qualname__}"
+            )
+        self._lifespan = asynccontextmanager(fn) if inspect.isasyncgenfunction(fn) else fn
+        self._lifespan_value = LifespanNotRunning(
+            f"the lifespan {fn.__qualname__} is not running: serve the server with a transport "
+            "(mrtr.http, the ASGI app with lifespan events, mrtr.stdio) or inside `async with server.running():`"
+        )
+        return fn
+
+    def running(self) -> AbstractAsyncContextManager[Any]:
+        """What a serving process keeps running beside its transport, for an ``async with`` block.
+
+        The lifespan (its yielded value is what the block gives), then, with task tools
+        registered, the task store (``tasks_url``, ``MRTR_TASKS`` or
+        ``sqlite:///mrtr-tasks.sqlite3``) and this node's task carrier; a store that
+        cannot be reached fails here, at start. Entered once per process: nested or
+        concurrent entries (two transports in one process) share the first one's
+        resources, and the last exit closes them. The transports enter it.
+        """
+        return self._running()
+
+    @asynccontextmanager
+    async def _running(self) -> AsyncIterator[Any]:
+        async with self._lifespan_running() as value, self._tasks_running():
+            yield value
+
+    @asynccontextmanager
+    async def _lifespan_running(self) -> AsyncIterator[Any]:
+        fn = self._lifespan
+        if fn is None:
+            yield None
+            return
+        if self._lifespan_users:
+            if self._lifespan_starting:
+                raise RuntimeError("the lifespan is still starting in another task; enter it once, before serving")
+            self._lifespan_users += 1
+            try:
+                yield self._lifespan_value
+            finally:
+                self._lifespan_users -= 1
+            return
+        manager = fn(self) if _takes_argument(fn) else fn()
+        if not isinstance(manager, AbstractAsyncContextManager) and not hasattr(manager, "__aenter__"):
+            raise TypeError(f"the lifespan returned {type(manager).__name__}, not an async context manager")
+        self._lifespan_users = 1
+        self._lifespan_starting = True
+        not_running = self._lifespan_value
+        try:
+            value = await manager.__aenter__()
+        except BaseException:
+            self._lifespan_users = 0
+            raise
+        finally:
+            self._lifespan_starting = False
+        self._lifespan_value = value
+        try:
+            yield value
+        except BaseException as exc:
+            self._lifespan_users -= 1
+            self._lifespan_value = not_running
+            if not await manager.__aexit__(type(exc), exc, exc.__traceback__):
+                raise
+        else:
+            self._lifespan_users -= 1
+            self._lifespan_value = not_running
+            await manager.__aexit__(None, None, None)
 
     # -- configuration ---------------------------------------------------------------
 
@@ -182,6 +336,15 @@ class Server(Registry):
         return self._engine
 
     @property
+    def auth(self) -> Any:
+        """The ``mrtr.auth.ResourceServer`` when the server is protected, else ``None``.
+
+        The auth layer sits above the server (it knows HTTP challenges and fetches keys);
+        the server only asks it whether a token's scopes satisfy a tool's.
+        """
+        return self._auth
+
+    @property
     def answers(self) -> str:
         """The answer policy: ``"strict"`` or ``"lenient"``."""
         return self._answers
@@ -192,14 +355,116 @@ class Server(Registry):
         """Whether a request for ``method`` is dispatched (rather than answered ``-32601``)."""
         if method not in self._methods:
             return False
+        if method == "subscriptions/listen":
+            return bool(self._hubs)  # only while a transport can hold the stream
         offered = _OFFERED_BY_FAMILY.get(method.split("/", 1)[0])
         return offered is None or offered[1](self)
 
     def capabilities(self) -> dict[str, Any]:
-        """The server capabilities, derived from what is registered."""
+        """The server capabilities, derived from what is registered.
+
+        ``listChanged`` and ``subscribe`` are advertised only while a transport that can
+        hold a ``subscriptions/listen`` stream is serving the server.
+        """
         capabilities: dict[str, Any] = {name: {} for name, offered in _OFFERED_BY_FAMILY.values() if offered(self)}
+        if "extensions" in capabilities:
+            capabilities["extensions"] = {TASKS_EXTENSION: {}}
         capabilities["logging"] = {}
+        if self._hubs:
+            for family in ("tools", "prompts", "resources"):
+                if family in capabilities:
+                    capabilities[family] = {"listChanged": True}
+            if "resources" in capabilities:
+                capabilities["resources"]["subscribe"] = True
         return capabilities
+
+    @asynccontextmanager
+    async def _tasks_running(self) -> AsyncIterator[None]:
+        if not self.has_task_tools or self.tasks is not None:
+            yield
+            return
+        from .tasks.host import serve_tasks
+
+        async with serve_tasks(self, self.tasks_url, lease=self.task_lease):
+            yield
+
+    def task_binding(self, name: str, raw_arguments: Mapping[str, Any]) -> ToolBinding:
+        """How the tasks carrier runs tool ``name`` with the arguments a call carried."""
+        tool = self._tools.get(name)
+        if tool is None:
+            raise InvalidParams(f"Unknown tool: {name}")
+        structured = tool.structured
+        return ToolBinding(
+            tool.fn, self._tool_arguments(tool, raw_arguments), lambda value: tool_result(value, structured),
+            lambda error: self._tool_error(name, error),
+        )
+
+    # -- subscriptions ---------------------------------------------------------------
+
+    def listen_through(self, hub: Broadcast) -> Callable[[], None]:
+        """Let ``subscriptions/listen`` streams use ``hub``; returns the function that detaches it.
+
+        Transports call this when they start serving (see :func:`mrtr.transport.lifespan`).
+        """
+        self._hubs.append(hub)
+        return lambda: self._hubs.remove(hub) if hub in self._hubs else None
+
+    def notify_tools_changed(self) -> None:
+        """Tell listening clients that the tool list changed. Callable from any task or thread."""
+        self._publish("notifications/tools/list_changed", {})
+
+    def notify_prompts_changed(self) -> None:
+        """Tell listening clients that the prompt list changed. Callable from any task or thread."""
+        self._publish("notifications/prompts/list_changed", {})
+
+    def notify_resources_changed(self) -> None:
+        """Tell listening clients that the resource list changed. Callable from any task or thread."""
+        self._publish("notifications/resources/list_changed", {})
+
+    def notify_resource_updated(self, uri: str) -> None:
+        """Tell the clients subscribed to ``uri`` that it changed and may be read again."""
+        if not isinstance(uri, str) or not uri:
+            raise ValueError(f"notify_resource_updated needs a resource uri, got {uri!r}")
+        self._publish("notifications/resources/updated", {"uri": uri})
+
+    def _publish(self, method: str, params: dict[str, Any]) -> None:
+        for hub in list(self._hubs):
+            hub.publish(method, params)
+
+    async def _listen(self, request: _Request) -> dict[str, Any]:
+        wanted = request.params.get("notifications")
+        if not isinstance(wanted, dict):
+            raise InvalidParams('subscriptions/listen needs a "notifications" object naming what to receive')
+        if request.notify is None or not self._hubs:
+            raise InvalidParams("subscriptions/listen needs a transport that streams notifications")
+        agreed: dict[str, Any] = {}
+        methods: set[str] = set()
+        for name, (method, family) in _LISTEN_FILTERS.items():
+            value = wanted.get(name)
+            if value is not None and not isinstance(value, bool):
+                raise InvalidParams(f"subscriptions/listen: notifications.{name} must be a boolean")
+            if value and self.serves(f"{family}/list"):
+                agreed[name] = True
+                methods.add(method)
+        uris = wanted.get("resourceSubscriptions")
+        if uris is not None:
+            if not isinstance(uris, list) or not all(isinstance(uri, str) and uri for uri in uris):
+                raise InvalidParams("subscriptions/listen: notifications.resourceSubscriptions must be a list of uris")
+            if self.serves("resources/read"):
+                agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
+        subscribed = set(agreed.get("resourceSubscriptions", ()))
+        meta = {wire.META_SUBSCRIPTION_ID: request.id}
+        # Registered before the acknowledgement, so nothing published after it is missed.
+        listener = self._hubs[-1].listen()
+        try:
+            request.notify("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": meta})
+            async for method, params in listener:
+                if method in methods or (method == "notifications/resources/updated" and params.get("uri") in subscribed):
+                    request.notify(method, {**params, "_meta": meta})
+        finally:
+            listener.close()  # a client that went away stops receiving at once
+        return {"resultType": "complete", "_meta": dict(meta)}
+
 
     # -- dispatch ------------------------------------------------------------------------
 
@@ -210,6 +475,7 @@ class Server(Registry):
         headers: Mapping[str, str] | None = None,
         notify: Notify | None = None,
         run_sync: RunSync | None = None,
+        auth: Any = None,
     ) -> dict[str, Any]:
         """Serve one parsed JSON-RPC request and return its response message.
 
@@ -219,11 +485,12 @@ class Server(Registry):
         ``sync_handlers="thread"`` (``notify`` must then accept calls from that thread;
         see :mod:`mrtr.transport`). Without ``run_sync`` every handler runs inline.
         Protocol errors become error responses; an unexpected failure becomes
-        ``-32603`` (logged with its traceback, never sent to the client).
+        ``-32603`` (logged with its traceback, never sent to the client). ``auth`` is
+        the caller's verified token; a protected server refuses a request without one.
         """
         request_id: Any = message.get("id")
         try:
-            result = await self._dispatch(message, headers or {}, notify, run_sync)
+            result = await self._dispatch(message, headers or {}, notify, run_sync, auth)
         except ProtocolError as error:
             return error_response(request_id, error)
         except Exception:
@@ -232,8 +499,11 @@ class Server(Registry):
         return result_response(request_id, result)
 
     async def _dispatch(self, message: Mapping[str, Any], headers: Mapping[str, str], notify: Notify | None,
-                        run_sync: RunSync | None) -> Any:
+                        run_sync: RunSync | None, auth: Any) -> Any:
         method = message["method"]
+        if self._auth is not None and auth is None:
+            # Fail closed: a transport that cannot authenticate must not reach a protected server.
+            raise InvalidRequest("Unauthorized: this server requires a verified bearer token")
         # Unknown and removed methods (initialize, ping, ...) are -32601 whatever their params.
         if not self.serves(method):
             raise MethodNotFound(f"Method not found: {method}")
@@ -244,7 +514,7 @@ class Server(Registry):
         envelope = _read_envelope(params)
         if self.sync_handlers == "inline":
             run_sync = None
-        request = _Request(method, params, envelope, headers, notify, message.get("id"), run_sync)
+        request = _Request(method, params, envelope, headers, notify, message.get("id"), run_sync, auth)
         result = await handler(request)
         meta = result.get("_meta")
         if meta is None:
@@ -255,7 +525,7 @@ class Server(Registry):
 
     async def _principal(self, request: _Request) -> str | None:
         if self.principal is None:
-            return None
+            return None if request.auth is None else request.auth.principal
         value = self.principal(RequestInfo(request.method, request.params, request.headers))
         if inspect.isawaitable(value):
             value = await value
@@ -276,6 +546,8 @@ class Server(Registry):
             progress_token=envelope.progress_token,
             log_level=envelope.log_level,
             notify=request.notify,
+            auth=request.auth,
+            lifespan=self._lifespan_value,
         )
 
     def _cacheable(self, result: dict[str, Any], ttl_ms: int | None = None) -> dict[str, Any]:
@@ -306,8 +578,14 @@ class Server(Registry):
             result["nextCursor"] = _encode_cursor(offset + self.page_size)
         return self._cacheable(result)
 
+    def _permitted(self, request: _Request, scopes: tuple[str, ...]) -> bool:
+        if self._auth is None or not scopes:
+            return True
+        return request.auth is not None and bool(self._auth.satisfies(request.auth, scopes))
+
     async def _list_tools(self, request: _Request) -> dict[str, Any]:
-        return self._page(request, [tool.definition for tool in self._tools.values()], "tools")
+        tools = [tool.definition for tool in self._tools.values() if self._permitted(request, tool.scopes)]
+        return self._page(request, tools, "tools")
 
     async def _list_prompts(self, request: _Request) -> dict[str, Any]:
         return self._page(request, [prompt.definition for prompt in self._prompts.values()], "prompts")
@@ -321,27 +599,53 @@ class Server(Registry):
     async def _call_tool(self, request: _Request) -> dict[str, Any]:
         params = request.params
         name, tool = _named(params, self._tools, "tools/call", "tool")
-        raw = params.get("arguments")
-        if raw is None:
-            raw = {}
-        if not isinstance(raw, dict):
-            raise InvalidParams(f"Invalid arguments for tool {name}: arguments must be an object")
-        if tool.check_arguments is not None:
-            tool.check_arguments(raw)
-        try:
-            decoded = msgspec.convert(raw, tool.arguments_type, strict=False)
-        except msgspec.ValidationError as exc:
-            raise InvalidParams(f"Invalid arguments for tool {name}: {exc}") from None
-        arguments = {field_name: getattr(decoded, field_name) for field_name in tool.parameter_names}
+        if not self._permitted(request, tool.scopes):
+            # The HTTP transports answer 403 before dispatch; this guards in-process callers.
+            raise InvalidRequest(f"Forbidden: tool {name} needs the scopes {' '.join(tool.scopes)}")
+        if tool.task == "required" and not _declares_tasks(request.envelope):
+            raise MissingRequiredClientCapability(
+                f'Tool "{name}" requires the {TASKS_EXTENSION} client capability', {"extensions": {TASKS_EXTENSION: {}}}
+            )
+        arguments = self._tool_arguments(tool, params.get("arguments"))
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
         try:
             outcome = await self._execute(request, tool.fn, arguments, ctx)
         except HandlerError as error:
-            return {"resultType": "complete", "content": [{"type": "text", "text": error.message}], "isError": True}
+            return self._tool_error(name, error)
         if not isinstance(outcome, Completed):
             return msgspec.to_builtins(outcome)
         return tool_result(outcome.result, tool.structured)
+
+    def _tool_arguments(self, tool: Any, raw: Any) -> dict[str, Any]:
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise InvalidParams(f"Invalid arguments for tool {tool.name}: arguments must be an object")
+        if tool.check_arguments is not None:
+            tool.check_arguments(raw)
+        try:
+            decoded = msgspec.convert(raw, tool.arguments_type, strict=False)
+        except msgspec.ValidationError as exc:
+            raise InvalidParams(f"Invalid arguments for tool {tool.name}: {exc}") from None
+        return {field_name: getattr(decoded, field_name) for field_name in tool.parameter_names}
+
+    async def _task_method(self, request: _Request) -> dict[str, Any]:
+        if not _declares_tasks(request.envelope):
+            raise MissingRequiredClientCapability(
+                f'Method "{request.method}" requires the {TASKS_EXTENSION} client capability',
+                {"extensions": {TASKS_EXTENSION: {}}},
+            )
+        tasks = self.tasks
+        if tasks is None:
+            raise InternalError("Internal error: no task store is running (enter Server.running())")
+        principal = await self._principal(request)
+        task_id = request.params.get("taskId")
+        if request.method == "tasks/get":
+            return await tasks.get(task_id, principal)
+        if request.method == "tasks/update":
+            return await tasks.update(task_id, principal, request.params.get("inputResponses"))
+        return await tasks.cancel(task_id, principal)
 
     async def _get_prompt(self, request: _Request) -> dict[str, Any]:
         params = request.params
@@ -377,7 +681,16 @@ class Server(Registry):
         return self._cacheable(resource_result(outcome.result, uri, mime_type), ttl_ms=0)
 
     def carrier_for(self, method: str, params: Mapping[str, Any]) -> Carrier:
-        """The carrier that holds this request's ledger: the wire carrier (:attr:`engine`)."""
+        """The carrier that holds this request's ledger.
+
+        The tasks carrier for ``tools/call`` to a task tool from a client that declared
+        the tasks extension (when a task store is running); the wire carrier
+        (:attr:`engine`) for everything else.
+        """
+        if method == "tools/call" and self.tasks is not None:
+            tool = self._tools.get(params.get("name"))  # type: ignore[arg-type]
+            if tool is not None and tool.task and _declares_tasks(_read_envelope(params)):
+                return self.tasks
         return self.engine
 
     async def _execute(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> Any:
@@ -389,8 +702,19 @@ class Server(Registry):
         try:
             return await self._execute(request, fn, arguments, ctx)
         except HandlerError as error:
-            log.warning("%s handler failed: %s", request.method, error.message, exc_info=error.__cause__)
-            raise InternalError(f"Internal error: {error.message}") from None
+            text = self._handler_failed(request.method, ctx.target, error)
+            raise InternalError(f"Internal error: {text}" if text else "Internal error") from None
+
+    def _tool_error(self, name: str, error: HandlerError) -> dict[str, Any]:
+        """A failing tool's result: the error as tool output, so the model can see it (unless masked)."""
+        text = self._handler_failed("tools/call", name, error) or "The tool failed with an internal error."
+        return {"resultType": "complete", "content": [{"type": "text", "text": text}], "isError": True}
+
+    def _handler_failed(self, method: str, target: Any, error: HandlerError) -> str | None:
+        """Log a failed handler with its traceback; the text the client may see (``None`` when masked)."""
+        where = f" at {error.location}" if error.location else ""
+        log.error("%s %r failed%s: %s", method, target, where, error.message, exc_info=error.__cause__)
+        return None if self.mask_errors else error.message
 
     async def _complete(self, request: _Request) -> dict[str, Any]:
         params = request.params
@@ -407,10 +731,16 @@ class Server(Registry):
         except ProtocolError:
             raise
         except Exception as exc:
-            raise InternalError(f"Internal error: completion failed: {exc}") from exc
+            log.error("completion/complete failed", exc_info=exc)
+            raise InternalError("Internal error" if self.mask_errors else f"Internal error: completion failed: {exc}") from exc
         completion = dict(values) if isinstance(values, dict) else {"values": list(values or [])}
         completion["values"] = [str(value) for value in completion.get("values", [])][:100]
         return {"resultType": "complete", "completion": completion}
+
+
+def _declares_tasks(envelope: _Envelope) -> bool:
+    extensions = envelope.capabilities.get("extensions")
+    return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
 
 
 def _named(params: Mapping[str, Any], entries: Mapping[str, _Entry], method: str, kind: str) -> tuple[str, _Entry]:
@@ -445,6 +775,7 @@ class _Request:
     notify: Notify | None
     id: Any
     run_sync: RunSync | None
+    auth: Any = None  # the verified mrtr.auth.AccessToken, on a protected server
 
 
 def _read_envelope(params: Mapping[str, Any]) -> _Envelope:

@@ -277,10 +277,10 @@ class RequestStateCodec:
     def _ephemeral(
         cls, *, ttl: float, max_token_length: int, clock: Callable[[], float], stacklevel: int
     ) -> RequestStateCodec:
-        message = (
-            "No MRTR_SECRET configured: generated an ephemeral requestState key. "
-            "Conversations in flight will NOT survive a restart and will NOT work across "
-            "several instances or worker processes; " + _SECRET_HINT + "."
+        message = (  # one line: it is what an operator sees first
+            "MRTR_SECRET is not set: requestState tokens use a throwaway key, so they die with a restart and "
+            "fail on other instances; set MRTR_SECRET to the output of: "
+            "python -c \"import os,base64;print(base64.b64encode(os.urandom(32)).decode())\""
         )
         warnings.warn(message, EphemeralKeyWarning, stacklevel=stacklevel)
         _log.warning("%s", message)

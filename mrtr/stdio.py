@@ -12,6 +12,13 @@ protocol messages and nothing else; logs go to stderr.
   flight; nothing more is written for it. Other client notifications are ignored.
 - A request reusing the id of a request still in flight is refused with ``-32600``;
   the first one keeps running.
+- At most ``max_in_flight`` requests (64 by default) are held at once, counting a
+  request until its response line is written: when the client does not read stdout,
+  the server stops reading stdin, so memory stays bounded. Notifications queued
+  behind a stalled stdout are capped too (``notification_buffer``); beyond it they are
+  dropped, never the responses.
+- Each answered request gets an access line on the ``mrtr.access`` logger (see
+  :mod:`mrtr.logs`).
 - On EOF the server stops reading, lets the requests in flight finish (up to a grace
   period, 10 s by default, after which they are cancelled without a response) and
   returns.
@@ -40,11 +47,14 @@ import trio
 from .errors import InternalError, InvalidRequest, ParseError, ProtocolError
 from .jsonrpc import Dispatcher, error_response, parse_message
 from .jsonrpc import encode as _encode_json
-from .transport import run_in_thread, thread_safe
+from .logs import AccessRecord
+from .transport import Hub, lifespan, run_in_thread, settle_key, thread_safe
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD",
+    "DEFAULT_MAX_IN_FLIGHT",
     "DEFAULT_MAX_LINE_BYTES",
+    "DEFAULT_NOTIFICATION_BUFFER",
     "run_stdio",
     "serve_stdio",
 ]
@@ -56,6 +66,12 @@ DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
 
 DEFAULT_GRACE_PERIOD = 10.0
 """Seconds the requests in flight get to finish after stdin reaches EOF."""
+
+DEFAULT_MAX_IN_FLIGHT = 64
+"""Requests held at once, from the line read until the response line written."""
+
+DEFAULT_NOTIFICATION_BUFFER = 10_000
+"""Notifications queued behind a slow stdout before further ones are dropped."""
 
 _READ_CHUNK = 64 * 1024
 
@@ -200,55 +216,107 @@ class _LineReader:
 # -- the session ---------------------------------------------------------------------------
 
 
+class _Slot:
+    """One of the ``max_in_flight`` places a line read from stdin holds until answered."""
+
+    __slots__ = ("_limit", "record", "_held")
+
+    def __init__(self, limit: trio.Semaphore) -> None:
+        self._limit = limit
+        self.record: AccessRecord | None = None
+        self._held = True
+
+    def release(self, outcome: str | None = None) -> None:
+        """Free the place (once) and log the request's access line, if it has one."""
+        if not self._held:
+            return
+        self._held = False
+        self._limit.release()
+        if self.record is not None:
+            self.record.finish(outcome=outcome)
+
+
 @dataclass(eq=False)
 class _InFlight:
     id: Any
     message: Mapping[str, Any]
+    slot: _Slot
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     cancelled: bool = False
     done: bool = False
 
 
+_Line = tuple["_InFlight | None", bytes, "_Slot | None"]
+
+
 class _Session:
-    def __init__(self, server: Dispatcher, stdout: Any) -> None:
+    def __init__(self, server: Dispatcher, stdout: Any, max_in_flight: int, notification_buffer: int) -> None:
         self.server = server
         self.stdout = stdout
         self.in_flight: dict[Any, _InFlight] = {}
-        # Unbounded: handler notifications are queued from sync code with send_nowait.
-        self.send_channel, self.receive_channel = trio.open_memory_channel[tuple["_InFlight | None", bytes]](math.inf)
+        self.limit = trio.Semaphore(max_in_flight)
+        self.notification_buffer = notification_buffer
+        self.queued_notifications = 0
+        self.dropped_notifications = 0
+        # Unbounded as a channel, bounded by what feeds it: one final line per slot and
+        # at most ``notification_buffer`` notifications (queued from sync code, so
+        # ``send_nowait``).
+        self.send_channel, self.receive_channel = trio.open_memory_channel[_Line](math.inf)
 
     # writing
 
-    def queue(self, entry: _InFlight | None, message: Mapping[str, Any]) -> None:
-        self.send_channel.send_nowait((entry, _encode_json(message) + b"\n"))
+    def queue(self, entry: _InFlight | None, message: Mapping[str, Any], slot: _Slot | None) -> None:
+        """Queue a line; ``slot`` marks the final line of what holds it (released once written)."""
+        self.send_channel.send_nowait((entry, _encode_json(message) + b"\n", slot))
 
-    def queue_error(self, request_id: Any, error: ProtocolError) -> None:
-        self.queue(None, error_response(request_id, error))
+    def queue_error(self, request_id: Any, error: ProtocolError, slot: _Slot) -> None:
+        record = AccessRecord("stdio")
+        record.error(error.code)
+        slot.record = record
+        self.queue(None, error_response(request_id, error), slot)
+
+    def queue_notification(self, entry: _InFlight, message: Mapping[str, Any]) -> None:
+        if self.queued_notifications >= self.notification_buffer:
+            self.dropped_notifications += 1
+            if self.dropped_notifications == 1:
+                log.warning("the client reads stdout too slowly; dropping %s notifications", message.get("method"))
+            return
+        self.queued_notifications += 1
+        self.queue(entry, message, None)
 
     async def writer(self, stop: trio.CancelScope) -> None:
         async with self.receive_channel:
-            async for entry, line in self.receive_channel:
+            async for entry, line, slot in self.receive_channel:
+                if slot is None:
+                    self.queued_notifications -= 1
                 if entry is not None and entry.cancelled:
-                    continue  # queued before the cancellation arrived: drop it
+                    if slot is not None:  # queued before the cancellation arrived: drop it
+                        slot.release("cancelled")
+                    continue
                 try:
                     await self.stdout.send_all(line)
                 except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                     log.warning("stdout is closed (%s); stopping", exc)
+                    if slot is not None:
+                        slot.release("aborted")
                     stop.cancel()
                     return
+                if slot is not None:
+                    slot.release()
 
     # reading and dispatch
 
-    def dispatch(self, nursery: trio.Nursery, line: bytes) -> None:
+    def dispatch(self, nursery: trio.Nursery, line: bytes, slot: _Slot) -> None:
         try:
             message = parse_message(line)
         except ParseError as error:
-            self.queue_error(None, error)
+            self.queue_error(None, error, slot)
             return
         except InvalidRequest as error:
-            self.queue_error(error.request_id, error)
+            self.queue_error(error.request_id, error, slot)
             return
         if "id" not in message:
+            slot.release()
             self.notification(message)
             return
         request_id = message["id"]
@@ -256,9 +324,12 @@ class _Session:
             self.queue_error(
                 request_id,
                 InvalidRequest(f"Invalid Request: id {request_id!r} is already in use by a request in flight"),
+                slot,
             )
             return
-        entry = _InFlight(request_id, message)
+        slot.record = AccessRecord("stdio")
+        slot.record.request(message)
+        entry = _InFlight(request_id, message, slot)
         self.in_flight[request_id] = entry
         nursery.start_soon(self.run_request, entry, name=f"mrtr.stdio request {request_id!r}")
 
@@ -284,23 +355,44 @@ class _Session:
         def notify(method: str, params: dict[str, Any]) -> None:
             if entry.cancelled or entry.done:
                 return
-            self.queue(entry, {"jsonrpc": "2.0", "method": method, "params": params})
+            self.queue_notification(entry, {"jsonrpc": "2.0", "method": method, "params": params})
 
+        queued = False
         try:
             with entry.scope:
                 response = await self.server.handle(entry.message, notify=thread_safe(notify),
                                                     run_sync=run_in_thread)
             if entry.cancelled:
                 return
+            record = entry.slot.record
             try:
-                self.queue(entry, response)
+                self.queue(entry, response, entry.slot)
+                if record is not None:
+                    record.response(response)
             except (TypeError, msgspec.EncodeError):
                 log.exception("cannot encode the response to request %r", entry.id)
-                self.queue_error(entry.id, InternalError("Internal error"))
+                if record is not None:
+                    record.error(InternalError.code)
+                self.queue(entry, error_response(entry.id, InternalError("Internal error")), entry.slot)
+            queued = True
         finally:
             entry.done = True
             if self.in_flight.get(entry.id) is entry:
                 del self.in_flight[entry.id]
+            if not queued:
+                entry.slot.release("cancelled")
+
+
+def _refuse_auth(server: Dispatcher) -> None:
+    """Refuse a server protected with ``auth=``: stdio carries no bearer tokens.
+
+    The spec has a stdio server take its credentials from the environment; a server
+    that expects a token on every request could only fail every request here.
+    """
+    if getattr(server, "auth", None) is not None:
+        raise ValueError("a server built with auth= takes bearer tokens over HTTP only; stdio has none "
+                         "(a stdio server takes its credentials from the environment): serve it over HTTP, "
+                         "or build it without auth= for stdio")
 
 
 async def serve_stdio(
@@ -310,6 +402,8 @@ async def serve_stdio(
     stdout: trio.abc.SendStream | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     grace_period: float = DEFAULT_GRACE_PERIOD,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    notification_buffer: int = DEFAULT_NOTIFICATION_BUFFER,
 ) -> None:
     """Serve ``server`` over newline-delimited JSON-RPC until stdin reaches EOF.
 
@@ -318,9 +412,15 @@ async def serve_stdio(
     ``max_line_bytes`` is answered with ``-32600`` and skipped. After EOF the requests
     in flight get ``grace_period`` seconds to finish; any still running then are
     cancelled without a response. Returns early if stdout is closed by the client.
+    At most ``max_in_flight`` lines are held until their answer is written (stdin is
+    not read meanwhile); at most ``notification_buffer`` notifications wait for stdout.
     """
     if max_line_bytes < 1:
         raise ValueError("max_line_bytes must be positive")
+    for name, value in (("max_in_flight", max_in_flight), ("notification_buffer", notification_buffer)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    _refuse_auth(server)
     owned: list[Any] = []
     if stdin is None:
         stdin = _fd_stream(os.dup(0), receive=True, others=(1, 2))
@@ -329,32 +429,42 @@ async def serve_stdio(
         stdout = _fd_stream(os.dup(1), receive=False, others=(0, 2))
         owned.append(stdout)
     try:
-        await _serve(server, stdin, stdout, max_line_bytes, grace_period)
+        session = _Session(server, stdout, max_in_flight, notification_buffer)
+        # The lifespan opens before the first line is read and closes after the
+        # requests in flight have finished (or the grace period cut them off).
+        async with lifespan(server) as hub:
+            await _serve(session, stdin, max_line_bytes, grace_period, hub)
     finally:
         for stream in owned:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
 
-async def _serve(server: Dispatcher, stdin: Any, stdout: Any, max_line_bytes: int, grace_period: float) -> None:
-    session = _Session(server, stdout)
+async def _serve(session: _Session, stdin: Any, max_line_bytes: int, grace_period: float, hub: Hub) -> None:
     reader = _LineReader(stdin, max_line_bytes)
     async with trio.open_nursery() as outer:
         outer.start_soon(session.writer, outer.cancel_scope, name="mrtr.stdio writer")
         async with trio.open_nursery() as requests:
             while True:
+                # Take a place before reading: with every place held (stdout not drained),
+                # stdin is left unread and the client's writes block, not our memory.
+                await session.limit.acquire()
+                slot = _Slot(session.limit)
                 line = await reader.receive_line()
                 if line is None:
+                    slot.release()
                     break
                 if line is _TOO_LONG:
                     session.queue_error(
-                        None, InvalidRequest(f"Invalid Request: message longer than {max_line_bytes} bytes")
+                        None, InvalidRequest(f"Invalid Request: message longer than {max_line_bytes} bytes"), slot
                     )
                     continue
                 assert isinstance(line, bytes)
                 if not line.strip():
+                    slot.release()
                     continue
-                session.dispatch(requests, line)
+                session.dispatch(requests, line, slot)
+            hub.close()  # listen streams end with their result; the rest get the grace period
             if session.in_flight:
                 log.info("stdin closed; waiting up to %gs for %d request(s) in flight",
                          grace_period, len(session.in_flight))
@@ -372,6 +482,7 @@ def run_stdio(
     *,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     grace_period: float = DEFAULT_GRACE_PERIOD,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
 ) -> None:
     """Serve ``server`` on this process's stdin/stdout until EOF, SIGINT or SIGTERM.
 
@@ -381,12 +492,14 @@ def run_stdio(
     the log instead of corrupting the protocol stream; the protocol uses a private
     duplicate of the original stdout.
     """
+    _refuse_auth(server)
+    settle_key(server)  # a missing MRTR_SECRET is said once, now, not at the first call
     sys.stdout.flush()
     protocol_fd = os.dup(1)
     saved_fd = os.dup(1)
     _point_stdout_at_stderr()
     try:
-        trio.run(_run_stdio, server, protocol_fd, max_line_bytes, grace_period)
+        trio.run(_run_stdio, server, protocol_fd, max_line_bytes, grace_period, max_in_flight)
     except KeyboardInterrupt:  # a signal that arrived before the handlers were installed
         log.info("interrupted")
     finally:
@@ -404,14 +517,15 @@ def _point_stdout_at_stderr() -> None:
         os.close(devnull)
 
 
-async def _run_stdio(server: Dispatcher, protocol_fd: int, max_line_bytes: int, grace_period: float) -> None:
+async def _run_stdio(server: Dispatcher, protocol_fd: int, max_line_bytes: int, grace_period: float,
+                     max_in_flight: int) -> None:
     stdout = _fd_stream(protocol_fd, receive=False, others=(0, 1, 2))
     stdin = _fd_stream(os.dup(0), receive=True, others=(protocol_fd, 1, 2))
     async with stdin, stdout, trio.open_nursery() as nursery:
         if threading.current_thread() is threading.main_thread():
             nursery.start_soon(_stop_on_signals, nursery.cancel_scope)
         await serve_stdio(server, stdin=stdin, stdout=stdout, max_line_bytes=max_line_bytes,
-                          grace_period=grace_period)
+                          grace_period=grace_period, max_in_flight=max_in_flight)
         nursery.cancel_scope.cancel()
 
 

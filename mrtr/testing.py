@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 
+from .answers import accept, cancel, decline, roots, sampled
 from .context import Context
 from .effects import Elicit, ElicitResult, ListRoots, Request, Sample
 from .ledger import Ledger, merge_answers
@@ -34,6 +35,7 @@ __all__ = [
     "ALL_CAPABILITIES",
     "Round",
     "Outcome",
+    "Notification",
     "ScriptExhausted",
     "NotDeterministic",
     "accept",
@@ -51,33 +53,6 @@ ALL_CAPABILITIES: dict[str, Any] = {
     "roots": {},
 }
 """Client capabilities that can answer every kind of request (the default for :func:`run`)."""
-
-
-def accept(content: Mapping[str, Any] | msgspec.Struct | None = None, /, **fields: Any) -> dict[str, Any]:
-    """An accepted elicitation answer; ``accept(name="Ada")`` or ``accept({"name": "Ada"})``."""
-    base: Mapping[str, Any] = msgspec.to_builtins(content) if isinstance(content, msgspec.Struct) else (content or {})
-    merged = {**base, **fields}
-    return {"action": "accept", "content": merged}
-
-
-def decline() -> dict[str, Any]:
-    """The user declined the elicitation."""
-    return {"action": "decline"}
-
-
-def cancel() -> dict[str, Any]:
-    """The user dismissed the elicitation without choosing."""
-    return {"action": "cancel"}
-
-
-def sampled(text: str, *, model: str = "test-model", stop_reason: str = "endTurn") -> dict[str, Any]:
-    """A sampling answer whose assistant message is ``text``."""
-    return {"role": "assistant", "content": {"type": "text", "text": text}, "model": model, "stopReason": stop_reason}
-
-
-def roots(*uris: str | Mapping[str, Any]) -> dict[str, Any]:
-    """A roots answer listing ``uris`` (strings or ``{"uri", "name"}`` dicts)."""
-    return {"roots": [{"uri": uri} if isinstance(uri, str) else dict(uri) for uri in uris]}
 
 
 @dataclass
@@ -99,17 +74,45 @@ class Round:
 
 
 @dataclass
+class Notification:
+    """A notification the handler sent: ``execution`` is the run (1-based) that sent it."""
+
+    execution: int
+    method: str
+    params: dict[str, Any]
+
+
+@dataclass
 class Outcome:
-    """The end of a scripted conversation: the handler's result and every round before it."""
+    """The end of a scripted conversation: the handler's result and every round before it.
+
+    ``notifications`` holds every progress and log notification a client would have
+    received, in order, across all executions.
+    """
 
     result: Any
     rounds: list[Round]
     executions: int
+    notifications: list[Notification] = field(default_factory=list)
 
     @property
     def asked(self) -> list[list[str]]:
         """The keys asked, round by round."""
         return [round_.keys for round_ in self.rounds]
+
+    @property
+    def progress(self) -> list[tuple[float, float | None, str | None]]:
+        """The ``(progress, total, message)`` of each progress notification, in order."""
+        return [
+            (n.params["progress"], n.params.get("total"), n.params.get("message"))
+            for n in self.notifications
+            if n.method == "notifications/progress"
+        ]
+
+    @property
+    def logs(self) -> list[tuple[str, Any]]:
+        """The ``(level, data)`` of each log notification, in order."""
+        return [(n.params["level"], n.params["data"]) for n in self.notifications if n.method == "notifications/message"]
 
 
 class ScriptExhausted(AssertionError):
@@ -171,6 +174,31 @@ def _to_wire(request: Request, raw: Any) -> Any:
     return raw
 
 
+class _Recorder:
+    """Collects what a client would receive, and passes it on to the caller's ``notify``."""
+
+    def __init__(self, notify: Callable[[str, dict[str, Any]], None] | None,
+                 progress_token: str | int | None, log_level: str | None, lifespan: Any) -> None:
+        self.forward = notify
+        self.lifespan = lifespan
+        self.progress_token = progress_token
+        self.log_level = log_level
+        self.execution = 0
+        self.seen: list[Notification] = []
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        self.seen.append(Notification(self.execution, method, params))
+        if self.forward is not None:
+            self.forward(method, params)
+
+    def context(self, arguments: Mapping[str, Any], capabilities: Mapping[str, Any], principal: str | None) -> Context:
+        """The context of the next execution, which reports to this recorder."""
+        self.execution += 1
+        return Context(arguments, principal=principal, client_capabilities=capabilities,
+                       progress_token=self.progress_token, log_level=self.log_level, notify=self.notify,
+                       lifespan=self.lifespan)
+
+
 def _context(arguments: Mapping[str, Any], capabilities: Mapping[str, Any], principal: str | None, notify: Any) -> Context:
     return Context(arguments, principal=principal, client_capabilities=capabilities, notify=notify)
 
@@ -199,6 +227,9 @@ def run(
     max_rounds: int = 50,
     notify: Callable[[str, dict[str, Any]], None] | None = None,
     check_determinism: bool = False,
+    progress_token: str | int | None = "progress",
+    log_level: str | None = "debug",
+    lifespan: Any = None,
 ) -> Outcome:
     """Run ``handler`` to completion, answering each round from ``answers``.
 
@@ -214,6 +245,13 @@ def run(
     things (or complete again). A handler whose questions depend on the clock, random
     values or data read outside a ``Step`` fails with :class:`NotDeterministic` in the
     round where it diverges. Side effects before the last question run twice per round.
+
+    Every execution's context carries ``progress_token`` and ``log_level`` (pass
+    ``None`` to leave either out, as a client that did not ask would), so the progress
+    and log notifications a client would receive land in ``Outcome.notifications``
+    (and ``Outcome.progress``, ``Outcome.logs``); ``notify`` also receives them as
+    they are sent. ``lifespan`` is what handlers see as ``ctx.lifespan`` (the value a
+    server's lifespan would yield: a fake pool, a test client).
     """
     if handler_spec(handler).is_async:
         import trio
@@ -222,6 +260,7 @@ def run(
             return await arun(
                 handler, arguments, answers=answers, capabilities=capabilities, principal=principal,
                 lenient=lenient, max_rounds=max_rounds, notify=notify, check_determinism=check_determinism,
+                progress_token=progress_token, log_level=log_level, lifespan=lifespan,
             )
 
         return trio.run(main)
@@ -231,13 +270,14 @@ def run(
     ledger = Ledger()
     unmatched: dict[str, Any] = {}
     rounds: list[Round] = []
+    recorder = _Recorder(notify, progress_token, log_level, lifespan)
     for execution in range(1, max_rounds + 2):
-        outcome = replay(handler, arguments, _context(arguments, capabilities, principal, notify), ledger, unmatched)
+        outcome = replay(handler, arguments, recorder.context(arguments, capabilities, principal), ledger, unmatched)
         if check_determinism:
             _check_same(outcome, len(rounds) + 1, lambda: replay(
                 handler, arguments, _context(arguments, capabilities, principal, None), *_replayed(outcome, ledger, unmatched)))
         if isinstance(outcome, Completed):
-            return Outcome(outcome.result, rounds, execution)
+            return Outcome(outcome.result, rounds, execution, recorder.seen)
         ledger, unmatched = _next_round(outcome, rounds, script, codec, arguments, principal, lenient, max_rounds)
     raise AssertionError("unreachable")
 
@@ -253,6 +293,9 @@ async def arun(
     max_rounds: int = 50,
     notify: Callable[[str, dict[str, Any]], None] | None = None,
     check_determinism: bool = False,
+    progress_token: str | int | None = "progress",
+    log_level: str | None = "debug",
+    lifespan: Any = None,
 ) -> Outcome:
     """The async form of :func:`run`, for any handler, inside a running trio loop."""
     arguments = dict(arguments or {})
@@ -261,8 +304,9 @@ async def arun(
     ledger = Ledger()
     unmatched: dict[str, Any] = {}
     rounds: list[Round] = []
+    recorder = _Recorder(notify, progress_token, log_level, lifespan)
     for execution in range(1, max_rounds + 2):
-        outcome = await replay_async(handler, arguments, _context(arguments, capabilities, principal, notify), ledger, unmatched)
+        outcome = await replay_async(handler, arguments, recorder.context(arguments, capabilities, principal), ledger, unmatched)
         if check_determinism:
             try:
                 again: Completed | InputRequired = await replay_async(
@@ -272,7 +316,7 @@ async def arun(
                 raise NotDeterministic(_diverged(len(rounds) + 1, mismatch.message)) from None
             _check_same(outcome, len(rounds) + 1, lambda: again)
         if isinstance(outcome, Completed):
-            return Outcome(outcome.result, rounds, execution)
+            return Outcome(outcome.result, rounds, execution, recorder.seen)
         ledger, unmatched = _next_round(outcome, rounds, script, codec, arguments, principal, lenient, max_rounds)
     raise AssertionError("unreachable")
 

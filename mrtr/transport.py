@@ -1,23 +1,31 @@
-"""What every transport on trio shares: blocking handlers in worker threads.
+"""What every transport on trio shares: blocking handlers in worker threads, the lifespan.
 
 A :class:`~mrtr.Server` built with ``sync_handlers="thread"`` runs sync handlers
 through the ``run_sync`` callable its transport passes to
 :meth:`~mrtr.jsonrpc.Dispatcher.handle`, so the server itself imports no event loop.
 The HTTP servers and the stdio transport pass :func:`run_in_thread`, and wrap their
 notification sink with :func:`thread_safe` so a handler running in a worker thread can
-still report progress.
+still report progress. Each transport runs its dispatcher's lifespan around serving
+with :func:`lifespan`, which also gives it the :class:`Hub` that
+``subscriptions/listen`` streams use.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+import warnings
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
 
 from .jsonrpc import Notify
+from .state import EphemeralKeyWarning
 
-__all__ = ["run_in_thread", "thread_safe"]
+__all__ = ["Hub", "lifespan", "run_in_thread", "settle_key", "thread_safe"]
+
+log = logging.getLogger("mrtr")
 
 
 async def run_in_thread(run: Callable[[], Any]) -> Any:
@@ -41,3 +49,107 @@ def thread_safe(notify: Notify) -> Notify:
         notify(method, params)
 
     return relay
+
+
+class Hub:
+    """Delivers server-wide notifications (list changes, resource updates) to listen streams.
+
+    One per served transport, created on its trio loop. :meth:`publish` may be called
+    from any thread. Each listener has a bounded queue: a listener that falls more than
+    ``backlog`` notifications behind is ended (its stream closes with the normal
+    result, and the client listens again and re-reads the lists), so a stalled client
+    cannot make the server hold unbounded memory.
+    """
+
+    def __init__(self, backlog: int = 256) -> None:
+        self._token = trio.lowlevel.current_trio_token()
+        self._listeners: set[trio.MemorySendChannel[tuple[str, dict[str, Any]]]] = set()
+        self._backlog = backlog
+        self.closed = False
+
+    def publish(self, method: str, params: dict[str, Any]) -> None:
+        """Queue ``method`` with ``params`` for every listener; callable from any thread."""
+        try:
+            on_loop = trio.lowlevel.current_trio_token() is self._token
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            self._deliver(method, params)
+            return
+        try:
+            self._token.run_sync_soon(self._deliver, method, params)
+        except trio.RunFinishedError:  # the transport has stopped: nobody is listening
+            pass
+
+    def _deliver(self, method: str, params: dict[str, Any]) -> None:
+        for channel in list(self._listeners):
+            try:
+                channel.send_nowait((method, dict(params)))
+            except trio.WouldBlock:
+                log.warning("a subscriptions/listen stream fell %d notifications behind; ending it", self._backlog)
+                self._drop(channel)
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                self._listeners.discard(channel)
+
+    def listen(self) -> trio.MemoryReceiveChannel[tuple[str, dict[str, Any]]]:
+        """A new listener, registered at once; iterating it ends when the hub closes."""
+        send, receive = trio.open_memory_channel[tuple[str, dict[str, Any]]](self._backlog)
+        if self.closed:
+            send.close()
+        else:
+            self._listeners.add(send)
+        return receive
+
+    def _drop(self, channel: trio.MemorySendChannel[tuple[str, dict[str, Any]]]) -> None:
+        self._listeners.discard(channel)
+        channel.close()
+
+    def close(self) -> None:
+        """End every listen stream gracefully: the transport is shutting down."""
+        self.closed = True
+        for channel in list(self._listeners):
+            self._drop(channel)
+
+
+@asynccontextmanager
+async def lifespan(dispatcher: Any) -> AsyncIterator[Hub]:
+    """Run the dispatcher's lifespan (``Server.running()``) around serving, if it has one.
+
+    Cancelling the transport's scope cancels the lifespan's close as well, as trio
+    cancels any cleanup: code after the lifespan's ``yield`` that must finish shields
+    itself (``with trio.CancelScope(shield=True):``). Dispatchers without a
+    lifespan are served as they are. The :class:`Hub` it gives is attached to the
+    dispatcher (``listen_through``) so ``subscriptions/listen`` streams work while it
+    serves; the transport calls ``hub.close()`` when its shutdown begins, so listen
+    streams end before the requests in flight are drained.
+    """
+    hub = Hub()
+    attach = getattr(dispatcher, "listen_through", None)
+    detach = attach(hub) if attach is not None else None
+    try:
+        running = getattr(dispatcher, "running", None)
+        if running is None:
+            yield hub
+            return
+        # Entered as a block, not by hand: what runs inside (the task carrier's nursery, a
+        # lifespan that opens one) holds cancel scopes that must close in order.
+        async with running():
+            yield hub
+    finally:
+        hub.close()
+        if detach is not None:
+            detach()
+
+
+def settle_key(server: Any) -> None:
+    """Build a server's ``requestState`` key ring now, before the first request.
+
+    So a missing ``MRTR_SECRET`` is reported once, at start, as the one log line the
+    codec writes (its :class:`~mrtr.state.EphemeralKeyWarning`, the same news, is not
+    shown again). A dispatcher without a key ring is left alone.
+    """
+    if not hasattr(type(server), "engine"):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", EphemeralKeyWarning)
+        _ = server.engine

@@ -27,7 +27,10 @@ def test_the_wizard_asks_in_sequence_then_one_group_round_and_reports_progress()
     assert outcome.result == {"company": "Acme", "admin": "Ada", "email": "ada@example.com", "plan": "team",
                               "region": "us", "channels": ["sms"]}
     assert outcome.asked == [["elicit-2"], ["elicit-3"], ["elicit-4", "elicit-5"]]
-    assert progress == []  # no progress token in a scripted run: nothing is sent
+    # Each value reaches the client once, in the round that first ran it, so it only moves forward.
+    assert progress == [1, 2, 3, 4]
+    assert outcome.progress == [(1, 4, "loading plans"), (2, 4, "admin known"), (3, 4, "plan chosen"), (4, 4, "done")]
+    assert [n.execution for n in outcome.notifications] == [1, 2, 3, 4]
 
 
 def test_the_wizard_reads_the_plans_once_and_handles_decline(monkeypatch):

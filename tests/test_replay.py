@@ -611,9 +611,25 @@ async def test_an_async_handler_awaits_async_steps_once():
     assert outcome.result is True and calls == ["ada"]
 
 
-async def test_an_async_generator_that_ends_without_a_result_completes_with_none():
+async def test_an_async_generator_that_ends_without_a_result_is_an_error_naming_it():
     async def handler():
         yield Elicit("A?", Form().string("a"))
+
+    from mrtr.testing import arun
+
+    with pytest.raises(HandlerError) as caught:
+        await arun(handler, answers=[accept(a="x")])
+    message = caught.value.message
+    assert "ended without yielding a result" in message and "handler" in message
+    assert f"test_replay.py:{line_of(handler, 'async def handler')}" in message
+    assert "`yield result`" in message
+    assert caught.value.location.endswith(f"test_replay.py:{line_of(handler, 'async def handler')}")
+
+
+async def test_an_async_generator_may_yield_none_as_an_empty_result():
+    async def handler():
+        yield Elicit("A?", Form().string("a"))
+        yield None
 
     from mrtr.testing import arun
 

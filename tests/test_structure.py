@@ -23,6 +23,8 @@ PUBLIC = {
     "Context", "Elicit", "ElicitResult", "ElicitURL", "Form", "HandlerError", "Header", "InvalidParams",
     "ListRoots", "MissingRequiredClientCapability", "ProtocolError", "ReplayMismatch", "Request",
     "RequestInfo", "Sample", "Server", "Step",
+    # the client side, loaded on first use, and the answer helpers it shares with mrtr.testing
+    "Client", "ClientError", "RoundLimitExceeded", "accept", "decline", "cancel",
 }
 
 PACKAGE = Path(mrtr.__file__).parent
@@ -32,13 +34,14 @@ LAYERS = ["core", "carrier", "server", "auth", "transport", "face"]
 LAYER_OF = {
     "mrtr.errors": "core", "mrtr.wire": "core", "mrtr.jsonrpc": "core", "mrtr.ledger": "core",
     "mrtr.schema": "core", "mrtr.effects": "core", "mrtr.context": "core", "mrtr.replay": "core",
-    "mrtr.state": "core", "mrtr.content": "core", "mrtr.carrier": "core",
+    "mrtr.state": "core", "mrtr.content": "core", "mrtr.carrier": "core", "mrtr.answers": "core",
     "mrtr.engine": "carrier", "mrtr.tasks": "carrier",
     "mrtr.server": "server", "mrtr.registry": "server", "mrtr.results": "server",
     "mrtr.auth": "auth",
     "mrtr.transport": "transport", "mrtr.http": "transport", "mrtr.stdio": "transport",
-    "mrtr.telemetry": "transport",
+    "mrtr.telemetry": "transport", "mrtr.logs": "transport",
     "mrtr.cli": "face", "mrtr.__main__": "face", "mrtr.client": "face", "mrtr.testing": "face", "mrtr.examples": "face",
+    "mrtr.reload": "face",
 }
 # Third-party packages that mean I/O or an event loop: never below the transports.
 EVENT_LOOP = {"trio", "anyio", "httpx", "h11", "httptools", "coredis", "sqlite3", "socket"}

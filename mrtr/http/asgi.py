@@ -25,7 +25,10 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+import trio
+
 from ..jsonrpc import Dispatcher
+from ..transport import lifespan, settle_key
 from .config import ExchangeConfig, exchange_config
 from .exchange import ClientGone, HttpRequest, exchange
 from .headers import RawHeader
@@ -58,9 +61,16 @@ class _ASGIResponder:
         except OSError as exc:  # hosts raise an OSError subclass once the client is gone
             raise ClientGone() from exc
 
+    async def _last(self, message: MutableMapping[str, Any]) -> None:
+        # The host answers receive() with http.disconnect as soon as the response is
+        # complete, and that cancels the exchange; the message completing the response
+        # must not be interrupted by the very disconnect it causes.
+        with trio.CancelScope(shield=True):
+            await self._emit(message)
+
     async def respond(self, status: int, headers: list[RawHeader], body: bytes) -> None:
         await self._emit({"type": "http.response.start", "status": status, "headers": headers})
-        await self._emit({"type": "http.response.body", "body": b"" if self._head else body, "more_body": False})
+        await self._last({"type": "http.response.body", "body": b"" if self._head else body, "more_body": False})
 
     async def start(self, status: int, headers: list[RawHeader]) -> None:
         await self._emit({"type": "http.response.start", "status": status, "headers": headers})
@@ -69,7 +79,7 @@ class _ASGIResponder:
         await self._emit({"type": "http.response.body", "body": chunk, "more_body": True})
 
     async def end(self) -> None:
-        await self._emit({"type": "http.response.body", "body": b"", "more_body": False})
+        await self._last({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 class ASGIApp:
@@ -77,8 +87,9 @@ class ASGIApp:
 
     ``config`` is the exchange's :class:`~mrtr.http.config.ExchangeConfig` (endpoint
     path, allowed origins, SSE pacing); its fields may be given as keywords instead.
-    A body larger than ``max_body_size`` (4 MiB) gets ``413``. ``lifespan`` events are
-    acknowledged and ``websocket`` connections are refused.
+    A body larger than ``max_body_size`` (4 MiB) gets ``413``. ``lifespan`` events run
+    the server's lifespan (startup before the first request, shutdown after the host has
+    drained the last one) and ``websocket`` connections are refused.
     """
 
     def __init__(
@@ -97,6 +108,9 @@ class ASGIApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope.get("type")
+        if not _under_trio():
+            await self._wrong_loop(kind, receive, send)
+            return
         if kind == "http":
             await self._http(scope, receive, send)
         elif kind == "lifespan":
@@ -106,14 +120,43 @@ class ASGIApp:
         else:
             raise ValueError(f"unsupported ASGI scope type {kind!r}")
 
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
+    async def _wrong_loop(self, kind: Any, receive: Receive, send: Send) -> None:
+        """Refuse to run on an asyncio host: fail the lifespan start-up, or answer 500 saying why."""
+        log.error("%s", WRONG_LOOP)
+        if kind == "lifespan":
             message = await receive()
-            if message["type"] == "lifespan.startup":
+            if message.get("type") == "lifespan.startup":
+                await send({"type": "lifespan.startup.failed", "message": WRONG_LOOP})
+        elif kind == "http":
+            body = (WRONG_LOOP + "\n").encode()
+            await send({"type": "http.response.start", "status": 500,
+                        "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                    (b"content-length", str(len(body)).encode("ascii"))]})
+            await send({"type": "http.response.body", "body": body, "more_body": False})
+        elif kind == "websocket":
+            await send({"type": "websocket.close", "code": 1011})
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        # The host sends startup before any request and shutdown after the last one;
+        # the server's lifespan (if any) is held open in between, in this task.
+        message = await receive()
+        if message["type"] != "lifespan.startup":
+            return
+        settle_key(self.server)  # a missing MRTR_SECRET is said now, once, not at the first call
+        started = False
+        try:
+            async with lifespan(self.server) as hub:
+                started = True
                 await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+                while (await receive())["type"] != "lifespan.shutdown":
+                    pass
+                hub.close()
+        except Exception as exc:
+            log.exception("lifespan %s failed", "shutdown" if started else "startup")
+            failed = "lifespan.shutdown.failed" if started else "lifespan.startup.failed"
+            await send({"type": failed, "message": f"{type(exc).__name__}: {exc}"})
+            return
+        await send({"type": "lifespan.shutdown.complete"})
 
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope.get("method", "GET")
@@ -127,7 +170,7 @@ class ASGIApp:
             return
         if body is None:
             return
-        request = HttpRequest(method, self._relative_path(scope), headers, body)
+        request = HttpRequest(method, self._relative_path(scope), headers, body, bound=_bound(scope))
 
         async def disconnected() -> None:
             while True:
@@ -177,6 +220,30 @@ class ASGIApp:
         await responder.respond(413, [(b"content-type", b"text/plain; charset=utf-8"),
                                       (b"content-length", str(len(body)).encode()),
                                       (b"connection", b"close")], body)
+
+
+WRONG_LOOP = (
+    "mrtr's ASGI app runs on trio, but this ASGI host runs asyncio; "
+    "serve it with hypercorn --worker-class trio (or hypercorn.trio.serve, or quart-trio)"
+)
+"""What the app says, at lifespan start or on the first request, under an asyncio host."""
+
+
+def _under_trio() -> bool:
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _bound(scope: Scope) -> tuple[str, int] | None:
+    """The listening address from the ASGI scope (``server``), when the host reports one."""
+    server = scope.get("server")
+    if isinstance(server, (list, tuple)) and len(server) == 2 and isinstance(server[0], str) \
+            and isinstance(server[1], int):
+        return server[0], server[1]
+    return None
 
 
 def asgi_app(server: Dispatcher, config: ExchangeConfig | None = None, *, max_body_size: int = 4 * 1024 * 1024,

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .cors import OriginPolicy
+from .hosts import HostPolicy
 
 __all__ = ["ExchangeConfig", "ServerConfig"]
 
@@ -27,14 +28,21 @@ class ExchangeConfig:
     naming it (never the literal ``*``). ``sse_keepalive``: seconds between ``:`` comment
     lines on a quiet SSE stream (``None`` disables them). ``notification_buffer``:
     notifications queued per request before further ones are dropped (handler code never
-    blocks on a slow client).
+    blocks on a slow client). ``allowed_hosts``: the ``Host`` values served (``host`` or
+    ``host:port`` entries, ``"*"`` for any); by default a server bound to loopback serves
+    only loopback names at its port and any other checks nothing (see
+    :mod:`mrtr.http.hosts`); other hosts get ``421``. ``health_path``: where ``GET``
+    answers ``200`` without authentication for load balancers (``None`` turns it off).
     """
 
     path: str = "/mcp"
     allowed_origins: tuple[str, ...] = ()
     sse_keepalive: float | None = 15.0
     notification_buffer: int = 10_000
+    allowed_hosts: tuple[str, ...] | None = None
+    health_path: str | None = "/healthz"
     origins: OriginPolicy = field(init=False, repr=False, compare=False)
+    hosts: HostPolicy = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.path, str) or not self.path.startswith("/"):
@@ -42,6 +50,14 @@ class ExchangeConfig:
         policy = OriginPolicy.parse(self.allowed_origins)
         object.__setattr__(self, "allowed_origins", policy.entries)
         object.__setattr__(self, "origins", policy)
+        hosts = HostPolicy.parse(self.allowed_hosts)
+        object.__setattr__(self, "allowed_hosts", hosts.entries)
+        object.__setattr__(self, "hosts", hosts)
+        if self.health_path is not None:
+            if not isinstance(self.health_path, str) or not self.health_path.startswith("/"):
+                raise ValueError(f"health_path must start with '/' or be None, got {self.health_path!r}")
+            if self.health_path == self.path:
+                raise ValueError("health_path must differ from the MCP endpoint path")
         if self.sse_keepalive is not None and not self.sse_keepalive > 0:
             raise ValueError(f"sse_keepalive must be positive or None, got {self.sse_keepalive!r}")
         if isinstance(self.notification_buffer, bool) or not isinstance(self.notification_buffer, int) \

@@ -8,29 +8,45 @@ cancellation) happens here, once, so both front ends answer byte for byte alike.
 
 The rules, in order (see ``docs/http.md``):
 
-1. the path must be the endpoint, else ``404``;
+0. ``GET``/``HEAD`` on the health path (``/healthz``) answers ``200`` at once (no
+   other check, no authentication, no access line); then (after the auth metadata
+   document, which any ``Host`` may read) a ``Host`` outside the allowed hosts gets
+   ``421`` (see :mod:`mrtr.http.hosts`);
+1. the path must be the endpoint, else ``404`` (on a server protected with ``auth=``,
+   the RFC 9728 metadata document is answered at its well-known path first, open to
+   any origin and unauthenticated);
 2. a present ``Origin`` must be allowed (localhost or the allow-list), else ``403``;
    from here on every response to an allowed ``Origin`` carries
    ``Access-Control-Allow-Origin: <that origin>`` and ``Vary: Origin`` (CORS);
 3. an ``OPTIONS`` with an (allowed) ``Origin`` and ``Access-Control-Request-Method: POST``
    is a CORS preflight, answered ``204`` (see :func:`mrtr.http.cors.preflight_headers`); any other method but
    ``POST`` gets ``405`` with ``Allow: POST``;
+   on a protected server the bearer token is verified here (``401``/``400`` with a
+   ``WWW-Authenticate`` challenge, ``403`` for missing server-wide scopes, ``503`` when
+   the verifier cannot decide), before any MCP header or body is looked at;
 4. ``Content-Type: application/json`` else ``415``; ``Accept`` listing both
    ``application/json`` and ``text/event-stream`` else ``406``;
 5. the body must parse as one JSON-RPC message: ``-32700``/``-32600`` with ``400``;
 6. a notification is accepted with ``202`` and no body;
 7. ``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name`` and ``Mcp-Param-*`` must be
-   present and agree with the body, else ``400`` with ``-32020``;
+   present and agree with the body, else ``400`` with ``-32020``; on a protected
+   server, the scopes the named tool needs are then checked (``403``
+   ``insufficient_scope``), before any response byte;
 8. the request is dispatched; the answer is ``application/json`` unless the handler
    sends a notification first, in which case it becomes a ``text/event-stream``
    that carries the notifications and ends with the response.
 
 A client that goes away cancels the dispatch: pass ``disconnected``, an async callable
-that returns when the client is gone, and :func:`exchange` runs it beside the request
-and cancels the handler when it returns.
+that returns when the client is gone, and :func:`exchange` runs it beside a handler
+that suspends and cancels the handler when it returns. A handler that finishes without
+suspending (a sync handler running inline) is answered with no helper task at all.
+
+Every answered request gets an access line (:class:`mrtr.logs.AccessRecord`) once it
+is written, or marked ``aborted`` when the client went away before it was whole.
 
 The header rules live in :mod:`mrtr.http.headers`, the origin and CORS rules in
-:mod:`mrtr.http.cors`, the options in :mod:`mrtr.http.config`.
+:mod:`mrtr.http.cors`, the Host rule in :mod:`mrtr.http.hosts`, the options in
+:mod:`mrtr.http.config`.
 """
 
 from __future__ import annotations
@@ -44,9 +60,13 @@ from typing import Any, Protocol
 
 import trio
 
+from ..auth.resource import Reply
+from ..auth.token import AccessToken, AuthError
+from ..auth.urls import WELL_KNOWN
 from ..errors import HeaderMismatch, InvalidRequest, ParseError, ProtocolError, status_for_code
 from ..jsonrpc import Dispatcher, error_response, parse_message
 from ..jsonrpc import encode as _encode_json
+from ..logs import AccessRecord
 from ..transport import run_in_thread, thread_safe
 from .config import ExchangeConfig
 from .cors import cors_headers, preflight_headers, split_request_headers
@@ -92,13 +112,16 @@ class HttpRequest:
     """An HTTP request as the exchange needs it: the body is already read in full.
 
     ``path`` holds no query string; ``headers`` are ``(name, value)`` byte pairs as the parser
-    and ASGI give them (names are compared case-insensitively).
+    and ASGI give them (names are compared case-insensitively). ``bound`` is the
+    listening address the request came in on, when the front end knows it (the default
+    ``Host`` check depends on it).
     """
 
     method: str
     path: str
     headers: list[RawHeader]
     body: bytes = b""
+    bound: tuple[str, int] | None = None
 
 
 # -- responses ------------------------------------------------------------------------------
@@ -126,19 +149,26 @@ class _Tracked:
     are appended to whatever goes out next (JSON, SSE, 202, errors, even a 500).
     """
 
-    __slots__ = ("cors", "inner", "started")
+    __slots__ = ("cors", "finished", "inner", "record", "started")
 
-    def __init__(self, inner: Responder) -> None:
+    def __init__(self, inner: Responder, record: AccessRecord | None) -> None:
         self.inner = inner
         self.started = False
+        self.finished = False  # the whole answer was handed to the front end
         self.cors: list[RawHeader] = []
+        self.record = record
 
     async def respond(self, status: int, headers: list[RawHeader], body: bytes) -> None:
         self.started = True
+        if self.record is not None:
+            self.record.status = status
         await self.inner.respond(status, [*headers, *self.cors], body)
+        self.finished = True
 
     async def start(self, status: int, headers: list[RawHeader]) -> None:
         self.started = True
+        if self.record is not None:
+            self.record.status = status
         await self.inner.start(status, [*headers, *self.cors])
 
     async def send(self, chunk: bytes) -> None:
@@ -146,6 +176,7 @@ class _Tracked:
 
     async def end(self) -> None:
         await self.inner.end()
+        self.finished = True
 
 
 async def _preflight(out: _Tracked, origin: str, headers: RequestHeaders) -> None:
@@ -165,6 +196,8 @@ async def _preflight(out: _Tracked, origin: str, headers: RequestHeaders) -> Non
 
 async def _reject(out: _Tracked, status: int, error: ProtocolError, request_id: Any = None,
                   extra: Iterable[RawHeader] = ()) -> None:
+    if out.record is not None:
+        out.record.error(error.code)
     body = _error_body(error, request_id)
     await out.respond(status, _json_headers(body, extra), body)
 
@@ -188,6 +221,24 @@ def _encode_response(response: dict[str, Any]) -> _Final:
         fallback = {"jsonrpc": "2.0", "id": response.get("id"),
                     "error": {"code": -32603, "message": "Internal error: the result could not be encoded"}}
         return _Final(_encode_json(fallback), 200)
+
+
+async def _send_reply(out: _Tracked, reply: Reply) -> None:
+    headers = [*reply.headers, (b"content-length", str(len(reply.body)).encode("ascii"))]
+    if any(name == b"www-authenticate" for name, _ in reply.headers):
+        headers.append((b"access-control-expose-headers", b"WWW-Authenticate"))  # a browser client reads the challenge
+    await out.respond(reply.status, headers, reply.body)
+
+
+async def _authenticate(rs: Any, headers: RequestHeaders, out: _Tracked) -> AccessToken | None:
+    """The caller's verified token, or ``None`` once a challenge went out."""
+    try:
+        return await rs.authenticate(headers.all("authorization"))  # type: ignore[no-any-return]
+    except AuthError as error:
+        if error.status_hint == 503:
+            log.warning("token verification unavailable: %s", error.description)
+        await _send_reply(out, rs.challenge(error))
+        return None
 
 
 class _Notifications:
@@ -301,7 +352,7 @@ async def _watch(disconnected: Callable[[], Awaitable[Any]], scope: trio.CancelS
 
 async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], headers: RequestHeaders, out: _Tracked,
                                config: ExchangeConfig, disconnected: Callable[[], Awaitable[Any]] | None,
-                               nursery: trio.Nursery) -> bool:
+                               nursery: trio.Nursery, auth: AccessToken | None = None) -> bool:
     """Run the handler and answer JSON, or SSE once it notifies.
 
     The handler's coroutine is first stepped in this task. A handler that finishes
@@ -315,7 +366,8 @@ async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], head
     stream: _Stream | None = None
     watcher: trio.CancelScope | None = None
     response: dict[str, Any] | None = None
-    coro = server.handle(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread)
+    extra = {} if auth is None else {"auth": auth}
+    coro = server.handle(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread, **extra)
 
     def start_stream() -> None:
         nonlocal stream
@@ -347,6 +399,8 @@ async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], head
         if stream is not None:
             stream.scope.cancel()
         raise ClientGone()
+    if out.record is not None:
+        out.record.response(response)
     final = _encode_response(response)
     if stream is not None:
         stream.final = final
@@ -366,14 +420,42 @@ async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], head
     return True
 
 
+_HEALTHY = b'{"status":"ok"}\n'
+
+
+async def _health(out: _Tracked, method: str) -> None:
+    """The health route: ``200`` while the process serves; nothing else is checked or logged."""
+    if method not in ("GET", "HEAD"):
+        body = b"Method Not Allowed\n"
+        await out.respond(405, [(b"content-type", b"text/plain; charset=utf-8"), (b"allow", b"GET, HEAD"),
+                                (b"content-length", str(len(body)).encode("ascii"))], body)
+        return
+    await out.respond(200, [(b"content-type", _JSON), (b"cache-control", b"no-store"),
+                            (b"content-length", str(len(_HEALTHY)).encode("ascii"))], _HEALTHY)
+
+
 async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, config: ExchangeConfig,
                     disconnected: Callable[[], Awaitable[Any]] | None, nursery: trio.Nursery) -> bool:
+    if request.path == config.health_path:
+        await _health(out, request.method)
+        return True
+    rs = getattr(server, "auth", None)
+    if rs is not None and request.path in (rs.metadata_path, WELL_KNOWN + config.path):
+        # public, and names the configured resource, not the Host: answered whatever Host says
+        await _send_reply(out, rs.metadata_reply(request.method))
+        return True
+    headers = RequestHeaders(request.headers)
+    host = headers.get("host")
+    if not config.hosts.allows(host, request.bound):
+        log.info("refused a request for host %r (not an allowed host)", host)
+        await _reject(out, 421, InvalidRequest(
+            f"Misdirected Request: this server does not serve host {host!r}; see allowed_hosts"))
+        return True
     if request.path != config.path:
         body = b"Not Found\n"
         await out.respond(404, [(b"content-type", b"text/plain; charset=utf-8"),
                                 (b"content-length", str(len(body)).encode("ascii"))], body)
         return True
-    headers = RequestHeaders(request.headers)
     origin = headers.get("origin")
     if origin is not None:
         if not config.origin_allowed(origin):
@@ -389,6 +471,11 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
         await _reject(out, 405, InvalidRequest(f"Method Not Allowed: {request.method}; the MCP endpoint takes POST"),
                       extra=[(b"allow", b"POST")])
         return True
+    access: AccessToken | None = None
+    if rs is not None:
+        access = await _authenticate(rs, headers, out)
+        if access is None:
+            return True
     if not is_json(headers.get("content-type")):
         await _reject(out, 415, InvalidRequest("Unsupported Media Type: Content-Type must be application/json"))
         return True
@@ -404,7 +491,11 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
     except InvalidRequest as error:
         await _reject(out, 400, error, error.request_id)
         return True
+    if out.record is not None:
+        out.record.request(message)
     if "id" not in message:
+        if out.record is not None:
+            out.record.result = "accepted"
         await out.respond(202, [(b"content-length", b"0")], b"")
         return True
     try:
@@ -412,7 +503,18 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
     except HeaderMismatch as error:
         await _reject(out, error.status_hint, error, message["id"])
         return True
-    return await _dispatch_and_stream(server, message, headers, out, config, disconnected, nursery)
+    if rs is not None and access is not None:
+        # Mcp-Method and Mcp-Name now agree with the body; read the decoded values from it.
+        method = message["method"]
+        params = message.get("params")
+        target = params.get("name") if isinstance(params, dict) else None
+        name = target if isinstance(target, str) else None
+        try:
+            rs.authorize(access, server.required_scopes(method, name), f"{method} {name}" if name else method)
+        except AuthError as error:
+            await _send_reply(out, rs.challenge(error))
+            return True
+    return await _dispatch_and_stream(server, message, headers, out, config, disconnected, nursery, access)
 
 
 async def exchange(
@@ -432,11 +534,20 @@ async def exchange(
     nursery per connection passes it); without one, the exchange opens its own.
     Unexpected failures are logged; a ``500`` goes out only if nothing was written yet.
     """
-    out = _Tracked(responder)
-    if nursery is not None:
-        return await _guarded(server, request, out, config, disconnected, nursery)
-    async with trio.open_nursery() as own:
-        return await _guarded(server, request, out, config, disconnected, own)
+    record = None if request.path == config.health_path else AccessRecord("http", request.method, request.path)
+    out = _Tracked(responder, record)
+    completed = False
+    try:
+        if nursery is not None:
+            completed = await _guarded(server, request, out, config, disconnected, nursery)
+        else:
+            async with trio.open_nursery() as own:
+                completed = await _guarded(server, request, out, config, disconnected, own)
+        return completed
+    finally:
+        if record is not None:
+            # "aborted" only when the answer did not go out whole; a delivered one keeps its result
+            record.finish(outcome=None if out.finished else "aborted")
 
 
 async def _guarded(server: Dispatcher, request: HttpRequest, out: _Tracked, config: ExchangeConfig,
@@ -448,6 +559,8 @@ async def _guarded(server: Dispatcher, request: HttpRequest, out: _Tracked, conf
         return False
     except Exception:
         log.exception("unexpected failure in the HTTP exchange for %s %s", request.method, request.path)
+        if out.record is not None:
+            out.record.error(None)
         if not out.started:
             body = b"Internal Server Error\n"
             try:

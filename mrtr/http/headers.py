@@ -28,7 +28,10 @@ RawHeader = tuple[bytes, bytes]
 """One header field as it travels: ``(name, value)`` bytes (not :class:`mrtr.Header`, the handler annotation)."""
 
 # Methods whose target is mirrored in Mcp-Name, and the params member it mirrors.
-_NAME_MEMBER = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+_NAME_MEMBER = {
+    "tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+    "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
+}
 _BASE64_PREFIX = "=?base64?"
 _BASE64_SUFFIX = "?="
 _VISIBLE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?$")
@@ -51,6 +54,10 @@ class RequestHeaders(Mapping[str, str]):
             text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
             fields.setdefault(key, []).append(text.strip(" \t"))
         self._fields = fields
+
+    def all(self, name: str) -> list[str]:
+        """Every value of a field, one per occurrence (for fields that must not repeat)."""
+        return list(self._fields.get(name, ()))
 
     def mcp(self, name: str, display: str) -> str | None:
         """One MCP header's value; a repeated MCP header is malformed (-32020)."""

@@ -32,6 +32,7 @@ from typing import Any
 import httptools
 import trio
 
+from ..transport import lifespan, settle_key
 from .config import ServerConfig
 from .exchange import ClientGone, HttpRequest, exchange
 from .headers import RawHeader
@@ -81,6 +82,7 @@ class _State:
         self.closing = False
         # connections waiting for a request's first byte, oldest first: the first to go when full
         self.idle: OrderedDict[_Connection, trio.CancelScope] = OrderedDict()
+        self.bound: tuple[str, int] | None = None  # the listening address, for the exchange's Host rule
         self.per_client: dict[str, int] = {}
 
     def begin_shutdown(self) -> None:
@@ -93,7 +95,6 @@ class _State:
         for connection, scope in self.idle.items():
             if client is None or connection.client == client:
                 del self.idle[connection]
-                connection.evicted = True
                 scope.cancel()
                 return True
         return False
@@ -140,7 +141,6 @@ class _Connection:
         self.ready: deque[_Request] = deque()
         self.error: _Reject | None = None
         self.eof = False
-        self.evicted = False
         self.started_at = trio.current_time()
         self.request_started = 0.0  # when the first byte of the request being read arrived
         self.need_continue = False
@@ -368,6 +368,9 @@ class _Connection:
         except OSError as exc:
             raise _Closed() from exc
         else:
+            # the bytes were already there, so nothing has yielded since the last request:
+            # let the other connections run, or a client that never pauses starves them
+            await trio.lowlevel.checkpoint()
             return data
         if self.state.closing:
             raise _Closed()
@@ -469,7 +472,7 @@ class _Connection:
             if path.startswith(("http://", "https://")):  # absolute-form target
                 path = "/" + path.split("://", 1)[1].partition("/")[2]
             completed = await exchange(server, HttpRequest(request.method.decode("latin-1"), path,
-                                                           request.headers, request.body),
+                                                           request.headers, request.body, bound=self.state.bound),
                                        self, config=config, disconnected=self.watch_disconnect, nursery=helpers)
             log.debug("%s %s -> %s", request.method, path, "done" if completed else "aborted")
             if not completed or not self.response_done or self.close_after or self.state.closing:
@@ -525,9 +528,9 @@ def _admit(state: _State, client: str) -> bool:
     config = state.config
     per_client = config.max_connections_per_client
     if per_client is not None and state.per_client.get(client, 0) >= per_client:
+        # the evicted connection gives its slots back when its task ends, a moment later
         if not state.evict_idle(client):
             return False
-        # the evicted connection frees its slots when its task ends; count it gone now
     elif state.active >= config.max_connections:
         if not state.evict_idle():
             return False
@@ -596,11 +599,16 @@ async def serve_socket(
     shutdown_event: trio.Event | None = None,
 ) -> None:
     """Serve on an already listening socket (see :func:`serve`); the socket is closed on return."""
+    settle_key(server)  # a missing MRTR_SECRET is said once, at start, not at the first call
     sock.setblocking(False)
     state = _State(server, config)
     host, port = sock.getsockname()[:2]
+    state.bound = (host, port)
     try:
-        async with trio.open_nursery() as connections:
+        # What the server keeps running beside the transport (its lifespan, its task
+        # carrier) starts before the first connection is accepted, so a task store that
+        # cannot be reached fails at start, and closes after the last one has drained.
+        async with lifespan(server) as hub, trio.open_nursery() as connections:
             async with trio.open_nursery() as acceptor:
                 acceptor.start_soon(_accept_loop, sock, connections, state)
                 log.info("serving MCP on http://%s:%d%s (pid %d)", _show_host(host), port, config.exchange.path,
@@ -613,6 +621,7 @@ async def serve_socket(
             trio.lowlevel.notify_closing(sock)
             sock.close()
             log.info("shutting down: %d connection(s) open, grace %.1f s", state.active, config.shutdown_grace)
+            hub.close()  # listen streams end with their result instead of holding the drain
             state.begin_shutdown()
             connections.cancel_scope.deadline = trio.current_time() + config.shutdown_grace
         log.info("server stopped")

@@ -31,6 +31,8 @@ import trio
 from mrtr import Elicit, Form, ListRoots, Sample, content, wire
 from mrtr.server import Header, Server
 
+from .tasks_tools import register as register_task_tools
+
 __all__ = ["SECRET", "lenient_server", "make_server", "server"]
 
 SECRET = b"mrtr-conformance-fixture-key-32b"
@@ -326,6 +328,32 @@ def make_server(answers: Literal["strict", "lenient"] = "strict") -> Server:
         """JSON data for an id."""
         return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"})
 
+    # -- diagnostic hooks the suite calls to change the lists under an open listen stream --
+
+    def dynamic_tool() -> str:
+        """A tool that comes and goes with test_trigger_tool_change."""
+        return "dynamic"
+
+    def dynamic_prompt() -> str:
+        """A prompt that comes and goes with test_trigger_prompt_change."""
+        return "dynamic"
+
+    @server.tool
+    def test_trigger_tool_change() -> str:
+        """Adds or removes test_dynamic_tool, then tells subscriptions/listen streams."""
+        if server._tools.pop("test_dynamic_tool", None) is None:
+            server.tool(dynamic_tool, name="test_dynamic_tool")
+        server.notify_tools_changed()
+        return "tool list changed"
+
+    @server.tool
+    def test_trigger_prompt_change() -> str:
+        """Adds or removes test_dynamic_prompt, then tells subscriptions/listen streams."""
+        if server._prompts.pop("test_dynamic_prompt", None) is None:
+            server.prompt(dynamic_prompt, name="test_dynamic_prompt")
+        server.notify_prompts_changed()
+        return "prompt list changed"
+
     @server.completion
     def complete(ref: dict[str, Any], argument: dict[str, Any], context: Any) -> dict[str, Any]:
         prefix = str(argument.get("value", ""))
@@ -333,6 +361,7 @@ def make_server(answers: Literal["strict", "lenient"] = "strict") -> Server:
         values = [value for value in candidates if value.startswith(prefix)]
         return {"values": values, "total": len(values), "hasMore": False}
 
+    register_task_tools(server)
     return server
 
 

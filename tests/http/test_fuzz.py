@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import threading
 from functools import partial
 
@@ -170,3 +171,47 @@ def test_random_mcp_param_headers_get_200_or_32020(client, region, count, region
         assert reply.status in (200, 400), reply.body
         if reply.status == 400:
             assert reply.error["code"] == -32020
+
+
+def _raw_exchange(port: int, data: bytes) -> bytes:
+    """Send raw bytes, half-close, and read whatever comes back until the server closes."""
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        try:
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass  # the server may close early on garbage; what it answered is still readable
+        answer = b""
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            answer += chunk
+    return answer
+
+
+head_lines = st.sampled_from([
+    b"POST /mcp HTTP/1.1", b"GET /mcp HTTP/1.1", b"POST /mcp HTTP/1.0", b"POST /mcp HTTP/9.9", b"POST /mcp",
+    b"POST  /mcp HTTP/1.1", b"\x00\xff", b"",
+])
+header_lines = st.lists(st.sampled_from([
+    b"Host: a", b"Content-Length: 5", b"Content-Length: 0", b"Content-Length: -1", b"Content-Length: 5, 5",
+    b"Transfer-Encoding: chunked", b"Transfer-Encoding: gzip", b" folded", b"Expect: 100-continue",
+    b"Connection: close", b"Content-Type: application/json", b"X: \x01", b"Bad Header",
+]) | st.binary(max_size=20), max_size=6)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(line=head_lines, headers=header_lines, body=st.binary(max_size=40),
+       sep=st.sampled_from([b"\r\n", b"\n", b"\r"]))
+def test_random_http_framing_never_gets_a_5xx_but_505(live_port, caplog, line, headers, body, sep):
+    answer = _raw_exchange(live_port, sep.join([line, *headers]) + sep + sep + body)
+    assert not [record for record in caplog.records if record.levelno >= logging.ERROR], caplog.text
+    for status_line in [part.split(b"\r\n", 1)[0] for part in answer.split(b"HTTP/1.1 ")[1:]]:
+        status = int(status_line[:3])
+        assert status < 500 or status == 505, answer

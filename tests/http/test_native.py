@@ -261,8 +261,9 @@ async def test_connections_per_client_address_are_capped(nursery):
 async def test_head_is_405_without_a_body(nursery):
     port, _ = await start(nursery)
     client = await RawClient.connect(port)
-    await client.send(b"HEAD /mcp HTTP/1.1\r\nHost: a\r\n\r\n")
-    client.conn.send(h11.Request(method="HEAD", target="/mcp", headers=[("Host", "a")]))
+    host = f"127.0.0.1:{port}"
+    await client.send(f"HEAD /mcp HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+    client.conn.send(h11.Request(method="HEAD", target="/mcp", headers=[("Host", host)]))
     client.conn.send(h11.EndOfMessage())
     with trio.fail_after(3):
         response, body = await client.response()

@@ -7,10 +7,13 @@ connection is closed, so bytes hidden in a body are never served as a request.
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import h11
 import pytest
 import trio
+
+from mrtr.http import serve
 
 from ..wire_schema import validate_message
 from .conftest import raw_post, rpc
@@ -173,7 +176,8 @@ async def test_a_header_trickled_past_the_limit_is_431(nursery):
 async def test_an_upgrade_request_is_answered_and_the_connection_closed(nursery):
     port, _ = await start(nursery)
     client = await RawClient.connect(port)
-    await client.send(b"GET /mcp HTTP/1.1\r\nHost: a\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n")
+    await client.send(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"
+                      % port)
     data = await read_all(client)
     assert data.startswith(b"HTTP/1.1 405 "), data
 
@@ -187,3 +191,38 @@ async def test_query_strings_and_absolute_targets_reach_the_endpoint(nursery):
             response, _ = await client.response()
         assert response.status_code == 200, target
 
+
+
+async def _raw_answer(port: int, data: bytes) -> bytes:
+    client = await RawClient.connect(port)
+    await client.send(data)
+    return await read_all(client)
+
+
+async def test_the_inline_path_writes_the_same_bytes_as_the_task_path(nursery):
+    """A sync handler on the inline path (no task) and in a worker thread (the path with a
+    watcher and a stream writer) must put the very same bytes on the wire."""
+    from .app import build_server
+
+    # Both answer Host "h", so the two requests are byte for byte the same.
+    inline = await nursery.start(partial(serve, build_server(secret=b"s" * 32), "127.0.0.1", 0,
+                                         allowed_hosts=("h",)))
+    threaded = await nursery.start(partial(serve, build_server(secret=b"s" * 32, sync_handlers="thread"),
+                                           "127.0.0.1", 0, allowed_hosts=("h",)))
+    requests = {
+        "json": rpc("tools/call", {"name": "ask_name"}),
+        "sse": rpc("tools/call", {"name": "chatty"}, **{"io.modelcontextprotocol/logLevel": "info"}),
+        "error": rpc("prompts/get", {"name": "broken"}),
+    }
+    for name, message in requests.items():
+        answers = []
+        for port in (inline, threaded):
+            raw = raw_post(message, port, {"Connection": "close"})
+            answers.append(await _raw_answer(port, raw.replace(b"127.0.0.1:%d" % port, b"h")))
+        assert answers[0].startswith(b"HTTP/1.1 "), answers[0]
+        if name == "sse":
+            assert b"content-type: text/event-stream" in answers[0] and b"Transfer-Encoding: chunked" in answers[0]
+        if name != "json":  # ask_name's answer holds a freshly sealed token
+            assert answers[0] == answers[1], name
+        else:
+            assert answers[0].split(b"\r\n\r\n")[0] == answers[1].split(b"\r\n\r\n")[0]

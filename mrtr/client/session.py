@@ -1,0 +1,540 @@
+"""``mrtr.Client``: the client half of Multi Round-Trip Requests, on trio.
+
+A call is a loop. The client sends the request with a full ``_meta`` (protocol
+version, the capabilities it has answerers for, its name, a progress token when it
+listens for progress). While the result says ``input_required`` it hands every
+embedded request of that round to its answerer (concurrently), and sends the same
+method and params again with a new id, a fresh ``_meta``, the answers under the keys
+the server used, and the server's ``requestState`` echoed unchanged when there was
+one. The loop's state lives in the call, so calls in parallel never see each other's
+answers or state. A round cap stops a server that never finishes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import itertools
+import math
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import trio
+
+from .. import wire
+from ..answers import roots as _roots
+from ..answers import sampled as _sampled
+from ..errors import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
+from ..jsonrpc import Dispatcher, request
+from .errors import ClientError, RoundLimitExceeded
+from .headers import InvalidHeaderSchema, mirrored_parameters
+from .requests import ElicitationRequest, InputRequest, RootsRequest, SamplingRequest
+from .targets import HTTPTarget, InProcessTarget, StdioTarget, Target
+
+__all__ = ["Client", "ToolResult", "PromptResult", "ResourceResult", "DEFAULT_MAX_ROUNDS"]
+
+DEFAULT_MAX_ROUNDS = 10
+"""How many ``input_required`` rounds a call answers before giving up (other SDKs use 10 too)."""
+
+Answerer = Callable[[Any], Any]
+"""A sync or async callable given a request object and returning the answer in wire shape."""
+
+ProgressCallback = Callable[[float, float | None, str | None], Any]
+"""``on_progress(progress, total, message)``, sync or async."""
+
+_STATE_ONLY_BACKOFF = (0.05, 0.25)  # first and longest pause before a retry with nothing to answer
+
+
+def _text_of(blocks: Sequence[Any]) -> str:
+    return "\n".join(block["text"] for block in blocks if isinstance(block, dict) and block.get("type") == "text")
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The final result of ``tools/call``."""
+
+    content: list[dict[str, Any]]
+    """The content blocks, in wire shape."""
+    structured: Any
+    """``structuredContent``, or ``None`` when the tool returned none."""
+    is_error: bool
+    """Whether the tool reported a failure (``isError``)."""
+    raw: dict[str, Any] = field(repr=False)
+    """The whole result as received."""
+
+    @property
+    def text(self) -> str:
+        """The text blocks of :attr:`content`, joined by newlines."""
+        return _text_of(self.content)
+
+
+@dataclass(frozen=True)
+class PromptResult:
+    """The final result of ``prompts/get``."""
+
+    messages: list[dict[str, Any]]
+    """The prompt's messages (``{"role", "content"}``), in wire shape."""
+    description: str | None
+    """The prompt's description, if the server gave one."""
+    raw: dict[str, Any] = field(repr=False)
+    """The whole result as received."""
+
+    @property
+    def text(self) -> str:
+        """The text content of every message, joined by newlines."""
+        return _text_of([message.get("content") for message in self.messages])
+
+
+@dataclass(frozen=True)
+class ResourceResult:
+    """The final result of ``resources/read``."""
+
+    contents: list[dict[str, Any]]
+    """Text (``text``) or binary (``blob``, Base64) contents, in wire shape."""
+    raw: dict[str, Any] = field(repr=False)
+    """The whole result as received."""
+
+    @property
+    def text(self) -> str:
+        """The text contents joined by newlines."""
+        return "\n".join(item["text"] for item in self.contents if isinstance(item.get("text"), str))
+
+
+def _checked(result: dict[str, Any], shape: type[Any], what: str) -> None:
+    try:
+        msgspec.convert(result, shape)
+    except msgspec.ValidationError as exc:
+        raise ClientError(INVALID_REQUEST, f"Invalid {what} from the server: {exc}") from None
+
+
+def _unwrapped(group: BaseExceptionGroup[Any]) -> BaseException:
+    # A nursery of one failing task should fail like that task, not with a group around it.
+    error: BaseException = group
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
+
+
+async def _maybe_await(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+class Client:
+    """An MCP 2026-07-28 client that answers the server's questions and retries for you.
+
+    ``target`` is a URL (Streamable HTTP), a server object implementing
+    :class:`~mrtr.jsonrpc.Dispatcher` (an :class:`mrtr.server.Server`, served in
+    process with no sockets), or a target built elsewhere; :meth:`stdio` starts a
+    subprocess. Use the client in ``async with``.
+
+    Answerers, each sync or async, get a request object and return the answer in wire
+    shape (or through :func:`mrtr.accept`, :func:`mrtr.decline`, :func:`mrtr.cancel`):
+
+    - ``on_elicit(ElicitationRequest)``: ``{"action": "accept", "content": {...}}`` etc.
+      ``elicitation_modes`` says which modes it handles (``"form"``, ``"url"``).
+    - ``on_sample(SamplingRequest)``: a ``CreateMessageResult`` dict, or a string (the reply text).
+    - ``on_roots(RootsRequest)``: a ``ListRootsResult`` dict, or a list of ``file://`` URIs.
+
+    The client declares exactly these capabilities on every request. An answerer that
+    raises abandons the call (the protocol has no way to say "this question failed").
+    ``on_progress(progress, total, message)`` receives progress notifications.
+    ``max_rounds`` caps the ``input_required`` rounds of one call.
+    """
+
+    def __init__(
+        self,
+        target: str | Dispatcher | Target,
+        *,
+        on_elicit: Answerer | None = None,
+        on_sample: Answerer | None = None,
+        on_roots: Answerer | None = None,
+        on_progress: ProgressCallback | None = None,
+        elicitation_modes: Collection[str] = ("form",),
+        max_rounds: int = DEFAULT_MAX_ROUNDS,
+        client_info: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | None = 60.0,
+    ) -> None:
+        if isinstance(target, str):
+            self.target: Target = HTTPTarget(target, headers=headers, timeout=timeout)
+        elif hasattr(target, "send") and hasattr(target, "open"):
+            self.target = target  # type: ignore[assignment]
+        elif hasattr(target, "handle"):
+            self.target = InProcessTarget(target)  # type: ignore[arg-type]
+        else:
+            raise TypeError(f"a Client target is a URL, a server object or a target, not {type(target).__name__}")
+        unknown = set(elicitation_modes) - {"form", "url"}
+        if unknown:
+            raise ValueError(f"unknown elicitation modes {sorted(unknown)}: use 'form' and/or 'url'")
+        if max_rounds < 1:
+            raise ValueError("max_rounds must be at least 1")
+        from .. import __version__
+
+        self.on_elicit = on_elicit
+        self.on_sample = on_sample
+        self.on_roots = on_roots
+        self.on_progress = on_progress
+        self.elicitation_modes = frozenset(elicitation_modes)
+        self.max_rounds = max_rounds
+        self.client_info = dict(client_info or {"name": "mrtr", "version": __version__})
+        self._ids = itertools.count(1)
+        self._tools: dict[str, dict[str, Any]] | None = None
+        self._nursery: trio.Nursery | None = None
+        self._stack: contextlib.AsyncExitStack | None = None
+
+    @classmethod
+    def stdio(cls, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
+              stderr: int | None = None, **options: Any) -> Client:
+        """A client for a server started as ``argv`` and spoken to over its stdin/stdout.
+
+        ``stderr`` is where the server's log goes (default: this process's stderr;
+        ``subprocess.DEVNULL`` to drop it). Other options are the constructor's.
+        """
+        return cls(StdioTarget(argv, env=env, cwd=cwd, stderr=stderr), **options)
+
+    async def __aenter__(self) -> Client:
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                nursery = await stack.enter_async_context(trio.open_nursery())
+                # Unwound last-in first-out: close the target, then stop background tasks.
+                stack.callback(nursery.cancel_scope.cancel)
+                stack.push_async_callback(self.target.aclose)
+                await self.target.open(nursery)
+                self._nursery = nursery
+                self._stack = stack.pop_all()
+        except BaseExceptionGroup as group:
+            raise _unwrapped(group) from None
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> bool | None:
+        stack, self._stack, self._nursery = self._stack, None, None
+        assert stack is not None, "the Client was not entered"
+        try:
+            return await stack.__aexit__(*exc_info)
+        except BaseExceptionGroup as group:
+            # The body's own exception comes back wrapped by the client's nursery: let it
+            # leave the block as it was raised.
+            if len(group.exceptions) == 1 and group.exceptions[0] is exc_info[1]:
+                return False
+            raise _unwrapped(group) from None
+
+    # -- what the client declares ---------------------------------------------------------
+
+    def capabilities(self) -> dict[str, Any]:
+        """The ``clientCapabilities`` sent on every request: one entry per answerer."""
+        capabilities: dict[str, Any] = {}
+        if self.on_elicit is not None and self.elicitation_modes:
+            capabilities["elicitation"] = {mode: {} for mode in sorted(self.elicitation_modes)}
+        if self.on_sample is not None:
+            capabilities["sampling"] = {}
+        if self.on_roots is not None:
+            capabilities["roots"] = {}
+        return capabilities
+
+    def _meta(self, request_id: int) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            wire.META_PROTOCOL_VERSION: wire.PROTOCOL_VERSION,
+            wire.META_CLIENT_CAPABILITIES: self.capabilities(),
+            wire.META_CLIENT_INFO: self.client_info,
+        }
+        if self.on_progress is not None:
+            meta[wire.META_PROGRESS_TOKEN] = request_id  # unique among requests in flight
+        return meta
+
+    # -- one request ---------------------------------------------------------------------------
+
+    async def _send(self, message: dict[str, Any], parameters: Mapping[str, tuple[str, ...]] | None) -> dict[str, Any]:
+        on_progress = self.on_progress
+        if on_progress is None:
+            return await self.target.send(message, lambda note: None, parameters)
+        # Progress is handed over in order and every callback, sync or async, has run
+        # before the call returns.
+        sender, receiver = trio.open_memory_channel[dict[str, Any]](math.inf)
+
+        async def report() -> None:
+            async for note in receiver:
+                params = note.get("params") or {}
+                await _maybe_await(on_progress(params["progress"], params.get("total"), params.get("message")))
+
+        def notified(note: dict[str, Any]) -> None:
+            if note.get("method") == "notifications/progress":
+                sender.send_nowait(note)
+
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(report)
+                with sender:
+                    result = await self.target.send(message, notified, parameters)
+        except BaseExceptionGroup as group:
+            raise _unwrapped(group) from None
+        return result
+
+    async def _parameters(self, method: str, params: Mapping[str, Any]) -> dict[str, tuple[str, ...]] | None:
+        if method != "tools/call" or not self.target.mirrors_headers:
+            return None
+        name = params.get("name")
+        if self._tools is None or name not in self._tools:
+            await self.list_tools()
+        tool = (self._tools or {}).get(name)  # type: ignore[arg-type]
+        return mirrored_parameters(tool) if tool is not None else None
+
+    async def call_once(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Send one request (one round) with a fresh id and ``_meta``; return its raw result.
+
+        One error is retried once, with a new id: ``-32020`` over HTTP after fetching
+        ``tools/list`` again (a tool's ``x-mcp-header`` annotations may have changed), and
+        ``-32022`` when the server lists this client's protocol version as supported.
+
+        ``params`` may carry ``inputResponses`` and ``requestState`` for callers that drive
+        the rounds themselves; an ``input_required`` result is returned as it came.
+        Raises :class:`ClientError` for an error response.
+        """
+        if self._nursery is None:
+            raise RuntimeError("use the Client in 'async with' before calling it")
+        params = dict(params or {})
+        parameters = await self._parameters(method, params)
+        for attempt in (1, 2):
+            request_id = next(self._ids)
+            message = request(request_id, method, {**params, "_meta": self._meta(request_id)})
+            try:
+                return await self._send(message, parameters)
+            except ClientError as error:
+                if attempt == 2 or not self._worth_retrying(error):
+                    raise
+                if error.code == HEADER_MISMATCH:
+                    # A tool's header annotations may have changed since tools/list: refetch.
+                    self._tools = None
+                    parameters = await self._parameters(method, params)
+        raise AssertionError("unreachable")
+
+    def _worth_retrying(self, error: ClientError) -> bool:
+        if error.code == HEADER_MISMATCH:
+            return self.target.mirrors_headers
+        if error.code == UNSUPPORTED_PROTOCOL_VERSION:
+            # This client speaks one version; try once more only if the server says it supports it.
+            supported = error.data.get("supported") if isinstance(error.data, dict) else None
+            return isinstance(supported, list) and wire.PROTOCOL_VERSION in supported
+        return False
+
+    async def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Send ``method`` and answer ``input_required`` rounds until the final result, which is returned."""
+        original = dict(params or {})
+        responses: dict[str, Any] | None = None
+        state: str | None = None
+        rounds = 0
+        pause = _STATE_ONLY_BACKOFF[0]
+        while True:
+            sent = dict(original)
+            if responses is not None:
+                sent["inputResponses"] = responses
+            if state is not None:
+                sent["requestState"] = state
+            result = await self.call_once(method, sent)
+            result_type = result.get("resultType", wire.RESULT_TYPE_COMPLETE)
+            if result_type == wire.RESULT_TYPE_COMPLETE:
+                return result
+            if result_type != wire.RESULT_TYPE_INPUT_REQUIRED:
+                raise ClientError(INVALID_REQUEST, f"Invalid result: unknown resultType {result_type!r}")
+            requests = result.get("inputRequests")
+            state = result.get("requestState")
+            if (requests is not None and not isinstance(requests, dict)) or (
+                    state is not None and not isinstance(state, str)):
+                raise ClientError(INVALID_REQUEST, "Invalid InputRequiredResult: inputRequests must be an object "
+                                                   "and requestState a string")
+            if not requests and state is None:
+                raise ClientError(INVALID_REQUEST, "Invalid InputRequiredResult: neither inputRequests nor "
+                                                   "requestState")
+            rounds += 1
+            if rounds > self.max_rounds:
+                raise RoundLimitExceeded(
+                    INTERNAL_ERROR, f"{method} still asked for input after {self.max_rounds} rounds",
+                    {"rounds": self.max_rounds, "lastKeys": list(requests or {})})
+            if requests:
+                responses = await self._answer_round(requests)
+                pause = _STATE_ONLY_BACKOFF[0]
+            else:
+                # Load shedding: nothing to answer, the server wants the state back. Pause a
+                # little, longer each time, so a server that keeps doing it is not hammered.
+                responses = None
+                await trio.sleep(pause)
+                pause = min(pause * 2, _STATE_ONLY_BACKOFF[1])
+
+    # -- answering a round -------------------------------------------------------------------------
+
+    def _request_object(self, key: str, embedded: Any) -> InputRequest:
+        try:
+            decoded = msgspec.convert(embedded, wire.InputRequest)
+        except msgspec.ValidationError as exc:
+            raise ClientError(INVALID_REQUEST, f"Invalid inputRequests[{key!r}]: {exc}") from None
+        raw = dict(embedded.get("params") or {})
+        if isinstance(decoded, wire.ElicitRequest):
+            params = decoded.params
+            if isinstance(params, wire.ElicitRequestURLParams):
+                return ElicitationRequest(key, params.message, "url", url=params.url, raw=raw)
+            return ElicitationRequest(key, params.message, "form", requested_schema=params.requested_schema, raw=raw)
+        if isinstance(decoded, wire.CreateMessageRequest):
+            return SamplingRequest(key, list(raw.get("messages") or []), decoded.params.max_tokens,
+                                   system_prompt=decoded.params.system_prompt,
+                                   model_preferences=raw.get("modelPreferences"), raw=raw)
+        return RootsRequest(key, raw=raw)
+
+    def _answerer(self, item: InputRequest) -> tuple[Answerer, str]:
+        if isinstance(item, ElicitationRequest):
+            if self.on_elicit is not None and item.mode in self.elicitation_modes:
+                return self.on_elicit, "elicitation/create"
+            what = f"{item.mode}-mode elicitation"
+        elif isinstance(item, SamplingRequest):
+            if self.on_sample is not None:
+                return self.on_sample, "sampling/createMessage"
+            what = "sampling"
+        else:
+            if self.on_roots is not None:
+                return self.on_roots, "roots/list"
+            what = "roots"
+        raise ClientError(INVALID_REQUEST, f"the server asked for {what} ({item.key!r}), which this client did not "
+                                           "declare")
+
+    def _store(self, item: InputRequest, method: str, value: Any, answers: dict[str, Any]) -> None:
+        if isinstance(value, msgspec.Struct):
+            value = msgspec.to_builtins(value)
+        elif method == "sampling/createMessage" and isinstance(value, str):
+            value = _sampled(value, model="mrtr-client")
+        elif method == "roots/list" and isinstance(value, (list, tuple)):
+            value = _roots(*value)
+        try:
+            answers[item.key] = wire.to_builtins(wire.decode_input_response(method, value))
+        except msgspec.ValidationError as exc:
+            raise TypeError(f"the answer to {item.key!r} is not a valid {method} answer: {exc}") from None
+
+    async def _answer_round(self, requests: Mapping[str, Any]) -> dict[str, Any]:
+        items = [self._request_object(key, embedded) for key, embedded in requests.items()]
+        chosen = [(item, *self._answerer(item)) for item in items]  # refuse an undeclared kind before asking
+        answers: dict[str, Any] = {}
+
+        async def finish(item: InputRequest, method: str, pending: Any) -> None:
+            self._store(item, method, await pending, answers)
+
+        try:
+            async with trio.open_nursery() as nursery:
+                # Answerers are called in the server's order: a sync one (a person at a
+                # terminal) answers before the next is asked; async ones run concurrently.
+                for item, answerer, method in chosen:
+                    value = answerer(item)
+                    if inspect.isawaitable(value):
+                        nursery.start_soon(finish, item, method, value)
+                    else:
+                        self._store(item, method, value, answers)
+        except BaseExceptionGroup as group:
+            raise _unwrapped(group) from None
+        return {key: answers[key] for key in requests}
+
+    # -- the methods ----------------------------------------------------------------------------
+
+    async def discover(self) -> dict[str, Any]:
+        """``server/discover``: the server's versions, capabilities, info and instructions."""
+        result = await self.request("server/discover")
+        _checked(result, wire.DiscoverResult, "DiscoverResult")
+        return result
+
+    async def _all_pages(self, method: str, member: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cursor: str | None = None
+        seen: set[str] = set()
+        while True:
+            result = await self.request(method, {"cursor": cursor} if cursor is not None else None)
+            page = result.get(member)
+            if not isinstance(page, list):
+                raise ClientError(INVALID_REQUEST, f"Invalid {method} result: {member!r} must be a list")
+            items.extend(page)
+            cursor = result.get("nextCursor")
+            if cursor is None:
+                return items
+            if not isinstance(cursor, str) or cursor in seen:
+                raise ClientError(INVALID_REQUEST, f"Invalid {method} result: nextCursor {cursor!r} repeats or is "
+                                                   "not a string")
+            seen.add(cursor)
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        """Every tool (all pages), as ``Tool`` dicts.
+
+        Over HTTP a tool whose ``x-mcp-header`` annotations break the rules is left out
+        (it could not be called correctly), with a warning in the ``mrtr.client`` log.
+        """
+        tools = await self._all_pages("tools/list", "tools")
+        usable: dict[str, dict[str, Any]] = {}
+        for tool in tools:
+            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+                raise ClientError(INVALID_REQUEST, f"Invalid tools/list result: a tool without a name: {tool!r}")
+            if self.target.mirrors_headers:
+                try:
+                    mirrored_parameters(tool)
+                except InvalidHeaderSchema as exc:
+                    from .targets import log
+
+                    log.warning("leaving out tool %r: %s", tool["name"], exc)
+                    continue
+            usable[tool["name"]] = tool
+        self._tools = usable
+        return list(usable.values())
+
+    async def list_prompts(self) -> list[dict[str, Any]]:
+        """Every prompt (all pages), as ``Prompt`` dicts."""
+        return await self._all_pages("prompts/list", "prompts")
+
+    async def list_resources(self) -> list[dict[str, Any]]:
+        """Every resource (all pages), as ``Resource`` dicts."""
+        return await self._all_pages("resources/list", "resources")
+
+    async def list_resource_templates(self) -> list[dict[str, Any]]:
+        """Every resource template (all pages), as ``ResourceTemplate`` dicts."""
+        return await self._all_pages("resources/templates/list", "resourceTemplates")
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolResult:
+        """Call a tool, answering its questions, and return its final result."""
+        params: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            params["arguments"] = dict(arguments)
+        result = await self.request("tools/call", params)
+        _checked(result, wire.CallToolResult, "CallToolResult")
+        structured = result.get("structuredContent")
+        return ToolResult(list(result["content"]), structured, bool(result.get("isError")), result)
+
+    async def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None) -> PromptResult:
+        """Get a prompt, answering its questions, and return its messages."""
+        params: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            params["arguments"] = dict(arguments)
+        result = await self.request("prompts/get", params)
+        _checked(result, wire.GetPromptResult, "GetPromptResult")
+        return PromptResult(list(result["messages"]), result.get("description"), result)
+
+    async def read_resource(self, uri: str) -> ResourceResult:
+        """Read a resource, answering its questions, and return its contents."""
+        result = await self.request("resources/read", {"uri": uri})
+        _checked(result, wire.ReadResourceResult, "ReadResourceResult")
+        return ResourceResult(list(result["contents"]), result)
+
+    async def complete(self, argument: str, value: str, *, prompt: str | None = None,
+                       resource_template: str | None = None,
+                       context: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """``completion/complete`` for one argument of a prompt or resource template.
+
+        Returns the ``completion`` object (``values``, and ``total``/``hasMore`` when given).
+        """
+        if (prompt is None) == (resource_template is None):
+            raise ValueError("complete() needs exactly one of prompt= and resource_template=")
+        ref = {"type": "ref/prompt", "name": prompt} if prompt is not None else \
+            {"type": "ref/resource", "uri": resource_template}
+        params: dict[str, Any] = {"ref": ref, "argument": {"name": argument, "value": value}}
+        if context is not None:
+            params["context"] = {"arguments": dict(context)}
+        result = await self.request("completion/complete", params)
+        _checked(result, wire.CompleteResult, "CompleteResult")
+        completion: dict[str, Any] = result["completion"]
+        return completion
+
+

@@ -1,0 +1,546 @@
+"""``mrtr call`` and ``mrtr list``: a person at a terminal as the client's answerer.
+
+Rendering and progress use ``rich`` (the ``client`` extra). When standard input is a
+terminal, each question shows the field's title, description, type, default and
+constraints, choices are numbered, booleans are yes/no, and a wrong value is explained
+and asked again. When standard input is not a terminal, each field is read as one line
+in order and nothing is coloured or animated, so answers can be piped in. Questions go
+to stderr, results to stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+try:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+    from rich.syntax import Syntax
+except ImportError:
+    raise ImportError("mrtr call and mrtr list need rich: install the 'client' extra: pip install 'mrtr[client]'") \
+        from None
+
+from ..answers import accept, cancel, decline, sampled
+from ..errors import ProtocolError
+from ..schema import RequestedSchema
+from .errors import ClientError
+from .requests import ElicitationRequest, RootsRequest, SamplingRequest
+from .session import Client, PromptResult, ResourceResult, ToolResult
+
+__all__ = ["ArgumentError", "Terminal", "parse_arguments", "show_listing", "show_result"]
+
+DECLINE = "!decline"
+CANCEL = "!cancel"
+
+
+class ArgumentError(ValueError):
+    """A ``name=value`` argument that cannot be read (a usage error)."""
+
+
+class _Stop(Exception):
+    def __init__(self, answer: dict[str, Any]) -> None:
+        self.answer = answer
+
+
+# -- name=value arguments ------------------------------------------------------------------
+
+
+def _kind(schema: Any) -> str | None:
+    if not isinstance(schema, Mapping):
+        return None
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((item for item in kind if item != "null"), None)
+    if kind is None:
+        for union in ("anyOf", "oneOf"):
+            for option in schema.get(union) or []:
+                found = _kind(option)
+                if found not in (None, "null"):
+                    return found
+    return kind if isinstance(kind, str) else None
+
+
+def _boolean(text: str) -> bool | None:
+    lowered = text.strip().lower()
+    if lowered in ("y", "yes", "true", "1", "on"):
+        return True
+    if lowered in ("n", "no", "false", "0", "off"):
+        return False
+    return None
+
+
+def _typed(name: str, text: str, schema: Any) -> Any:
+    kind = _kind(schema)
+    if kind == "string":
+        return text
+    if kind == "integer":
+        try:
+            return int(text)
+        except ValueError:
+            raise ArgumentError(f"{name}={text!r}: expected a whole number") from None
+    if kind == "number":
+        try:
+            return int(text)
+        except ValueError:
+            pass
+        try:
+            return float(text)
+        except ValueError:
+            raise ArgumentError(f"{name}={text!r}: expected a number") from None
+    if kind == "boolean":
+        value = _boolean(text)
+        if value is None:
+            raise ArgumentError(f"{name}={text!r}: expected true or false")
+        return value
+    if kind in ("object", "array", "null"):
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise ArgumentError(f"{name}={text!r}: expected JSON ({kind})") from None
+    try:  # no schema for this name: JSON when it reads as JSON, else the text
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_arguments(pairs: Sequence[str], input_schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Read ``name=value`` words into arguments, typed by the tool's ``inputSchema``.
+
+    A property typed integer, number or boolean gets that type; objects and arrays are
+    JSON; strings are taken as written; a name the schema does not know is JSON if it
+    parses, else text. Raises :class:`ArgumentError` for a word without ``=`` or a value
+    that does not fit its type.
+    """
+    properties = (input_schema or {}).get("properties") or {}
+    arguments: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        if not sep or not name:
+            raise ArgumentError(f"{pair!r}: arguments are written name=value")
+        arguments[name] = _typed(name, text, properties.get(name))
+    return arguments
+
+
+# -- the answerer ------------------------------------------------------------------------------
+
+
+def _options(prop: Mapping[str, Any]) -> list[tuple[Any, str]] | None:
+    """``(value, label)`` for a single-choice property, else None."""
+    if isinstance(prop.get("enum"), list):
+        names = prop.get("enumNames") if isinstance(prop.get("enumNames"), list) else None
+        return [(value, str(names[i]) if names and i < len(names) else str(value))
+                for i, value in enumerate(prop["enum"])]
+    for union in ("oneOf", "anyOf"):
+        entries = prop.get(union)
+        if isinstance(entries, list) and entries and all(isinstance(e, Mapping) and "const" in e for e in entries):
+            return [(entry["const"], str(entry.get("title", entry["const"]))) for entry in entries]
+    return None
+
+
+def _constraints(prop: Mapping[str, Any]) -> list[str]:
+    words = {"minLength": "min length {}", "maxLength": "max length {}",
+             "minimum": "at least {}", "maximum": "at most {}", "format": "format {}",
+             "minItems": "pick at least {}", "maxItems": "pick at most {}"}
+    return [template.format(prop[key]) for key, template in words.items() if key in prop]
+
+
+class Terminal:
+    """The answerers and progress view of ``mrtr call``.
+
+    ``interactive`` says whether a person is typing (standard input is a terminal): then
+    questions are decorated and a progress bar is shown; otherwise one line per field is
+    read from ``stdin`` and nothing is animated.
+    """
+
+    def __init__(self, *, stdin: TextIO | None = None, console: Console | None = None,
+                 interactive: bool | None = None, sample_reply: str | None = None,
+                 roots: Sequence[str] = ()) -> None:
+        self.stdin = stdin or sys.stdin
+        self.interactive = self.stdin.isatty() if interactive is None else interactive
+        self.console = console or Console(stderr=True, highlight=False, soft_wrap=True,
+                                          color_system="auto" if self.interactive else None)
+        self.sample_reply = sample_reply
+        self.roots = [Path(root).expanduser().resolve().as_uri() for root in roots]
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+
+    # -- options for mrtr.Client -------------------------------------------------------------------
+
+    def client_options(self) -> dict[str, Any]:
+        """Answerers for :class:`mrtr.Client`: elicitation always, sampling and roots when flags gave answers."""
+        options: dict[str, Any] = {"on_elicit": self.elicit, "elicitation_modes": ("form", "url"),
+                                   "on_progress": self.progress}
+        if self.sample_reply is not None:
+            options["on_sample"] = self.sample
+        if self.roots:
+            options["on_roots"] = self.list_roots
+        return options
+
+    def sample(self, request: SamplingRequest) -> dict[str, Any]:
+        """Answer sampling with the ``--sample-reply`` text."""
+        self.pause()
+        self.console.print(f"[dim]sampling request answered with --sample-reply ({len(self.sample_reply or '')} "
+                           "characters)[/dim]")
+        return sampled(self.sample_reply or "", model="mrtr-call")
+
+    def list_roots(self, request: RootsRequest) -> dict[str, Any]:
+        """Answer roots with the ``--root`` paths."""
+        return {"roots": [{"uri": uri} for uri in self.roots]}
+
+    # -- progress ------------------------------------------------------------------------------
+
+    def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        """Show a progress notification as a bar (interactive only)."""
+        if not self.interactive:
+            return
+        if self._progress is None:
+            self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                      MofNCompleteColumn(),
+                                      console=self.console, transient=True)
+            self._progress.start()
+            self._task = self._progress.add_task("working", total=None)
+        assert self._task is not None
+        self._progress.update(self._task, completed=progress, total=total,
+                              description=escape(message) if message else "working")
+
+    def pause(self) -> None:
+        """Take the progress bar off the screen (before a question, and at the end)."""
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _read(self, prompt: str) -> str:
+        if self.interactive:
+            try:
+                text = self.console.input(prompt)
+            except EOFError:
+                raise _Stop(cancel()) from None
+        else:
+            self.console.print(prompt, end="")
+            line = self.stdin.readline()
+            if not line:
+                self.console.print()
+                raise _Stop(cancel())
+            text = line.rstrip("\r\n")
+            self.console.print(text, highlight=False, markup=False)
+        stripped = text.strip()
+        if stripped == DECLINE:
+            raise _Stop(decline())
+        if stripped == CANCEL:
+            raise _Stop(cancel())
+        return text
+
+    def _problem(self, text: str) -> None:
+        self.console.print(f"[red]  {escape(text)}[/red]" if self.interactive else f"  {text}", markup=self.interactive)
+
+    # -- elicitation ---------------------------------------------------------------------------
+
+    def elicit(self, request: ElicitationRequest) -> dict[str, Any]:
+        """Ask the person: a form field by field, or consent to open a URL."""
+        self.pause()
+        self.console.print()
+        self.console.print(f"[bold]{escape(request.message)}[/bold]" if self.interactive else request.message,
+                           markup=self.interactive)
+        self.console.print(f"[dim](type {DECLINE} to decline, {CANCEL} to cancel)[/dim]" if self.interactive
+                           else f"(type {DECLINE} to decline, {CANCEL} to cancel)", markup=self.interactive)
+        try:
+            if request.mode == "url":
+                self.console.print(f"Open this address: {request.url}", markup=False, highlight=False)
+                self._read("Press Enter once done: ")
+                return accept()
+            return accept(self._form(request.requested_schema or {}))
+        except _Stop as stop:
+            return stop.answer
+
+    def _form(self, schema: Mapping[str, Any]) -> dict[str, Any]:
+        properties = schema.get("properties") or {}
+        required = set(schema.get("required") or [])
+        content: dict[str, Any] = {}
+        for name, prop in properties.items():
+            value = self._field(name, prop if isinstance(prop, Mapping) else {}, name in required)
+            if value is not _SKIP:
+                content[name] = value
+        return content
+
+    def _field(self, name: str, prop: Mapping[str, Any], required: bool) -> Any:
+        kind = _kind(prop)
+        options = _options(prop)
+        items = prop.get("items") if isinstance(prop.get("items"), Mapping) else None
+        multi = _options(items) if kind == "array" and items is not None else None
+        described = "choose one" if options else "choose any (numbers separated by commas)" if multi else \
+            "yes/no" if kind == "boolean" else kind or "text"
+        details = [described, "required" if required else "optional", *_constraints(prop)]
+        if "default" in prop:
+            details.append(f"default {json.dumps(prop['default'])}")
+        title = prop.get("title") or name
+        line = f"{title} ({', '.join(details)})"
+        if self.interactive:
+            self.console.print(f"  [cyan]{escape(line)}[/cyan]")
+        else:
+            self.console.print(f"  {line}", markup=False)
+        if isinstance(prop.get("description"), str):
+            self.console.print(f"  {prop['description']}", markup=False, style="dim" if self.interactive else None)
+        for number, (_, label) in enumerate(options or multi or [], start=1):
+            self.console.print(f"    {number}) {label}", markup=False)
+        check = _checker(name, prop)
+        while True:
+            text = self._read(f"  {name}> ")
+            if not text.strip():
+                if "default" in prop:
+                    return prop["default"]
+                if not required:
+                    return _SKIP
+                self._problem("an answer is required")
+                continue
+            try:
+                value = _read_value(text, kind, options, multi)
+                check(value)
+            except ValueError as problem:
+                self._problem(str(problem))
+                continue
+            return value
+
+
+_SKIP = object()
+
+
+def _pick(text: str, options: list[tuple[Any, str]]) -> Any:
+    text = text.strip()
+    if text.isdigit() and 1 <= int(text) <= len(options):
+        return options[int(text) - 1][0]
+    for value, label in options:
+        if text in (str(value), label):
+            return value
+    raise ValueError(f"{text!r} is not one of the choices: enter a number from 1 to {len(options)}")
+
+
+def _read_value(text: str, kind: str | None, options: list[tuple[Any, str]] | None,
+                multi: list[tuple[Any, str]] | None) -> Any:
+    if options:
+        return _pick(text, options)
+    if multi is not None:
+        return [_pick(part, multi) for part in text.split(",") if part.strip()]
+    if kind == "boolean":
+        value = _boolean(text)
+        if value is None:
+            raise ValueError("answer yes or no")
+        return value
+    if kind in ("integer", "number"):
+        try:
+            return _typed("value", text.strip(), {"type": kind})
+        except ArgumentError:
+            raise ValueError("expected a whole number" if kind == "integer" else "expected a number") from None
+    return text
+
+
+def _checker(name: str, prop: Mapping[str, Any]) -> Callable[[Any], None]:
+    """Check one field's value with the schema vocabulary's own validators."""
+    try:
+        compiled = RequestedSchema({"type": "object", "properties": {name: dict(prop)}})
+    except (ProtocolError, ValueError, TypeError):
+        return lambda value: None  # outside the flat vocabulary: the server will judge
+
+    def check(value: Any) -> None:
+        try:
+            compiled.validate({name: value})
+        except ProtocolError as error:
+            message = error.message.replace("Elicitation answer field ", "")
+            raise ValueError(message) from None
+
+    return check
+
+
+# -- showing results ---------------------------------------------------------------------------
+
+
+def _block(console: Console, block: Mapping[str, Any]) -> None:
+    kind = block.get("type")
+    if kind == "text":
+        console.print(block.get("text", ""), markup=False, highlight=False)
+    elif kind in ("image", "audio"):
+        console.print(f"[{kind} {block.get('mimeType')}, {len(block.get('data', '')) * 3 // 4} bytes]", markup=False)
+    elif kind == "resource_link":
+        console.print(f"[link {block.get('uri')}{' ' + block['name'] if block.get('name') else ''}]", markup=False)
+    elif kind == "resource":
+        _contents(console, block.get("resource") or {})
+    else:
+        console.print(json.dumps(block, indent=2, ensure_ascii=False), markup=False)
+
+
+def _contents(console: Console, item: Mapping[str, Any]) -> None:
+    if isinstance(item.get("text"), str):
+        console.print(item["text"], markup=False, highlight=False)
+    else:
+        size = len(item.get("blob", "")) * 3 // 4
+        console.print(f"[{item.get('mimeType') or 'binary'} {item.get('uri')}, {size} bytes]", markup=False)
+
+
+def _json(console: Console, value: Any) -> None:
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    if console.color_system is not None:
+        console.print(Syntax(text, "json", background_color="default"))
+    else:
+        console.print(text, markup=False, highlight=False)
+
+
+def _same_json(block: Mapping[str, Any], value: Any) -> bool:
+    try:
+        return bool(json.loads(block.get("text", "")) == value)
+    except ValueError:
+        return False
+
+
+def show_result(console: Console, result: ToolResult | PromptResult | ResourceResult) -> None:
+    """Print a final result readably: text as text, structured content as indented JSON."""
+    if isinstance(result, ToolResult):
+        if result.is_error:
+            console.print("[bold red]the tool reported an error:[/bold red]" if console.color_system
+                          else "the tool reported an error:", markup=bool(console.color_system))
+        for block in result.content:
+            if result.structured is not None and block.get("type") == "text" and _same_json(block, result.structured):
+                continue  # the usual text copy of the structured content: shown once, below
+            _block(console, block)
+        if result.structured is not None:
+            _json(console, result.structured)
+    elif isinstance(result, PromptResult):
+        if result.description:
+            console.print(result.description, markup=False, style="dim" if console.color_system else None)
+        for message in result.messages:
+            console.print(f"{message.get('role')}:", markup=False, style="bold" if console.color_system else None)
+            _block(console, message.get("content") or {})
+    else:
+        for item in result.contents:
+            _contents(console, item)
+
+
+def show_error(console: Console, error: ClientError) -> None:
+    """Print a failed call: its JSON-RPC code and message, in red on a colour terminal."""
+    text = f"error {error.code}: {error.message}"
+    if error.data is not None:
+        text += f"\n{json.dumps(error.data, indent=2, ensure_ascii=False)}"
+    if error.code == -32021:
+        text += ("\nnote: the server needs a capability this client did not declare "
+                 "(sampling: pass --sample-reply TEXT; roots: pass --root PATH)")
+    console.print(f"[red]{escape(text)}[/red]" if console.color_system else text, markup=bool(console.color_system))
+
+
+def _parameters(schema: Mapping[str, Any] | None) -> list[str]:
+    properties = (schema or {}).get("properties") or {}
+    required = set((schema or {}).get("required") or [])
+    lines = []
+    for name, prop in properties.items():
+        prop = prop if isinstance(prop, Mapping) else {}
+        kind = _kind(prop) or "any"
+        bits = [kind, "required" if name in required else "optional", *_constraints(prop)]
+        if "default" in prop:
+            bits.append(f"default {json.dumps(prop['default'])}")
+        if _options(prop):
+            bits.append("one of " + ", ".join(str(value) for value, _ in _options(prop) or []))
+        description = f": {prop['description']}" if isinstance(prop.get("description"), str) else ""
+        lines.append(f"    {name}=<{', '.join(bits)}>{description}")
+    return lines
+
+
+async def show_listing(console: Console, client: Client) -> None:
+    """Print the server's tools (with their parameters), prompts, resources and templates."""
+    discovered = await client.discover()
+    capabilities = discovered.get("capabilities") or {}
+    info = discovered.get("serverInfo") or (discovered.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo") or {}
+    if info:
+        console.print(f"{info.get('name')} {info.get('version', '')}".strip(), markup=False,
+                      style="bold" if console.color_system else None)
+    sections: list[tuple[str, list[str]]] = []
+    if "tools" in capabilities:
+        lines = []
+        for tool in await client.list_tools():
+            lines.append(f"  {tool['name']}" + (f" - {tool['description']}" if tool.get("description") else ""))
+            lines += _parameters(tool.get("inputSchema"))
+        sections.append(("tools", lines))
+    if "prompts" in capabilities:
+        lines = []
+        for prompt in await client.list_prompts():
+            lines.append(f"  {prompt['name']}" + (f" - {prompt['description']}" if prompt.get("description") else ""))
+            for argument in prompt.get("arguments") or []:
+                need = "required" if argument.get("required") else "optional"
+                lines.append(f"    {argument['name']}=<{need}>"
+                             + (f": {argument['description']}" if argument.get("description") else ""))
+        sections.append(("prompts", lines))
+    if "resources" in capabilities:
+        lines = [f"  {item['uri']}" + (f" - {item['description']}" if item.get("description") else "")
+                 for item in await client.list_resources()]
+        lines += [f"  {item['uriTemplate']} (template)" for item in await client.list_resource_templates()]
+        sections.append(("resources", lines))
+    for title, lines in sections:
+        console.print(f"{title}:", markup=False, style="bold" if console.color_system else None)
+        for line in lines or ["  (none)"]:
+            console.print(line, markup=False, highlight=False)
+
+
+# -- the commands --------------------------------------------------------------------------------
+
+
+def _client(target: str | Sequence[str], terminal: Terminal | None, max_rounds: int) -> Client:
+    options = terminal.client_options() if terminal is not None else {}
+    if isinstance(target, str):
+        return Client(target, max_rounds=max_rounds, **options)
+    return Client.stdio(target, max_rounds=max_rounds, **options)
+
+
+async def run_call(target: str | Sequence[str], words: Sequence[str], *, prompt: str | None = None,
+                   resource: str | None = None, terminal: Terminal, out: Console,
+                   max_rounds: int = 10) -> int:
+    """``mrtr call``: call a tool (``words[0]``, then ``name=value``), a prompt or a resource; return the exit code."""
+    try:
+        async with _client(target, terminal, max_rounds) as client:
+            result: ToolResult | PromptResult | ResourceResult
+            if resource is not None:
+                if words:
+                    raise ArgumentError("--resource takes no other arguments")
+                result = await client.read_resource(resource)
+            elif prompt is not None:
+                arguments = {}
+                for pair in words:
+                    name, sep, text = pair.partition("=")
+                    if not sep or not name:
+                        raise ArgumentError(f"{pair!r}: arguments are written name=value")
+                    arguments[name] = text
+                result = await client.get_prompt(prompt, arguments)
+            else:
+                if not words:
+                    raise ArgumentError("name the tool to call (mrtr list TARGET shows them)")
+                name, *pairs = words
+                tools = {tool["name"]: tool for tool in await client.list_tools()}
+                if name not in tools:
+                    known = ", ".join(sorted(tools)) or "none"
+                    raise ArgumentError(f"the server has no tool {name!r} (tools: {known})")
+                result = await client.call_tool(name, parse_arguments(pairs, tools[name].get("inputSchema")))
+            terminal.pause()
+    except ClientError as error:
+        terminal.pause()
+        show_error(terminal.console, error)
+        return 1
+    show_result(out, result)
+    return 1 if isinstance(result, ToolResult) and result.is_error else 0
+
+
+async def run_list(target: str | Sequence[str], *, out: Console, errors: Console) -> int:
+    """``mrtr list``: print what the server offers; return the exit code."""
+    try:
+        async with _client(target, None, 10) as client:
+            await show_listing(out, client)
+    except ClientError as error:
+        show_error(errors, error)
+        return 1
+    return 0
+
+
+def output_console(interactive: bool, *, stderr: bool = False) -> Console:
+    """Where results (or, with ``stderr``, errors) go; coloured only when ``interactive``."""
+    return Console(stderr=stderr, highlight=False, color_system="auto" if interactive else None, soft_wrap=True)

@@ -1,0 +1,471 @@
+"""The task carrier: run handlers as tasks, with the ledger in a store instead of a token.
+
+Lifecycle of one task, as store transitions (each one compare-and-set on the version):
+
+- ``create``: stored ``working`` with a lease held by this node, then run here.
+- a run replays the handler from the record's ledger with :func:`~mrtr.replay.replay_async`
+  (the same core as the wire carrier). Each Step's result is saved before the handler
+  goes on; progress becomes ``statusMessage``; the lease is renewed every third of its
+  length. The run ends ``completed``, ``failed`` or ``input_required`` (lease dropped).
+- ``update``: answers merged leniently into the ledger (:func:`~mrtr.ledger.merge_answers`);
+  when no key is pending any more, the same write sets ``working`` and takes the lease,
+  so whichever update wins that write is the only one that resumes the task.
+- ``cancel``: any non-terminal state becomes ``cancelled``; a run on this node is
+  cancelled at once, a run elsewhere notices at its next write and stops.
+- every node polls for working tasks whose lease expired (their runner died) and takes
+  them over, replaying from the saved ledger: Steps already saved are not run again; the
+  Step that was running when the runner died runs again (at-least-once).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import msgspec
+import trio
+
+from ..carrier import ToolBinding
+from ..context import Context
+from ..engine import Engine
+from ..errors import HandlerError, InvalidParams, ProtocolError
+from ..jsonrpc import RunSync
+from ..ledger import Ledger, merge_answers
+from ..replay import Completed, Detached, InputRequired, handler_spec, replay, replay_async, replay_until_step
+from .record import TaskRecord, new_task_id
+from .store import StoreUnavailable, TaskStore, mutate
+
+__all__ = ["TaskCarrier", "Resolve", "UnknownTask", "status_message"]
+
+log = logging.getLogger("mrtr.tasks")
+
+
+class UnknownTask(InvalidParams):
+    """-32602 "Unknown task": unknown, expired and another principal's tasks look the same."""
+
+    def __init__(self) -> None:
+        super().__init__("Unknown task")
+
+
+Resolve = Callable[[str, Mapping[str, Any]], ToolBinding]
+"""Tool name and raw call arguments to a :class:`ToolBinding`; raises ``ProtocolError`` if it cannot."""
+
+
+def status_message(progress: float, total: float | None, message: str | None) -> str:
+    """A progress report as a ``statusMessage``: ``"3/10: copying"``, ``"3"``."""
+    text = _number(progress) if total is None else f"{_number(progress)}/{_number(total)}"
+    return text if message is None else f"{text}: {message}"
+
+
+def _number(value: float) -> str:
+    if isinstance(value, float) and value.is_integer() and math.isfinite(value):
+        return str(int(value))
+    return str(value)
+
+
+class _Lost(Exception):
+    """This node no longer owns the task (cancelled, taken over or expired)."""
+
+
+class TaskCarrier:
+    """Creates, runs, resumes and takes over tasks kept in ``store``.
+
+    ``lease`` is the lease length in seconds; ``ttl_ms`` the life of a task from its
+    creation (``None``: unlimited); ``poll_interval_ms`` the polling pace suggested to
+    clients. ``wire`` is the server's wire carrier, which holds the call's ledger while
+    its MRTR rounds last (see :meth:`execute`). :meth:`serve` must be running (in a
+    nursery) for tasks to run. Implements :class:`mrtr.carrier.TaskHost`.
+    """
+
+    def __init__(
+        self,
+        store: TaskStore,
+        resolve: Resolve,
+        *,
+        lease: float = 30.0,
+        ttl_ms: int | None = 3_600_000,
+        poll_interval_ms: int = 1000,
+        node: str | None = None,
+        wire: Engine | None = None,
+    ) -> None:
+        if not lease > 0:
+            raise ValueError(f"lease must be a positive number of seconds, got {lease!r}")
+        self.store = store
+        self.resolve = resolve
+        self.lease = float(lease)
+        self.ttl_ms = ttl_ms
+        self.poll_interval_ms = poll_interval_ms
+        self.node = node or secrets.token_hex(8)
+        self.wire = wire
+        self._nursery: trio.Nursery | None = None
+        self._runs: dict[str, _Run] = {}
+
+    # -- the node's background work -------------------------------------------------------
+
+    async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Run this node's tasks and take over abandoned ones until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            try:
+                task_status.started()
+                while True:
+                    await self.take_over_abandoned()
+                    await trio.sleep(self.lease / 3)
+            finally:
+                self._nursery = None
+
+    async def take_over_abandoned(self) -> int:
+        """Take every working task whose lease expired and run it here; returns how many."""
+        try:
+            ids = await self.store.claimable(time.time())
+        except StoreUnavailable as exc:
+            log.warning("cannot look for abandoned tasks: %s", exc)
+            return 0
+        taken = 0
+        for task_id in ids:
+            try:
+                record, changed = await mutate(self.store, task_id, self._claim)
+            except StoreUnavailable as exc:
+                log.warning("cannot take over task: %s", exc)
+                return taken
+            if changed and record is not None:
+                log.info("task %s: lease expired, resuming by replay on node %s", task_id, self.node)
+                self._start(record)
+                taken += 1
+        return taken
+
+    def _claim(self, record: TaskRecord, now: float) -> TaskRecord | None:
+        if not record.lease_free(now):
+            return None
+        return record.evolve(now, lease_owner=self.node, lease_expiry=now + self.lease)
+
+    def _start(self, record: TaskRecord) -> None:
+        if self._nursery is None:
+            raise RuntimeError("TaskCarrier.serve() is not running; start it in a nursery before running tasks")
+        self._nursery.start_soon(self._run, record)
+
+    # -- the methods ----------------------------------------------------------------------
+
+    async def create(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        principal: str | None,
+        client_capabilities: Mapping[str, Any] | None,
+        ledger: Ledger | None = None,
+        result: dict[str, Any] | None = None,
+    ) -> TaskRecord:
+        """Store a new working task, start running it, and return the stored record.
+
+        ``ledger`` carries answers gathered by MRTR rounds before the task existed;
+        ``result`` stores a task that is already completed (the handler finished during
+        those rounds). Returns only once the record is durable, so ``tasks/get``
+        resolves it at once.
+        """
+        if self._nursery is None:
+            raise RuntimeError("TaskCarrier.serve() is not running; start it in a nursery before creating tasks")
+        now = time.time()
+        restored = ledger if ledger is not None else Ledger()
+        record = TaskRecord(
+            task_id=new_task_id(),
+            tool=tool,
+            arguments=dict(arguments or {}),
+            principal=principal,
+            client_capabilities=dict(client_capabilities or {}),
+            created_at=now,
+            updated_at=now,
+            ttl_ms=self.ttl_ms,
+            poll_interval_ms=self.poll_interval_ms,
+            ledger=restored.slots,
+            fresh=tuple(sorted(restored.fresh)),
+            lease_owner=None if result is not None else self.node,
+            lease_expiry=0.0 if result is not None else now + self.lease,
+            status="completed" if result is not None else "working",
+            result=result,
+        )
+        await self.store.create(record)
+        if result is None:
+            self._start(record)
+        return record
+
+    async def execute(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        handler: Any,
+        arguments: Mapping[str, Any] | None,
+        ctx: Context,
+        *,
+        run_sync: RunSync | None = None,
+    ) -> Any:
+        """``tools/call`` for a task tool from a client that declared the extension.
+
+        The handler's questions before its first Step are MRTR rounds on the call itself
+        (the wire carrier checks and seals the ledger, as for any call); once it reaches
+        a Step, or finishes, the task is stored and ``CreateTaskResult`` answered. The
+        Step and everything after it run in the task, on this node or a later one.
+        """
+        if self.wire is None:
+            raise RuntimeError("TaskCarrier.execute needs the wire carrier (wire=server.engine)")
+        name = params.get("name")
+        raw = params.get("arguments") or {}
+        ledger, unmatched = self.wire.restore(method, params, ctx.principal)
+        try:
+            outcome = await replay_until_step(handler, arguments, ctx, ledger, unmatched)
+        except HandlerError as error:
+            binding = self.resolve(str(name), raw)
+            outcome = Completed(None)
+            done: dict[str, Any] | None = binding.handler_failed(error)
+        else:
+            done = None
+        if isinstance(outcome, InputRequired):
+            return msgspec.to_builtins(self.wire.seal(method, params, ctx.principal, outcome))
+        common: dict[str, Any] = {"principal": ctx.principal, "client_capabilities": ctx.client_capabilities}
+        if isinstance(outcome, Detached):
+            record = await self.create(str(name), raw, ledger=outcome.ledger, **common)
+        else:
+            if done is None:
+                done = self.resolve(str(name), raw).shape(outcome.result)
+            record = await self.create(str(name), raw, result=done, **common)
+        return {**record.to_wire(), "resultType": "task"}
+
+    async def _owned(self, task_id: Any, principal: str | None) -> TaskRecord:
+        if not isinstance(task_id, str) or not task_id:
+            raise InvalidParams('tasks methods need a string "taskId"')
+        record = await self.store.get(task_id)
+        if record is None or record.principal != principal:
+            raise UnknownTask()
+        return record
+
+    async def get(self, task_id: Any, principal: str | None) -> dict[str, Any]:
+        """The ``GetTaskResult`` for ``tasks/get``."""
+        record = await self._owned(task_id, principal)
+        return {**record.to_wire(), "resultType": "complete"}
+
+    async def update(self, task_id: Any, principal: str | None, responses: Any) -> dict[str, Any]:
+        """``tasks/update``: merge answers; resume once nothing is pending, exactly once across nodes."""
+        await self._owned(task_id, principal)
+        if responses is not None and not isinstance(responses, dict):
+            raise InvalidParams("inputResponses must be an object mapping keys to answers")
+        answers = responses or {}
+
+        def answer(record: TaskRecord, now: float) -> TaskRecord | None:
+            if record.status != "input_required":
+                return None
+            # Only keys outstanding now count: unknown, answered and superseded ones are ignored.
+            relevant = {key: value for key, value in answers.items() if key in record.input_requests}
+            if not relevant:
+                return None
+            merged, _ = merge_answers(record.restored_ledger(), relevant, lenient=True)
+            answered = {slot.wire_key(i + 1) for i, slot in enumerate(merged.slots) if slot.answered}
+            pending = {key: request for key, request in record.input_requests.items() if key not in answered}
+            changes: dict[str, Any] = {"ledger": merged.slots, "fresh": tuple(sorted(merged.fresh))}
+            if pending:
+                return record.evolve(now, input_requests=pending, **changes)
+            return record.evolve(
+                now, status="working", input_requests={}, lease_owner=self.node, lease_expiry=now + self.lease,
+                **changes,
+            )
+
+        record, changed = await mutate(self.store, task_id, answer)
+        if changed and record is not None and record.status == "working":
+            self._start(record)
+        return {"resultType": "complete"}
+
+    async def cancel(self, task_id: Any, principal: str | None) -> dict[str, Any]:
+        """``tasks/cancel``: cooperative; a terminal task stays as it is."""
+        await self._owned(task_id, principal)
+
+        def stop(record: TaskRecord, now: float) -> TaskRecord | None:
+            if record.terminal:
+                return None
+            return record.evolve(
+                now, status="cancelled", status_message="Cancelled by the client", input_requests={},
+                lease_owner=None, lease_expiry=0.0,
+            )
+
+        record, changed = await mutate(self.store, task_id, stop)
+        run = self._runs.get(task_id)
+        if changed and run is not None:
+            run.abandon()
+        return {"resultType": "complete"}
+
+    # -- one run ---------------------------------------------------------------------------
+
+    async def _run(self, record: TaskRecord) -> None:
+        run = _Run(self, record)
+        self._runs[record.task_id] = run
+        try:
+            await run.execute()
+        finally:
+            if self._runs.get(record.task_id) is run:
+                del self._runs[record.task_id]
+
+
+class _Run:
+    """One execution of a task's handler on this node, while it holds the lease."""
+
+    def __init__(self, carrier: TaskCarrier, record: TaskRecord) -> None:
+        self.carrier = carrier
+        self.store = carrier.store
+        self.record = record
+        self.lost = False
+        self.scope = trio.CancelScope()
+        self.lock = trio.Lock()
+        self.wake = trio.Event()
+        self.message: str | None = None
+        self.token = trio.lowlevel.current_trio_token()
+
+    def abandon(self) -> None:
+        """Stop this run without writing anything more."""
+        self.lost = True
+        self.scope.cancel()
+
+    async def write(self, change: Callable[[TaskRecord, float], TaskRecord]) -> None:
+        """Compare-and-set the next version; give up the run if the task is no longer ours."""
+        async with self.lock:
+            if self.lost:
+                raise _Lost()
+            current = self.record
+            while True:
+                if current.terminal or current.lease_owner != self.carrier.node:
+                    self.abandon()
+                    raise _Lost()
+                changed = change(current, time.time())
+                if await self.store.replace(changed):
+                    self.record = changed
+                    return
+                latest = await self.store.get(current.task_id)
+                if latest is None:
+                    self.abandon()
+                    raise _Lost()
+                current = latest
+
+    async def keep_lease(self) -> None:
+        """Renew the lease every third of its length, and publish progress as it comes."""
+        interval = self.carrier.lease / 3
+        while True:
+            with trio.move_on_after(interval):
+                await self.wake.wait()
+            self.wake = trio.Event()
+            message = self.message
+
+            def renew(record: TaskRecord, now: float) -> TaskRecord:
+                changes: dict[str, Any] = {"lease_expiry": now + self.carrier.lease}
+                if message is not None and message != record.status_message:
+                    changes["status_message"] = message
+                return record.evolve(now, **changes)
+
+            try:
+                await self.write(renew)
+            except _Lost:
+                return
+            except StoreUnavailable as exc:
+                log.warning("task %s: cannot renew the lease: %s", self.record.task_id, exc)
+
+    def notify(self, method: str, params: Mapping[str, Any]) -> None:
+        """The Context's notify: progress becomes the status message (thread-safe)."""
+        if method != "notifications/progress":
+            return
+        self.message = status_message(params["progress"], params.get("total"), params.get("message"))
+        self.token.run_sync_soon(self._wake)
+
+    def _wake(self) -> None:
+        self.wake.set()
+
+    async def save_step(self, ledger: Ledger) -> None:
+        """Save the ledger after a Step, before the handler goes on."""
+        slots, fresh = ledger.slots, tuple(sorted(ledger.fresh))
+        await self.write(lambda record, now: record.evolve(now, ledger=slots, fresh=fresh))
+
+    def save_step_from_thread(self, ledger: Ledger) -> None:
+        """:meth:`save_step` for a sync handler running in a worker thread."""
+        if self.lost:
+            raise _Lost()
+        trio.from_thread.run(self.save_step, ledger, trio_token=self.token)
+
+    async def execute(self) -> None:
+        """Replay the handler while renewing the lease, then record how it ended."""
+        final: dict[str, Any] | None = None
+        with self.scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self.keep_lease)
+                final = await self.attempt()
+                nursery.cancel_scope.cancel()
+        if final is None or self.lost:
+            return
+        done = final
+
+        def finish(current: TaskRecord, now: float) -> TaskRecord:
+            return current.evolve(now, lease_owner=None, lease_expiry=0.0, **done)
+
+        task_id = self.record.task_id
+        try:
+            await self.write(finish)
+        except _Lost:
+            log.info("task %s: finished after it was cancelled or taken over; outcome dropped", task_id)
+        except StoreUnavailable as exc:
+            log.warning("task %s: cannot save the outcome, left for takeover: %s", task_id, exc)
+
+    async def attempt(self) -> dict[str, Any] | None:
+        """The record changes that end this run, or ``None`` when it must end without a write."""
+        record = self.record
+        task_id = record.task_id
+        try:
+            binding = self.carrier.resolve(record.tool, record.arguments)
+        except ProtocolError as error:
+            return {"status": "failed", "error": error.to_error_object(), "status_message": "The task failed"}
+        try:
+            outcome = await self.replay(binding)
+        except _Lost:
+            log.info("task %s: no longer owned by node %s; its run stops", task_id, self.carrier.node)
+            return None
+        except StoreUnavailable as exc:
+            # The lease runs out; this node or another takes the task over once the store is back.
+            log.warning("task %s: store failed mid-run, left for takeover: %s", task_id, exc)
+            return None
+        except HandlerError as error:
+            log.warning("task %s: handler failed: %s", task_id, error.message, exc_info=error.__cause__)
+            return {"status": "completed", "result": binding.handler_failed(error)}
+        except ProtocolError as error:
+            return {"status": "failed", "error": error.to_error_object(), "status_message": "The task failed"}
+        except Exception as exc:
+            log.exception("task %s: runtime failure", task_id)
+            return {"status": "failed", "error": {"code": -32603, "message": f"Internal error: {exc}"},
+                    "status_message": "The task failed"}
+        return self.conclude(binding, outcome)
+
+    async def replay(self, binding: ToolBinding) -> Completed | InputRequired:
+        record = self.record
+        ctx = Context(
+            binding.arguments,
+            principal=record.principal,
+            client_capabilities=record.client_capabilities,
+            method="tools/call",
+            target=record.tool,
+            progress_token=record.task_id,
+            notify=self.notify,
+        )
+        ledger = record.restored_ledger()
+        if handler_spec(binding.handler).is_async:
+            return await replay_async(binding.handler, binding.arguments, ctx, ledger, on_step=self.save_step)
+        # Sync handlers block; run them in a thread so lease renewal and other tasks go on.
+        return await trio.to_thread.run_sync(
+            lambda: replay(binding.handler, binding.arguments, ctx, ledger, on_step=self.save_step_from_thread),
+            abandon_on_cancel=True,
+        )
+
+    def conclude(self, binding: ToolBinding, outcome: Completed | InputRequired) -> dict[str, Any]:
+        if isinstance(outcome, Completed):
+            return {"status": "completed", "result": binding.shape(outcome.result), "ledger": (), "fresh": ()}
+        return {
+            "status": "input_required",
+            "input_requests": outcome.to_wire(),
+            "ledger": outcome.ledger.slots,
+            "fresh": tuple(sorted(outcome.ledger.fresh)),
+        }

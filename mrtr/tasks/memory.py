@@ -1,0 +1,64 @@
+"""The in-memory store: one process, lost on exit; for tests and in-process clients."""
+
+from __future__ import annotations
+
+import time
+
+from .record import TaskRecord, decode, encode
+from .store import TaskExists
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    """Records kept as encoded bytes, so a caller never aliases a stored record and encoding bugs show at once."""
+
+    def __init__(self) -> None:
+        self.url = "memory:"
+        self._records: dict[str, bytes] = {}
+
+    def _live(self, task_id: str) -> TaskRecord | None:
+        data = self._records.get(task_id)
+        if data is None:
+            return None
+        record = decode(data)
+        if record.expired(time.time()):
+            del self._records[task_id]
+            return None
+        return record
+
+    async def create(self, record: TaskRecord) -> None:
+        """See :meth:`TaskStore.create`."""
+        if self._live(record.task_id) is not None:
+            raise TaskExists(record.task_id)
+        self._records[record.task_id] = encode(record)
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        """See :meth:`TaskStore.get`."""
+        return self._live(task_id)
+
+    async def replace(self, record: TaskRecord) -> bool:
+        """See :meth:`TaskStore.replace`; atomic because nothing here awaits."""
+        current = self._live(record.task_id)
+        if current is None or current.version != record.version - 1:
+            return False
+        self._records[record.task_id] = encode(record)
+        return True
+
+    async def claimable(self, now: float, limit: int = 100) -> list[str]:
+        """See :meth:`TaskStore.claimable`."""
+        ids = []
+        for task_id in list(self._records):
+            record = self._live(task_id)
+            if record is not None and record.lease_free(now):
+                ids.append(task_id)
+                if len(ids) >= limit:
+                    break
+        return ids
+
+    async def delete(self, task_id: str) -> None:
+        """See :meth:`TaskStore.delete`."""
+        self._records.pop(task_id, None)
+
+    async def aclose(self) -> None:
+        """Nothing to release."""

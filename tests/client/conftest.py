@@ -1,0 +1,125 @@
+"""Fixtures for the client tests: one server, three ways to reach it.
+
+``connect`` is parametrized over ``inprocess`` (the Server object), ``http`` (the
+native server in the test's nursery on a port chosen by the OS) and ``stdio``
+(``mrtr serve tests.client.app:server --stdio`` as a subprocess). Every message the
+client sends and every result it gets is checked against the official schema by
+:class:`Checked`, which wraps the client's target.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+import mrtr
+from mrtr.client.targets import OnNotification, Target
+from mrtr.http import serve
+
+from ..wire_schema import validate, validate_message
+from .app import server as app_server
+
+REPO = Path(__file__).resolve().parents[2]
+
+_REQUEST_DEFS = {
+    "tools/call": "CallToolRequest",
+    "prompts/get": "GetPromptRequest",
+    "resources/read": "ReadResourceRequest",
+    "tools/list": "ListToolsRequest",
+    "prompts/list": "ListPromptsRequest",
+    "resources/list": "ListResourcesRequest",
+    "resources/templates/list": "ListResourceTemplatesRequest",
+    "server/discover": "DiscoverRequest",
+    "completion/complete": "CompleteRequest",
+}
+_RESULT_DEFS = {
+    "tools/call": "CallToolResult",
+    "prompts/get": "GetPromptResult",
+    "resources/read": "ReadResourceResult",
+    "tools/list": "ListToolsResult",
+    "prompts/list": "ListPromptsResult",
+    "resources/list": "ListResourcesResult",
+    "server/discover": "DiscoverResult",
+}
+
+
+def check_sent(message: Mapping[str, Any]) -> None:
+    """Validate a request the client sends, including every answer in ``inputResponses``."""
+    validate(message, "JSONRPCRequest")
+    validate(message, _REQUEST_DEFS[message["method"]])
+    for value in (message["params"].get("inputResponses") or {}).values():
+        validate(value, "InputResponse")
+
+
+class Checked:
+    """A target wrapper that validates traffic and records ``(message, result)`` pairs."""
+
+    def __init__(self, inner: Target) -> None:
+        self.inner = inner
+        self.mirrors_headers = inner.mirrors_headers
+        self.exchanges: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+
+    async def open(self, nursery: trio.Nursery) -> None:
+        await self.inner.open(nursery)
+
+    async def send(self, message: dict[str, Any], on_notification: OnNotification,
+                   parameters: Any = None) -> dict[str, Any]:
+        check_sent(message)
+        entry: tuple[dict[str, Any], dict[str, Any] | None] = (message, None)
+        self.exchanges.append(entry)
+
+        def notified(note: dict[str, Any]) -> None:
+            validate_message(note)
+            on_notification(note)
+
+        result = await self.inner.send(message, notified, parameters)
+        kind = "InputRequiredResult" if result.get("resultType") == "input_required" else \
+            _RESULT_DEFS.get(message["method"])
+        validate_message({"jsonrpc": "2.0", "id": message["id"], "result": result}, result_def=kind)
+        self.exchanges[self.exchanges.index(entry)] = (message, result)
+        return result
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    def calls(self, method: str = "tools/call") -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+        """The ``(message, result)`` pairs of ``method``, in order (``tools/list`` may come between)."""
+        return [(message, result) for message, result in self.exchanges if message["method"] == method]
+
+    def sent(self, method: str = "tools/call") -> list[dict[str, Any]]:
+        """The params of every request of ``method``, in order."""
+        return [message["params"] for message, _ in self.exchanges if message["method"] == method]
+
+
+def stdio_command() -> list[str]:
+    return [sys.executable, "-m", "mrtr", "serve", "tests.client.app:server", "--stdio", "--log-level", "warning"]
+
+
+@pytest.fixture(params=["inprocess", "http", "stdio"])
+async def connect(request: Any, nursery: trio.Nursery) -> Callable[..., mrtr.Client]:
+    """``connect(**options)``: a (not yet entered) Client for the test server, traffic checked."""
+    kind = request.param
+    url = None
+    if kind == "http":
+        port = await nursery.start(partial(serve, app_server, "127.0.0.1", 0))
+        url = f"http://127.0.0.1:{port}/mcp"
+
+    def make(**options: Any) -> mrtr.Client:
+        if kind == "inprocess":
+            client = mrtr.Client(app_server, **options)
+        elif kind == "http":
+            client = mrtr.Client(url, **options)  # type: ignore[arg-type]
+        else:
+            client = mrtr.Client.stdio(stdio_command(), cwd=str(REPO), stderr=subprocess.DEVNULL, **options)
+        client.target = Checked(client.target)
+        return client
+
+    make.kind = kind  # type: ignore[attr-defined]
+    return make

@@ -1,0 +1,102 @@
+"""The client the official conformance suite drives: ``conformance client --command ...``.
+
+The suite starts a scenario server and runs this script with the server's URL as the
+last argument and the scenario's name in ``MCP_CONFORMANCE_SCENARIO`` (some scenarios
+pass more in ``MCP_CONFORMANCE_CONTEXT``, JSON). Everything goes through
+:class:`mrtr.Client`; this script only decides what to call for each scenario.
+Exit code 0 when the client did its part; the suite judges the rest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import trio
+
+import mrtr
+from mrtr.cli import example_arguments
+from mrtr.client import ElicitationRequest
+
+
+def _example(prop: Any) -> Any:
+    if not isinstance(prop, dict):
+        return "x"
+    if "default" in prop:
+        return prop["default"]
+    if isinstance(prop.get("enum"), list) and prop["enum"]:
+        return prop["enum"][0]
+    for union in ("oneOf", "anyOf"):
+        if isinstance(prop.get(union), list) and prop[union] and "const" in prop[union][0]:
+            return prop[union][0]["const"]
+    kind = prop.get("type")
+    if kind == "array":
+        options = (prop.get("items") or {}).get("enum") or [
+            entry.get("const") for entry in (prop.get("items") or {}).get("anyOf") or []]
+        return options[:1]
+    return {"boolean": True, "integer": 1, "number": 1}.get(kind, "x")
+
+
+def accept_everything(request: ElicitationRequest) -> dict[str, Any]:
+    """Accept a form with an example value for every field (URL mode: consent)."""
+    properties = (request.requested_schema or {}).get("properties") or {}
+    return mrtr.accept({name: _example(prop) for name, prop in properties.items()})
+
+
+async def run(url: str, scenario: str, context: dict[str, Any]) -> None:
+    client: mrtr.Client
+
+    async def answer(request: ElicitationRequest) -> dict[str, Any]:
+        if scenario == "sep-2322-client-request-state":
+            # Another call between two rounds of a chain: it must carry none of the chain's state.
+            await client.call_tool("test_mrtr_unrelated")
+        return accept_everything(request)
+
+    client = mrtr.Client(url, on_elicit=answer, elicitation_modes=("form", "url"),
+                         on_sample=lambda request: "conformance reply",
+                         on_roots=lambda request: ["file:///tmp"])
+    async with client:
+        if scenario == "request-metadata":
+            await client.discover()
+        tools = await client.list_tools()
+        if scenario == "json-schema-ref-no-deref":
+            return
+        if context.get("toolCalls"):
+            for call in context["toolCalls"]:
+                await client.call_tool(call["name"], call.get("arguments") or {})
+            return
+        if scenario == "json-schema-2020-12-preservation":
+            focal = next(tool for tool in tools if tool["name"] != "json_schema_echo")
+            await client.call_tool("json_schema_echo", {"schema": focal["inputSchema"]})
+            return
+        if scenario == "tools_call":
+            await client.call_tool("add_numbers", {"a": 2, "b": 3})
+            return
+        for tool in tools:
+            if tool["name"] == "test_mrtr_unrelated":
+                continue
+            await client.call_tool(tool["name"], example_arguments(tool.get("inputSchema")))
+        if scenario == "http-standard-headers":
+            for resource in (await client.list_resources())[:1]:
+                await client.read_resource(resource["uri"])
+            for prompt in (await client.list_prompts())[:1]:
+                arguments = {argument["name"]: "x" for argument in prompt.get("arguments") or []}
+                await client.get_prompt(prompt["name"], arguments)
+
+
+def main() -> int:
+    url = sys.argv[-1]
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "")
+    context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    try:
+        trio.run(run, url, scenario, context)
+    except mrtr.ClientError as error:
+        print(f"conformance client: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Tasks end to end over real loopback HTTP, raw JSON-RPC, every message schema-checked."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from functools import partial
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from mrtr.http import serve
+
+from ..wire_schema import validate_message
+from .app import build
+from .tasks_schema import validate_task
+
+TASKS = "io.modelcontextprotocol/tasks"
+WITH_TASKS = {"elicitation": {"form": {}}, "extensions": {TASKS: {}}}
+WITHOUT_TASKS = {"elicitation": {"form": {}}}
+
+
+class Client:
+    def __init__(self, http: httpx.AsyncClient, user: str = "alice", capabilities: dict[str, Any] = WITH_TASKS):
+        self.http = http
+        self.user = user
+        self.capabilities = capabilities
+
+    async def post(self, method: str, params: dict[str, Any], *, name: str | None = None,
+                   user: str | None = None) -> tuple[int, dict[str, Any]]:
+        params = {**params, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
+        }}
+        message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                   "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method, "X-User": user or self.user}
+        target = name if name is not None else params.get("name", params.get("taskId"))
+        if isinstance(target, str):
+            headers["Mcp-Name"] = target
+        response = await self.http.post("/mcp", content=json.dumps(message), headers=headers)
+        reply = json.loads(response.content)
+        if method.startswith("tasks/"):
+            if "result" in reply:
+                validate_task({"tasks/get": "GetTaskResult", "tasks/update": "UpdateTaskResult",
+                               "tasks/cancel": "CancelTaskResult"}[method], reply["result"])
+        elif "result" in reply and reply["result"].get("resultType") == "task":
+            validate_task("CreateTaskResult", reply["result"])
+            assert "requestState" not in reply["result"]
+        else:
+            result_def = None
+            if "result" in reply:
+                result_def = "InputRequiredResult" if reply["result"].get("resultType") == "input_required" else None
+                result_def = result_def or {"tools/call": "CallToolResult", "server/discover": "DiscoverResult"}.get(method)
+            validate_message(reply, result_def=result_def)
+        return response.status_code, reply
+
+    async def until(self, task_id: str, *statuses: str, timeout: float = 10) -> dict[str, Any]:
+        with trio.fail_after(timeout):
+            while True:
+                status, reply = await self.post("tasks/get", {"taskId": task_id})
+                assert status == 200, reply
+                if reply["result"]["status"] in statuses:
+                    return reply["result"]
+                await trio.sleep(0.02)
+
+
+@pytest.fixture
+async def client(store_url: str, nursery: trio.Nursery) -> AsyncIterator[Client]:
+    app = build()
+    app.tasks_url = store_url
+    port = await nursery.start(partial(serve, app, "127.0.0.1", 0))
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+        yield Client(http)
+
+
+def accept(**content: Any) -> dict[str, Any]:
+    return {"action": "accept", "content": content}
+
+
+async def test_discover_advertises_the_extension(client: Client) -> None:
+    status, reply = await client.post("server/discover", {})
+    assert reply["result"]["capabilities"]["extensions"] == {TASKS: {}}
+
+
+async def test_mrtr_rounds_first_then_a_task_that_asks_through_update(client: Client) -> None:
+    status, reply = await client.post("tools/call", {"name": "onboard", "arguments": {"plan": "pro"}})
+    assert reply["result"]["resultType"] == "input_required"
+    assert list(reply["result"]["inputRequests"]) == ["elicit-1"]
+    status, reply = await client.post("tools/call", {
+        "name": "onboard", "arguments": {"plan": "pro"},
+        "inputResponses": {"elicit-1": accept(name="Ada")}, "requestState": reply["result"]["requestState"],
+    })
+    created = reply["result"]
+    assert created["resultType"] == "task" and created["status"] == "working"
+    task_id = created["taskId"]
+    task = await client.until(task_id, "input_required")
+    assert list(task["inputRequests"]) == ["elicit-3"]
+    assert "requestState" not in task
+    status, reply = await client.post("tasks/update", {"taskId": task_id, "inputResponses": {"elicit-3": accept(city="Oslo")}})
+    assert reply["result"] == {"resultType": "complete", "_meta": reply["result"]["_meta"]}
+    task = await client.until(task_id, "completed")
+    assert task["result"]["content"] == [{"type": "text", "text": "Ada (T-pro) from Oslo"}]
+
+
+async def test_capability_gating(client: Client) -> None:
+    bare = Client(client.http, capabilities=WITHOUT_TASKS)
+    status, reply = await bare.post("tools/call", {"name": "report", "arguments": {}})
+    assert status == 400
+    assert reply["error"]["code"] == -32021
+    assert reply["error"]["data"]["requiredCapabilities"] == {"extensions": {TASKS: {}}}
+    status, reply = await bare.post("tasks/get", {"taskId": "whatever"})
+    assert status == 400 and reply["error"]["code"] == -32021
+    # An optional task tool answers a client without the extension on the call itself.
+    status, reply = await bare.post("tools/call", {"name": "onboard", "arguments": {"plan": "x"}})
+    assert reply["result"]["resultType"] == "input_required"
+
+
+async def test_a_required_task_tool_reports_progress_and_completes(client: Client) -> None:
+    status, reply = await client.post("tools/call", {"name": "report", "arguments": {}})
+    task_id = reply["result"]["taskId"]
+    task = await client.until(task_id, "completed")
+    assert task["result"]["content"][0]["text"] == "42 rows"
+
+
+async def test_another_principal_and_unknown_ids_look_the_same(client: Client) -> None:
+    status, reply = await client.post("tools/call", {"name": "report", "arguments": {}})
+    task_id = reply["result"]["taskId"]
+    answers = []
+    for method, params, user in (
+        ("tasks/get", {"taskId": task_id}, "mallory"),
+        ("tasks/cancel", {"taskId": task_id}, "mallory"),
+        ("tasks/update", {"taskId": task_id, "inputResponses": {}}, "mallory"),
+        ("tasks/get", {"taskId": "A" * 22}, "alice"),
+    ):
+        status, reply = await client.post(method, params, user=user)
+        answers.append((status, reply["error"]))
+    assert answers == [(400, {"code": -32602, "message": "Unknown task"})] * 4
+
+
+async def test_mcp_name_must_mirror_the_task_id(client: Client) -> None:
+    status, reply = await client.post("tools/call", {"name": "report", "arguments": {}})
+    task_id = reply["result"]["taskId"]
+    response = await client.http.post("/mcp", content=json.dumps({
+        "jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": task_id, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": WITH_TASKS}},
+    }), headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                 "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/get", "Mcp-Name": "other", "X-User": "alice"})
+    assert response.status_code == 400
+    assert json.loads(response.content)["error"]["code"] == -32020

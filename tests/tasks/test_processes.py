@@ -1,0 +1,114 @@
+"""Durable execution for real: two ``mrtr serve`` processes on one store, one SIGKILLed mid-Step."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+
+from .redis_server import free_port
+from .tasks_schema import validate_task
+
+ROOT = Path(__file__).resolve().parents[2]
+CAPABILITIES = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+@contextmanager
+def mrtr_serve(store_url: str, secret: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    port = free_port()
+    env = {**os.environ, "MRTR_SECRET": secret, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mrtr", "serve", "tests.tasks.app:server", "--port", str(port),
+         "--tasks", store_url, "--task-lease", "1", "--log-level", "warning"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        yield process, port
+    finally:
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+async def post(port: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    params = {**params, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                  "io.modelcontextprotocol/clientCapabilities": CAPABILITIES}}
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method,
+               "Mcp-Name": params.get("name") or params["taskId"]}
+    async with httpx.AsyncClient(timeout=10) as http:
+        response = await http.post(f"http://127.0.0.1:{port}/mcp", headers=headers,
+                                   content=json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+    return dict(json.loads(response.content))
+
+
+async def ready(process: subprocess.Popen[bytes], port: int) -> None:
+    with trio.fail_after(30):
+        while True:
+            assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
+            try:
+                await post(port, "server/discover", {"name": "-"})
+                return
+            except httpx.TransportError:
+                await trio.sleep(0.05)
+
+
+async def kill_and_resume(store_url: str, tmp_path: Path) -> None:
+    journal = tmp_path / "journal.txt"
+    secret = base64.b64encode(os.urandom(32)).decode()
+    with mrtr_serve(store_url, secret) as (first, first_port), mrtr_serve(store_url, secret) as (second, second_port):
+        await ready(first, first_port)
+        await ready(second, second_port)
+        reply = await post(first_port, "tools/call", {"name": "journal", "arguments": {"path": str(journal)}})
+        task_id = validate_task("CreateTaskResult", reply["result"])["taskId"]
+        with trio.fail_after(20):
+            while "long" not in (journal.read_text() if journal.exists() else ""):
+                await trio.sleep(0.02)
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+        with trio.fail_after(30):
+            while True:
+                task = validate_task("GetTaskResult", (await post(second_port, "tasks/get", {"taskId": task_id}))["result"])
+                if task["status"] != "working":
+                    break
+                await trio.sleep(0.05)
+        assert task["status"] == "completed", task
+        assert task["result"]["content"][0]["text"] == "journal done"
+    lines = journal.read_text().splitlines()
+    assert lines[0] == "prepare" and lines.count("prepare") == 1  # the recorded Step did not run again
+    assert [line.split()[1] for line in lines[1:]] == [str(first.pid), str(second.pid)]  # the killed Step did
+
+
+async def test_a_killed_process_task_is_finished_by_the_other_on_sqlite(tmp_path: Path) -> None:
+    await kill_and_resume(f"sqlite:///{tmp_path / 'tasks.sqlite3'}", tmp_path)
+
+
+async def test_a_killed_process_task_is_finished_by_the_other_on_redis(tmp_path: Path, redis_url: str) -> None:
+    await kill_and_resume(redis_url, tmp_path)
+
+
+async def test_an_unreachable_store_fails_at_start(tmp_path: Path) -> None:
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    with mrtr_serve(url, base64.b64encode(os.urandom(32)).decode()) as (process, _port):
+        with trio.fail_after(30):
+            while process.poll() is None:
+                await trio.sleep(0.05)
+        assert process.returncode == 1
+        assert process.stderr is not None
+        assert f"task store {url} cannot be reached" in process.stderr.read().decode()
