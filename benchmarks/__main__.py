@@ -110,7 +110,8 @@ def summary(results: dict[str, Any]) -> str:
     tasks = results.get("tasks")
     if tasks and not tasks["measured"]:
         lines.append(f"tasks: not measured: {tasks['reason']}")
-    lines.append(report.table_noise(results) + f" Load average {results['load_before']} -> {results['load_after']}.")
+    lines.append((report.table_noise(results) + f" Load average {results['load_before']} -> "
+                  f"{results['load_after']}.").strip())
     return "\n".join(lines)
 
 

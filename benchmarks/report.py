@@ -190,7 +190,10 @@ def table_soak(part: dict[str, Any]) -> str:
         lines.append(f"| {sample['conversations']:,} | " + " | ".join(
             f"{sample['rss_kib'][pid] / 1024:.1f}" for pid in pids) + " |")
     growth = ", ".join(f"{kib:+,} KiB" for kib in part["rss_growth_kib_after_first_mark"].values())
-    lines += ["", f"Growth from the first mark to the last: {growth}."]
+    lines += ["", f"Growth from the first mark to the last: {growth}. Both workers served to the end "
+              f"({'same pids, none replaced' if part.get('workers_alive') else 'a worker was replaced or died'})"
+              + (f"; the supervisor, which serves nothing, held {part['supervisor_rss_kib'] / 1024:.1f} MiB"
+                 if "supervisor_rss_kib" in part else "") + "."]
     return "\n".join(lines)
 
 

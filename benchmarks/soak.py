@@ -10,6 +10,7 @@ between rounds). ``--quick`` runs 300 conversations at concurrency 16.
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any
 
 from . import loadgen
@@ -24,9 +25,14 @@ def run(*, quick: bool) -> dict[str, Any]:
     server = Running("mrtr native, 2 workers", [sys.executable, "-m", "benchmarks.apps", "native", "{port}", "2"])
     try:
         server.ready()
-        pids = [server.process.pid, *children(server.process.pid)]
+        # With workers=2 the process started is a supervisor that serves nothing and forks
+        # the two workers; wait (bounded) until both exist.
+        supervisor = server.process.pid
+        deadline = time.monotonic() + 20
+        while len(pids := children(supervisor)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
         if len(pids) != 2:
-            raise RuntimeError(f"expected 2 worker processes, found {pids}")
+            raise RuntimeError(f"expected 2 worker processes under {supervisor}, found {pids}")
         memory: list[dict[str, Any]] = [{"conversations": 0, "rss_kib": {str(pid): rss_kib(pid) for pid in pids}}]
 
         def sample(mark: int) -> Any:
@@ -35,8 +41,9 @@ def run(*, quick: bool) -> dict[str, Any]:
         log(f"part 4: soak, {total} conversations at concurrency {concurrency}")
         result = loadgen.run(server.port, "ask3", concurrency=concurrency, conversations=total,
                              milestones={mark: sample(mark) for mark in marks})
-        alive = server.process.poll() is None and all(pid in [server.process.pid, *children(server.process.pid)]
-                                                       for pid in pids)
+        # A worker that died would have been replaced under a new pid.
+        alive = server.process.poll() is None and children(supervisor) == pids
+        supervisor_rss = rss_kib(supervisor)
     finally:
         server.stop()
     first, last = memory[1]["rss_kib"], memory[-1]["rss_kib"]
@@ -46,4 +53,5 @@ def run(*, quick: bool) -> dict[str, Any]:
             "first_errors": result["first_errors"], "completed": result["completed"],
             "per_second": result["per_second"], "p50_ms": result["p50_ms"], "p99_ms": result["p99_ms"],
             "memory": memory, "rss_growth_kib_after_first_mark": growth, "workers_alive": alive,
+            "supervisor_rss_kib": supervisor_rss,
             "root": str(ROOT)}
