@@ -2,7 +2,7 @@
 
 ``python -m benchmarks.apps KIND PORT [WORKERS]`` with KIND one of:
 
-- ``native``: the mrtr server under its native HTTP transport (``mrtr.http.run``);
+- ``native``: the mrtr server under its native HTTP transport (``mrtr.http.run_http``);
 - ``asgi``: the mrtr ASGI app under hypercorn's trio worker;
 - ``tasks``: ``native`` plus a task tool, with the task store URL as a fourth argument;
 - ``floor-h11`` / ``floor-httptools``: the transport floors, a bare trio server on each
@@ -161,25 +161,28 @@ async def _floor_httptools(stream) -> None:
             await stream.send_all(out)
 
 
+def _run_http():
+    """The native transport's blocking entry point (``run`` in checkouts before the rename, for --before)."""
+    import mrtr.http
+
+    return getattr(mrtr.http, "run_http", None) or mrtr.http.run
+
+
 def main() -> None:
     kind, port = sys.argv[1], int(sys.argv[2])
     workers = int(sys.argv[3]) if len(sys.argv) > 3 else 1
     if kind == "native":
         import logging
 
-        import mrtr.http
-
         logging.basicConfig(level=logging.WARNING)
-        mrtr.http.run(make_server(), "127.0.0.1", port, workers=workers)
+        _run_http()(make_server(), "127.0.0.1", port, workers=workers)
     elif kind == "tasks":
         import logging
-
-        import mrtr.http
 
         logging.basicConfig(level=logging.WARNING)
         server = make_task_server()
         server.tasks_url = sys.argv[4]
-        mrtr.http.run(server, "127.0.0.1", port, workers=workers)
+        _run_http()(server, "127.0.0.1", port, workers=workers)
     elif kind == "asgi":
         import trio
         from hypercorn.config import Config

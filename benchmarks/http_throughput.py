@@ -4,7 +4,7 @@ Servers, each in its own process, all started before the first measurement and t
 in turns (A B C ..., then reversed, ...) so a burst of load elsewhere on the machine lands on all
 of them alike:
 
-- ``mrtr native``: ``mrtr.http.run`` with 1 worker, and with 2 workers;
+- ``mrtr native``: ``mrtr.http.run_http`` with 1 worker, and with 2 workers;
 - ``mrtr ASGI (hypercorn trio)``: the ASGI app under hypercorn's trio worker;
 - ``SDK MCPServer (uvicorn)``: the official ``mcp==2.3.0`` server, ``Resolve``-based
   tools, stateless Streamable HTTP with JSON answers (skipped, and said so, when its

@@ -404,7 +404,7 @@ def _serve(args: argparse.Namespace) -> int:
     port = DEFAULT_PORT if args.port is None else args.port
     workers = args.workers or 1
     try:
-        from .http import run
+        from .http import run_http as run
     except ImportError as exc:
         print(f"mrtr: the HTTP transport is not available: {exc}", file=sys.stderr)
         return 1
@@ -489,6 +489,14 @@ def _client_target(args: argparse.Namespace) -> tuple[str | list[str], list[str]
     url = words.pop(0)
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"{url!r} is not an http(s) URL; to start a server yourself use --stdio COMMAND")
+    try:
+        from .client.targets import HTTPTarget
+
+        HTTPTarget(url)  # the client's own URL check, said as a usage error before anything starts
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    except ImportError:
+        pass  # the missing extra is reported where the client is built
     return url, words
 
 

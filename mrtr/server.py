@@ -385,7 +385,9 @@ class Server(Registry):
             return
         from .tasks.host import serve_tasks
 
-        async with serve_tasks(self, self.tasks_url, lease=self.task_lease):
+        # Status changes go to subscriptions/listen streams that asked for the task.
+        async with serve_tasks(self, self.tasks_url, lease=self.task_lease,
+                               on_change=lambda record: self._publish("notifications/tasks", record.to_wire())):
             yield
 
     def task_binding(self, name: str, raw_arguments: Mapping[str, Any]) -> ToolBinding:
@@ -454,17 +456,51 @@ class Server(Registry):
                 agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
         subscribed = set(agreed.get("resourceSubscriptions", ()))
         meta = {wire.META_SUBSCRIPTION_ID: request.id}
-        # Registered before the acknowledgement, so nothing published after it is missed.
+        # Registered before the acknowledgement (and before the task checks below), so
+        # nothing published after it is missed.
         listener = self._hubs[-1].listen()
         try:
+            watched = await self._watched_tasks(request, wanted.get("taskIds"))
+            if watched is not None:
+                agreed["taskIds"] = watched
             request.notify("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": meta})
+            tasks = set(watched or ())
             async for method, params in listener:
-                if method in methods or (method == "notifications/resources/updated" and params.get("uri") in subscribed):
+                if method in methods or (method == "notifications/resources/updated" and params.get("uri") in subscribed) \
+                        or (method == "notifications/tasks" and params.get("taskId") in tasks):
                     request.notify(method, {**params, "_meta": meta})
         finally:
             listener.close()  # a client that went away stops receiving at once
         return {"resultType": "complete", "_meta": dict(meta)}
 
+
+    async def _watched_tasks(self, request: _Request, task_ids: Any) -> list[str] | None:
+        """The ``taskIds`` of a listen request this caller may watch, in order; ``None`` when none were asked.
+
+        Asking needs the tasks extension (``-32021``). Unknown, expired and other
+        callers' tasks are left out of the acknowledgement, with no way to tell which.
+        """
+        if task_ids is None:
+            return None
+        if not isinstance(task_ids, list) or not all(isinstance(task_id, str) and task_id for task_id in task_ids):
+            raise InvalidParams("subscriptions/listen: notifications.taskIds must be a list of task ids")
+        if not _declares_tasks(request.envelope):
+            raise MissingRequiredClientCapability(
+                f"Task notifications require the {TASKS_EXTENSION} client capability",
+                {"extensions": {TASKS_EXTENSION: {}}},
+            )
+        tasks = self.tasks
+        if tasks is None:
+            return []
+        principal = await self._principal(request)
+        watched = []
+        for task_id in dict.fromkeys(task_ids):
+            try:
+                await tasks.get(task_id, principal)
+            except InvalidParams:
+                continue
+            watched.append(task_id)
+        return watched
 
     # -- dispatch ------------------------------------------------------------------------
 

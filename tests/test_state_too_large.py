@@ -16,7 +16,8 @@ import pytest
 import trio
 
 from mrtr import Elicit, Form, Step
-from mrtr.http import ASGIApp, serve
+from mrtr.http import ASGIApp
+from mrtr.http.native import serve
 from mrtr.server import Server
 from mrtr.state import RequestStateCodec
 from mrtr.testing import accept

@@ -204,6 +204,9 @@ class Client:
                 stack.callback(nursery.cancel_scope.cancel)
                 stack.push_async_callback(self.target.aclose)
                 await self.target.open(nursery)
+                serving = getattr(self.target, "serving", None)  # an in-process server's lifespan
+                if serving is not None:
+                    await stack.enter_async_context(serving())
                 self._nursery = nursery
                 self._stack = stack.pop_all()
         except BaseExceptionGroup as group:

@@ -22,6 +22,7 @@ import logging
 import os
 import subprocess
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -29,7 +30,7 @@ import trio
 
 from ..errors import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
 from ..jsonrpc import Dispatcher, encode, notification, parse_message, parse_response
-from ..transport import run_in_thread, thread_safe
+from ..transport import lifespan, run_in_thread, thread_safe
 from .errors import ClientError
 from .headers import request_headers
 
@@ -96,6 +97,15 @@ class InProcessTarget:
     async def open(self, nursery: trio.Nursery) -> None:
         """Nothing to start: the server runs in the caller's task."""
 
+    def serving(self) -> AbstractAsyncContextManager[Any]:
+        """What a transport keeps running around serving: the server's lifespan and task
+        carrier, and the hub ``subscriptions/listen`` streams use (:func:`mrtr.transport.lifespan`).
+
+        :class:`mrtr.Client` enters it for as long as the client is open, so a server
+        tested in process behaves as it does behind a transport.
+        """
+        return lifespan(self.server)
+
     async def send(self, message: dict[str, Any], on_notification: OnNotification,
                    parameters: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
         """Dispatch ``message`` through the server, with the MCP headers a transport would pass."""
@@ -144,6 +154,12 @@ class HTTPTarget:
             import httpx
         except ImportError:
             raise ImportError(f"mrtr.Client over HTTP needs httpx: {EXTRA_HINT}") from None
+        try:
+            parsed = httpx.URL(url)
+        except httpx.InvalidURL as exc:
+            raise ValueError(f"not a usable MCP endpoint URL {url!r}: {exc}") from None
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ValueError(f"not a usable MCP endpoint URL {url!r}: it needs http:// or https:// and a host")
         self.url = url
         self._httpx = httpx
         self._headers = dict(headers or {})

@@ -1,7 +1,8 @@
 """Streamable HTTP (MCP 2026-07-28) for an MCP server, two ways.
 
-- :func:`serve` (:mod:`mrtr.http.native`) and :func:`run` (:mod:`mrtr.http.workers`):
-  the native server, trio for the sockets and httptools for HTTP/1.1. It is the fast path
+- :func:`serve_http` (inside trio; :func:`mrtr.http.native.serve`) and :func:`run_http`
+  (blocking, with workers; :func:`mrtr.http.workers.run`), named like
+  :func:`mrtr.stdio.serve_stdio` and :func:`mrtr.stdio.run_stdio`: the native server, trio for the sockets and httptools for HTTP/1.1. It is the fast path
   and owns everything a production listener needs: keep-alive, size limits, read and
   idle timeouts, a connection cap, graceful shutdown on SIGINT/SIGTERM, and
   ``workers=N`` processes sharing the port with ``SO_REUSEPORT``.
@@ -21,8 +22,8 @@ request with the same status, headers and body. Both take one
 from .asgi import ASGIApp, asgi_app
 from .config import ExchangeConfig, ServerConfig
 from .exchange import HttpRequest, Responder, exchange
-from .native import serve
-from .workers import run
+from .native import serve as serve_http
+from .workers import run as run_http
 
 __all__ = [
     "ASGIApp",
@@ -32,6 +33,6 @@ __all__ = [
     "ServerConfig",
     "asgi_app",
     "exchange",
-    "run",
-    "serve",
+    "run_http",
+    "serve_http",
 ]

@@ -300,7 +300,7 @@ def run(server: Any, host: str = "127.0.0.1", port: int = 8000, *, workers: int 
         sock: socket.socket | None = None, **options: Any) -> None:
     """Serve ``server`` until SIGINT or SIGTERM, then shut down gracefully and return.
 
-    Blocks; starts its own trio loop (from inside trio, use :func:`mrtr.http.serve`).
+    Blocks; starts its own trio loop (from inside trio, use :func:`mrtr.http.serve_http`).
     With ``workers=N`` the process forks ``N`` workers and supervises them; each binds
     the same port with ``SO_REUSEPORT`` and the kernel spreads connections among them. Signals
     are forwarded to the workers, and ``run`` returns once they all exited; a worker
@@ -317,7 +317,7 @@ def run(server: Any, host: str = "127.0.0.1", port: int = 8000, *, workers: int 
     except RuntimeError:
         pass
     else:
-        raise RuntimeError("run() starts its own trio loop; inside trio, use mrtr.http.serve()")
+        raise RuntimeError("run() starts its own trio loop; inside trio, use mrtr.http.serve_http()")
     config = ServerConfig.from_options(options)
     settle_key(server)  # before any fork: every worker gets this key ring; a missing key is said once
     if sock is None:

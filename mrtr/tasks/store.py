@@ -15,7 +15,7 @@ from typing import Protocol
 from ..errors import InternalError
 from .record import TaskRecord
 
-__all__ = ["TaskStore", "TaskExists", "StoreUnavailable", "mutate"]
+__all__ = ["Observed", "TaskStore", "TaskExists", "StoreUnavailable", "mutate"]
 
 
 class TaskExists(Exception):
@@ -58,6 +58,63 @@ class TaskStore(Protocol):
     async def aclose(self) -> None:
         """Release connections."""
         ...
+
+
+class Observed:
+    """A store that reports every change of a task's status or status message it writes.
+
+    It wraps another :class:`TaskStore` and calls ``on_change(record)`` after each
+    successful ``create`` or ``replace`` that changed what a client sees of the task
+    (status or status message); lease renewals and ledger saves stay silent. This is
+    the one place task status notifications come from, whichever code path wrote the
+    change (a run, ``tasks/update``, ``tasks/cancel``, a take-over). Changes written by
+    other processes or nodes are not seen.
+    """
+
+    def __init__(self, store: TaskStore, on_change: Callable[[TaskRecord], None]) -> None:
+        self.store = store
+        self.url = store.url
+        self._on_change = on_change
+        self._seen: dict[str, tuple[str, str | None]] = {}  # task id -> what was last reported
+
+    def _report(self, record: TaskRecord) -> None:
+        shown = (record.status, record.status_message)
+        if self._seen.get(record.task_id) == shown:
+            return
+        if record.terminal:
+            self._seen.pop(record.task_id, None)  # a terminal state never changes again
+        else:
+            self._seen[record.task_id] = shown
+        self._on_change(record)
+
+    async def create(self, record: TaskRecord) -> None:
+        """Create, then report the new task."""
+        await self.store.create(record)
+        self._report(record)
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        """As the wrapped store."""
+        return await self.store.get(task_id)
+
+    async def replace(self, record: TaskRecord) -> bool:
+        """Compare-and-set, then report the change if it is one a client sees."""
+        if not await self.store.replace(record):
+            return False
+        self._report(record)
+        return True
+
+    async def claimable(self, now: float, limit: int = 100) -> list[str]:
+        """As the wrapped store."""
+        return await self.store.claimable(now, limit)
+
+    async def delete(self, task_id: str) -> None:
+        """As the wrapped store."""
+        self._seen.pop(task_id, None)
+        await self.store.delete(task_id)
+
+    async def aclose(self) -> None:
+        """As the wrapped store."""
+        await self.store.aclose()
 
 
 async def mutate(

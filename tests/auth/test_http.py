@@ -20,7 +20,8 @@ import trio
 
 from mrtr import Elicit, Form
 from mrtr.auth import JWTVerifier, ResourceServer
-from mrtr.http import ASGIApp, serve
+from mrtr.http import ASGIApp
+from mrtr.http.native import serve
 from mrtr.server import Server
 
 from ..http.conftest import BASE_HEADERS, decode_reply, mcp_headers, rpc, start_hypercorn
@@ -276,3 +277,25 @@ async def test_behind_a_proxy_the_metadata_answers_at_both_paths(nursery: trio.N
         assert ('resource_metadata="https://gateway.example/.well-known/oauth-protected-resource/team/mcp"'
                 in refused.headers["www-authenticate"])
     await verifier.aclose()
+
+
+async def test_a_whole_conversation_under_auth_through_mrtr_client(protected: Protected) -> None:
+    import mrtr
+
+    url = str(protected.client.base_url.join("/mcp"))
+    asked: list[str] = []
+
+    def answer(request: Any) -> dict[str, Any]:
+        asked.append(request.message)
+        return mrtr.accept(name="Ada")
+
+    alice = {"Authorization": f"Bearer {protected.token()}"}
+    async with mrtr.Client(url, headers=alice, on_elicit=answer) as client:
+        assert {tool["name"] for tool in await client.list_tools()} == {"whoami", "greet"}  # no files:write
+        result = await client.call_tool("greet")
+    assert (result.text, asked) == ("hello Ada, said alice", ["Name?"])
+
+    async with mrtr.Client(url, on_elicit=answer) as anonymous:
+        with pytest.raises(mrtr.ClientError) as refused:
+            await anonymous.call_tool("greet")
+    assert refused.value.status == 401

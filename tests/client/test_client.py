@@ -259,3 +259,31 @@ async def test_cancelling_the_caller_cancels_the_server_work(connect, tmp_path):
         assert (await client.call_tool("count", {"steps": 1})).text == "counted 1"
     if connect.kind == "http":
         assert SLOW["cancel-me"] == "cancelled"
+
+
+async def test_a_server_in_process_runs_its_lifespan_as_behind_a_transport():
+    server = mrtr.Server("life", secret=b"s" * 32)
+    events: list[str] = []
+
+    @server.lifespan
+    async def resources():
+        events.append("open")
+        yield {"greeting": "hi"}
+        events.append("close")
+
+    @server.tool
+    def greet(ctx: mrtr.Context) -> str:
+        return ctx.lifespan["greeting"]
+
+    async with mrtr.Client(server) as client:
+        assert events == ["open"]
+        assert (await client.call_tool("greet")).text == "hi"
+        # the hub for subscriptions/listen is attached too, so list changes are advertised
+        assert (await client.discover())["capabilities"]["tools"] == {"listChanged": True}
+    assert events == ["open", "close"]
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:99999mcp", "ftp://host/mcp", "/mcp"])
+def test_an_unusable_url_is_refused_when_the_client_is_built(url):
+    with pytest.raises(ValueError, match="not a usable MCP endpoint URL"):
+        mrtr.Client(url)

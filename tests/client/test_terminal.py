@@ -151,6 +151,9 @@ def test_usage_errors():
     assert piped("call").returncode == 2
     not_url = piped("call", "localhost:8000", "x")
     assert not_url.returncode == 2 and "--stdio" in not_url.stderr
+    bad_port = piped("call", "http://127.0.0.1:99999mcp", "x")
+    assert bad_port.returncode == 2 and "not a usable MCP endpoint URL" in bad_port.stderr
+    assert "Traceback" not in bad_port.stderr
     refused = piped("list", "http://127.0.0.1:9/mcp")
     assert refused.returncode == 1 and "error -32603" in refused.stderr
 

@@ -19,7 +19,7 @@ import trio
 
 import mrtr
 from mrtr.client.headers import InvalidHeaderSchema, header_value, mirrored_parameters, request_headers
-from mrtr.http import serve
+from mrtr.http.native import serve
 from mrtr.jsonrpc import result_response
 
 from .conftest import check_sent

@@ -393,7 +393,7 @@ def render_report(runs: list[tuple[dict[str, Any], list[Scenario]]], command: st
 def _describe(label: str) -> str:
     transport, _, policy = label.partition("/")
     how = {
-        "native": "`mrtr serve` (the trio + h11 server)",
+        "native": "`mrtr serve` (the trio + httptools server)",
         "asgi-hypercorn": "`mrtr.http.asgi_app(server)` under hypercorn's trio worker",
     }.get(transport, transport)
     return f"{how}, `answers=\"{policy}\"`" if policy else how

@@ -23,7 +23,8 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
-from mrtr.http import ASGIApp, serve
+from mrtr.http import ASGIApp
+from mrtr.http.native import serve
 from mrtr.server import META_PROTOCOL_VERSION
 
 from ..wire_schema import validate_message

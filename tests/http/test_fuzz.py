@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mrtr.context import LOG_LEVELS
-from mrtr.http import serve
+from mrtr.http.native import serve
 
 from .app import server as app_server
 from .conftest import (

@@ -9,7 +9,8 @@ import h11
 import pytest
 import trio
 
-from mrtr.http import ExchangeConfig, ServerConfig, serve
+from mrtr.http import ExchangeConfig, ServerConfig
+from mrtr.http.native import serve
 
 from ..wire_schema import validate_message
 from .app import GATES, SLOW

@@ -16,7 +16,8 @@ import httpx
 import pytest
 import trio
 
-from mrtr.http import ASGIApp, serve
+from mrtr.http import ASGIApp
+from mrtr.http.native import serve
 from mrtr.http.asgi import WRONG_LOOP
 
 from ..test_stdio import REPO
