@@ -226,3 +226,24 @@ async def test_http_serve_on_port_0_names_the_bound_port_answers_and_stops_on_si
     assert "curl" in text and "Mcp-Name: echo" in text
     assert "at http://127.0.0.1:PORT/mcp" in text and "http://127.0.0.1:0/" not in text
     assert stdout == b""  # HTTP mode keeps stdout free for other tools
+
+
+def test_no_access_log_silences_the_access_logger_only():
+    import logging
+
+    from mrtr import cli
+    from mrtr.logs import ACCESS_LOGGER
+
+    assert cli.build_parser().parse_args(["serve"]).access_log is True
+    args = cli.build_parser().parse_args(["serve", "--no-access-log"])
+    assert args.access_log is False
+    root_handlers, level = list(logging.getLogger().handlers), ACCESS_LOGGER.level
+    try:
+        cli._configure_logging("info", "text", args.access_log)
+        assert not ACCESS_LOGGER.isEnabledFor(logging.INFO)
+        assert logging.getLogger("mrtr.http").isEnabledFor(logging.INFO)
+    finally:
+        ACCESS_LOGGER.setLevel(level)
+        for handler in logging.getLogger().handlers:
+            if handler not in root_handlers:
+                logging.getLogger().removeHandler(handler)
