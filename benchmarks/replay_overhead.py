@@ -1,58 +1,78 @@
-"""Replay overhead per round, against baselines measured in the same run.
+"""Part 1: the cost of one round in process, no HTTP, against k answered slots.
 
-Usage: ``python benchmarks/replay_overhead.py [--rounds N]``
+The measured round is the one that carries the k-th answer: the token holds k - 1
+answered slots and one pending, the retry answers it, the handler is replayed past k
+answered slots to its next question, and a new token holding k answers is sealed. So
+every candidate does: unseal, validate the fresh answer, replay (or resume), seal.
 
-What is measured (median of several repeats, microseconds per round):
+Candidates, timed in turns (A B C D, D C B A, ...), the median of the batches:
 
-- ``direct``: the handler's own work with the answer handed to it, no runtime at all.
-- ``exception``: a minimal re-implementation of the exception-based design we started
-  from (``ctx.elicit()`` fingerprints with sorted JSON, looks the ordinal up in a
-  ledger, and raises to pause), so "no slower than the seed" is a same-run ratio.
-- ``mrtr replay``: :func:`mrtr.replay` with one answered slot (the final round of a
-  one-question conversation, answer trusted from the token).
-- ``mrtr fresh``: the same, but the answer arrived in this round and is validated
-  against the schema first.
-- ``mrtr wire round``: the whole wire carrier for that round: unseal and check the
-  token, merge the answer, replay and complete.
-- ``mrtr wire pause``: a first round that pauses: replay to the question and mint a
-  token.
+- ``(a) mrtr``: the wire carrier (``Engine.restore``, :func:`mrtr.replay.replay`,
+  ``Engine.seal``), which is what every transport calls.
+- ``(a) mrtr, full dispatch``: the same round through ``Server.handle`` (JSON-RPC
+  message in, response message out: envelope, argument decoding, result shaping), the
+  level the SDK's in-process entry works at.
+- ``(b) exception-based``: a minimal re-implementation of the design mrtr started
+  from, written for this benchmark and labelled as such: ``ctx.elicit()`` fingerprints
+  the question with sorted JSON, looks the ordinal up in the ledger and raises to pause;
+  the ledger is sealed with the same codec (AES-256-GCM) and the fresh answer is
+  validated with the same compiled form.
+- ``(c) park-and-relay``: the lower bound. The suspended generator is kept in memory
+  under a conversation id and resumed with the validated answer; no token, no replay.
+  ``(a) / (c)`` is what statelessness costs.
+- ``(d) SDK Resolve``: the official SDK ``mcp==2.3.0`` in its own virtualenv, through its
+  single-request entry (``serve_one``): a tool whose last ``Resolve`` dependency needs k
+  answered ones; its second round unseals, validates k answers, re-runs the resolvers,
+  asks the last question and seals k outcomes. Compare it with the full dispatch row.
 
-The runtime's overhead is ``mrtr replay - direct``.
+At k = 1 two more rows give the runtime's own overhead: ``direct`` (the handler's work
+with the answer handed to it) and ``mrtr replay only`` (the replay core with the answer
+trusted from the token, no codec).
 """
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import statistics
+import subprocess
 import sys
-import time
-from pathlib import Path
+from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import msgspec
 
-from mrtr import Context, Elicit, Form  # noqa: E402
-from mrtr.engine import Engine  # noqa: E402
-from mrtr.ledger import Ledger, merge_answers  # noqa: E402
-from mrtr.replay import replay  # noqa: E402
-from mrtr.state import RequestStateCodec  # noqa: E402
+from mrtr import Context, Elicit, ElicitResult, Form, Server
+from mrtr.engine import Engine
+from mrtr.ledger import Ledger, merge_answers
+from mrtr.replay import Completed, replay
+from mrtr.state import RequestStateCodec, arguments_digest
+
+from .common import ROOT, clean_env, interleave, log, sdk_missing, sdk_python
 
 SCHEMA = Form().string("email", format="email")
+COMPILED = Elicit("x", SCHEMA).requested
 CAPS = {"elicitation": {}}
-ANSWER = {"action": "accept", "content": {"email": "ada@example.com"}}
+META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": CAPS}
+KS_FULL = (1, 2, 5, 10, 20, 50, 100)
+KS_QUICK = (1, 10, 50)
 
 
-def handler(plan: str):
-    answer = yield Elicit("Your email?", SCHEMA)
-    return f"{answer.content['email']}:{plan}"
+def answer(i: int) -> dict[str, Any]:
+    """The i-th answer of a conversation (distinct per question, so a mix-up shows)."""
+    return {"action": "accept", "content": {"email": f"user{i}@example.com"}}
 
 
-def direct(plan: str, answer: dict) -> str:
-    return f"{answer['content']['email']}:{plan}"
+def questions(n: int):
+    """The handler of part 1: n questions in sequence, then the list of answers."""
+    emails = []
+    for i in range(n):
+        reply = yield Elicit(f"Question {i}?", SCHEMA)
+        emails.append(reply.content["email"])
+    return emails
 
 
-# -- a minimal exception-based replayer, the shape of the design we started from --------
+# -- (b) a minimal exception-based replayer, the shape of the seed's design --------------
+# Written for this benchmark, not the seed's code: enough of the design to time it.
 
 
 class _Pending(Exception):
@@ -60,13 +80,14 @@ class _Pending(Exception):
 
 
 class _ExceptionContext:
-    def __init__(self, ledger: list[dict]) -> None:
+    def __init__(self, ledger: list[dict[str, Any]]) -> None:
         self.ledger = ledger
         self.cursor = 0
 
-    def elicit(self, message: str, schema: dict) -> dict:
+    def elicit(self, message: str, schema: dict[str, Any]) -> dict[str, Any]:
         params = {"mode": "form", "message": message, "requestedSchema": schema}
-        fingerprint = "sha256:" + hashlib.sha256(json.dumps(params, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        fingerprint = "sha256:" + hashlib.sha256(
+            json.dumps(params, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
         self.cursor += 1
         if self.cursor <= len(self.ledger):
             entry = self.ledger[self.cursor - 1]
@@ -74,38 +95,215 @@ class _ExceptionContext:
                 raise ValueError("mismatch")
             if "response" in entry:
                 return entry["response"]
-            raise _Pending(entry["key"])
+            raise _Pending(params)
         self.ledger.append({"key": f"elicit-{self.cursor}", "fingerprint": fingerprint})
-        raise _Pending(f"elicit-{self.cursor}")
+        raise _Pending(params)
 
 
-def exception_handler(ctx: _ExceptionContext, plan: str) -> str:
-    answer = ctx.elicit("Your email?", SCHEMA.to_schema())
-    return f"{answer['content']['email']}:{plan}"
+_SCHEMA_DICT = SCHEMA.to_schema()
 
 
-def exception_round(ledger: list[dict]) -> str:
-    ctx = _ExceptionContext(ledger)
+def exception_handler(ctx: _ExceptionContext, n: int) -> list[str]:
+    emails = []
+    for i in range(n):
+        reply = ctx.elicit(f"Question {i}?", _SCHEMA_DICT)
+        emails.append(reply["content"]["email"])
+    return emails
+
+
+class ExceptionServer:
+    """The seed-shaped round: unseal, check the binding, merge, validate, re-run, seal."""
+
+    def __init__(self, codec: RequestStateCodec) -> None:
+        self.codec = codec
+
+    def round(self, params: dict[str, Any]) -> dict[str, Any]:
+        arguments = params["arguments"]
+        token = params.get("requestState")
+        if token is None:
+            ledger: list[dict[str, Any]] = []
+        else:
+            method, target, digest, ledger = msgspec.msgpack.decode(self.codec.unseal(token))
+            if (method, target, digest) != ("tools/call", params["name"], arguments_digest(arguments)):
+                raise ValueError("token bound to another request")
+        for key, raw in (params.get("inputResponses") or {}).items():
+            for entry in ledger:
+                if entry["key"] == key and "response" not in entry:
+                    COMPILED.validate(raw.get("content"))
+                    entry["response"] = raw
+                    break
+            else:
+                raise ValueError(f"unknown key {key}")
+        ctx = _ExceptionContext(ledger)
+        try:
+            return {"resultType": "complete", "result": exception_handler(ctx, **arguments)}
+        except _Pending as pending:
+            key = ledger[ctx.cursor - 1]["key"]
+            state = msgspec.msgpack.encode(["tools/call", params["name"], arguments_digest(arguments), ledger])
+            return {"resultType": "input_required",
+                    "inputRequests": {key: {"method": "elicitation/create", "params": pending.args[0]}},
+                    "requestState": self.codec.seal(state)}
+
+
+# -- (c) park-and-relay: the suspended generator kept in memory ----------------------------
+
+
+class ParkServer:
+    """Conversations parked as live generators under an id; a round resumes one."""
+
+    def __init__(self) -> None:
+        self.parked: dict[str, Any] = {}
+
+    def start(self, conversation: str, n: int) -> dict[str, Any]:
+        gen = questions(n)
+        request = next(gen)
+        self.parked[conversation] = gen
+        return {"resultType": "input_required", "inputRequests": {"elicit": request.to_wire()}}
+
+    def round(self, conversation: str, raw: dict[str, Any]) -> dict[str, Any]:
+        gen = self.parked.pop(conversation)
+        content = COMPILED.validate(raw.get("content"))
+        try:
+            request = gen.send(ElicitResult("accept", content, COMPILED.convert(content)))
+        except StopIteration as done:
+            return {"resultType": "complete", "result": done.value}
+        self.parked[conversation] = gen
+        return {"resultType": "input_required", "inputRequests": {"elicit": request.to_wire()}}
+
+
+# -- (d) the official SDK, timed in its own process ----------------------------------------
+
+
+class SdkRounds:
+    """The SDK's in-process round for one k, driven in ``sdk_peer.py inproc``."""
+
+    def __init__(self, process: subprocess.Popen[str], k: int) -> None:
+        self.process = process
+        self.k = k
+        self.token_chars = self._ask({"cmd": "prepare", "k": k})["token_chars"]
+
+    def _ask(self, command: dict[str, Any]) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError("the SDK process exited")
+        return json.loads(line)
+
+    def calibrate(self, target_s: float) -> int:
+        return self._ask({"cmd": "calibrate", "k": self.k, "target": target_s})["n"]
+
+    def batch(self, n: int) -> float:
+        return self._ask({"cmd": "run", "k": self.k, "n": n})["seconds"]
+
+
+def start_sdk(install: bool) -> tuple[subprocess.Popen[str] | None, str | None]:
+    """The SDK's in-process round server, or ``None`` and why not."""
+    python = sdk_python(install=install)
+    if python is None:
+        return None, sdk_missing(install)
+    process = subprocess.Popen([str(python), str(ROOT / "benchmarks" / "sdk_peer.py"), "inproc"], text=True,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=clean_env(), cwd=ROOT)
+    assert process.stdout is not None
+    if json.loads(process.stdout.readline() or "{}").get("ready") is not True:
+        process.kill()
+        process.wait()
+        return None, "the SDK's in-process round did not start"
+    return process, None
+
+
+# -- the mrtr candidates ---------------------------------------------------------------------
+
+
+def drive(coro: Any) -> Any:
+    """Run a coroutine that never suspends (an inline sync handler) without an event loop."""
     try:
-        return exception_handler(ctx, "pro")
-    except _Pending as pending:
-        return str(pending)
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("the coroutine suspended; it needs an event loop")
 
 
-# -- timing ----------------------------------------------------------------------------
+class MrtrRounds:
+    """Tokens and messages for the round with k answered slots, built by playing rounds 1..k."""
+
+    def __init__(self, k: int) -> None:
+        self.k = k
+        self.codec = RequestStateCodec([b"k" * 32])
+        self.engine = Engine(self.codec)
+        self.server = Server("bench", codec=self.codec)
+        self.server.tool(name="questions")(questions)
+        self.arguments = {"n": k + 1}
+        params: dict[str, Any] = {"name": "questions", "arguments": self.arguments}
+        for i in range(k):
+            outcome = self.wire_round(params)
+            token = outcome.request_state
+            params = {"name": "questions", "arguments": self.arguments, "requestState": token,
+                      "inputResponses": {f"elicit-{i + 1}": answer(i)}}
+        self.params = params
+        self.message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {**params, "_meta": META}}
+        check = self.wire_round(params)
+        self.token_chars = len(check.request_state)
+        sealed = self.codec.decode(check.request_state).ledger
+        assert len(sealed) == k + 1 and all(slot.answered for slot in sealed[:k]), sealed
+        result = drive(self.server.handle(self.message))["result"]
+        assert result["resultType"] == "input_required" and f"elicit-{k + 1}" in result["inputRequests"], result
+
+    def wire_round(self, params: dict[str, Any]) -> Any:
+        ctx = Context(self.arguments, client_capabilities=CAPS)
+        ledger, unmatched = self.engine.restore("tools/call", params, None)
+        outcome = replay(questions, self.arguments, ctx, ledger, unmatched)
+        if isinstance(outcome, Completed):
+            return outcome
+        return self.engine.seal("tools/call", params, None, outcome)
+
+    def full_round(self) -> Any:
+        return drive(self.server.handle(self.message))
 
 
-def per_call_us(fn, rounds: int, repeats: int = 7) -> float:
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(rounds):
-            fn()
-        samples.append((time.perf_counter() - start) / rounds * 1e6)
-    return statistics.median(samples)
+def exception_rounds(k: int, codec: RequestStateCodec) -> Any:
+    server = ExceptionServer(codec)
+    arguments = {"n": k + 1}
+    params: dict[str, Any] = {"name": "questions", "arguments": arguments}
+    for i in range(k):
+        reply = server.round(params)
+        params = {"name": "questions", "arguments": arguments, "requestState": reply["requestState"],
+                  "inputResponses": {f"elicit-{i + 1}": answer(i)}}
+    reply = server.round(params)
+    assert reply["resultType"] == "input_required" and f"elicit-{k + 1}" in reply["inputRequests"], reply
+    return lambda: server.round(params)
 
 
-def allocated_bytes(fn, rounds: int = 2000) -> tuple[float, float]:
+def park_round(k: int) -> Any:
+    # Parked far from its end, so each timed round resumes and parks again at once:
+    # the cost of a resume does not depend on how many answers came before.
+    server = ParkServer()
+    server.start("c", 1 << 30)
+    raw = answer(k)
+    assert server.round("c", raw)["resultType"] == "input_required"
+    return lambda: server.round("c", raw)
+
+
+def baseline_k1() -> dict[str, Any]:
+    """At k = 1: the handler's own work and the replay core alone (the runtime's overhead)."""
+    first = replay(questions, {"n": 1}, Context(client_capabilities=CAPS))
+    fresh, _ = merge_answers(first.ledger, {"elicit-1": answer(0)})
+    trusted = Ledger(fresh.slots)
+    content = answer(0)["content"]
+
+    def direct() -> list[str]:
+        return [content["email"]]
+
+    def replay_only() -> Any:
+        return replay(questions, {"n": 1}, Context(client_capabilities=CAPS), trusted)
+
+    assert replay_only().result == direct()
+    return {"direct": direct, "mrtr replay only": replay_only}
+
+
+def allocated(fn: Any, rounds: int) -> tuple[float, float]:
     """Peak traced memory above the start while calling ``fn``, and bytes retained per call."""
     import tracemalloc
 
@@ -121,59 +319,54 @@ def allocated_bytes(fn, rounds: int = 2000) -> tuple[float, float]:
     return peak - start, retained / rounds
 
 
+def run(*, quick: bool, install_sdk: bool) -> dict[str, Any]:
+    """Part 1's results: per k, seconds per round of each candidate and their ratios."""
+    ks = KS_QUICK if quick else KS_FULL
+    pairs, batch_s = (3, 0.04) if quick else (7, 0.2)
+    sdk, sdk_skipped = start_sdk(install_sdk)
+    if sdk_skipped:
+        log(f"part 1: SKIPPED (d) the official SDK: {sdk_skipped}")
+    rows = []
+    try:
+        for k in ks:
+            mrtr = MrtrRounds(k)
+            candidates: dict[str, Any] = {
+                "(a) mrtr": lambda m=mrtr: m.wire_round(m.params),
+                "(a) mrtr, full dispatch": mrtr.full_round,
+                "(b) exception-based (minimal re-implementation)": exception_rounds(k, mrtr.codec),
+                "(c) park-and-relay": park_round(k),
+            }
+            sdk_tokens = None
+            if sdk is not None:
+                rounds = SdkRounds(sdk, k)
+                sdk_tokens = rounds.token_chars
+                candidates["(d) SDK mcp 2.3.0 Resolve"] = rounds
+            if k == 1:
+                candidates.update(baseline_k1())
+            log(f"part 1: k={k}")
+            timings = interleave(candidates, pairs=pairs, batch_s=batch_s)
+            rows.append({"k": k, "timings": timings, "token_chars": {"mrtr": mrtr.token_chars, "sdk": sdk_tokens}})
+    finally:
+        if sdk is not None:
+            assert sdk.stdin is not None
+            sdk.stdin.close()
+            sdk.wait(timeout=30)
+    mrtr = MrtrRounds(1)
+    memory_rounds = 200 if quick else 2000
+    peak, retained = allocated(lambda: mrtr.wire_round(mrtr.params), memory_rounds)
+    return {"ks": list(ks), "pairs": pairs, "rows": rows, "skipped": {"sdk": sdk_skipped} if sdk_skipped else {},
+            "memory": {"k": 1, "rounds": memory_rounds, "peak_kib": peak / 1024, "retained_bytes_per_round": retained}}
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=20000)
-    args = parser.parse_args()
-    rounds = args.rounds
-
-    first = replay(handler, {"plan": "pro"}, Context(client_capabilities=CAPS))
-    fresh_ledger, _ = merge_answers(first.ledger, {"elicit-1": ANSWER})
-    trusted_ledger = Ledger(fresh_ledger.slots)
-
-    exception_ledger: list[dict] = []
-    exception_round(exception_ledger)
-    exception_ledger[0]["response"] = ANSWER
-
-    codec = RequestStateCodec([b"k" * 32])
-    engine = Engine(codec)
-    token = codec.mint(method="tools/call", target="t", arguments={"plan": "pro"}, principal=None, ledger=first.ledger.slots)
-    wire_params = {"name": "t", "arguments": {"plan": "pro"}, "requestState": token, "inputResponses": {"elicit-1": ANSWER}}
-    fresh_params = {"name": "t", "arguments": {"plan": "pro"}}
-
-    def wire_round():
-        ctx = Context({"plan": "pro"}, client_capabilities=CAPS)
-        ledger, unmatched = engine.restore("tools/call", wire_params, None)
-        return replay(handler, {"plan": "pro"}, ctx, ledger, unmatched)
-
-    def wire_pause():
-        ctx = Context({"plan": "pro"}, client_capabilities=CAPS)
-        ledger, unmatched = engine.restore("tools/call", fresh_params, None)
-        outcome = replay(handler, {"plan": "pro"}, ctx, ledger, unmatched)
-        return engine.seal("tools/call", fresh_params, None, outcome)
-
-    assert wire_round().result == "ada@example.com:pro"
-    assert exception_round(exception_ledger) == "ada@example.com:pro"
-
-    results = {
-        "direct": per_call_us(lambda: direct("pro", ANSWER), rounds),
-        "exception": per_call_us(lambda: exception_round(exception_ledger), rounds),
-        "mrtr replay": per_call_us(
-            lambda: replay(handler, {"plan": "pro"}, Context(client_capabilities=CAPS), trusted_ledger), rounds),
-        "mrtr fresh": per_call_us(
-            lambda: replay(handler, {"plan": "pro"}, Context(client_capabilities=CAPS), fresh_ledger), rounds),
-        "mrtr wire round": per_call_us(wire_round, rounds // 4),
-        "mrtr wire pause": per_call_us(wire_pause, rounds // 4),
-    }
-    width = max(map(len, results))
-    for name, value in results.items():
-        print(f"{name:<{width}}  {value:8.2f} us/round")
-    peak, retained = allocated_bytes(wire_round)
-    print(f"wire round memory: peak {peak / 1024:.1f} KiB above the start, {retained:.1f} B retained per round")
-    overhead = results["mrtr replay"] - results["direct"]
-    print(f"runtime overhead per round, one answered slot: {overhead:.2f} us (goal <= 25 us)")
-    print(f"mrtr replay / exception-based replay: {results['mrtr replay'] / results['exception']:.2f}x (goal <= 1.00x)")
-    print(f"wire round / exception-based replay: {results['mrtr wire round'] / results['exception']:.2f}x")
+    """``python -m benchmarks.replay_overhead [--quick]``: part 1 alone, printed."""
+    quick = "--quick" in sys.argv
+    result = run(quick=quick, install_sdk=True)
+    for row in result["rows"]:
+        park = row["timings"]["(c) park-and-relay"]["median"]
+        for name, timing in row["timings"].items():
+            print(f"k={row['k']:<3} {name:<50} {timing['median'] * 1e6:9.1f} us  {timing['median'] / park:6.2f}x (c)"
+                  f"  spread {timing['spread']:.2f}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,119 @@
+"""``python -m benchmarks``: run the suite, write the results, the tables and the plots.
+
+A full run writes ``docs/performance/results.json`` and the PNG plots next to it, and
+regenerates the tables of ``docs/performance.md``. ``--quick`` runs a reduced version
+(under a minute) into ``.cache/bench-quick/`` and leaves the documents alone, so a
+quick run never replaces the recorded figures; CI runs it so the suite cannot rot.
+No part asserts a speed: thresholds are read off the report, never enforced here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .common import ROOT, log
+
+PARTS = ("rounds", "conversations", "http", "soak", "tasks")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="a reduced run, under a minute; documents untouched")
+    parser.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts of {', '.join(PARTS)}")
+    parser.add_argument("--out", type=Path, help="where results.json and the plots go")
+    parser.add_argument("--no-sdk-install", action="store_true",
+                        help="use the official SDK only if .cache/interop-venv already has it (never reach a registry)")
+    parser.add_argument("--before", type=Path, metavar="PATH",
+                        help="also serve another checkout's mrtr (native, 1 worker) in the HTTP turns, for an A/B")
+    parser.add_argument("--docs", action=argparse.BooleanOptionalAction, default=None,
+                        help="regenerate the tables of docs/performance.md (default: on for a full run)")
+    args = parser.parse_args(argv)
+    parts = [part.strip() for part in args.only.split(",") if part.strip()]
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        parser.error(f"unknown part(s): {', '.join(sorted(unknown))}")
+    out = args.out or (ROOT / ".cache" / "bench-quick" if args.quick else ROOT / "docs" / "performance")
+    write_docs = (not args.quick) if args.docs is None else args.docs
+    install = not args.no_sdk_install
+
+    results: dict[str, Any] = {
+        "quick": args.quick,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "machine": f"{platform.python_implementation()} {platform.python_version()} on {platform.machine()}, "
+                   f"{os.cpu_count()} cores",
+        "load_before": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+    }
+    started = time.monotonic()
+    if "rounds" in parts:
+        from . import replay_overhead
+        results["rounds"] = replay_overhead.run(quick=args.quick, install_sdk=install)
+    if "conversations" in parts:
+        from . import conversations
+        results["conversations"] = conversations.run(quick=args.quick)
+    if "http" in parts:
+        from . import http_throughput
+        results["http"] = http_throughput.run(quick=args.quick, install_sdk=install, before=args.before)
+    if "soak" in parts:
+        from . import soak
+        results["soak"] = soak.run(quick=args.quick)
+    if "tasks" in parts:
+        from . import tasks
+        results["tasks"] = tasks.run(quick=args.quick)
+    results["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    results["seconds"] = round(time.monotonic() - started, 1)
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=False) + "\n")
+    from . import report
+
+    written = report.plots(results, out)
+    if write_docs:
+        report.update_document(ROOT / "docs" / "performance.md", results)
+    print(summary(results))
+    print(f"results: {out / 'results.json'}; plots: {', '.join(p.name for p in written)}"
+          + ("; docs/performance.md regenerated" if write_docs else ""))
+    misrouted = misrouted_answers(results)
+    if misrouted:
+        # Never noise: a conversation's result carried another conversation's answers.
+        print(f"FAILED: {misrouted} conversation(s) got answers that were not their own", file=sys.stderr)
+        return 1
+    return 0
+
+
+def misrouted_answers(results: dict[str, Any]) -> int:
+    """Conversations whose final result was not made of their own answers, over all parts."""
+    count = results.get("soak", {}).get("misrouted", 0)
+    count += sum(row["misrouted"] for row in results.get("tasks", {}).get("stores", {}).values())
+    for rows in results.get("http", {}).get("flows", {}).values():
+        count += sum(row["misrouted"] for row in rows.values())
+    return count
+
+
+def summary(results: dict[str, Any]) -> str:
+    """The headline figures, for the terminal (and CI's log)."""
+    from . import report
+
+    lines = [f"benchmarks ({'quick' if results['quick'] else 'full'} run, {results['seconds']} s, "
+             f"{results['machine']})"]
+    lines.append(report.table_goals(results))
+    for part in ("rounds", "http", "tasks"):
+        for what, why in results.get(part, {}).get("skipped", {}).items():
+            lines.append(f"SKIPPED in {part}: {what}: {why}")
+    tasks = results.get("tasks")
+    if tasks and not tasks["measured"]:
+        lines.append(f"tasks: not measured: {tasks['reason']}")
+    lines.append((report.table_noise(results) + f" Load average {results['load_before']} -> "
+                  f"{results['load_after']}.").strip())
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

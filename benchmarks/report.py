@@ -1,0 +1,418 @@
+"""Tables for ``docs/performance.md`` and the PNG plots, from one result file.
+
+The document keeps its prose; each table sits between ``<!-- bench:NAME -->`` and
+``<!-- /bench:NAME -->`` and is replaced on every full run, so the figures and the text
+around them cannot drift apart silently (a table the results lack says so).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+US = 1e6
+
+
+def _n(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:,.{digits}f}"
+
+
+def _x(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}x"
+
+
+def replay_fit(ns: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least squares of a conversation's cost as rounds that each cost ``r`` plus ``s`` per recorded answer.
+
+    N questions take N + 1 rounds and round j replays j - 1 answers, so the total is
+    ``r (N + 1) + s N (N + 1) / 2``: ``r`` is the fixed cost of a round, ``s`` the cost of
+    replaying one recorded answer once (the N² term). Errors are weighed relative to
+    each point, so the short conversations count as much as the long ones.
+    """
+    import numpy
+
+    n = numpy.array(ns, dtype=float)
+    y = numpy.array(ys, dtype=float)
+    basis = numpy.stack([n + 1, n * (n + 1) / 2], axis=1) / y[:, None]
+    (r, s), *_ = numpy.linalg.lstsq(basis, numpy.ones_like(y), rcond=None)
+    return float(r), float(s)
+
+
+# -- tables ------------------------------------------------------------------------------------
+
+def table_rounds(part: dict[str, Any]) -> str:
+    names = [n for n in part["rows"][0]["timings"] if n.startswith("(")]
+    head = "| k | " + " | ".join(names) + " | (a)/(b) | (a)/(c) | (d)/(a) full |"
+    lines = [head, "|" + "---|" * (len(names) + 4)]
+    for row in part["rows"]:
+        t = {name: v["median"] for name, v in row["timings"].items()}
+        cells = [f"{t[n] * US:,.1f} µs" for n in names]
+        a, b, c = t["(a) mrtr"], t["(b) exception-based (minimal re-implementation)"], t["(c) park-and-relay"]
+        d = t.get("(d) SDK mcp 2.3.0 Resolve")
+        full = t["(a) mrtr, full dispatch"]
+        lines.append(f"| {row['k']} | " + " | ".join(cells) + f" | {_x(a / b)} | {_x(a / c)} | "
+                     f"{_x(d / full) if d else 'n/a'} |")
+    k1 = part["rows"][0]["timings"]
+    if "direct" in k1:
+        overhead = (k1["mrtr replay only"]["median"] - k1["direct"]["median"]) * US
+        lines.append("")
+        lines.append(f"At k = {part['rows'][0]['k']}: the handler's own work alone (`direct`) "
+                     f"{k1['direct']['median'] * US:.2f} µs, the replay core alone (answer trusted from the token, "
+                     f"no codec) {k1['mrtr replay only']['median'] * US:.2f} µs: runtime overhead "
+                     f"**{overhead:.1f} µs per round** (goal: at most 25 µs).")
+    memory = part.get("memory")
+    if memory:
+        lines.append("")
+        lines.append(f"Memory (`tracemalloc`, (a) at k = {memory['k']}): a round peaks at "
+                     f"{memory['peak_kib']:.1f} KiB above where it started and retains "
+                     f"{memory['retained_bytes_per_round']:.1f} B per round over {memory['rounds']:,} rounds "
+                     f"(noise: the server keeps nothing between rounds).")
+    if part.get("skipped"):
+        lines.append("")
+        lines.extend(f"Not measured: {why}" for why in part["skipped"].values())
+    return "\n".join(lines)
+
+
+def table_conversations(part: dict[str, Any]) -> str:
+    names = list(part["curves"][0]["timings"])
+    lines = ["| N questions | rounds | " + " | ".join(f"{n} (ms CPU)" for n in names) + " | inline / Step |",
+             "|" + "---|" * (len(names) + 3)]
+    for curve in part["curves"]:
+        t = {name: v["median"] for name, v in curve["timings"].items()}
+        lines.append(f"| {curve['n']} | {curve['n'] + 1} | " + " | ".join(f"{t[n] * 1e3:,.2f}" for n in names)
+                     + f" | {_x(t['work inline'] / t['work in Step'])} |")
+    ns = [c["n"] for c in part["curves"]]
+    if len(ns) >= 3:
+        r, s = replay_fit(ns, [cu["timings"]["plain"]["median"] * US for cu in part["curves"]])
+        lines.append("")
+        lines.append(f"Fit of the `plain` column as N + 1 rounds, round j replaying j - 1 answers: "
+                     f"**{r:,.1f} µs per round + {s:,.2f} µs per recorded answer replayed**, so "
+                     f"{r:,.0f} µs × (N + 1) + {s / 2:,.2f} µs × N (N + 1). At N = {ns[-1]} the replay term is "
+                     f"{s * ns[-1] * (ns[-1] + 1) / 2 / 1000:,.1f} ms of the "
+                     f"{part['curves'][-1]['timings']['plain']['median'] * 1e3:,.1f} ms measured.")
+    return "\n".join(lines)
+
+
+def table_tokens(part: dict[str, Any], rounds: dict[str, Any] | None) -> str:
+    tokens = part["tokens"]
+    chars = tokens["chars_after_round"]
+    lines = [f"A token carrying one pending question is {chars[0]} characters; each recorded answer adds "
+             f"**{tokens['chars_per_answer']:.1f} characters**, of which the answer's own content "
+             f"(`{{\"email\": \"user10@example.com\"}}`, {tokens['answer_content_msgpack_bytes']} bytes of "
+             f"MessagePack, Base64URL) is {tokens['answer_content_msgpack_bytes'] * 4 / 3:.1f}: "
+             f"**{tokens['overhead_chars_per_answer']:.1f} characters of overhead per answer** (goal: at most 64). "
+             f"After {tokens['n']} answers: {chars[-1]:,} characters."]
+    if rounds:
+        sdk = [(row["k"], row["token_chars"]["mrtr"], row["token_chars"]["sdk"]) for row in rounds["rows"]]
+        if any(s for _, _, s in sdk):
+            lines += ["", "| answers recorded (k) | mrtr token (chars) | SDK token (chars) |", "|---|---|---|"]
+            lines += [f"| {k} | {m:,} | {_n(s, 0) if s else 'n/a'} |" for k, m, s in sdk]
+    return "\n".join(lines)
+
+
+def table_groups(part: dict[str, Any]) -> str:
+    lines = ["| N questions | one group round: CPU (ms), token chars sent | one by one: CPU (ms), token chars sent | "
+             "one by one / group (CPU) |", "|---|---|---|---|"]
+    for g in part["groups"]:
+        t = {name: v["median"] for name, v in g["timings"].items()}
+        tc = g["token_chars_total"]
+        lines.append(f"| {g['n']} | {t['one group round'] * 1e3:,.2f}, {tc['one group round']:,} | "
+                     f"{t['one by one'] * 1e3:,.2f}, {tc['one by one']:,} | "
+                     f"{_x(t['one by one'] / t['one group round'])} |")
+    return "\n".join(lines)
+
+
+def table_http(part: dict[str, Any]) -> str:
+    lines = []
+    for tool, rows in part["flows"].items():
+        label = {"ask": "one-question flow (2 requests)", "ask3": "three-question flow (4 requests)"}[tool]
+        with_wrk = any(row.get("wrk_per_second") for row in rows.values())
+        sdk_cpu = rows.get("SDK MCPServer (uvicorn)", {}).get("server_cpu_us_per_conversation")
+        lines += [f"**{label}**", ""]
+        if with_wrk:
+            lines += ["| server | conversations/s (wrk) | vs SDK | vs h11 floor | request p50 / p99 ms (wrk) | "
+                      "conversations/s (Python) | conversation p50 / p99 ms (Python) | server CPU µs/conv | "
+                      "SDK CPU / this CPU | checked, errors, misrouted |", "|---|---|---|---|---|---|---|---|---|---|"]
+        else:
+            lines += ["| server | conversations/s (Python) | vs SDK | vs h11 floor | conversation p50 / p99 ms | "
+                      "server CPU µs/conv | SDK CPU / this CPU | checked, errors, misrouted |",
+                      "|---|---|---|---|---|---|---|---|"]
+        for name, row in rows.items():
+            checked = "not checked (fixed bytes)" if name.startswith("floor") else \
+                f"{row['conversations'] + row.get('wrk_completed', 0):,}, {row['errors']}, {row['misrouted']}"
+            cpu = row["server_cpu_us_per_conversation"]
+            cpu_ratio = _x(sdk_cpu / cpu) if sdk_cpu else "n/a"
+            if with_wrk:
+                lines.append(
+                    f"| {name} | {_n(row.get('wrk_per_second'), 0)} | {_x(row.get('vs_sdk_wrk'))} | "
+                    f"{_x(row.get('vs_floor_wrk'))} | {_n(row.get('wrk_p50_request_ms'))} / "
+                    f"{_n(row.get('wrk_p99_request_ms'))} | {row['per_second']:,.0f} | {row['p50_ms']:.1f} / "
+                    f"{row['p99_ms']:.1f} | {cpu:,.0f} | {cpu_ratio} | {checked} |")
+            else:
+                lines.append(f"| {name} | {row['per_second']:,.0f} | {_x(row['vs_sdk'])} | {_x(row['vs_floor'])} | "
+                             f"{row['p50_ms']:.1f} / {row['p99_ms']:.1f} | {cpu:,.0f} | {cpu_ratio} | {checked} |")
+        if with_wrk:
+            limited = [f"{name} {row['per_second'] / row['wrk_per_second']:.2f}" for name, row in rows.items()
+                       if row.get("wrk_per_second")]
+            lines += ["", "Python generator's rate / wrk's rate, per server: " + ", ".join(limited) + ". Where it "
+                      "is well below 1 the Python generator was the bottleneck, and the wrk columns are the ones "
+                      "to read; it stays the check that each conversation got its own answers."]
+        client = [row["client_cpu_us_per_conversation"] for row in rows.values()]
+        wrk_share = [row["wrk_cpu_share"] for row in rows.values() if row.get("wrk_cpu_share") is not None]
+        lines += [f"Load generators' own CPU: the Python generator {min(client):,.0f} to {max(client):,.0f} µs "
+                  f"per conversation" + (f"; wrk {min(wrk_share):.0%} to {max(wrk_share):.0%} of one core"
+                                         if wrk_share else "") + ".", ""]
+    requests = part.get("requests")
+    if requests:
+        lines += ["**plain request rate** (wrk, `tools/call` of a tool that asks nothing; the floors answer fixed "
+                  "bytes)", "", "| server | requests/s | vs h11 floor | vs httptools floor | wrk CPU (share of a core) |",
+                  "|---|---|---|---|---|"]
+        for name, row in requests.items():
+            lines.append(f"| {name} | {row['per_second']:,.0f} | {_x(row['vs_floor'])} | "
+                         f"{_x(row['vs_floor_httptools'])} | {row['wrk_cpu_share']:.0%} |")
+        lines.append("")
+    for name, why in part.get("skipped", {}).items():
+        lines.append(f"Not measured: {name}: {why}")
+    return "\n".join(lines).rstrip()
+
+
+def table_soak(part: dict[str, Any]) -> str:
+    pids = list(part["memory"][0]["rss_kib"])
+    lines = [f"{part['conversations']:,} conversations ({part['flow']}) at concurrency {part['concurrency']} "
+             f"against `--workers 2`: **{part['errors']} errors, {part['misrouted']} misrouted**, "
+             f"{part['per_second']:,.0f} conversations/s, p50 {part['p50_ms']:.0f} ms, p99 {part['p99_ms']:.0f} ms.",
+             "", "| conversations | " + " | ".join(f"worker {i + 1} RSS (MiB)" for i in range(len(pids))) + " |",
+             "|---|" + "---|" * len(pids)]
+    for sample in part["memory"]:
+        lines.append(f"| {sample['conversations']:,} | " + " | ".join(
+            f"{sample['rss_kib'][pid] / 1024:.1f}" for pid in pids) + " |")
+    growth = ", ".join(f"{kib:+,} KiB" for kib in part["rss_growth_kib_after_first_mark"].values())
+    lines += ["", f"Growth from the first mark to the last: {growth}. Both workers served to the end "
+              f"({'same pids, none replaced' if part.get('workers_alive') else 'a worker was replaced or died'})"
+              + (f"; the supervisor, which serves nothing, held {part['supervisor_rss_kib'] / 1024:.1f} MiB"
+                 if "supervisor_rss_kib" in part else "") + "."]
+    return "\n".join(lines)
+
+
+def table_tasks(part: dict[str, Any]) -> str:
+    if not part.get("measured"):
+        return f"**Not measured**: {part['reason']}."
+    lines = [f"Native server, one worker, {part['concurrency']} connections, the stores taken in turns "
+             f"({part['pairs']} turns of {part['seconds']:g} s each).", "",
+             "| store | tasks completed/s | p50 ms | p99 ms | tasks/get polls per task | completed, errors, misrouted |",
+             "|---|---|---|---|---|---|"]
+    for name, row in part["stores"].items():
+        lines.append(f"| {name} | {row['per_second']:,.1f} | {row['p50_ms']:.1f} | {row['p99_ms']:.1f} | "
+                     f"{row['polls_per_task']:.1f} | {row['completed']:,}, {row['errors']}, {row['misrouted']} |")
+    for name, why in part.get("skipped", {}).items():
+        lines += ["", f"Not measured: {name}: {why}"]
+    return "\n".join(lines)
+
+
+def table_goals(results: dict[str, Any]) -> str:
+    lines = ["| goal | measured | met |", "|---|---|---|"]
+    rounds = results.get("rounds")
+    if rounds:
+        k1 = rounds["rows"][0]["timings"]
+        if "direct" in k1:
+            overhead = (k1["mrtr replay only"]["median"] - k1["direct"]["median"]) * US
+            lines.append(f"| runtime overhead ≤ 25 µs per round at k = 1 | {overhead:.1f} µs | "
+                         f"{'yes' if overhead <= 25 else 'no'} |")
+        ratios = [(row["k"], row["timings"]["(a) mrtr"]["median"]
+                   / row["timings"]["(b) exception-based (minimal re-implementation)"]["median"])
+                  for row in rounds["rows"]]
+        worst = max(ratios, key=lambda item: item[1])
+        slower = [str(k) for k, ratio in ratios if ratio > 1.0]
+        where = f"; slower at k = {', '.join(slower)}, faster at the other k" if slower else ""
+        lines.append(f"| (a) no slower than (b) at every k | worst (a)/(b) = {worst[1]:.2f}x at k = {worst[0]}"
+                     f"{where} | {'yes' if worst[1] <= 1.0 else 'no'} |")
+    conversations = results.get("conversations")
+    if conversations:
+        overhead = conversations["tokens"]["overhead_chars_per_answer"]
+        lines.append(f"| token growth ≤ 64 per answer beyond its content | {overhead:.1f} characters | "
+                     f"{'yes' if overhead <= 64 else 'no'} |")
+    http = results.get("http")
+    if http and "ask" in http["flows"]:
+        row = http["flows"]["ask"].get("mrtr native, 1 worker")
+        sdk = http["flows"]["ask"].get("SDK MCPServer (uvicorn)")
+        if row and sdk:
+            cpu = sdk["server_cpu_us_per_conversation"] / row["server_cpu_us_per_conversation"]
+            ratio, by = (row["vs_sdk_wrk"], "wrk") if row.get("vs_sdk_wrk") else (row["vs_sdk"], "Python generator")
+            lines.append(f"| HTTP ≥ 5x the SDK's conversations/s, one-question flow, one process | "
+                         f"{ratio:.2f}x by rate ({by}), {cpu:.2f}x by server CPU per conversation | "
+                         f"{'yes' if ratio >= 5 else 'no'} |")
+    soak = results.get("soak")
+    if soak:
+        growth = max(soak["rss_growth_kib_after_first_mark"].values())
+        flat = growth <= 2048
+        lines.append(f"| soak: 0 errors, 0 misrouted, memory flat | {soak['errors']} errors, {soak['misrouted']} "
+                     f"misrouted, largest worker RSS growth after the first mark {growth:+,} KiB (flat: under 2 MiB) | "
+                     f"{'yes' if soak['errors'] == 0 and soak['misrouted'] == 0 and flat else 'no'} |")
+    return "\n".join(lines)
+
+
+def table_machine(results: dict[str, Any]) -> str:
+    """Where and when the recorded figures were taken."""
+    return (f"{results.get('machine', '')}; {'quick' if results.get('quick') else 'full'} run started "
+            f"{results.get('started', '?')}, {results.get('seconds', '?')} s; load average "
+            f"{results.get('load_before', '?')} at the start and {results.get('load_after', '?')} at the end "
+            f"(the suite shares the cores with whatever else runs).")
+
+
+def table_noise(results: dict[str, Any]) -> str:
+    """How far apart the interleaved batches of one candidate were (max / min)."""
+    spreads: list[float] = []
+    for row in results.get("rounds", {}).get("rows", []):
+        spreads += [v["spread"] for v in row["timings"].values()]
+    for curve in results.get("conversations", {}).get("curves", []):
+        spreads += [v["spread"] for v in curve["timings"].values()]
+    http: list[float] = []
+    for rows in results.get("http", {}).get("flows", {}).values():
+        http += [row["spread"] for row in rows.values()]
+    spreads.sort()
+    http.sort()
+    lines = []
+    if spreads:
+        lines.append(f"In-process batches (CPU time): max/min of one candidate's batches, median "
+                     f"{spreads[len(spreads) // 2]:.2f}, worst {spreads[-1]:.2f}.")
+    if http:
+        lines.append(f"HTTP turns (wall time): max/min of one server's turns, median {http[len(http) // 2]:.2f}, "
+                     f"worst {http[-1]:.2f}.")
+    return " ".join(lines)
+
+
+def update_document(path: Path, results: dict[str, Any]) -> None:
+    """Replace every ``<!-- bench:NAME -->`` block of ``path`` with the table for NAME."""
+    builders = {
+        "goals": lambda: table_goals(results),
+        "noise": lambda: table_noise(results),
+        "rounds": lambda: table_rounds(results["rounds"]),
+        "conversations": lambda: table_conversations(results["conversations"]),
+        "tokens": lambda: table_tokens(results["conversations"], results.get("rounds")),
+        "groups": lambda: table_groups(results["conversations"]),
+        "http": lambda: table_http(results["http"]),
+        "soak": lambda: table_soak(results["soak"]),
+        "tasks": lambda: table_tasks(results["tasks"]),
+        "machine": lambda: table_machine(results),
+    }
+    text = path.read_text()
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        try:
+            body = builders[name]()
+        except KeyError:
+            body = "_This part was not run in the recorded results._"
+        return f"<!-- bench:{name} -->\n{body}\n<!-- /bench:{name} -->"
+
+    path.write_text(re.sub(r"<!-- bench:(\w+) -->.*?<!-- /bench:\1 -->", replace, text, flags=re.S))
+
+
+# -- plots -----------------------------------------------------------------------------------------
+
+def plots(results: dict[str, Any], out: Path) -> list[Path]:
+    """Write one PNG per part that ran; return their paths."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("the plots need matplotlib: pip install -e '.[bench]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+
+    def save(fig: Any, name: str) -> None:
+        path = out / name
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+
+    rounds = results.get("rounds")
+    if rounds:
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        ks = [row["k"] for row in rounds["rows"]]
+        for name, style in (("(a) mrtr", "o-"), ("(a) mrtr, full dispatch", "o--"),
+                            ("(b) exception-based (minimal re-implementation)", "s-"),
+                            ("(c) park-and-relay", "^-"), ("(d) SDK mcp 2.3.0 Resolve", "d-")):
+            if name in rounds["rows"][0]["timings"]:
+                ax.plot(ks, [row["timings"][name]["median"] * US for row in rounds["rows"]], style, label=name)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("answered slots replayed in the round, k")
+        ax.set_ylabel("CPU time per round (µs)")
+        ax.set_title("Cost of one round against answers already recorded")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+        save(fig, "round_cost.png")
+
+    conversations = results.get("conversations")
+    if conversations:
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        ns = [c["n"] for c in conversations["curves"]]
+        for name, style in (("plain", "o-"), ("work inline", "s-"), ("work in Step", "^-")):
+            ax.plot(ns, [c["timings"][name]["median"] * 1e3 for c in conversations["curves"]], style,
+                    label={"plain": "N questions only", "work inline": "+ 1 ms work re-run every round",
+                           "work in Step": "+ 1 ms work in a Step (run once)"}[name])
+        ax.set_xlabel("questions asked one by one, N (N + 1 rounds)")
+        ax.set_ylabel("server CPU for the whole conversation (ms)")
+        ax.set_title("Whole-conversation CPU: replay grows as N², a Step pays its work once")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        save(fig, "conversation_cpu.png")
+
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        chars = conversations["tokens"]["chars_after_round"]
+        ax.plot(range(len(chars)), chars, "-", label="mrtr (part 2 conversation)")
+        if rounds and any(row["token_chars"]["sdk"] for row in rounds["rows"]):
+            ax.plot([row["k"] for row in rounds["rows"]], [row["token_chars"]["sdk"] for row in rounds["rows"]], "d",
+                    label="SDK mcp 2.3.0 (Resolve state after k answers)")
+            ax.plot([row["k"] for row in rounds["rows"]], [row["token_chars"]["mrtr"] for row in rounds["rows"]], "o",
+                    label="mrtr (part 1, after k answers)")
+        ax.set_xlabel("answers recorded in the token")
+        ax.set_ylabel("requestState size (characters)")
+        ax.set_title("Token size against recorded answers")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        save(fig, "token_size.png")
+
+    http = results.get("http")
+    if http:
+        import numpy
+
+        names = list(next(iter(http["flows"].values())))
+        fig, ax = plt.subplots(figsize=(8.5, 4.8))
+        width = 0.8 / len(http["flows"])
+        x = numpy.arange(len(names))
+        for i, (tool, rows) in enumerate(http["flows"].items()):
+            label = {"ask": "one question (2 requests)", "ask3": "three questions (4 requests)"}[tool]
+            key = "wrk_per_second" if all(rows[n].get("wrk_per_second") for n in names) else "per_second"
+            bars = ax.bar(x + i * width, [rows[n][key] for n in names], width,
+                          label=label + (" (wrk)" if key == "wrk_per_second" else " (Python generator)"))
+            ax.bar_label(bars, fmt="{:,.0f}", fontsize=7)
+        ax.set_xticks(x + width * (len(http["flows"]) - 1) / 2)
+        ax.set_xticklabels([n.replace(" (", "\n(").replace(", ", "\n") for n in names], fontsize=7)
+        ax.set_ylabel("completed conversations per second")
+        ax.set_title(f"End to end over HTTP, {http['concurrency']} connections, load generator on the same 2 cores")
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=8)
+        save(fig, "http_conversations.png")
+
+    soak = results.get("soak")
+    if soak:
+        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        marks = [s["conversations"] for s in soak["memory"]]
+        for i, pid in enumerate(soak["memory"][0]["rss_kib"]):
+            ax.plot(marks, [s["rss_kib"][pid] / 1024 for s in soak["memory"]], "o-", label=f"worker {i + 1}")
+        ax.set_xlabel("conversations completed")
+        ax.set_ylabel("resident memory (MiB)")
+        ax.set_ylim(bottom=0)
+        ax.set_title(f"Soak: worker memory over {soak['conversations']:,} conversations (--workers 2)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+        save(fig, "soak_memory.png")
+    return written
