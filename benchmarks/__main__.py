@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import ROOT, log
+from .common import ROOT
 
 PARTS = ("rounds", "conversations", "http", "soak", "tasks")
 

@@ -43,7 +43,7 @@ import msgspec
 from mrtr import Context, Elicit, ElicitResult, Form, Server
 from mrtr.engine import Engine
 from mrtr.ledger import Ledger, merge_answers
-from mrtr.replay import Completed, replay
+from mrtr.replay import replay
 from mrtr.state import RequestStateCodec, arguments_digest
 
 from .common import ROOT, clean_env, interleave, log, sdk_missing, sdk_python
@@ -252,12 +252,10 @@ class MrtrRounds:
         assert result["resultType"] == "input_required" and f"elicit-{k + 1}" in result["inputRequests"], result
 
     def wire_round(self, params: dict[str, Any]) -> Any:
+        # The wire carrier's own entry point (unseal, check, merge, replay, seal), as the
+        # server calls it; a sync handler never suspends, so no event loop is needed.
         ctx = Context(self.arguments, client_capabilities=CAPS)
-        ledger, unmatched = self.engine.restore("tools/call", params, None)
-        outcome = replay(questions, self.arguments, ctx, ledger, unmatched)
-        if isinstance(outcome, Completed):
-            return outcome
-        return self.engine.seal("tools/call", params, None, outcome)
+        return drive(self.engine.execute("tools/call", params, questions, self.arguments, ctx))
 
     def full_round(self) -> Any:
         return drive(self.server.handle(self.message))

@@ -76,11 +76,13 @@ class Engine:
         self.codec = codec
         self.policy: AnswerPolicy = answers
 
-    def restore(self, method: str, params: Mapping[str, Any], principal: str | None) -> tuple[Ledger, dict[str, Any]]:
+    def restore(self, method: str, params: Mapping[str, Any], principal: str | None, *,
+                digest: bytes | None = None) -> tuple[Ledger, dict[str, Any]]:
         """Checks 1-7: the ledger to replay against and the answers that matched no slot.
 
-        Raises :class:`~mrtr.errors.InvalidParams` (``-32602``) for anything that cannot be
-        trusted. Runs no handler code.
+        ``digest`` is the request's :func:`~mrtr.state.arguments_digest` when the caller
+        already has it. Raises :class:`~mrtr.errors.InvalidParams` (``-32602``) for
+        anything that cannot be trusted. Runs no handler code.
         """
         if method not in MRTR_METHODS:
             raise ValueError(f"{method} cannot carry input responses")
@@ -103,13 +105,16 @@ class Engine:
             raise InvalidParams(
                 "requestState was issued for a different target; retries must re-send the original request parameters"
             )
-        if state.arguments_digest != arguments_digest(arguments_of(method, params)):
+        if digest is None:
+            digest = arguments_digest(arguments_of(method, params))
+        if state.arguments_digest != digest:
             raise InvalidParams(
                 "requestState was issued for different arguments; retries must re-send the original arguments unchanged"
             )
         return merge_answers(Ledger(tuple(state.ledger)), responses, lenient=lenient)
 
-    def seal(self, method: str, params: Mapping[str, Any], principal: str | None, outcome: InputRequired) -> wire.InputRequiredResult:
+    def seal(self, method: str, params: Mapping[str, Any], principal: str | None, outcome: InputRequired, *,
+             digest: bytes | None = None) -> wire.InputRequiredResult:
         """The ``InputRequiredResult`` for a paused round, with a freshly minted token."""
         token = self.codec.mint(
             method=method,
@@ -117,6 +122,7 @@ class Engine:
             arguments=arguments_of(method, params),
             principal=principal,
             ledger=outcome.ledger.slots,
+            digest=digest,
         )
         # The requests are already in wire shape; msgspec encodes the dicts as they are.
         requests: Any = outcome.to_wire()
@@ -140,11 +146,13 @@ class Engine:
         replay of a sync handler (for example in a worker thread, so blocking handler
         code does not stall the event loop); async handlers always run in the caller.
         """
-        ledger, unmatched = self.restore(method, params, ctx.principal)
+        # A retry checks its arguments against the token and a pause seals them again: hash them once.
+        digest = None if params.get("requestState") is None else arguments_digest(arguments_of(method, params))
+        ledger, unmatched = self.restore(method, params, ctx.principal, digest=digest)
         if run_sync is not None and not handler_spec(handler).is_async:
             outcome = await run_sync(lambda: replay(handler, arguments, ctx, ledger, unmatched))
         else:
             outcome = await replay_async(handler, arguments, ctx, ledger, unmatched)
         if isinstance(outcome, Completed):
             return outcome
-        return self.seal(method, params, ctx.principal, outcome)
+        return self.seal(method, params, ctx.principal, outcome, digest=digest)

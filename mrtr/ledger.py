@@ -31,7 +31,9 @@ class Kind(IntEnum):
     STEP = 3
 
 
-_KEY_PREFIX = {Kind.ELICIT: "elicit-", Kind.SAMPLE: "sample-", Kind.ROOTS: "roots-", Kind.STEP: "step-"}
+# Keyed by the plain int a slot stores: wire_key runs for every slot every round, and
+# building a Kind from it first would cost more than the lookup.
+_KEY_PREFIX: dict[int, str] = {Kind.ELICIT: "elicit-", Kind.SAMPLE: "sample-", Kind.ROOTS: "roots-", Kind.STEP: "step-"}
 
 # Elicitation answers are stored as [action code, content] to keep tokens small.
 ACTIONS = ("accept", "decline", "cancel")
@@ -61,7 +63,7 @@ class Slot(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):
 
     def wire_key(self, ordinal: int) -> str:
         """The key this slot travels under in ``inputRequests``/``inputResponses``."""
-        return self.key if self.key is not None else default_key(Kind(self.kind), ordinal)
+        return self.key if self.key is not None else _KEY_PREFIX[self.kind] + str(ordinal)
 
 
 class Ledger:

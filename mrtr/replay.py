@@ -358,7 +358,8 @@ class _Execution:
             index = ordinal - 1
             if index < len(self.slots):
                 slot = self.slots[index]
-                if slot.kind != kind or slot.fingerprint != fingerprint or slot.wire_key(ordinal) != key:
+                # slot.key is None exactly when the slot travels under its standard key
+                if slot.kind != kind or slot.fingerprint != fingerprint or slot.key != (None if key == standard else key):
                     raise self._mismatch(ordinal, slot, request, key, fingerprint, gen)
                 if slot.answered:
                     answers.append(self._deliver(index, slot, request, key))

@@ -384,13 +384,17 @@ class RequestStateCodec:
         arguments: dict[str, Any] | None,
         principal: str | None,
         ledger: Sequence[Slot],
+        digest: bytes | None = None,
     ) -> str:
-        """Build a :class:`RequestState` issued now for this request and seal it."""
+        """Build a :class:`RequestState` issued now for this request and seal it.
+
+        ``digest``, when the caller already computed it, is ``arguments_digest(arguments)``.
+        """
         state = RequestState(
             version=FORMAT_VERSION,
             method=method,
             target=target,
-            arguments_digest=arguments_digest(arguments),
+            arguments_digest=arguments_digest(arguments) if digest is None else digest,
             issued_at=int(self._clock() * 1000),
             principal=principal,
             ledger=tuple(ledger),
