@@ -607,8 +607,14 @@ async def _accept_loop(listener: socket.socket, connections: trio.Nursery, state
         await trio.lowlevel.checkpoint()
 
 
-def bind(host: str, port: int, config: ServerConfig, *, reuse_port: bool | None = None) -> socket.socket:
-    """A listening, non-blocking socket for ``host:port`` (``SO_REUSEPORT`` per ``reuse_port`` or the config)."""
+def bind(host: str, port: int, config: ServerConfig, *, reuse_port: bool | None = None,
+         listen: bool = True) -> socket.socket:
+    """A listening, non-blocking socket for ``host:port`` (``SO_REUSEPORT`` per ``reuse_port`` or the config).
+
+    With ``listen=False`` the socket only holds the port: a supervisor that serves
+    nothing itself keeps it so, because a listening socket in a ``SO_REUSEPORT`` group
+    gets its share of new connections, which would wait unanswered and then be reset.
+    """
     infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     family, kind, proto, _, address = infos[0]
     sock = socket.socket(family, kind, proto)
@@ -617,7 +623,8 @@ def bind(host: str, port: int, config: ServerConfig, *, reuse_port: bool | None 
         if config.reuse_port if reuse_port is None else reuse_port:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
-        sock.listen(config.backlog)
+        if listen:
+            sock.listen(config.backlog)
         sock.setblocking(False)
     except BaseException:
         sock.close()

@@ -205,7 +205,7 @@ class _Supervisor:
         self.inherited = [sock, wake_r, wake_w]
         try:
             self.wait_ready([self.spawn(slot) for slot in self.slots])
-            sock.close()  # the workers listen on their own sockets now; this one would only queue connections
+            sock.close()  # the workers listen on their own sockets now; a listening one given in would only queue
             log.info("supervising %d workers: %s", len(self.slots), ", ".join(str(slot.pid) for slot in self.slots))
             while not self.stopping:
                 now = time.monotonic()
@@ -321,7 +321,8 @@ def run(server: Any, host: str = "127.0.0.1", port: int = 8000, *, workers: int 
     config = ServerConfig.from_options(options)
     settle_key(server)  # before any fork: every worker gets this key ring; a missing key is said once
     if sock is None:
-        sock = bind(host, port, config, reuse_port=True if workers > 1 else None)
+        # With workers the supervisor only holds the port; the workers listen and accept.
+        sock = bind(host, port, config, reuse_port=True if workers > 1 else None, listen=workers == 1)
     else:
         sock.setblocking(False)
     if workers == 1:

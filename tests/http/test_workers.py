@@ -228,3 +228,43 @@ async def test_a_dead_worker_is_logged_at_once_and_replaced(nursery):
         for pid in (first if "first" in locals() else set()) | (pids if "pids" in locals() else set()):
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_port_held_without_listening_takes_no_connections():
+    from mrtr.http.config import ServerConfig
+    from mrtr.http.native import bind
+
+    held = bind("127.0.0.1", 0, ServerConfig(), reuse_port=True, listen=False)
+    try:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(held.getsockname()[:2], timeout=2).close()
+    finally:
+        held.close()
+
+
+def test_connections_right_after_start_are_all_answered_by_the_workers():
+    """The supervisor holds the port without listening, so no connection waits in a queue
+    nobody accepts from and is reset when the supervisor lets go of it."""
+    import re
+    import time
+
+    env = {**os.environ, "MRTR_SECRET": base64.b64encode(b"w" * 32).decode()}
+    process = subprocess.Popen([sys.executable, "-m", "mrtr", "serve", "--port", "0", "--workers", "2",
+                                "--no-access-log"], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        seen, port, deadline = b"", None, time.monotonic() + 20
+        while port is None:
+            assert time.monotonic() < deadline, seen
+            seen += process.stderr.read1(4096)  # type: ignore[union-attr]
+            match = re.search(rb"serving MCP on http://[^:]+:(\d+)/mcp", seen)
+            port = int(match.group(1)) if match else None
+        answers = []
+        for _ in range(300):
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as client:
+                client.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n" % port)
+                answers.append(client.recv(64)[:12])
+        assert answers == [b"HTTP/1.1 200"] * 300
+    finally:
+        process.terminate()
+        process.wait(15)
