@@ -11,14 +11,12 @@ the token so the cache holds no usable credential; negative answers are not cach
 
 from __future__ import annotations
 
-import hashlib
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TypeGuard
 
 from .fetch import fetch_json, new_client
-from .token import AccessToken, InvalidToken, ScopeRule, VerifierUnavailable, scopes_from_claims
+from .token import AccessToken, InvalidToken, RecentTokens, ScopeRule, VerifierUnavailable, scopes_from_claims
 from .urls import canonical_url
 
 if TYPE_CHECKING:
@@ -81,7 +79,7 @@ class IntrospectionVerifier:
         self._clock = clock
         self._client = http_client
         self._owns_client = http_client is None
-        self._cache: OrderedDict[bytes, tuple[float, AccessToken]] = OrderedDict()
+        self._cache = RecentTokens(cache_ttl, cache_size, without_expiry=True)
         if scope_rule is not None:
             self.scope_satisfied = scope_rule
         self.requests = 0
@@ -89,20 +87,12 @@ class IntrospectionVerifier:
     async def verify(self, token: str) -> AccessToken:
         """Introspect ``token`` (or reuse a recent positive answer) and describe the caller."""
         now = self._clock()
-        digest = hashlib.sha256(token.encode()).digest()
-        cached = self._cache.get(digest)
+        key = RecentTokens.key(token)
+        cached = self._cache.get(key, now)
         if cached is not None:
-            if now < cached[0]:
-                return cached[1]
-            del self._cache[digest]
+            return cached
         access = await self._introspect(token, now)
-        until = now + self.cache_ttl
-        if access.expires_at is not None:
-            until = min(until, access.expires_at)
-        if until > now:
-            self._cache[digest] = (until, access)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+        self._cache.put(key, access, now)
         return access
 
     async def _introspect(self, token: str, now: float) -> AccessToken:

@@ -19,16 +19,14 @@ never quotes the token:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from .jwks import JWKSCache, import_keys
-from .token import AccessToken, InvalidToken, ScopeRule, scopes_from_claims
+from .token import AccessToken, InvalidToken, RecentTokens, ScopeRule, scopes_from_claims
 from .urls import canonical_url
 
 if TYPE_CHECKING:
@@ -163,7 +161,7 @@ class JWTVerifier:
         self._clock = clock
         self.cache_ttl = cache_ttl
         self.cache_size = cache_size
-        self._verified: OrderedDict[bytes, tuple[float, AccessToken]] = OrderedDict()
+        self._verified = RecentTokens(cache_ttl, cache_size, without_expiry=False)
         if scope_rule is not None:
             self.scope_satisfied = scope_rule
         self.keys: JWKSCache | _StaticKeys
@@ -195,18 +193,12 @@ class JWTVerifier:
         if self.cache_ttl <= 0:
             return await self._verify(token)
         now = self._clock()
-        digest = hashlib.sha256(token.encode()).digest()
-        hit = self._verified.get(digest)
+        key = RecentTokens.key(token)
+        hit = self._verified.get(key, now)
         if hit is not None:
-            if now < hit[0]:
-                return hit[1]
-            del self._verified[digest]
+            return hit
         access = await self._verify(token)
-        until = min(now + self.cache_ttl, access.expires_at if access.expires_at is not None else now)
-        if until > now:
-            self._verified[digest] = (until, access)
-            while len(self._verified) > self.cache_size:
-                self._verified.popitem(last=False)
+        self._verified.put(key, access, now)
         return access
 
     async def _verify(self, token: str) -> AccessToken:

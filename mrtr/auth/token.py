@@ -17,13 +17,16 @@ must not pass the client's token on, and what is not held cannot leak into a log
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 __all__ = [
     "AccessToken",
+    "RecentTokens",
     "AuthError",
     "InvalidRequest",
     "InvalidToken",
@@ -172,3 +175,48 @@ def scopes_from_claims(claims: Mapping[str, Any]) -> frozenset[str]:
         if isinstance(value, list) and all(isinstance(item, str) for item in value):
             return frozenset(value)
     return frozenset()
+
+
+class RecentTokens:
+    """Tokens verified recently, keyed by a SHA-256 of the token (never the token itself).
+
+    A verifier asks :meth:`get` before the costly check and calls :meth:`put` after it.
+    An entry lives ``ttl`` seconds and never past the token's ``expires_at``; a token
+    without one is kept for ``ttl`` when ``without_expiry`` is true, else not at all. At
+    most ``size`` entries, the oldest going first.
+    """
+
+    __slots__ = ("_entries", "size", "ttl", "without_expiry")
+
+    def __init__(self, ttl: float, size: int, *, without_expiry: bool) -> None:
+        self.ttl = ttl
+        self.size = size
+        self.without_expiry = without_expiry
+        self._entries: OrderedDict[bytes, tuple[float, AccessToken]] = OrderedDict()
+
+    @staticmethod
+    def key(token: str) -> bytes:
+        """The key a token is remembered under."""
+        return hashlib.sha256(token.encode()).digest()
+
+    def get(self, key: bytes, now: float) -> AccessToken | None:
+        """The remembered answer for ``key``, unless it is too old (then it is forgotten)."""
+        hit = self._entries.get(key)
+        if hit is None:
+            return None
+        if now < hit[0]:
+            return hit[1]
+        del self._entries[key]
+        return None
+
+    def put(self, key: bytes, access: AccessToken, now: float) -> None:
+        """Remember ``access`` for the token behind ``key``, as long as the rules above allow."""
+        until = now + self.ttl
+        if access.expires_at is not None:
+            until = min(until, access.expires_at)
+        elif not self.without_expiry:
+            return
+        if until > now:
+            self._entries[key] = (until, access)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
