@@ -13,23 +13,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, TypeGuard
+from typing import TYPE_CHECKING, Any, Literal
 
 from .fetch import fetch_json, new_client
-from .token import AccessToken, InvalidToken, RecentTokens, ScopeRule, VerifierUnavailable, scopes_from_claims
-from .urls import canonical_url
+from .token import (
+    AccessToken,
+    InvalidToken,
+    RecentTokens,
+    ScopeRule,
+    VerifierUnavailable,
+    checked_audiences,
+    is_time,
+    scopes_from_claims,
+)
+from .urls import audience_key
 
 if TYPE_CHECKING:
     import httpx
 
 __all__ = ["IntrospectionVerifier"]
 
-
-def _audience_key(value: str) -> str:
-    try:
-        return canonical_url(value)
-    except ValueError:
-        return value
 
 
 class IntrospectionVerifier:
@@ -66,7 +69,7 @@ class IntrospectionVerifier:
         if not audiences:
             raise ValueError("audience is required: a token for another resource must not pass")
         self.endpoint = endpoint
-        self.audiences = frozenset(_audience_key(a) for a in audiences)
+        self.audiences = frozenset(audience_key(a) for a in audiences)
         self.issuers = None if issuer is None else frozenset([issuer] if isinstance(issuer, str) else issuer)
         self._client_id = client_id
         self._client_secret = client_secret
@@ -115,19 +118,15 @@ class IntrospectionVerifier:
         if active is not True:
             raise VerifierUnavailable("introspection answer has no active member")
         exp = answer.get("exp")
-        if _is_time(exp) and now > exp + self.leeway:
+        if is_time(exp) and now > exp + self.leeway:
             raise InvalidToken("token expired")
         nbf = answer.get("nbf")
-        if _is_time(nbf) and now + self.leeway < nbf:
+        if is_time(nbf) and now + self.leeway < nbf:
             raise InvalidToken("token not yet valid")
         issuer = answer.get("iss")
         if self.issuers is not None and issuer not in self.issuers:
             raise InvalidToken("token issuer not accepted")
-        audience = answer.get("aud")
-        audiences = [audience] if isinstance(audience, str) else audience
-        if not isinstance(audiences, list) or not any(
-                isinstance(a, str) and _audience_key(a) in self.audiences for a in audiences):
-            raise InvalidToken("token audience not accepted")
+        audiences = checked_audiences(answer, self.audiences)
         subject = answer.get("sub")
         client_id = answer.get("client_id")
         return AccessToken(
@@ -135,8 +134,8 @@ class IntrospectionVerifier:
             client_id=client_id if isinstance(client_id, str) else None,
             issuer=issuer if isinstance(issuer, str) else None,
             scopes=scopes_from_claims(answer),
-            audience=tuple(a for a in audiences if isinstance(a, str)),
-            expires_at=float(exp) if _is_time(exp) else None,
+            audience=audiences,
+            expires_at=float(exp) if is_time(exp) else None,
             claims=answer,
         )
 
@@ -145,6 +144,3 @@ class IntrospectionVerifier:
         if self._owns_client and self._client is not None:
             await self._client.aclose()
 
-
-def _is_time(value: Any) -> TypeGuard[float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)

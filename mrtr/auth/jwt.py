@@ -23,11 +23,13 @@ import json
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any
 
 from .jwks import JWKSCache, import_keys
-from .token import AccessToken, InvalidToken, RecentTokens, ScopeRule, scopes_from_claims
-from .urls import canonical_url
+from .token import (
+    AccessToken, InvalidToken, RecentTokens, ScopeRule, checked_audiences, is_time, scopes_from_claims,
+)
+from .urls import audience_key
 
 if TYPE_CHECKING:
     import httpx
@@ -54,12 +56,6 @@ def _joserfc() -> Any:
         raise ImportError("JWTVerifier needs joserfc; install the 'auth' extra: pip install 'mrtr[auth]'") from exc
     return jws
 
-
-def _audience_key(value: str) -> str:
-    try:
-        return canonical_url(value)
-    except ValueError:
-        return value  # not a URL (some providers use client ids or URNs): compare exactly
 
 
 def _key_type(material: Any) -> Any:
@@ -154,7 +150,7 @@ class JWTVerifier:
         audiences = [audience] if isinstance(audience, str) else list(audience)
         if not audiences or not self.issuers:
             raise ValueError("issuer and audience are required: a token for another resource must not pass")
-        self.audiences = frozenset(_audience_key(a) for a in audiences)
+        self.audiences = frozenset(audience_key(a) for a in audiences)
         types = [typ] if isinstance(typ, str) else typ
         self.typ = None if types is None else frozenset(self._media_type(t) for t in types)
         self.leeway = leeway
@@ -244,21 +240,17 @@ class JWTVerifier:
     def _check_claims(self, claims: dict[str, Any]) -> AccessToken:
         now = self._clock()
         exp = claims.get("exp")
-        if not _is_time(exp):
+        if not is_time(exp):
             raise InvalidToken("token has no expiry")
         if now > exp + self.leeway:
             raise InvalidToken("token expired")
         nbf = claims.get("nbf")
-        if nbf is not None and (not _is_time(nbf) or now + self.leeway < nbf):
+        if nbf is not None and (not is_time(nbf) or now + self.leeway < nbf):
             raise InvalidToken("token not yet valid")
         issuer = claims.get("iss")
         if issuer not in self.issuers:
             raise InvalidToken("token issuer not accepted")
-        audience = claims.get("aud")
-        audiences = [audience] if isinstance(audience, str) else audience
-        if not isinstance(audiences, list) or not any(
-                isinstance(a, str) and _audience_key(a) in self.audiences for a in audiences):
-            raise InvalidToken("token audience not accepted")
+        audiences = checked_audiences(claims, self.audiences)
         subject = claims.get("sub")
         client_id = claims.get("client_id", claims.get("azp"))
         return AccessToken(
@@ -266,7 +258,7 @@ class JWTVerifier:
             client_id=client_id if isinstance(client_id, str) else None,
             issuer=issuer,
             scopes=scopes_from_claims(claims),
-            audience=tuple(a for a in audiences if isinstance(a, str)),
+            audience=audiences,
             expires_at=float(exp),
             claims=claims,
         )
@@ -276,7 +268,4 @@ class JWTVerifier:
         if isinstance(self.keys, JWKSCache):
             await self.keys.aclose()
 
-
-def _is_time(value: Any) -> TypeGuard[float]:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 

@@ -22,11 +22,15 @@ import json
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, TypeGuard, runtime_checkable
+
+from .urls import audience_key
 
 __all__ = [
     "AccessToken",
     "RecentTokens",
+    "checked_audiences",
+    "is_time",
     "AuthError",
     "InvalidRequest",
     "InvalidToken",
@@ -220,3 +224,19 @@ class RecentTokens:
             self._entries[key] = (until, access)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
+
+
+def is_time(value: Any) -> TypeGuard[float]:
+    """Whether a claim is a NumericDate (a number of seconds, never a boolean)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def checked_audiences(claims: Mapping[str, Any], accepted: Collection[str]) -> tuple[str, ...]:
+    """The token's audiences (``aud``, a string or a list); ``InvalidToken`` unless one of
+    them, compared by :func:`~mrtr.auth.urls.audience_key`, is ``accepted``."""
+    audience = claims.get("aud")
+    audiences = [audience] if isinstance(audience, str) else audience
+    if not isinstance(audiences, list) or not any(
+            isinstance(a, str) and audience_key(a) in accepted for a in audiences):
+        raise InvalidToken("token audience not accepted")
+    return tuple(a for a in audiences if isinstance(a, str))

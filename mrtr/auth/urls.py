@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["WELL_KNOWN", "canonical_url", "metadata_path", "metadata_url"]
+__all__ = ["WELL_KNOWN", "audience_key", "canonical_url", "metadata_path", "metadata_url"]
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
@@ -49,3 +49,12 @@ def metadata_url(resource: str) -> str:
     """The absolute URL of the metadata document for ``resource``."""
     parts = urlsplit(canonical_url(resource))
     return urlunsplit((parts.scheme, parts.netloc, metadata_path(resource), "", ""))
+
+
+def audience_key(value: str) -> str:
+    """An audience as it is compared: the canonical URL, or the value itself when it is not a
+    URL (some providers use client ids or URNs), compared exactly."""
+    try:
+        return canonical_url(value)
+    except ValueError:
+        return value
