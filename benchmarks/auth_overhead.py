@@ -37,7 +37,7 @@ from joserfc import jwk, jwt  # noqa: E402
 
 from mrtr.auth import JWTVerifier, ResourceServer  # noqa: E402
 from mrtr.server import Server  # noqa: E402
-from mrtr.wire import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION  # noqa: E402
+from mrtr.core.wire import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION  # noqa: E402
 
 RESOURCE = "https://mcp.example.com/mcp"
 ISSUER = "https://auth.example.com"

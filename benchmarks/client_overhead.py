@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import mrtr  # noqa: E402
-from mrtr.http.native import serve  # noqa: E402
+from mrtr.transports.http.native import serve  # noqa: E402
 from tests.client.app import server  # noqa: E402
 
 ARGUMENTS = {"name": "ask_name", "arguments": {"tag": "bench"}}

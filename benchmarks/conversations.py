@@ -24,9 +24,9 @@ from typing import Any
 import msgspec
 
 from mrtr import Context, Elicit, Form, Step
-from mrtr.engine import Engine
-from mrtr.replay import Completed, replay
-from mrtr.state import RequestStateCodec
+from mrtr.carriers.token import Engine
+from mrtr.core.replay import Completed, replay
+from mrtr.core.codec import RequestStateCodec
 
 from .common import interleave, log
 

@@ -7,7 +7,7 @@ every candidate does: unseal, validate the fresh answer, replay (or resume), sea
 
 Candidates, timed in turns (A B C D, D C B A, ...), the median of the batches:
 
-- ``(a) mrtr``: the wire carrier (``Engine.restore``, :func:`mrtr.replay.replay`,
+- ``(a) mrtr``: the wire carrier (``Engine.restore``, :func:`mrtr.core.replay.replay`,
   ``Engine.seal``), which is what every transport calls.
 - ``(a) mrtr, full dispatch``: the same round through ``Server.handle`` (JSON-RPC
   message in, response message out: envelope, argument decoding, result shaping), the
@@ -41,10 +41,10 @@ from typing import Any
 import msgspec
 
 from mrtr import Context, Elicit, ElicitResult, Form, Server
-from mrtr.engine import Engine
-from mrtr.ledger import Ledger, merge_answers
-from mrtr.replay import replay
-from mrtr.state import RequestStateCodec, arguments_digest
+from mrtr.carriers.token import Engine
+from mrtr.core.ledger import Ledger, merge_answers
+from mrtr.core.replay import replay
+from mrtr.core.codec import RequestStateCodec, arguments_digest
 
 from .common import ROOT, clean_env, interleave, log, sdk_missing, sdk_python
 

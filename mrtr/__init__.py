@@ -9,10 +9,10 @@ serve it with :mod:`mrtr.http` or :mod:`mrtr.stdio`. See ``docs/handlers.md`` an
 ``docs/server.md``.
 
 This namespace holds what handler and server authors use. The machinery has its own
-modules: the replay core (:mod:`mrtr.replay`), the sealed token (:mod:`mrtr.state`),
-wire types (:mod:`mrtr.wire`, always used module-qualified, e.g. ``wire.ElicitResult``
+modules: the replay core (:mod:`mrtr.core.replay`), the sealed token (:mod:`mrtr.core.codec`),
+wire types (:mod:`mrtr.core.wire`, always used module-qualified, e.g. ``wire.ElicitResult``
 for the message, while :class:`ElicitResult` here is what a handler receives),
-JSON-RPC framing (:mod:`mrtr.jsonrpc`) and the test helpers (:mod:`mrtr.testing`).
+JSON-RPC framing (:mod:`mrtr.core.jsonrpc`) and the test helpers (:mod:`mrtr.testing`).
 
 :class:`Client` is the other side: it calls a server (a URL, a server object in
 process, or a subprocess), answers its questions with :func:`accept`, :func:`decline`
@@ -21,27 +21,23 @@ and :func:`cancel`, and retries. It is imported on first use. See ``docs/client.
 
 from typing import TYPE_CHECKING, Any
 
-from .answers import accept, cancel, decline
-from .context import Context
-from .effects import Elicit, ElicitResult, ElicitURL, ListRoots, Request, Sample, Step
-from .errors import (
-    HandlerError,
-    InvalidParams,
-    MissingRequiredClientCapability,
-    ProtocolError,
-    ReplayMismatch,
-)
-from .registry import Header
-from .schema import Form
-from .server import RequestInfo, Server
+from ._version import __version__
+from .core.answers import accept, cancel, decline
+from .core.context import Context
+from .core.effects import Elicit, ElicitResult, ElicitURL, ListRoots, Request, Sample, Step
+from .core.errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, ReplayMismatch
+from .core.schema import Form
 
 if TYPE_CHECKING:
     from .client import Client, ClientError, RoundLimitExceeded
+    from .server import Header, RequestInfo, Server
 
-__version__ = "0.1.0"
 
-# The client pulls in trio and, for URLs, httpx: load it on first use, not on ``import mrtr``.
+# Loaded on first use, not on ``import mrtr``: the client pulls in trio and, for URLs, httpx;
+# the server pulls in the token codec and cryptography. So a program that only uses the
+# client (``import mrtr.client``, which imports this package first) never loads a server.
 _CLIENT_NAMES = frozenset({"Client", "ClientError", "RoundLimitExceeded"})
+_SERVER_NAMES = frozenset({"Header", "RequestInfo", "Server"})
 
 
 def __getattr__(name: str) -> Any:
@@ -49,6 +45,10 @@ def __getattr__(name: str) -> Any:
         from . import client
 
         return getattr(client, name)
+    if name in _SERVER_NAMES:
+        from . import server
+
+        return getattr(server, name)
     raise AttributeError(f"module 'mrtr' has no attribute {name!r}")
 
 

@@ -1,7 +1,7 @@
 """Step a handler round by round with scripted answers, without a server.
 
 ``run(handler, arguments, answers=[...])`` plays the client: it calls the handler,
-answers every request of each :class:`~mrtr.replay.InputRequired` round from the
+answers every request of each :class:`~mrtr.core.replay.InputRequired` round from the
 script, and retries, until the handler completes. Every round goes through the real
 ledger merge, answer validation and replay code, and the ledger is sealed into a real
 ``requestState`` token and opened again between rounds, exactly as on the wire. So a
@@ -24,12 +24,12 @@ from typing import Any
 
 import msgspec
 
-from .answers import accept, cancel, decline, roots, sampled
-from .context import Context
-from .effects import Elicit, ElicitResult, ListRoots, Request, Sample
-from .ledger import Ledger, merge_answers
-from .errors import ReplayMismatch
-from .replay import Completed, InputRequired, handler_spec, replay, replay_async
+from .core.answers import accept, cancel, decline, roots, sampled
+from .core.context import Context
+from .core.effects import Elicit, ElicitResult, ListRoots, Request, Sample
+from .core.ledger import Ledger, merge_answers
+from .core.errors import ReplayMismatch
+from .core.replay import Completed, InputRequired, handler_spec, replay, replay_async
 
 __all__ = [
     "ALL_CAPABILITIES",
@@ -206,7 +206,7 @@ def _context(arguments: Mapping[str, Any], capabilities: Mapping[str, Any], prin
 def _sealer() -> Any:
     # A real codec so every round crosses the token boundary; imported lazily so the
     # core modules stay free of crypto.
-    from .state import RequestStateCodec
+    from .core.codec import RequestStateCodec
 
     return RequestStateCodec([b"\x00" * 32], ttl=3600.0)
 

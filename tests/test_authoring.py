@@ -13,9 +13,9 @@ import time
 import pytest
 
 from mrtr import Context, Elicit, Form, ListRoots, Sample, Step
-from mrtr.errors import HandlerError, ReplayMismatch
-from mrtr.ledger import merge_answers
-from mrtr.replay import replay
+from mrtr.core.errors import HandlerError, ReplayMismatch
+from mrtr.core.ledger import merge_answers
+from mrtr.core.replay import replay
 from mrtr.testing import ALL_CAPABILITIES, accept, run
 
 EMAIL = Form().string("email", format="email")

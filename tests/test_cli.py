@@ -15,7 +15,7 @@ import httpx
 import pytest
 import trio
 
-from mrtr.cli import banner, curl_example, load_server, main
+from mrtr.cli.commands import banner, curl_example, load_server, main
 from mrtr.server import Header, Server
 
 from .stdio_server import server as fixture_server
@@ -231,8 +231,8 @@ async def test_http_serve_on_port_0_names_the_bound_port_answers_and_stops_on_si
 def test_no_access_log_silences_the_access_logger_only():
     import logging
 
-    from mrtr import cli
-    from mrtr.logs import ACCESS_LOGGER
+    from mrtr.cli import commands as cli
+    from mrtr.transports.logs import ACCESS_LOGGER
 
     assert cli.build_parser().parse_args(["serve"]).access_log is True
     args = cli.build_parser().parse_args(["serve", "--no-access-log"])

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mrtr import Context, Elicit, Form, Step
-from mrtr.engine import Engine
-from mrtr.errors import InvalidParams, InvalidRequestState, ReplayMismatch
-from mrtr.replay import Completed
-from mrtr.state import RequestStateCodec
+from mrtr.carriers.token import Engine
+from mrtr.core.errors import InvalidParams, InvalidRequestState, ReplayMismatch
+from mrtr.core.replay import Completed
+from mrtr.core.codec import RequestStateCodec
 from mrtr.testing import ALL_CAPABILITIES, accept, decline
 
 from .wire_schema import validate

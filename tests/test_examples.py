@@ -43,7 +43,7 @@ def test_the_wizard_reads_the_plans_once_and_handles_decline(monkeypatch):
     assert "no admin given (cancel)" in run(onboarding.onboard, {"company": "Acme"}, answers=[{"action": "cancel"}]).result
 
 
-@pytest.mark.filterwarnings("ignore::mrtr.state.EphemeralKeyWarning")  # the example runs without MRTR_SECRET
+@pytest.mark.filterwarnings("ignore::mrtr.core.codec.EphemeralKeyWarning")  # the example runs without MRTR_SECRET
 def test_the_example_prompt_and_resource_elicit_through_the_server():
     async def main():
         prompt = await server.handle({"jsonrpc": "2.0", "id": 1, "method": "prompts/get",

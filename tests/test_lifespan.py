@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from mrtr import Context, Server
-from mrtr.stdio import serve_stdio
+from mrtr.transports.stdio import serve_stdio
 from mrtr.testing import run
 
 from .wire_schema import validate_message

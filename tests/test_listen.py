@@ -9,7 +9,7 @@ import trio
 import trio.testing
 
 from mrtr import Server
-from mrtr.stdio import serve_stdio
+from mrtr.transports.stdio import serve_stdio
 
 from .wire_schema import validate_message
 

@@ -90,7 +90,7 @@ def test_progress_still_must_increase_within_one_execution_even_while_quiet():
         ctx.progress(4)
         return answer
 
-    from mrtr.errors import HandlerError
+    from mrtr.core.errors import HandlerError
     import pytest
 
     with pytest.raises(HandlerError, match="strictly increase"):

@@ -15,8 +15,8 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
-from mrtr import telemetry as otel  # noqa: E402
-from mrtr.http.native import serve  # noqa: E402
+from mrtr.transports import telemetry as otel  # noqa: E402
+from mrtr.transports.http.native import serve  # noqa: E402
 
 from .http.app import server as app_server  # noqa: E402
 from .http.conftest import BASE_HEADERS, mcp_headers, rpc  # noqa: E402

@@ -13,7 +13,7 @@ import httpx
 import pytest
 import trio
 
-from mrtr.cli import main
+from mrtr.cli.commands import main
 
 from .test_stdio import REPO, call
 

@@ -10,9 +10,9 @@ import msgspec
 import pytest
 
 from mrtr import Context, Elicit, ElicitResult, Form, ListRoots, Sample, Step
-from mrtr.errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ReplayMismatch
-from mrtr.ledger import Kind, Ledger, Slot, merge_answers
-from mrtr.replay import Completed, InputRequired, replay, replay_async
+from mrtr.core.errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ReplayMismatch
+from mrtr.core.ledger import Kind, Ledger, Slot, merge_answers
+from mrtr.core.replay import Completed, InputRequired, replay, replay_async
 from mrtr.testing import ALL_CAPABILITIES, accept, cancel, decline, roots, run, sampled
 
 EMAIL = Form().string("email", format="email")

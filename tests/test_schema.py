@@ -1,4 +1,4 @@
-"""Tests for mrtr.schema: the flat elicitation form builder, Struct derivation, validation."""
+"""Tests for mrtr.core.schema: the flat elicitation form builder, Struct derivation, validation."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from msgspec import Meta
 
-from mrtr.errors import INVALID_PARAMS, InvalidParams
-from mrtr.schema import Form, RequestedSchema, requested_schema
+from mrtr.core.errors import INVALID_PARAMS, InvalidParams
+from mrtr.core.schema import Form, RequestedSchema, requested_schema
 
 from . import wire_schema
 

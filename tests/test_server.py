@@ -9,12 +9,13 @@ from typing import Annotated
 import msgspec
 import pytest
 
-from mrtr import Elicit, Form, Sample, content
-from mrtr import wire
-from mrtr.jsonrpc import parse_message
-from mrtr.transport import run_in_thread, thread_safe
+from mrtr import Elicit, Form, Sample
+from mrtr.core import content
+from mrtr.core import wire
+from mrtr.core.jsonrpc import parse_message
+from mrtr.transports.shared import run_in_thread, thread_safe
 from mrtr.server import Header, RequestInfo, Server
-from mrtr.state import RequestStateCodec
+from mrtr.core.codec import RequestStateCodec
 from mrtr.testing import accept
 
 from .wire_schema import validate, validate_message
@@ -69,7 +70,7 @@ def build() -> Server:
 
     @server.tool
     def deliberate():
-        from mrtr.errors import InvalidParams
+        from mrtr.core.errors import InvalidParams
 
         raise InvalidParams("no such city")
 
@@ -456,7 +457,7 @@ async def test_completion(server):
     ],
 )
 def test_parse_message_errors(data, code, request_id):
-    from mrtr.errors import ProtocolError
+    from mrtr.core.errors import ProtocolError
 
     with pytest.raises(ProtocolError) as caught:
         parse_message(data)
@@ -465,7 +466,7 @@ def test_parse_message_errors(data, code, request_id):
 
 
 def test_parse_message_returns_responses_for_the_transport_to_drop():
-    from mrtr.jsonrpc import is_request
+    from mrtr.core.jsonrpc import is_request
 
     for data in (b'{"jsonrpc":"2.0","id":1,"result":{}}', b'{"jsonrpc":"2.0","id":"a","error":{"code":1,"message":"m"}}'):
         assert not is_request(parse_message(data))

@@ -1,4 +1,4 @@
-"""Tests for mrtr.state: the sealed requestState token."""
+"""Tests for mrtr.core.codec: the sealed requestState token."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mrtr.errors import INVALID_PARAMS, ExpiredRequestState, HandlerError, InvalidRequestState
-from mrtr.ledger import Kind, Slot
-from mrtr.state import (
+from mrtr.core.errors import INVALID_PARAMS, ExpiredRequestState, HandlerError, InvalidRequestState
+from mrtr.core.ledger import Kind, Slot
+from mrtr.core.codec import (
     DEFAULT_TTL,
     FORMAT_VERSION,
     EphemeralKeyWarning,

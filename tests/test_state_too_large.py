@@ -16,10 +16,10 @@ import pytest
 import trio
 
 from mrtr import Elicit, Form, Step
-from mrtr.http import ASGIApp
-from mrtr.http.native import serve
+from mrtr.transports.http import ASGIApp
+from mrtr.transports.http.native import serve
 from mrtr.server import Server
-from mrtr.state import RequestStateCodec
+from mrtr.core.codec import RequestStateCodec
 from mrtr.testing import accept
 
 from .http.conftest import Endpoint, start_hypercorn

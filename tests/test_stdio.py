@@ -22,7 +22,7 @@ import trio
 import trio.testing
 
 from mrtr.server import Server
-from mrtr.stdio import DEFAULT_MAX_LINE_BYTES, serve_stdio
+from mrtr.transports.stdio import DEFAULT_MAX_LINE_BYTES, serve_stdio
 
 from .wire_schema import validate_message
 

@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 from mrtr.server import Server
-from mrtr.stdio import serve_stdio
+from mrtr.transports.stdio import serve_stdio
 
 from .test_stdio import REPO, call, text_of
 from .wire_schema import validate_message

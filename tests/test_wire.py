@@ -1,4 +1,4 @@
-"""Round-trips of the official 2026-07-28 examples through ``mrtr.wire``, and wire edge cases.
+"""Round-trips of the official 2026-07-28 examples through ``mrtr.core.wire``, and wire edge cases.
 
 Example TypeNames NOT covered (7 files), and why:
 
@@ -6,7 +6,7 @@ Example TypeNames NOT covered (7 files), and why:
   ``TitledSingleSelectEnumSchema``, ``UntitledMultiSelectEnumSchema``,
   ``UntitledSingleSelectEnumSchema``: the elicitation field-schema vocabulary. ``wire`` keeps
   ``ElicitRequestFormParams.requestedSchema`` as a plain dict, so there is no Struct to
-  round-trip; building and checking those schemas belongs to ``mrtr.schema``.
+  round-trip; building and checking those schemas belongs to ``mrtr.core.schema``.
 
 Every other example directory is decoded into a Struct (or a typed envelope around one),
 encoded again and compared with the original, and the re-encoded JSON is validated against
@@ -23,7 +23,7 @@ import jsonschema
 import msgspec
 import pytest
 
-from mrtr import wire as w
+from mrtr.core import wire as w
 from tests import wire_schema
 
 EXAMPLES_DIR = wire_schema.EXAMPLES_DIR

@@ -4,7 +4,7 @@ Targets: a URL (Streamable HTTP; needs the ``client`` extra for httpx), a server
 in process, or a subprocess (:meth:`Client.stdio`).
 """
 
-from ..answers import accept, cancel, decline, roots, sampled
+from ..core.answers import accept, cancel, decline, roots, sampled
 from .errors import ClientError, RoundLimitExceeded
 from .requests import ElicitationRequest, InputRequest, RootsRequest, SamplingRequest
 from .session import DEFAULT_MAX_ROUNDS, Client, PromptResult, ResourceResult, ToolResult

@@ -12,7 +12,7 @@ import base64
 from collections.abc import Mapping
 from typing import Any
 
-from ..wire import META_PROTOCOL_VERSION, PROTOCOL_VERSION
+from ..core.wire import META_PROTOCOL_VERSION, PROTOCOL_VERSION
 
 __all__ = ["InvalidHeaderSchema", "header_value", "mirrored_parameters", "request_headers"]
 

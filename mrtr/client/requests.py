@@ -1,6 +1,6 @@
 """What an answerer is given: one object per embedded request of an ``input_required`` round.
 
-Each object is built from the wire params decoded through :mod:`mrtr.wire`, so a
+Each object is built from the wire params decoded through :mod:`mrtr.core.wire`, so a
 malformed request from a server is refused before any answerer sees it. ``raw`` keeps
 the params exactly as they arrived, for answerers that want a member this object does
 not surface.

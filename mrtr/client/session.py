@@ -23,11 +23,11 @@ from typing import Any
 import msgspec
 import trio
 
-from .. import wire
-from ..answers import roots as _roots
-from ..answers import sampled as _sampled
-from ..errors import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
-from ..jsonrpc import Dispatcher, request
+from ..core import wire
+from ..core.answers import roots as _roots
+from ..core.answers import sampled as _sampled
+from ..core.errors import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
+from ..core.jsonrpc import Dispatcher, request
 from .errors import ClientError, RoundLimitExceeded
 from .headers import InvalidHeaderSchema, mirrored_parameters
 from .requests import ElicitationRequest, InputRequest, RootsRequest, SamplingRequest
@@ -127,7 +127,7 @@ class Client:
     """An MCP 2026-07-28 client that answers the server's questions and retries for you.
 
     ``target`` is a URL (Streamable HTTP), a server object implementing
-    :class:`~mrtr.jsonrpc.Dispatcher` (an :class:`mrtr.server.Server`, served in
+    :class:`~mrtr.core.jsonrpc.Dispatcher` (an :class:`mrtr.server.Server`, served in
     process with no sockets), or a target built elsewhere; :meth:`stdio` starts a
     subprocess. Use the client in ``async with``.
 
@@ -172,7 +172,7 @@ class Client:
             raise ValueError(f"unknown elicitation modes {sorted(unknown)}: use 'form' and/or 'url'")
         if max_rounds < 1:
             raise ValueError("max_rounds must be at least 1")
-        from .. import __version__
+        from .._version import __version__
 
         self.on_elicit = on_elicit
         self.on_sample = on_sample

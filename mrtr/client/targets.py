@@ -5,7 +5,7 @@ notifications (progress) to a callback on the way, or raises
 :class:`~mrtr.client.errors.ClientError`. The MRTR loop, answerers and ``_meta`` live in
 :class:`mrtr.Client`; targets only carry messages.
 
-- :class:`InProcessTarget` hands each request to a :class:`~mrtr.jsonrpc.Dispatcher`
+- :class:`InProcessTarget` hands each request to a :class:`~mrtr.core.jsonrpc.Dispatcher`
   exactly as the transports do (``run_in_thread`` and a thread-safe ``notify``), after a
   round trip through JSON both ways so the server sees what a socket would deliver.
 - :class:`HTTPTarget` POSTs with httpx (which runs on trio), with the MCP headers, and
@@ -28,9 +28,9 @@ from typing import Any, Protocol
 
 import trio
 
-from ..errors import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
-from ..jsonrpc import Dispatcher, encode, notification, parse_message, parse_response
-from ..transport import lifespan, run_in_thread, thread_safe
+from ..core.errors import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
+from ..core.jsonrpc import Dispatcher, encode, notification, parse_message, parse_response
+from ..transports.shared import lifespan, run_in_thread, thread_safe
 from .errors import ClientError
 from .headers import request_headers
 
@@ -106,7 +106,7 @@ class InProcessTarget:
 
     def serving(self) -> AbstractAsyncContextManager[Any]:
         """What a transport keeps running around serving: the server's lifespan and task
-        carrier, and the hub ``subscriptions/listen`` streams use (:func:`mrtr.transport.lifespan`).
+        carrier, and the hub ``subscriptions/listen`` streams use (:func:`mrtr.transports.shared.lifespan`).
 
         :class:`mrtr.Client` enters it for as long as the client is open, so a server
         tested in process behaves as it does behind a transport.

@@ -25,9 +25,9 @@ except ImportError:
     raise ImportError("mrtr call and mrtr list need rich: install the 'client' extra: pip install 'mrtr[client]'") \
         from None
 
-from ..answers import accept, cancel, decline, sampled
-from ..errors import ProtocolError
-from ..schema import RequestedSchema
+from ..core.answers import accept, cancel, decline, sampled
+from ..core.errors import ProtocolError
+from ..core.schema import RequestedSchema
 from .errors import ClientError
 from .requests import ElicitationRequest, RootsRequest, SamplingRequest
 from .session import Client, PromptResult, ResourceResult, ToolResult

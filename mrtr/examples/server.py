@@ -9,9 +9,8 @@
 
 from __future__ import annotations
 
-from mrtr import Elicit, Form
+from mrtr import Elicit, Form, Server
 from mrtr.examples.onboarding import onboard
-from mrtr.server import Server
 
 server = Server(
     "mrtr-example",

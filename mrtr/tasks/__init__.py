@@ -1,18 +1,24 @@
-"""The tasks carrier: the replay core with the ledger kept in a task store instead of a token.
+"""Tasks: the documented import path of :mod:`mrtr.carriers.tasks`.
 
-A task outlives the request that created it. Its record (status, ledger, pending
-input requests, result or error, principal, lease) lives in a store: in memory,
-SQLite on one host, or Redis across nodes. The same replay core that serves MRTR
-rounds drives the handler; a Step's result is saved before the handler goes on, so a
-node that takes over a task whose runner died replays without running it again.
+``from mrtr.tasks import open_store, TaskStore, ...`` keeps working; the carrier and
+its stores live in :mod:`mrtr.carriers.tasks`.
 """
 
-from ..carrier import ToolBinding
-from .carrier import TaskCarrier, UnknownTask
-from .host import serve_tasks
-from .record import TERMINAL, Status, TaskRecord, new_task_id
-from .store import StoreUnavailable, TaskExists, TaskStore, mutate
-from .urls import open_store
+from ..carriers.tasks import (
+    TERMINAL,
+    Status,
+    StoreUnavailable,
+    TaskCarrier,
+    TaskExists,
+    TaskRecord,
+    TaskStore,
+    ToolBinding,
+    UnknownTask,
+    mutate,
+    new_task_id,
+    open_store,
+    serve_tasks,
+)
 
 __all__ = [
     "TaskCarrier",

@@ -20,8 +20,8 @@ import trio
 
 from mrtr import Elicit, Form
 from mrtr.auth import JWTVerifier, ResourceServer
-from mrtr.http import ASGIApp
-from mrtr.http.native import serve
+from mrtr.transports.http import ASGIApp
+from mrtr.transports.http.native import serve
 from mrtr.server import Server
 
 from ..http.conftest import BASE_HEADERS, decode_reply, mcp_headers, rpc, start_hypercorn

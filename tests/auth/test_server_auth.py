@@ -8,8 +8,8 @@ import pytest
 
 from mrtr.auth import AccessToken, InvalidToken, ResourceServer
 from mrtr.server import Server
-from mrtr.stdio import run_stdio, serve_stdio
-from mrtr.wire import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION
+from mrtr.transports.stdio import run_stdio, serve_stdio
+from mrtr.core.wire import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION
 
 META = {META_PROTOCOL_VERSION: PROTOCOL_VERSION, META_CLIENT_CAPABILITIES: {}}
 

@@ -21,7 +21,7 @@ import trio
 
 import mrtr
 from mrtr.client.targets import OnNotification, Target
-from mrtr.http.native import serve
+from mrtr.transports.http.native import serve
 
 from ..wire_schema import validate, validate_message
 from .app import server as app_server

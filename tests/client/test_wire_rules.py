@@ -1,6 +1,6 @@
 """The client's wire duties, against scripted servers that do what mrtr's own server never does.
 
-A scripted server is a small :class:`~mrtr.jsonrpc.Dispatcher`; it is reached in
+A scripted server is a small :class:`~mrtr.core.jsonrpc.Dispatcher`; it is reached in
 process and, through ``mrtr.http.serve``, over real loopback HTTP, so the same
 checks cover the JSON framing of both targets.
 """
@@ -19,8 +19,8 @@ import trio
 
 import mrtr
 from mrtr.client.headers import InvalidHeaderSchema, header_value, mirrored_parameters, request_headers
-from mrtr.http.native import serve
-from mrtr.jsonrpc import result_response
+from mrtr.transports.http.native import serve
+from mrtr.core.jsonrpc import result_response
 
 from .conftest import check_sent
 

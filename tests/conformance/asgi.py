@@ -8,7 +8,7 @@ The MCP endpoint is ``/mcp``, as with ``mrtr serve``.
 
 from __future__ import annotations
 
-from mrtr.http import asgi_app
+from mrtr.transports.http import asgi_app
 
 from .server import lenient_server, server
 

@@ -28,7 +28,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 import trio
 
-from mrtr import Elicit, Form, ListRoots, Sample, content, wire
+from mrtr import Elicit, Form, ListRoots, Sample
+from mrtr.core import content, wire
 from mrtr.server import Header, Server
 
 from .tasks_tools import register as register_task_tools

@@ -23,9 +23,9 @@ import trio
 from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
-from mrtr.http import ASGIApp
-from mrtr.http.native import serve
-from mrtr.server import META_PROTOCOL_VERSION
+from mrtr.transports.http import ASGIApp
+from mrtr.transports.http.native import serve
+from mrtr.core.wire import META_PROTOCOL_VERSION
 
 from ..wire_schema import validate_message
 from .app import server as app_server

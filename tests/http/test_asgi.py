@@ -7,7 +7,7 @@ import json
 import pytest
 import trio
 
-from mrtr.http import ASGIApp, ExchangeConfig, asgi_app
+from mrtr.transports.http import ASGIApp, ExchangeConfig, asgi_app
 
 from ..wire_schema import validate_message
 from .app import server

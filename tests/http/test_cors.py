@@ -13,7 +13,7 @@ import httpx
 import pytest
 import trio
 
-from mrtr.http import ASGIApp
+from mrtr.transports.http import ASGIApp
 
 from .app import server as app_server
 from .conftest import Endpoint, decode_reply, rpc, start_hypercorn, start_native

@@ -8,7 +8,7 @@ import json
 import pytest
 import trio
 
-from mrtr.server import META_PROTOCOL_VERSION
+from mrtr.core.wire import META_PROTOCOL_VERSION
 
 from ..wire_schema import validate_message
 from .app import GATES, SLOW

@@ -14,8 +14,8 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mrtr.context import LOG_LEVELS
-from mrtr.http.native import serve
+from mrtr.core.context import LOG_LEVELS
+from mrtr.transports.http.native import serve
 
 from .app import server as app_server
 from .conftest import (

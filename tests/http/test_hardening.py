@@ -12,7 +12,7 @@ from functools import partial
 import pytest
 import trio
 
-from mrtr.http.native import serve
+from mrtr.transports.http.native import serve
 
 from .app import server as app_server
 from .conftest import raw_post, rpc
@@ -32,7 +32,7 @@ def rss_bytes(pid: int) -> int:
 async def test_a_pipelining_flood_that_never_reads_keeps_the_server_memory_bounded():
     sock = listening_socket()
     port = sock.getsockname()[1]
-    code = ("from tests.http.app import server; from mrtr.http.workers import run; "
+    code = ("from tests.http.app import server; from mrtr.transports.http.workers import run; "
             "run(server, sock=sock, shutdown_grace=1, write_timeout=60)")
     process = await start_process(code, sock)
     try:

@@ -18,8 +18,8 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
 from mrtr import Context, Server
-from mrtr.http import ASGIApp
-from mrtr.http.native import serve
+from mrtr.transports.http import ASGIApp
+from mrtr.transports.http.native import serve
 
 from .conftest import BASE_HEADERS, decode_reply, rpc
 
@@ -150,7 +150,7 @@ async def test_an_asgi_startup_failure_is_reported_to_the_host():
 LIFESPAN_WORKERS = """
 import os, sys
 from mrtr import Context, Server
-from mrtr.http.workers import run
+from mrtr.transports.http.workers import run
 
 server = Server("life", "1", secret=b"w" * 32)
 

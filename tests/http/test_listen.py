@@ -17,8 +17,8 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve as hypercorn_serve
 
 from mrtr import Server
-from mrtr.http import ASGIApp
-from mrtr.http.native import serve
+from mrtr.transports.http import ASGIApp
+from mrtr.transports.http.native import serve
 
 from ..wire_schema import validate_message
 from .conftest import BASE_HEADERS, rpc

@@ -9,8 +9,8 @@ import h11
 import pytest
 import trio
 
-from mrtr.http import ExchangeConfig, ServerConfig
-from mrtr.http.native import serve
+from mrtr.transports.http import ExchangeConfig, ServerConfig
+from mrtr.transports.http.native import serve
 
 from ..wire_schema import validate_message
 from .app import GATES, SLOW

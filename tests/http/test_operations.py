@@ -16,9 +16,9 @@ import httpx
 import pytest
 import trio
 
-from mrtr.http import ASGIApp
-from mrtr.http.native import serve
-from mrtr.http.asgi import WRONG_LOOP
+from mrtr.transports.http import ASGIApp
+from mrtr.transports.http.native import serve
+from mrtr.transports.http.asgi import WRONG_LOOP
 
 from ..test_stdio import REPO
 from ..wire_schema import validate_message
@@ -73,7 +73,7 @@ async def test_a_server_bound_to_all_interfaces_checks_no_host_by_default(nurser
 
 
 def test_allowed_hosts_are_checked():
-    from mrtr.http import ExchangeConfig
+    from mrtr.transports.http import ExchangeConfig
 
     for bad in ([""], ["host:notaport"], ["[::1"], [3]):
         with pytest.raises(ValueError, match="allowed_hosts"):
@@ -273,7 +273,7 @@ async def test_mrtr_serve_allowed_host_flag():
 
 
 def test_a_malformed_allowed_host_is_a_usage_error(capsys):
-    from mrtr.cli import main
+    from mrtr.cli.commands import main
 
     assert main(["serve", "tests.stdio_server:server", "--port", "1", "--allowed-host", "host:notaport"]) == 2
     assert "allowed_hosts" in capsys.readouterr().err

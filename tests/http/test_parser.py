@@ -13,7 +13,7 @@ import h11
 import pytest
 import trio
 
-from mrtr.http.native import serve
+from mrtr.transports.http.native import serve
 
 from ..wire_schema import validate_message
 from .conftest import raw_post, rpc

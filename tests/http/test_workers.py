@@ -78,7 +78,7 @@ async def test_two_workers_share_the_port_and_the_request_state_key(secret):
     env = {key: value for key, value in os.environ.items() if key != "MRTR_SECRET"}
     if secret == "given":
         env["MRTR_SECRET"] = base64.b64encode(b"w" * 32).decode()
-    code = ("from tests.http.app import build_server; from mrtr.http.workers import run; "
+    code = ("from tests.http.app import build_server; from mrtr.transports.http.workers import run; "
             "run(build_server(), sock=sock, workers=2, shutdown_grace=2)")
     process = await start_process(code, sock, env)
     try:
@@ -112,7 +112,7 @@ async def test_two_workers_share_the_port_and_the_request_state_key(secret):
 async def test_a_single_worker_stops_cleanly_on_sigint():
     sock = listening_socket()
     port = sock.getsockname()[1]
-    code = ("from tests.http.app import server; from mrtr.http.workers import run; "
+    code = ("from tests.http.app import server; from mrtr.transports.http.workers import run; "
             "run(server, sock=sock, shutdown_grace=2)")
     process = await start_process(code, sock)
     try:
@@ -136,7 +136,7 @@ async def test_a_single_worker_stops_cleanly_on_sigint():
 
 
 async def test_run_refuses_to_start_inside_trio():
-    from mrtr.http.workers import run
+    from mrtr.transports.http.workers import run
 
     from .app import server
 
@@ -171,7 +171,7 @@ async def serving_pids(port: int, want: int) -> set[int]:
 async def test_workers_exit_when_the_supervisor_is_killed(nursery):
     sock = listening_socket(reuse_port=True)
     port = sock.getsockname()[1]
-    code = ("from tests.http.app import server; from mrtr.http.workers import run; "
+    code = ("from tests.http.app import server; from mrtr.transports.http.workers import run; "
             "run(server, sock=sock, workers=2, shutdown_grace=2)")
     process = await start_process(code, sock)
     stderr = bytearray()
@@ -199,7 +199,7 @@ async def test_workers_exit_when_the_supervisor_is_killed(nursery):
 async def test_a_dead_worker_is_logged_at_once_and_replaced(nursery):
     sock = listening_socket(reuse_port=True)
     port = sock.getsockname()[1]
-    code = ("from tests.http.app import server; from mrtr.http.workers import run; "
+    code = ("from tests.http.app import server; from mrtr.transports.http.workers import run; "
             "run(server, sock=sock, workers=2, shutdown_grace=2)")
     process = await start_process(code, sock)
     stderr = bytearray()
@@ -231,8 +231,8 @@ async def test_a_dead_worker_is_logged_at_once_and_replaced(nursery):
 
 
 def test_a_port_held_without_listening_takes_no_connections():
-    from mrtr.http.config import ServerConfig
-    from mrtr.http.native import bind
+    from mrtr.transports.http.config import ServerConfig
+    from mrtr.transports.http.native import bind
 
     held = bind("127.0.0.1", 0, ServerConfig(), reuse_port=True, listen=False)
     try:

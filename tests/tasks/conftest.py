@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mrtr.tasks import TaskStore, open_store
+from mrtr.carriers.tasks import TaskStore, open_store
 
 from .redis_server import redis_server
 

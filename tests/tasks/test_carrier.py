@@ -11,7 +11,7 @@ import pytest
 import trio
 
 from mrtr import Context, Elicit, Form, InvalidParams, Step
-from mrtr.tasks import TaskCarrier, TaskStore, ToolBinding, UnknownTask, open_store
+from mrtr.carriers.tasks import TaskCarrier, TaskStore, ToolBinding, UnknownTask, open_store
 
 from .tasks_schema import validate_task
 
@@ -293,7 +293,7 @@ async def test_a_dead_nodes_task_is_taken_over_without_rerunning_recorded_steps(
 
 
 async def test_redis_going_away_mid_run_loses_nothing(tmp_path: Any) -> None:
-    from mrtr.tasks import StoreUnavailable
+    from mrtr.carriers.tasks import StoreUnavailable
 
     from .redis_server import free_port, redis_server
 

@@ -11,7 +11,7 @@ import httpx
 import pytest
 import trio
 
-from mrtr.http.native import serve
+from mrtr.transports.http.native import serve
 
 from ..wire_schema import validate_message
 from .app import build

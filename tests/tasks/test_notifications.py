@@ -13,7 +13,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from mrtr.stdio import serve_stdio
+from mrtr.transports.stdio import serve_stdio
 
 from ..wire_schema import validate_message
 from .app import build

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import trio
 
-from mrtr.ledger import Kind, Slot
-from mrtr.tasks import StoreUnavailable, TaskExists, TaskRecord, TaskStore, mutate, new_task_id, open_store
+from mrtr.core.ledger import Kind, Slot
+from mrtr.carriers.tasks import StoreUnavailable, TaskExists, TaskRecord, TaskStore, mutate, new_task_id, open_store
 
 from .redis_server import free_port
 

@@ -261,11 +261,11 @@ class Sample(Request):
     """Ask the client's LLM for a completion (``sampling/createMessage``).
 
     Sampling is deprecated in MCP 2026-07-28 but fully functional. ``messages`` may be
-    plain strings (user text), dicts in the wire shape, or ``mrtr.wire.SamplingMessage``.
+    plain strings (user text), dicts in the wire shape, or ``mrtr.core.wire.SamplingMessage``.
     Extra keyword parameters (``system_prompt``, ``temperature``, ``stop_sequences``,
     ``model_preferences``, ``tools``, ``tool_choice``, ``include_context``, ``metadata``)
     go into the request's params in camelCase. The handler receives the client's
-    ``mrtr.wire.CreateMessageResult``.
+    ``mrtr.core.wire.CreateMessageResult``.
     """
 
     __slots__ = ("messages", "max_tokens", "extra")
@@ -319,7 +319,7 @@ _ROOTS_FINGERPRINT = _digest8(b"roots/list") * 2
 class ListRoots(Request):
     """Ask the client for its filesystem roots (``roots/list``; deprecated, still functional).
 
-    The handler receives the client's ``mrtr.wire.ListRootsResult``.
+    The handler receives the client's ``mrtr.core.wire.ListRootsResult``.
     """
 
     __slots__ = ()

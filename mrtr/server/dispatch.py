@@ -1,14 +1,14 @@
 """An MCP 2026-07-28 server: a registry of tools, prompts and resources, and stateless dispatch.
 
 :class:`Server` knows nothing about sockets. A transport parses a JSON-RPC message with
-:func:`mrtr.jsonrpc.parse_message` and hands requests to :meth:`Server.handle`, which returns the
+:func:`mrtr.core.jsonrpc.parse_message` and hands requests to :meth:`Server.handle`, which returns the
 response message as a dict. Request-scoped notifications (progress, log messages) go
 to the ``notify`` callable the transport passes in.
 
 Every request stands alone: its ``_meta`` must carry the protocol version and the
 client's capabilities, and nothing is remembered between requests. The three methods
 that may ask the user for input (``tools/call``, ``prompts/get``, ``resources/read``)
-run through the wire carrier (:mod:`mrtr.engine`).
+run through the wire carrier (:mod:`mrtr.carriers.token`).
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from typing import Any, Literal, Protocol, TypeVar
 
 import msgspec
 
-from . import wire
-from .carrier import TASKS_EXTENSION, Carrier, TaskHost, ToolBinding
-from .context import LOG_LEVELS, Context, LifespanNotRunning
-from .engine import Engine
-from .jsonrpc import Notify, RunSync, error_response, result_response
-from .errors import (
+from ..core import wire
+from ..carriers.contract import TASKS_EXTENSION, Carrier, TaskHost, ToolBinding
+from ..core.context import LOG_LEVELS, Context, LifespanNotRunning
+from ..carriers.token import Engine
+from ..core.jsonrpc import Notify, RunSync, error_response, result_response
+from ..core.errors import (
     HandlerError,
     InternalError,
     InvalidParams,
@@ -39,9 +39,9 @@ from .errors import (
     UnsupportedProtocolVersion,
 )
 from .registry import Header, Registry
-from .replay import Completed
+from ..core.replay import Completed
 from .results import prompt_result, resource_result, tool_result
-from .state import RequestStateCodec
+from ..core.codec import RequestStateCodec
 
 __all__ = [
     "SUPPORTED_VERSIONS",
@@ -95,7 +95,7 @@ def _decode_cursor(cursor: Any) -> int:
 class Broadcast(Protocol):
     """What ``subscriptions/listen`` needs from the transport serving the server.
 
-    :class:`mrtr.transport.Hub` implements it on trio; the server itself imports no
+    :class:`mrtr.transports.shared.Hub` implements it on trio; the server itself imports no
     event loop.
     """
 
@@ -144,7 +144,7 @@ class Server(Registry):
     """An MCP server: register handlers with the decorators, serve it with a transport.
 
     ``secret``/``codec`` and ``ttl`` configure the sealed ``requestState`` token (see
-    :meth:`mrtr.state.RequestStateCodec.configure`: by default from ``MRTR_SECRET`` and
+    :meth:`mrtr.core.codec.RequestStateCodec.configure`: by default from ``MRTR_SECRET`` and
     ``MRTR_TTL``, or an ephemeral key with a warning). ``principal`` is a callable given
     a :class:`RequestInfo` that returns the authenticated principal (or ``None``);
     tokens are bound to it. ``answers`` selects the answer policy, ``"strict"`` or
@@ -383,7 +383,7 @@ class Server(Registry):
         if not self.has_task_tools or self.tasks is not None:
             yield
             return
-        from .tasks.host import serve_tasks
+        from ..carriers.tasks.host import serve_tasks
 
         # Status changes go to subscriptions/listen streams that asked for the task.
         async with serve_tasks(self, self.tasks_url, lease=self.task_lease,
@@ -406,7 +406,7 @@ class Server(Registry):
     def listen_through(self, hub: Broadcast) -> Callable[[], None]:
         """Let ``subscriptions/listen`` streams use ``hub``; returns the function that detaches it.
 
-        Transports call this when they start serving (see :func:`mrtr.transport.lifespan`).
+        Transports call this when they start serving (see :func:`mrtr.transports.shared.lifespan`).
         """
         self._hubs.append(hub)
         return lambda: self._hubs.remove(hub) if hub in self._hubs else None
@@ -519,7 +519,7 @@ class Server(Registry):
         ``notify`` receives the request's notifications, and ``run_sync`` runs a sync
         handler away from the event loop when the server was built with
         ``sync_handlers="thread"`` (``notify`` must then accept calls from that thread;
-        see :mod:`mrtr.transport`). Without ``run_sync`` every handler runs inline.
+        see :mod:`mrtr.transports.shared`). Without ``run_sync`` every handler runs inline.
         Protocol errors become error responses; an unexpected failure becomes
         ``-32603`` (logged with its traceback, never sent to the client). ``auth`` is
         the caller's verified token; a protected server refuses a request without one.

@@ -102,7 +102,7 @@ class AccessRecord:
     A transport creates it when a request arrives, calls :meth:`request` with the parsed
     JSON-RPC message, :meth:`response` with the message it answers, and :meth:`finish`
     once the answer was written (or the request was abandoned). It also carries the
-    request's trace span when the ``otel`` extra is installed (see :mod:`mrtr.telemetry`).
+    request's trace span when the ``otel`` extra is installed (see :mod:`mrtr.transports.telemetry`).
     """
 
     __slots__ = ("transport", "http_method", "path", "method", "target", "round", "result", "code", "status",

@@ -48,7 +48,7 @@ import msgspec
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from .errors import ExpiredRequestState, HandlerError, InvalidRequestState
+from .errors import EphemeralKeyWarning, ExpiredRequestState, HandlerError, InvalidRequestState
 from .jsonrpc import canonical
 from .ledger import Slot
 
@@ -166,10 +166,6 @@ class StateTooLarge(HandlerError):
         )
         self.size = size
         self.limit = limit
-
-
-class EphemeralKeyWarning(UserWarning):
-    """No ``MRTR_SECRET`` was configured, so tokens are sealed with a throwaway key."""
 
 
 class RequestStateCodec:
@@ -313,7 +309,7 @@ class RequestStateCodec:
     def unseal(self, token: object) -> bytes:
         """Check a token's form and authenticity and return its plaintext.
 
-        Raises :class:`~mrtr.errors.InvalidRequestState` when ``token`` is not a string,
+        Raises :class:`~mrtr.core.errors.InvalidRequestState` when ``token`` is not a string,
         is too long, is not canonical unpadded Base64URL, is too short, or is not
         authenticated by any key of the ring.
         """
@@ -359,10 +355,10 @@ class RequestStateCodec:
     def decode(self, token: object) -> RequestState:
         """Open a token and return the state it carries.
 
-        Every failure is an :class:`~mrtr.errors.InvalidRequestState` (JSON-RPC -32602)
+        Every failure is an :class:`~mrtr.core.errors.InvalidRequestState` (JSON-RPC -32602)
         whose message starts with ``"Invalid requestState: "``; a token that is
         authentic but older than :attr:`ttl` raises its subclass
-        :class:`~mrtr.errors.ExpiredRequestState`. A token is still accepted at exactly
+        :class:`~mrtr.core.errors.ExpiredRequestState`. A token is still accepted at exactly
         ``issued_at + ttl``.
         """
         plaintext = self.unseal(token)

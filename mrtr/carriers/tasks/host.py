@@ -43,7 +43,7 @@ async def serve_tasks(
     ``url`` defaults to ``MRTR_TASKS`` or ``sqlite:///mrtr-tasks.sqlite3``; ``lease`` to
     ``MRTR_TASK_LEASE`` or 30 seconds. A store that cannot be reached fails here, at
     start, with :class:`~mrtr.tasks.StoreUnavailable` naming it. ``on_change`` is told
-    of every status change this node writes (see :class:`~mrtr.tasks.store.Observed`).
+    of every status change this node writes (see :class:`~mrtr.carriers.tasks.store.Observed`).
     """
     chosen = url or os.environ.get("MRTR_TASKS") or DEFAULT_URL
     length = lease if lease is not None else _lease_from_env()

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from ..errors import InternalError
+from ...core.errors import InternalError
 from .record import TaskRecord
 
 __all__ = ["Observed", "TaskStore", "TaskExists", "StoreUnavailable", "mutate"]

@@ -2,7 +2,7 @@
 
 A :class:`~mrtr.Server` built with ``sync_handlers="thread"`` runs sync handlers
 through the ``run_sync`` callable its transport passes to
-:meth:`~mrtr.jsonrpc.Dispatcher.handle`, so the server itself imports no event loop.
+:meth:`~mrtr.core.jsonrpc.Dispatcher.handle`, so the server itself imports no event loop.
 The HTTP servers and the stdio transport pass :func:`run_in_thread`, and wrap their
 notification sink with :func:`thread_safe` so a handler running in a worker thread can
 still report progress. Each transport runs its dispatcher's lifespan around serving
@@ -20,8 +20,8 @@ from typing import Any
 
 import trio
 
-from .jsonrpc import Notify
-from .state import EphemeralKeyWarning
+from ..core.jsonrpc import Notify
+from ..core.errors import EphemeralKeyWarning
 
 __all__ = ["Hub", "lifespan", "run_in_thread", "settle_key", "thread_safe"]
 
@@ -145,7 +145,7 @@ def settle_key(server: Any) -> None:
     """Build a server's ``requestState`` key ring now, before the first request.
 
     So a missing ``MRTR_SECRET`` is reported once, at start, as the one log line the
-    codec writes (its :class:`~mrtr.state.EphemeralKeyWarning`, the same news, is not
+    codec writes (its :class:`~mrtr.core.errors.EphemeralKeyWarning`, the same news, is not
     shown again). A dispatcher without a key ring is left alone.
     """
     if not hasattr(type(server), "engine"):

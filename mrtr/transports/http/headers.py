@@ -17,9 +17,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from ..errors import HeaderMismatch
-from ..jsonrpc import Dispatcher
-from ..wire import META_PROTOCOL_VERSION
+from ...core.errors import HeaderMismatch
+from ...core.jsonrpc import Dispatcher
+from ...core.wire import META_PROTOCOL_VERSION
 
 __all__ = ["RawHeader", "RequestHeaders", "accepts", "accepts_json_and_sse", "check_headers", "is_json",
            "media_types"]

@@ -11,7 +11,7 @@ The rules, in order (see ``docs/http.md``):
 0. ``GET``/``HEAD`` on the health path (``/healthz``) answers ``200`` at once (no
    other check, no authentication, no access line); then (after the auth metadata
    document, which any ``Host`` may read) a ``Host`` outside the allowed hosts gets
-   ``421`` (see :mod:`mrtr.http.hosts`);
+   ``421`` (see :mod:`mrtr.transports.http.hosts`);
 1. the path must be the endpoint, else ``404`` (on a server protected with ``auth=``,
    the RFC 9728 metadata document is answered at its well-known path first, open to
    any origin and unauthenticated);
@@ -19,7 +19,7 @@ The rules, in order (see ``docs/http.md``):
    from here on every response to an allowed ``Origin`` carries
    ``Access-Control-Allow-Origin: <that origin>`` and ``Vary: Origin`` (CORS);
 3. an ``OPTIONS`` with an (allowed) ``Origin`` and ``Access-Control-Request-Method: POST``
-   is a CORS preflight, answered ``204`` (see :func:`mrtr.http.cors.preflight_headers`); any other method but
+   is a CORS preflight, answered ``204`` (see :func:`mrtr.transports.http.cors.preflight_headers`); any other method but
    ``POST`` gets ``405`` with ``Allow: POST``;
    on a protected server the bearer token is verified here (``401``/``400`` with a
    ``WWW-Authenticate`` challenge, ``403`` for missing server-wide scopes, ``503`` when
@@ -42,12 +42,12 @@ that returns when the client is gone, and :func:`exchange` runs it beside a hand
 that suspends and cancels the handler when it returns. A handler that finishes without
 suspending (a sync handler running inline) is answered with no helper task at all.
 
-Every answered request gets an access line (:class:`mrtr.logs.AccessRecord`) once it
+Every answered request gets an access line (:class:`mrtr.transports.logs.AccessRecord`) once it
 is written, or marked ``aborted`` when the client went away before it was whole.
 
-The header rules live in :mod:`mrtr.http.headers`, the origin and CORS rules in
-:mod:`mrtr.http.cors`, the Host rule in :mod:`mrtr.http.hosts`, the options in
-:mod:`mrtr.http.config`.
+The header rules live in :mod:`mrtr.transports.http.headers`, the origin and CORS rules in
+:mod:`mrtr.transports.http.cors`, the Host rule in :mod:`mrtr.transports.http.hosts`, the options in
+:mod:`mrtr.transports.http.config`.
 """
 
 from __future__ import annotations
@@ -61,14 +61,14 @@ from typing import Any, Protocol
 
 import trio
 
-from ..auth.resource import Reply
-from ..auth.token import AccessToken, AuthError
-from ..auth.urls import WELL_KNOWN
-from ..errors import HeaderMismatch, InvalidRequest, ParseError, ProtocolError, status_for_code
-from ..jsonrpc import Dispatcher, error_response, is_request, parse_message
-from ..jsonrpc import encode as _encode_json
+from ...auth.resource import Reply
+from ...auth.token import AccessToken, AuthError
+from ...auth.urls import WELL_KNOWN
+from ...core.errors import HeaderMismatch, InvalidRequest, ParseError, ProtocolError, status_for_code
+from ...core.jsonrpc import Dispatcher, error_response, is_request, parse_message
+from ...core.jsonrpc import encode as _encode_json
 from ..logs import AccessRecord
-from ..transport import run_in_thread, thread_safe
+from ..shared import run_in_thread, thread_safe
 from .config import ExchangeConfig
 from .cors import cors_headers, preflight_headers, split_request_headers
 from .headers import RawHeader, RequestHeaders, accepts_json_and_sse, check_headers, is_json

@@ -1,6 +1,6 @@
 """An ASGI 3 application that serves an MCP server, for embedding in an existing ASGI host.
 
-It answers through :func:`mrtr.http.exchange.exchange`, the code the native server
+It answers through :func:`mrtr.transports.http.exchange.exchange`, the code the native server
 uses, so both front ends behave alike. It runs on trio primitives (a nursery per
 request, a memory channel for notifications, cancel scopes for disconnects), so the
 host must run the application under trio: hypercorn with ``worker_class="trio"``
@@ -27,8 +27,8 @@ from typing import Any
 
 import trio
 
-from ..jsonrpc import Dispatcher
-from ..transport import lifespan, settle_key
+from ...core.jsonrpc import Dispatcher
+from ..shared import lifespan, settle_key
 from .config import ExchangeConfig, exchange_config
 from .exchange import ClientGone, HttpRequest, exchange
 from .headers import RawHeader
@@ -47,7 +47,7 @@ class _Disconnected(Exception):
 
 
 class _ASGIResponder:
-    """A :class:`~mrtr.http.exchange.Responder` on ``http.response.start``/``http.response.body``."""
+    """A :class:`~mrtr.transports.http.exchange.Responder` on ``http.response.start``/``http.response.body``."""
 
     __slots__ = ("_send", "_head")
 
@@ -85,7 +85,7 @@ class _ASGIResponder:
 class ASGIApp:
     """Serve ``server`` to an ASGI host that runs its applications under trio.
 
-    ``config`` is the exchange's :class:`~mrtr.http.config.ExchangeConfig` (endpoint
+    ``config`` is the exchange's :class:`~mrtr.transports.http.config.ExchangeConfig` (endpoint
     path, allowed origins, SSE pacing); its fields may be given as keywords instead.
     A body larger than ``max_body_size`` (4 MiB) gets ``413``. ``lifespan`` events run
     the server's lifespan (startup before the first request, shutdown after the host has

@@ -2,8 +2,8 @@
 
 :func:`serve` runs inside a trio program (tests start it in a nursery and bind port
 0); the blocking entry point with signals and worker processes is
-:func:`mrtr.http.workers.run`. Every request is answered by
-:func:`mrtr.http.exchange.exchange`, the same code the ASGI adapter uses.
+:func:`mrtr.transports.http.workers.run`. Every request is answered by
+:func:`mrtr.transports.http.exchange.exchange`, the same code the ASGI adapter uses.
 
 A connection's life: wait for the first bytes of a request (the connection counts as
 idle meanwhile, and an idle connection is the first to go when the server is full),
@@ -32,7 +32,7 @@ from typing import Any
 import httptools
 import trio
 
-from ..transport import lifespan, settle_key
+from ..shared import lifespan, settle_key
 from .config import ServerConfig
 from .exchange import ClientGone, HttpRequest, exchange
 from .headers import RawHeader
@@ -693,8 +693,8 @@ async def serve(
     ``port=0`` works with ``nursery.start``). Setting ``shutdown_event`` begins a
     graceful shutdown: stop accepting, close idle connections, let in-flight requests
     finish within ``shutdown_grace``, return. Without it, cancel the caller's scope to
-    stop at once. ``options`` are the fields of :class:`~mrtr.http.config.ServerConfig`
-    and of its :class:`~mrtr.http.config.ExchangeConfig`; ``sock``, when given, is a
+    stop at once. ``options`` are the fields of :class:`~mrtr.transports.http.config.ServerConfig`
+    and of its :class:`~mrtr.transports.http.config.ExchangeConfig`; ``sock``, when given, is a
     listening socket to serve on instead of binding ``host:port``.
     """
     config = ServerConfig.from_options(options)

@@ -28,13 +28,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from . import wire
-from .context import Context
-from .jsonrpc import RunSync
-from .errors import InvalidParams
-from .ledger import Ledger, merge_answers
-from .replay import Completed, InputRequired, handler_spec, replay, replay_async
-from .state import RequestStateCodec, arguments_digest
+from ..core import wire
+from ..core.context import Context
+from ..core.jsonrpc import RunSync
+from ..core.errors import InvalidParams
+from ..core.ledger import Ledger, merge_answers
+from ..core.replay import Completed, InputRequired, handler_spec, replay, replay_async
+from ..core.codec import RequestStateCodec, arguments_digest
 
 __all__ = ["MRTR_METHODS", "AnswerPolicy", "Engine", "target_of", "arguments_of"]
 
@@ -65,7 +65,7 @@ def _present(value: Any) -> bool:
 class Engine:
     """The wire carrier: runs handlers for the three MRTR methods against the ledger a token carries.
 
-    Implements :class:`mrtr.carrier.Carrier`.
+    Implements :class:`mrtr.carriers.contract.Carrier`.
     """
 
     __slots__ = ("codec", "policy")
@@ -80,8 +80,8 @@ class Engine:
                 digest: bytes | None = None) -> tuple[Ledger, dict[str, Any]]:
         """Checks 1-7: the ledger to replay against and the answers that matched no slot.
 
-        ``digest`` is the request's :func:`~mrtr.state.arguments_digest` when the caller
-        already has it. Raises :class:`~mrtr.errors.InvalidParams` (``-32602``) for
+        ``digest`` is the request's :func:`~mrtr.core.codec.arguments_digest` when the caller
+        already has it. Raises :class:`~mrtr.core.errors.InvalidParams` (``-32602``) for
         anything that cannot be trusted. Runs no handler code.
         """
         if method not in MRTR_METHODS:

@@ -1,7 +1,7 @@
 """The blocking entry point: signals, graceful shutdown and supervised worker processes.
 
 :func:`run` owns the trio loop. With one worker it serves in this process and turns
-SIGINT/SIGTERM into a graceful shutdown of :func:`mrtr.http.native.serve_socket`.
+SIGINT/SIGTERM into a graceful shutdown of :func:`mrtr.transports.http.native.serve_socket`.
 
 With ``workers=N`` this process becomes a supervisor that serves nothing itself: it
 forks ``N`` workers, each binding the same port with ``SO_REUSEPORT`` (the kernel
@@ -40,8 +40,8 @@ from typing import Any
 
 import trio
 
-from ..jsonrpc import Dispatcher
-from ..transport import settle_key
+from ...core.jsonrpc import Dispatcher
+from ..shared import settle_key
 from .config import ServerConfig
 from .native import bind, serve_socket
 
@@ -308,7 +308,7 @@ def run(server: Any, host: str = "127.0.0.1", port: int = 8000, *, workers: int 
     docs). The key ring is built before the fork, so a retry can land on any worker. ``sock``, when
     given, is an already listening socket to serve on (with ``workers > 1`` it must
     have ``SO_REUSEPORT`` set); ``host``/``port`` then only name it for the workers.
-    ``options``: see :class:`~mrtr.http.config.ServerConfig`.
+    ``options``: see :class:`~mrtr.transports.http.config.ServerConfig`.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")

@@ -3,11 +3,11 @@
 Lifecycle of one task, as store transitions (each one compare-and-set on the version):
 
 - ``create``: stored ``working`` with a lease held by this node, then run here.
-- a run replays the handler from the record's ledger with :func:`~mrtr.replay.replay_async`
+- a run replays the handler from the record's ledger with :func:`~mrtr.core.replay.replay_async`
   (the same core as the wire carrier). Each Step's result is saved before the handler
   goes on; progress becomes ``statusMessage``; the lease is renewed every third of its
   length. The run ends ``completed``, ``failed`` or ``input_required`` (lease dropped).
-- ``update``: answers merged leniently into the ledger (:func:`~mrtr.ledger.merge_answers`);
+- ``update``: answers merged leniently into the ledger (:func:`~mrtr.core.ledger.merge_answers`);
   when no key is pending any more, the same write sets ``working`` and takes the lease,
   so whichever update wins that write is the only one that resumes the task.
 - ``cancel``: any non-terminal state becomes ``cancelled``; a run on this node is
@@ -29,14 +29,14 @@ from typing import Any
 import msgspec
 import trio
 
-from ..carrier import ToolBinding
-from ..context import Context
-from ..engine import Engine
-from ..errors import HandlerError, InvalidParams, ProtocolError
-from ..jsonrpc import RunSync
-from ..ledger import Ledger, merge_answers
-from ..replay import Completed, Detached, InputRequired, handler_spec, replay, replay_async, replay_until_step
-from ..schema import RequestedSchema
+from ..contract import ToolBinding
+from ...core.context import Context
+from ..token import Engine
+from ...core.errors import HandlerError, InvalidParams, ProtocolError
+from ...core.jsonrpc import RunSync
+from ...core.ledger import Ledger, merge_answers
+from ...core.replay import Completed, Detached, InputRequired, handler_spec, replay, replay_async, replay_until_step
+from ...core.schema import RequestedSchema
 from .record import TaskRecord, new_task_id
 from .store import StoreUnavailable, TaskStore, mutate
 
@@ -79,7 +79,7 @@ class TaskCarrier:
     creation (``None``: unlimited); ``poll_interval_ms`` the polling pace suggested to
     clients. ``wire`` is the server's wire carrier, which holds the call's ledger while
     its MRTR rounds last (see :meth:`execute`). :meth:`serve` must be running (in a
-    nursery) for tasks to run. Implements :class:`mrtr.carrier.TaskHost`.
+    nursery) for tasks to run. Implements :class:`mrtr.carriers.contract.TaskHost`.
     """
 
     def __init__(

@@ -1,10 +1,10 @@
 """The replay core: run a handler from the top against a ledger of recorded answers.
 
 This module is sans-IO. Given a handler, its arguments, a :class:`~mrtr.Context` and
-a :class:`~mrtr.ledger.Ledger`, :func:`replay` (sync handlers) or :func:`replay_async`
+a :class:`~mrtr.core.ledger.Ledger`, :func:`replay` (sync handlers) or :func:`replay_async`
 (any handler) returns :class:`Completed` or :class:`InputRequired`, or raises a typed
-:class:`~mrtr.errors.ProtocolError`. Every carrier (:mod:`mrtr.carrier`; today the
-wire carrier, :mod:`mrtr.engine`) calls it, so ordinals, fingerprints and error mapping
+:class:`~mrtr.core.errors.ProtocolError`. Every carrier (:mod:`mrtr.carriers.contract`; today the
+wire carrier, :mod:`mrtr.carriers.token`) calls it, so ordinals, fingerprints and error mapping
 exist exactly once.
 
 Pausing is the runtime not resuming the generator: nothing is thrown through handler
@@ -794,9 +794,9 @@ def replay(
     been recorded, before the handler resumes: a carrier that keeps the ledger in a
     store saves it there, so a Step that finished is never run again after a crash.
     Its exceptions propagate to the caller and are never thrown into handler code.
-    Raises :class:`~mrtr.errors.ProtocolError` subclasses for runtime conditions
+    Raises :class:`~mrtr.core.errors.ProtocolError` subclasses for runtime conditions
     (replay mismatch, missing client capability, malformed answers) and
-    :class:`~mrtr.errors.HandlerError` when handler code fails.
+    :class:`~mrtr.core.errors.HandlerError` when handler code fails.
     """
     spec = handler_spec(handler)
     if spec.is_async:

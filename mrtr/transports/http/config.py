@@ -31,7 +31,7 @@ class ExchangeConfig:
     blocks on a slow client). ``allowed_hosts``: the ``Host`` values served (``host`` or
     ``host:port`` entries, ``"*"`` for any); by default a server bound to loopback serves
     only loopback names at its port and any other checks nothing (see
-    :mod:`mrtr.http.hosts`); other hosts get ``421``. ``health_path``: where ``GET``
+    :mod:`mrtr.transports.http.hosts`); other hosts get ``421``. ``health_path``: where ``GET``
     answers ``200`` without authentication for load balancers (``None`` turns it off).
     """
 

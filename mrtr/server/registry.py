@@ -19,8 +19,8 @@ from typing import Any
 
 import msgspec
 
-from .errors import InvalidParams
-from .replay import CONTEXT_NAMES, handler_spec
+from ..core.errors import InvalidParams
+from ..core.replay import CONTEXT_NAMES, handler_spec
 
 __all__ = ["Header", "PromptEntry", "Registry", "ResourceEntry", "TemplateEntry", "ToolEntry"]
 

@@ -853,7 +853,7 @@ class RequestedSchema:
         """Check an accepted answer's ``content`` against this form; return it.
 
         ``None`` stands for absent content, which only a form without required fields
-        accepts (it then returns ``{}``). Raises :class:`~mrtr.errors.InvalidParams`
+        accepts (it then returns ``{}``). Raises :class:`~mrtr.core.errors.InvalidParams`
         naming the field on a missing required field, an unknown field, or a value of
         the wrong type, outside its bounds or options, or not in its format.
         """
@@ -896,7 +896,7 @@ class RequestedSchema:
         For a Struct-derived form, an instance of :attr:`struct_type` (dates parsed,
         enum values turned into members, lists into sets where declared); otherwise the
         dict itself. Expects content that :meth:`validate` accepted; a conversion
-        failure raises :class:`~mrtr.errors.InvalidParams`.
+        failure raises :class:`~mrtr.core.errors.InvalidParams`.
         """
         if content is None:
             content = {}

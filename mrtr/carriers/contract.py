@@ -1,11 +1,11 @@
 """The carrier interface: where a conversation's ledger lives between rounds.
 
-The replay core (:mod:`mrtr.replay`) runs a handler against a ledger and returns
+The replay core (:mod:`mrtr.core.replay`) runs a handler against a ledger and returns
 ``Completed`` or ``InputRequired``; it does not care where the ledger came from. A
 carrier does: it restores the ledger for a request, runs the core, and stores what the
 core returns. One carrier implements this interface today:
 
-- the wire carrier, :class:`mrtr.engine.Engine`: the ledger travels in the sealed
+- the wire carrier, :class:`mrtr.carriers.token.Engine`: the ledger travels in the sealed
   ``requestState`` token the client echoes (stateless; any worker serves any round).
 
 The interface exists so that a second one, a tasks carrier keeping the ledger in a task
@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
 
-from .context import Context
-from .errors import HandlerError
-from .jsonrpc import RunSync
+from ..core.context import Context
+from ..core.errors import HandlerError
+from ..core.jsonrpc import RunSync
 
 __all__ = ["Carrier", "TaskHost", "ToolBinding", "TASKS_EXTENSION"]
 
@@ -47,11 +47,11 @@ class Carrier(Protocol):
 
         ``params`` are the request's raw params; ``arguments`` the decoded arguments the
         handler is called with; ``run_sync`` runs a sync handler away from the event
-        loop when given. Returns :class:`~mrtr.replay.Completed` with the handler's
+        loop when given. Returns :class:`~mrtr.core.replay.Completed` with the handler's
         value, or a result message the server sends as it is (an
         ``InputRequiredResult``, for the wire carrier). Raises
-        :class:`~mrtr.errors.ProtocolError` for requests it cannot trust and
-        :class:`~mrtr.errors.HandlerError` when handler code fails.
+        :class:`~mrtr.core.errors.ProtocolError` for requests it cannot trust and
+        :class:`~mrtr.core.errors.HandlerError` when handler code fails.
         """
         ...
 

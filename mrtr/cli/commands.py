@@ -30,9 +30,10 @@ from typing import Any
 
 import msgspec
 
-from . import __version__, wire
-from .transport import settle_key
-from .wire import PROTOCOL_VERSION
+from .._version import __version__
+from ..core import wire
+from ..transports.shared import settle_key
+from ..core.wire import PROTOCOL_VERSION
 
 __all__ = ["DEFAULT_APP", "AppImportError", "UsageError", "banner", "curl_example", "inventory", "load_server", "main"]
 
@@ -62,7 +63,7 @@ def load_server(spec: str) -> Any:
     missing attribute, or an object that is not a Server; :class:`AppImportError` when
     the module raises while being imported.
     """
-    from .server import Server
+    from ..server.dispatch import Server
 
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
@@ -345,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _configure_logging(level: str, fmt: str = "text", access_log: bool = True) -> None:
-    from .logs import ACCESS_LOGGER, configure
+    from ..transports.logs import ACCESS_LOGGER, configure
 
     configure(level, fmt)
     if not access_log:
@@ -393,7 +394,7 @@ def _serve(args: argparse.Namespace) -> int:
         return run_with_reload(_without_reload(sys.argv[1:] if argv is None else argv))
     _configure_logging(args.log_level, args.log_format, args.access_log)
     if args.stdio:
-        from .stdio import run_stdio
+        from ..transports.stdio import run_stdio
 
         # Keep anything the application prints while importing off the protocol stream.
         with contextlib.redirect_stdout(sys.stderr):
@@ -410,7 +411,7 @@ def _serve(args: argparse.Namespace) -> int:
     port = DEFAULT_PORT if args.port is None else args.port
     workers = args.workers or 1
     try:
-        from .http import run_http as run
+        from ..transports.http import run_http as run
     except ImportError as exc:
         print(f"mrtr: the HTTP transport is not available: {exc}", file=sys.stderr)
         return 1
@@ -428,7 +429,7 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"mrtr serve: cannot serve on {_url(host, port)}: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:
-        from .tasks import StoreUnavailable
+        from ..carriers.tasks import StoreUnavailable
 
         cause: BaseException = exc
         while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
@@ -496,7 +497,7 @@ def _client_target(args: argparse.Namespace) -> tuple[str | list[str], list[str]
     if not url.startswith(("http://", "https://")):
         raise UsageError(f"{url!r} is not an http(s) URL; to start a server yourself use --stdio COMMAND")
     try:
-        from .client.targets import HTTPTarget
+        from ..client.targets import HTTPTarget
 
         HTTPTarget(url)  # the client's own URL check, said as a usage error before anything starts
     except ValueError as exc:
@@ -510,7 +511,7 @@ def _call(args: argparse.Namespace) -> int:
     import trio
 
     try:
-        from .client.terminal import ArgumentError, Terminal, output_console, run_call
+        from ..client.terminal import ArgumentError, Terminal, output_console, run_call
     except ImportError as exc:
         print(f"mrtr call: {exc}", file=sys.stderr)
         return 1
@@ -532,7 +533,7 @@ def _list(args: argparse.Namespace) -> int:
     import trio
 
     try:
-        from .client.terminal import output_console, run_list
+        from ..client.terminal import output_console, run_list
     except ImportError as exc:
         print(f"mrtr list: {exc}", file=sys.stderr)
         return 1

@@ -98,10 +98,10 @@ def parse_message(data: bytes | str) -> dict[str, Any]:
     ``method`` and no ``id``; a response (a client answering a request no server of this
     protocol sends) has ``id`` and ``result`` or ``error`` and no ``method``: see
     :func:`is_request`. Responses are never answered, so a transport accepts and drops
-    them (Streamable HTTP: ``202``). Raises :class:`~mrtr.errors.ParseError` (-32700) for
-    anything that is not JSON and :class:`~mrtr.errors.InvalidRequest` (-32600) for
+    them (Streamable HTTP: ``202``). Raises :class:`~mrtr.core.errors.ParseError` (-32700) for
+    anything that is not JSON and :class:`~mrtr.core.errors.InvalidRequest` (-32600) for
     JSON that is not a single valid request; the latter carries the message's ``id`` as
-    :attr:`~mrtr.errors.ProtocolError.request_id` when it could be read, so the error
+    :attr:`~mrtr.core.errors.ProtocolError.request_id` when it could be read, so the error
     response can keep it. Batches and responses are not valid input for a server.
     """
     try:
@@ -137,8 +137,8 @@ def is_request(message: Mapping[str, Any]) -> bool:
 def parse_response(data: bytes | str) -> dict[str, Any]:
     """Parse one message a server sent: a response (``result`` or ``error``) or a notification.
 
-    Raises :class:`~mrtr.errors.ParseError` for bytes that are not JSON and
-    :class:`~mrtr.errors.InvalidRequest` for JSON that is neither a response nor a
+    Raises :class:`~mrtr.core.errors.ParseError` for bytes that are not JSON and
+    :class:`~mrtr.core.errors.InvalidRequest` for JSON that is neither a response nor a
     notification (a response needs exactly one of ``result`` and ``error``, and an
     ``error`` needs an integer ``code`` and a string ``message``).
     """

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from ..ledger import Ledger, Slot
+from ...core.ledger import Ledger, Slot
 
 __all__ = ["Status", "TERMINAL", "TaskRecord", "new_task_id", "encode", "decode", "iso"]
 

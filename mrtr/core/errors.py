@@ -35,6 +35,7 @@ __all__ = [
     "InvalidRequestState",
     "ExpiredRequestState",
     "HandlerError",
+    "EphemeralKeyWarning",
     "status_for_code",
 ]
 
@@ -191,3 +192,11 @@ class HandlerError(Exception):
         super().__init__(message)
         self.message = message
         self.location = location
+
+
+class EphemeralKeyWarning(UserWarning):
+    """No ``MRTR_SECRET`` was configured, so tokens are sealed with a throwaway key.
+
+    Defined here rather than beside the codec so a transport can filter it without
+    loading the codec (and its cryptography) just to name the warning.
+    """

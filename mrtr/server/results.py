@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
-from . import wire
-from .jsonrpc import encode
+from ..core import wire
+from ..core.jsonrpc import encode
 
 __all__ = ["prompt_result", "resource_result", "tool_result"]
 

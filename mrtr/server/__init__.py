@@ -1,0 +1,13 @@
+"""The MCP server: the registry of tools, prompts and resources, and dispatch.
+
+:class:`Server` knows no transport: a transport parses a message and hands it to
+:meth:`Server.handle`. :mod:`~mrtr.server.registry` holds the decorators, argument
+structs and schemas; :mod:`~mrtr.server.results` shapes handler values into results;
+:mod:`~mrtr.server.dispatch` holds the server class with the envelope rules and
+capabilities.
+"""
+
+from .dispatch import SUPPORTED_VERSIONS, RequestInfo, Server
+from .registry import Header
+
+__all__ = ["SUPPORTED_VERSIONS", "Header", "RequestInfo", "Server"]

@@ -1,0 +1,9 @@
+"""Transports: bytes to JSON-RPC messages and back, thin, on trio.
+
+:mod:`~mrtr.transports.shared` holds what every transport shares (worker threads for
+blocking handlers, the lifespan, the notification hub); :mod:`~mrtr.transports.http`
+is Streamable HTTP (the native server, the ASGI adapter, workers);
+:mod:`~mrtr.transports.stdio` is stdio; :mod:`~mrtr.transports.logs` and
+:mod:`~mrtr.transports.telemetry` record each request. A transport reaches the server
+only through :class:`mrtr.core.jsonrpc.Dispatcher`.
+"""

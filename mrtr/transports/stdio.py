@@ -1,0 +1,541 @@
+"""The stdio transport: newline-delimited JSON-RPC over a process's stdin and stdout.
+
+The client starts the server as a subprocess and writes one JSON-RPC message per line
+to its stdin; the server writes one message per line to its stdout. stdout carries
+protocol messages and nothing else; logs go to stderr.
+
+- Each request runs in its own task, so a slow tool does not hold up a fast one.
+  Responses are written by a single writer task, one whole line at a time, so lines
+  never interleave. Notifications a handler sends (progress, log messages) are queued
+  in order and therefore reach the client before that request's response.
+- ``notifications/cancelled`` (``params.requestId``) cancels the matching request in
+  flight; nothing more is written for it. Other client notifications are ignored.
+- A request reusing the id of a request still in flight is refused with ``-32600``;
+  the first one keeps running.
+- At most ``max_in_flight`` requests (64 by default) are held at once, counting a
+  request until its response line is written: when the client does not read stdout,
+  the server stops reading stdin, so memory stays bounded. Notifications queued
+  behind a stalled stdout are capped too (``notification_buffer``); beyond it they are
+  dropped, never the responses.
+- Each answered request gets an access line on the ``mrtr.access`` logger (see
+  :mod:`mrtr.transports.logs`).
+- On EOF the server stops reading, lets the requests in flight finish (up to a grace
+  period, 10 s by default, after which they are cancelled without a response) and
+  returns.
+
+Errors that cannot be tied to a request (a line that is not JSON, a line over the size
+limit, a message whose ``id`` cannot be read) are sent without an ``id``: the MCP
+schema makes ``id`` optional on error responses and does not allow ``null``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import stat
+import sys
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+import trio
+
+from ..core.errors import InternalError, InvalidRequest, ParseError, ProtocolError
+from ..core.jsonrpc import Dispatcher, error_response, is_request, parse_message
+from ..core.jsonrpc import encode as _encode_json
+from .logs import AccessRecord
+from .shared import Hub, lifespan, run_in_thread, settle_key, thread_safe
+
+__all__ = [
+    "DEFAULT_GRACE_PERIOD",
+    "DEFAULT_MAX_IN_FLIGHT",
+    "DEFAULT_MAX_LINE_BYTES",
+    "DEFAULT_NOTIFICATION_BUFFER",
+    "run_stdio",
+    "serve_stdio",
+]
+
+log = logging.getLogger("mrtr.stdio")
+
+DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
+"""The longest line accepted (without its newline); longer lines are refused and skipped."""
+
+DEFAULT_GRACE_PERIOD = 10.0
+"""Seconds the requests in flight get to finish after stdin reaches EOF."""
+
+DEFAULT_MAX_IN_FLIGHT = 64
+"""Requests held at once, from the line read until the response line written."""
+
+DEFAULT_NOTIFICATION_BUFFER = 10_000
+"""Notifications queued behind a slow stdout before further ones are dropped."""
+
+_READ_CHUNK = 64 * 1024
+
+
+# -- streams over the standard file descriptors ------------------------------------------
+
+
+class _ThreadFdReceiveStream(trio.abc.ReceiveStream):
+    """Blocking reads in a worker thread: for regular files, ttys and shared descriptors."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        if self._fd < 0:
+            raise trio.ClosedResourceError("the stream is closed")
+        fd = self._fd
+        return await trio.to_thread.run_sync(os.read, fd, max_bytes or _READ_CHUNK, abandon_on_cancel=True)
+
+    async def aclose(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+        await trio.lowlevel.checkpoint()
+
+
+class _ThreadFdSendStream(trio.abc.SendStream):
+    """Blocking writes in a worker thread: for regular files, ttys and shared descriptors."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if self._fd < 0:
+            raise trio.ClosedResourceError("the stream is closed")
+        try:
+            await trio.to_thread.run_sync(_write_all, self._fd, bytes(data))
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            raise trio.BrokenResourceError(str(exc)) from exc
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+        await trio.lowlevel.checkpoint()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        info = os.fstat(fd)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _fd_stream(fd: int, *, receive: bool, others: Iterable[int]) -> Any:
+    """A trio stream that owns ``fd``.
+
+    Pipes and sockets get a :class:`trio.lowlevel.FdStream` (non-blocking, cancellable)
+    unless one of the ``others`` descriptors refers to the same pipe or socket: making
+    it non-blocking would then also affect, say, stderr writes. Everything else
+    (regular files, ttys, ``/dev/null``, which epoll cannot watch) is read or written
+    in a worker thread.
+    """
+    mode = os.fstat(fd).st_mode
+    if hasattr(trio.lowlevel, "FdStream") and (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)):
+        mine = _identity(fd)
+        if all(_identity(other) != mine for other in others):
+            return trio.lowlevel.FdStream(fd)
+    return _ThreadFdReceiveStream(fd) if receive else _ThreadFdSendStream(fd)
+
+
+# -- reading lines -----------------------------------------------------------------------
+
+
+class _TooLong:
+    """Marks a line that went over the size limit (its bytes are discarded)."""
+
+
+_TOO_LONG = _TooLong()
+
+
+class _LineReader:
+    def __init__(self, stream: Any, max_line_bytes: int) -> None:
+        self._stream = stream
+        self._max = max_line_bytes
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes of the buffer already known to hold no newline
+        self._discarding = False  # inside a line already refused as too long
+        self._eof = False
+
+    async def receive_line(self) -> bytes | _TooLong | None:
+        """The next line without its newline, ``_TOO_LONG`` for a refused line, ``None`` at EOF."""
+        while True:
+            newline = self._buffer.find(b"\n", self._scanned)
+            if newline >= 0:
+                line = bytes(self._buffer[:newline])
+                del self._buffer[: newline + 1]
+                self._scanned = 0
+                if self._discarding:  # the tail of a refused line
+                    self._discarding = False
+                    continue
+                if len(line) > self._max:
+                    return _TOO_LONG
+                return line
+            if self._discarding:
+                self._buffer.clear()
+            elif len(self._buffer) > self._max:
+                self._buffer.clear()
+                self._discarding = True
+                self._scanned = 0
+                return _TOO_LONG
+            self._scanned = len(self._buffer)
+            if self._eof:
+                self._scanned = 0
+                if self._buffer and not self._discarding:  # a last line without a newline
+                    line = bytes(self._buffer)
+                    self._buffer.clear()
+                    return line
+                return None
+            try:
+                data = await self._stream.receive_some(_READ_CHUNK)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                log.warning("stdin failed (%s); treating it as EOF", exc)
+                data = b""
+            if not data:
+                self._eof = True
+            else:
+                self._buffer += data
+
+
+# -- the session ---------------------------------------------------------------------------
+
+
+class _Slot:
+    """One of the ``max_in_flight`` places a line read from stdin holds until answered."""
+
+    __slots__ = ("_limit", "record", "_held")
+
+    def __init__(self, limit: trio.Semaphore) -> None:
+        self._limit = limit
+        self.record: AccessRecord | None = None
+        self._held = True
+
+    def release(self, outcome: str | None = None) -> None:
+        """Free the place (once) and log the request's access line, if it has one."""
+        if not self._held:
+            return
+        self._held = False
+        self._limit.release()
+        if self.record is not None:
+            self.record.finish(outcome=outcome)
+
+
+@dataclass(eq=False)
+class _InFlight:
+    id: Any
+    message: Mapping[str, Any]
+    slot: _Slot
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    cancelled: bool = False
+    done: bool = False
+
+
+_Line = tuple["_InFlight | None", bytes, "_Slot | None"]
+
+
+class _Session:
+    def __init__(self, server: Dispatcher, stdout: Any, max_in_flight: int, notification_buffer: int) -> None:
+        self.server = server
+        self.stdout = stdout
+        self.in_flight: dict[Any, _InFlight] = {}
+        self.limit = trio.Semaphore(max_in_flight)
+        self.notification_buffer = notification_buffer
+        self.queued_notifications = 0
+        self.dropped_notifications = 0
+        # Unbounded as a channel, bounded by what feeds it: one final line per slot and
+        # at most ``notification_buffer`` notifications (queued from sync code, so
+        # ``send_nowait``).
+        self.send_channel, self.receive_channel = trio.open_memory_channel[_Line](math.inf)
+
+    # writing
+
+    def queue(self, entry: _InFlight | None, message: Mapping[str, Any], slot: _Slot | None) -> None:
+        """Queue a line; ``slot`` marks the final line of what holds it (released once written)."""
+        self.send_channel.send_nowait((entry, _encode_json(message) + b"\n", slot))
+
+    def queue_error(self, request_id: Any, error: ProtocolError, slot: _Slot) -> None:
+        record = AccessRecord("stdio")
+        record.error(error.code)
+        slot.record = record
+        self.queue(None, error_response(request_id, error), slot)
+
+    def queue_notification(self, entry: _InFlight, message: Mapping[str, Any]) -> None:
+        if self.queued_notifications >= self.notification_buffer:
+            self.dropped_notifications += 1
+            if self.dropped_notifications == 1:
+                log.warning("the client reads stdout too slowly; dropping %s notifications", message.get("method"))
+            return
+        self.queued_notifications += 1
+        self.queue(entry, message, None)
+
+    async def writer(self, stop: trio.CancelScope) -> None:
+        async with self.receive_channel:
+            async for entry, line, slot in self.receive_channel:
+                if slot is None:
+                    self.queued_notifications -= 1
+                if entry is not None and entry.cancelled:
+                    if slot is not None:  # queued before the cancellation arrived: drop it
+                        slot.release("cancelled")
+                    continue
+                try:
+                    await self.stdout.send_all(line)
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                    log.warning("stdout is closed (%s); stopping", exc)
+                    if slot is not None:
+                        slot.release("aborted")
+                    stop.cancel()
+                    return
+                if slot is not None:
+                    slot.release()
+
+    # reading and dispatch
+
+    def dispatch(self, nursery: trio.Nursery, line: bytes, slot: _Slot) -> None:
+        try:
+            message = parse_message(line)
+        except ParseError as error:
+            self.queue_error(None, error, slot)
+            return
+        except InvalidRequest as error:
+            self.queue_error(error.request_id, error, slot)
+            return
+        if "id" not in message:
+            slot.release()
+            self.notification(message)
+            return
+        if not is_request(message):  # a response: JSON-RPC answers none, not even with an error
+            slot.release()
+            log.debug("ignoring a response to id %r: this server sends no requests", message["id"])
+            return
+        request_id = message["id"]
+        if request_id in self.in_flight:
+            self.queue_error(
+                request_id,
+                InvalidRequest(f"Invalid Request: id {request_id!r} is already in use by a request in flight"),
+                slot,
+            )
+            return
+        slot.record = AccessRecord("stdio")
+        slot.record.request(message)
+        entry = _InFlight(request_id, message, slot)
+        self.in_flight[request_id] = entry
+        nursery.start_soon(self.run_request, entry, name=f"mrtr.stdio request {request_id!r}")
+
+    def notification(self, message: Mapping[str, Any]) -> None:
+        if message["method"] != "notifications/cancelled":
+            log.debug("ignoring notification %s", message["method"])
+            return
+        params = message.get("params") or {}
+        request_id = params.get("requestId")
+        if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+            log.debug("ignoring notifications/cancelled without a valid requestId")
+            return
+        entry = self.in_flight.get(request_id)
+        if entry is None or entry.done:
+            log.debug("ignoring notifications/cancelled for %r: not in flight", request_id)
+            return
+        reason = params.get("reason")
+        log.info("cancelling request %r%s", request_id, f" ({reason})" if isinstance(reason, str) else "")
+        entry.cancelled = True
+        entry.scope.cancel()
+
+    async def run_request(self, entry: _InFlight) -> None:
+        def notify(method: str, params: dict[str, Any]) -> None:
+            if entry.cancelled or entry.done:
+                return
+            self.queue_notification(entry, {"jsonrpc": "2.0", "method": method, "params": params})
+
+        queued = False
+        try:
+            with entry.scope:
+                response = await self.server.handle(entry.message, notify=thread_safe(notify),
+                                                    run_sync=run_in_thread)
+            if entry.cancelled:
+                return
+            record = entry.slot.record
+            try:
+                self.queue(entry, response, entry.slot)
+                if record is not None:
+                    record.response(response)
+            except (TypeError, msgspec.EncodeError):
+                log.exception("cannot encode the response to request %r", entry.id)
+                if record is not None:
+                    record.error(InternalError.code)
+                self.queue(entry, error_response(entry.id, InternalError("Internal error")), entry.slot)
+            queued = True
+        finally:
+            entry.done = True
+            if self.in_flight.get(entry.id) is entry:
+                del self.in_flight[entry.id]
+            if not queued:
+                entry.slot.release("cancelled")
+
+
+def _refuse_auth(server: Dispatcher) -> None:
+    """Refuse a server protected with ``auth=``: stdio carries no bearer tokens.
+
+    The spec has a stdio server take its credentials from the environment; a server
+    that expects a token on every request could only fail every request here.
+    """
+    if getattr(server, "auth", None) is not None:
+        raise ValueError("a server built with auth= takes bearer tokens over HTTP only; stdio has none "
+                         "(a stdio server takes its credentials from the environment): serve it over HTTP, "
+                         "or build it without auth= for stdio")
+
+
+async def serve_stdio(
+    server: Dispatcher,
+    *,
+    stdin: trio.abc.ReceiveStream | None = None,
+    stdout: trio.abc.SendStream | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    grace_period: float = DEFAULT_GRACE_PERIOD,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+    notification_buffer: int = DEFAULT_NOTIFICATION_BUFFER,
+) -> None:
+    """Serve ``server`` over newline-delimited JSON-RPC until stdin reaches EOF.
+
+    ``stdin`` and ``stdout`` default to the process's standard input and output (the
+    descriptors are duplicated, so the originals stay open). A line longer than
+    ``max_line_bytes`` is answered with ``-32600`` and skipped. After EOF the requests
+    in flight get ``grace_period`` seconds to finish; any still running then are
+    cancelled without a response. Returns early if stdout is closed by the client.
+    At most ``max_in_flight`` lines are held until their answer is written (stdin is
+    not read meanwhile); at most ``notification_buffer`` notifications wait for stdout.
+    """
+    if max_line_bytes < 1:
+        raise ValueError("max_line_bytes must be positive")
+    for name, value in (("max_in_flight", max_in_flight), ("notification_buffer", notification_buffer)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    _refuse_auth(server)
+    owned: list[Any] = []
+    if stdin is None:
+        stdin = _fd_stream(os.dup(0), receive=True, others=(1, 2))
+        owned.append(stdin)
+    if stdout is None:
+        stdout = _fd_stream(os.dup(1), receive=False, others=(0, 2))
+        owned.append(stdout)
+    try:
+        session = _Session(server, stdout, max_in_flight, notification_buffer)
+        # The lifespan opens before the first line is read and closes after the
+        # requests in flight have finished (or the grace period cut them off).
+        async with lifespan(server) as hub:
+            await _serve(session, stdin, max_line_bytes, grace_period, hub)
+    finally:
+        for stream in owned:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+
+async def _serve(session: _Session, stdin: Any, max_line_bytes: int, grace_period: float, hub: Hub) -> None:
+    reader = _LineReader(stdin, max_line_bytes)
+    async with trio.open_nursery() as outer:
+        outer.start_soon(session.writer, outer.cancel_scope, name="mrtr.stdio writer")
+        async with trio.open_nursery() as requests:
+            while True:
+                # Take a place before reading: with every place held (stdout not drained),
+                # stdin is left unread and the client's writes block, not our memory.
+                await session.limit.acquire()
+                slot = _Slot(session.limit)
+                line = await reader.receive_line()
+                if line is None:
+                    slot.release()
+                    break
+                if line is _TOO_LONG:
+                    session.queue_error(
+                        None, InvalidRequest(f"Invalid Request: message longer than {max_line_bytes} bytes"), slot
+                    )
+                    continue
+                assert isinstance(line, bytes)
+                if not line.strip():
+                    slot.release()
+                    continue
+                session.dispatch(requests, line, slot)
+            hub.close()  # listen streams end with their result; the rest get the grace period
+            if session.in_flight:
+                log.info("stdin closed; waiting up to %gs for %d request(s) in flight",
+                         grace_period, len(session.in_flight))
+            requests.cancel_scope.deadline = trio.current_time() + grace_period
+        if requests.cancel_scope.cancelled_caught:
+            log.warning("grace period of %gs over: cancelled the requests still in flight", grace_period)
+        session.send_channel.close()  # the writer drains what is queued, then ends
+
+
+# -- the process entry point -----------------------------------------------------------------
+
+
+def run_stdio(
+    server: Dispatcher,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    grace_period: float = DEFAULT_GRACE_PERIOD,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+) -> None:
+    """Serve ``server`` on this process's stdin/stdout until EOF, SIGINT or SIGTERM.
+
+    Logging is the application's to configure (``mrtr serve`` sends it to stderr);
+    the transport only never writes logs to stdout. While serving, file
+    descriptor 1 is pointed at stderr, so a stray ``print()`` in handler code lands in
+    the log instead of corrupting the protocol stream; the protocol uses a private
+    duplicate of the original stdout.
+    """
+    _refuse_auth(server)
+    settle_key(server)  # a missing MRTR_SECRET is said once, now, not at the first call
+    sys.stdout.flush()
+    protocol_fd = os.dup(1)
+    saved_fd = os.dup(1)
+    _point_stdout_at_stderr()
+    try:
+        trio.run(_run_stdio, server, protocol_fd, max_line_bytes, grace_period, max_in_flight)
+    except KeyboardInterrupt:  # a signal that arrived before the handlers were installed
+        log.info("interrupted")
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved_fd, 1)
+        os.close(saved_fd)
+
+
+def _point_stdout_at_stderr() -> None:
+    try:
+        os.dup2(2, 1)
+    except OSError:  # no stderr: send stray output nowhere rather than into the protocol
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+
+
+async def _run_stdio(server: Dispatcher, protocol_fd: int, max_line_bytes: int, grace_period: float,
+                     max_in_flight: int) -> None:
+    stdout = _fd_stream(protocol_fd, receive=False, others=(0, 1, 2))
+    stdin = _fd_stream(os.dup(0), receive=True, others=(protocol_fd, 1, 2))
+    async with stdin, stdout, trio.open_nursery() as nursery:
+        if threading.current_thread() is threading.main_thread():
+            nursery.start_soon(_stop_on_signals, nursery.cancel_scope)
+        await serve_stdio(server, stdin=stdin, stdout=stdout, max_line_bytes=max_line_bytes,
+                          grace_period=grace_period, max_in_flight=max_in_flight)
+        nursery.cancel_scope.cancel()
+
+
+async def _stop_on_signals(scope: trio.CancelScope) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            log.info("received %s; stopping", signal.Signals(signum).name)
+            scope.cancel()
+            return
