@@ -25,7 +25,9 @@ The rules, in order (see ``docs/http.md``):
    ``WWW-Authenticate`` challenge, ``403`` for missing server-wide scopes, ``503`` when
    the verifier cannot decide), before any MCP header or body is looked at;
 4. ``Content-Type: application/json`` else ``415``; ``Accept`` listing both
-   ``application/json`` and ``text/event-stream`` else ``406``;
+   ``application/json`` and ``text/event-stream`` else ``406``; no
+   ``Content-Encoding`` but ``identity``, else ``415`` with ``Accept-Encoding: identity``
+   (the body is not read);
 5. the body must parse as one JSON-RPC message: ``-32700``/``-32600`` with ``400``;
 6. a notification (or a response, which no server request asked for) is accepted with
    ``202`` and no body;
@@ -71,7 +73,7 @@ from ..logs import AccessRecord
 from ..transport import run_in_thread, thread_safe
 from .config import ExchangeConfig
 from .cors import cors_headers, preflight_headers, split_request_headers
-from .headers import RawHeader, RequestHeaders, accepts_json_and_sse, check_headers, is_json
+from .headers import RawHeader, RequestHeaders, accepts_json_and_sse, check_headers, identity_encoded, is_json
 
 __all__ = [
     "ClientGone",
@@ -483,6 +485,13 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
     if not accepts_json_and_sse(headers.get("accept") or ""):
         await _reject(out, 406, InvalidRequest(
             "Not Acceptable: Accept must list both application/json and text/event-stream"))
+        return True
+    if not identity_encoded(headers.all("content-encoding")):
+        # A compressed body is not the JSON its Content-Type names, and one that only claims an
+        # encoding has a header that lies: neither is read. RFC 9110 §15.5.16 asks for Accept-Encoding.
+        await _reject(out, 415, InvalidRequest(
+            "Unsupported Media Type: Content-Encoding must be identity (compressed request bodies are not accepted)"),
+            extra=[(b"accept-encoding", b"identity")])
         return True
     try:
         message = parse_message(request.body)
