@@ -16,6 +16,7 @@ questions and render the same :class:`Reply`:
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -216,14 +217,16 @@ class ResourceServer:
         """The exact HTTP answer for ``error``.
 
         No credentials: 401 with ``resource_metadata`` and ``scope`` and no error code.
-        Infrastructure failure: 503 without a challenge. Otherwise the RFC 6750 error
+        Infrastructure failure: 503 without a challenge, ``Retry-After`` from the
+        error's ``retry_after`` (5 s when the verifier does not know). Otherwise the RFC 6750 error
         code with a safe ``error_description``; a 403 names the scopes the operation
         needs.
         """
         if isinstance(error, VerifierUnavailable):
             body = json.dumps({"error": "temporarily_unavailable",
                                "error_description": "token verification is unavailable"}).encode()
-            return Reply(503, ((b"content-type", b"application/json"), (b"retry-after", b"5")), body)
+            wait = 5 if error.retry_after is None else max(1, math.ceil(error.retry_after))
+            return Reply(503, ((b"content-type", b"application/json"), (b"retry-after", b"%d" % wait)), body)
         params: list[tuple[str, str]] = []
         if error.error is not None:
             params.append(("error", error.error))

@@ -125,10 +125,15 @@ class VerifierUnavailable(AuthError):
 
     Not the token's fault: the transport answers 503 without an ``invalid_token``
     challenge so the client does not throw away a token that may be valid.
+    ``retry_after`` is when asking again may help, in seconds, if the verifier knows.
     """
 
     status_hint = 503
     error = None
+
+    def __init__(self, description: str = "", retry_after: float | None = None) -> None:
+        super().__init__(description)
+        self.retry_after = retry_after
 
 
 @runtime_checkable
