@@ -33,8 +33,9 @@ The rules, in order (see ``docs/http.md``):
    ``202`` and no body;
 7. ``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name`` and ``Mcp-Param-*`` must be
    present and agree with the body, else ``400`` with ``-32020``; on a protected
-   server, the scopes the named tool needs are then checked (``403``
-   ``insufficient_scope``), before any response byte;
+   server, the scopes the request needs (the called tool's; for a task method or a
+   listen stream naming tasks, the scopes of the tools those tasks run) are then
+   checked (``403`` ``insufficient_scope``), before any response byte;
 8. the request is dispatched; the answer is ``application/json`` unless the handler
    sends a notification first, in which case it becomes a ``text/event-stream``
    that carries the notifications and ends with the response.
@@ -519,8 +520,9 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
         params = message.get("params")
         target = params.get("name") if isinstance(params, dict) else None
         name = target if isinstance(target, str) else None
+        required = await server.required_scopes(message, headers=headers, auth=access)
         try:
-            rs.authorize(access, server.required_scopes(method, name), f"{method} {name}" if name else method)
+            rs.authorize(access, required, f"{method} {name}" if name else method)
         except AuthError as error:
             await _send_reply(out, rs.challenge(error))
             return True
