@@ -104,9 +104,10 @@ class Broadcast(Protocol):
         """Queue a notification for every listener; callable from any thread."""
         ...
 
-    def listen(self) -> Any:
+    def listen(self, until: float | None = None) -> Any:
         """A new listener (registered at once): an async iterable of ``(method, params)``
-        with a ``close()`` that unregisters it."""
+        with a ``close()`` that unregisters it; its iteration ends at ``until`` (epoch
+        seconds) when given."""
         ...
 
 
@@ -462,9 +463,13 @@ class Server(Registry):
                 agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
         subscribed = set(agreed.get("resourceSubscriptions", ()))
         meta = {wire.META_SUBSCRIPTION_ID: request.id}
+        # A stream must not outlive its token: it ends, with its result (the spec's graceful
+        # closure), when a new request with the token would be refused, and the client
+        # listens again with a fresh one.
+        until = None if self._auth is None or request.auth is None else self._auth.accepted_until(request.auth)
         # Registered before the acknowledgement (and before the task checks below), so
         # nothing published after it is missed.
-        listener = self._hubs[-1].listen()
+        listener = self._hubs[-1].listen(until)
         try:
             watched = await self._watched_tasks(request, wanted.get("taskIds"))
             if watched is not None:

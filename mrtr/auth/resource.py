@@ -9,6 +9,8 @@ questions and render the same :class:`Reply`:
 * :meth:`ResourceServer.authenticate` reads the ``Authorization`` header, asks the
   verifier and checks the server-wide ``required_scopes``;
 * :meth:`ResourceServer.authorize` checks the scopes one operation needs;
+* :meth:`ResourceServer.accepted_until` says how long a token stays good, which is how
+  long a listen stream opened with it may last;
 * :meth:`ResourceServer.challenge` turns any :class:`AuthError` into the exact
   status, ``WWW-Authenticate`` header and body.
 """
@@ -195,6 +197,19 @@ class ResourceServer:
             raise VerifierUnavailable("token verification failed") from exc
         self.authorize(access, self.required_scopes)
         return access
+
+    def accepted_until(self, access: AccessToken) -> float | None:
+        """Until when (epoch seconds) a new request with this token would still pass, or ``None``.
+
+        The token's ``expires_at`` plus the verifier's ``leeway`` (the clock skew it
+        tolerates, if it has one): a ``subscriptions/listen`` stream opened with the
+        token ends then, so a stream never outlives the requests its token could make.
+        ``None`` when the verifier did not learn an expiry.
+        """
+        if access.expires_at is None:
+            return None
+        leeway = getattr(self.verifier, "leeway", 0.0)
+        return access.expires_at + (leeway if isinstance(leeway, (int, float)) and leeway > 0 else 0.0)
 
     def satisfies(self, access: AccessToken, required: Collection[str]) -> bool:
         """True when the token's scopes satisfy every scope in ``required``."""

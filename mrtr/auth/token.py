@@ -144,7 +144,8 @@ class TokenVerifier(Protocol):
     :class:`VerifierUnavailable` when it cannot decide. It must check that the token
     was issued for this resource (audience): the resource server does not look at
     the audience again. A verifier may also define ``scope_satisfied(granted,
-    required) -> bool`` to say how its scopes imply one another.
+    required) -> bool`` to say how its scopes imply one another, and ``leeway``, the
+    seconds past ``expires_at`` it still accepts a token (a listen stream lasts as long).
     """
 
     async def verify(self, token: str) -> AccessToken:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -261,3 +262,96 @@ async def test_a_task_stored_without_scopes_is_guarded_by_its_tools_scopes(idp: 
         assert await fresh.required_scopes(get, auth=reader) == ("files:write",)
         assert (await fresh.handle(get, auth=reader))["error"]["code"] == -32600
         assert (await fresh.handle(get, auth=writer))["result"]["status"] == "input_required"
+
+
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+
+
+class Stream:
+    """The JSON-RPC messages of one SSE response, in order; ``None`` once it ended."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.lines = response.aiter_lines()
+        self.data: list[str] = []
+
+    async def next(self, timeout: float = 10) -> dict[str, Any] | None:
+        with trio.fail_after(timeout):
+            async for line in self.lines:
+                if line.startswith("data:"):
+                    self.data.append(line[5:].lstrip(" "))
+                elif not line and self.data:
+                    message = json.loads("\n".join(self.data))
+                    self.data = []
+                    if message.get("method") == "notifications/tasks":
+                        validate_task("TaskStatusNotification", message)
+                    else:
+                        validate_message(message, result_def="SubscriptionsListenResult" if "result" in message else None)
+                    return message
+        return None
+
+
+async def test_a_listen_stream_ends_when_its_token_expires(guarded: Guarded) -> None:
+    """It used to go on delivering the task's news after requests with its token got 401."""
+    writer = guarded.token(WRITER)
+    created = await guarded.ok("tools/call", {"name": "count"}, writer)
+    task_id = created["taskId"]
+    (first,) = (await guarded.until(task_id, "input_required", writer))["inputRequests"]
+    expires = int(time.time()) + 3
+    short = guarded.token(READER, exp=expires)  # this verifier allows no leeway: refused from exp on
+    params = {"notifications": {"taskIds": [task_id], "toolsListChanged": True}}
+    listen = guarded.message("subscriptions/listen", params, id="sub-1")
+    async with guarded.client.stream("POST", "/mcp", content=json.dumps(listen),
+                                     headers=guarded.headers("subscriptions/listen", params, short)) as response:
+        assert response.status_code == 200
+        stream = Stream(response)
+        ack = await stream.next()
+        assert ack is not None and ack["params"]["notifications"] == {"taskIds": [task_id], "toolsListChanged": True}
+        # while the token is good, the stream carries the task's news
+        await guarded.ok("tasks/update", {"taskId": task_id, "inputResponses": {first: accept(a="x")}}, writer)
+        while True:
+            note = await stream.next()
+            assert note is not None and note["method"] == "notifications/tasks", note
+            if note["params"]["status"] == "input_required":
+                break
+        assert time.time() < expires
+        (second,) = note["params"]["inputRequests"]
+        # at the token's expiry the stream ends the way the spec ends one the server closes: with its result
+        final = await stream.next()
+        ended = time.time()
+        assert final is not None and final["id"] == "sub-1", final
+        assert final["result"]["resultType"] == "complete"
+        assert final["result"]["_meta"][SUBSCRIPTION_ID] == "sub-1"
+        assert ended >= expires - 0.05
+        assert await stream.next() is None
+    refused = await guarded.post("tasks/get", {"taskId": task_id}, short)
+    assert refused.status_code == 401 and refused.json()["error_description"] == "token expired"
+    # the task goes on for a token that is still good
+    await guarded.ok("tasks/update", {"taskId": task_id, "inputResponses": {second: accept(b="y")}}, writer)
+    done = await guarded.until(task_id, "completed", writer)
+    assert done["result"]["content"] == [{"type": "text", "text": "xy"}]
+
+
+async def test_in_process_a_listen_stream_ends_at_the_tokens_expiry(idp: IdentityProvider) -> None:
+    server = guarded_server(idp, [])
+    assert server.auth is not None
+    assert server.auth.accepted_until(access(READER)) is None  # a token without expiry: no end
+    soon = AccessToken(subject="alice", client_id="client-1", issuer=ISSUER, scopes=frozenset({"mcp:read"}),
+                       expires_at=time.time() + 0.5)
+    assert server.auth.accepted_until(soon) == soon.expires_at  # leeway=0
+    notes: list[str] = []
+    message = {"jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
+               "params": {"notifications": {"toolsListChanged": True}, "_meta": META}}
+    async with lifespan(server):
+        with trio.fail_after(10):
+            response = await server.handle(message, auth=soon, notify=lambda method, params: notes.append(method))
+    assert time.time() >= soon.expires_at - 0.05  # type: ignore[operator]
+    assert notes == ["notifications/subscriptions/acknowledged"]
+    assert response["result"]["resultType"] == "complete" and response["id"] == 7
+
+
+async def test_a_stream_lasts_as_long_as_a_request_with_its_token_would_pass(keys: dict[str, SigningKey]) -> None:
+    verifier = JWTVerifier(public_key=keys["rsa"].public_pem(), issuer=ISSUER, audience=RESOURCE, leeway=20)
+    rs = ResourceServer(verifier, resource=RESOURCE, authorization_servers=[ISSUER])
+    token = await verifier.verify(mint(keys["rsa"], iss=ISSUER))
+    assert token.expires_at is not None
+    assert rs.accepted_until(token) == token.expires_at + 20  # the leeway new requests get
