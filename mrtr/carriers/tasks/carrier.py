@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 import trio
 
-from ..contract import ToolBinding
+from ..contract import TaskAccess, ToolBinding
 from ...core.context import Context
 from ..token import Engine
 from ...core.errors import HandlerError, InvalidParams, ProtocolError
@@ -160,13 +160,14 @@ class TaskCarrier:
         client_capabilities: Mapping[str, Any] | None,
         ledger: Ledger | None = None,
         result: dict[str, Any] | None = None,
+        scopes: tuple[str, ...] = (),
     ) -> TaskRecord:
         """Store a new working task, start running it, and return the stored record.
 
         ``ledger`` carries answers gathered by MRTR rounds before the task existed;
         ``result`` stores a task that is already completed (the handler finished during
-        those rounds). Returns only once the record is durable, so ``tasks/get``
-        resolves it at once.
+        those rounds); ``scopes`` are the tool's, which its task methods need too.
+        Returns only once the record is durable, so ``tasks/get`` resolves it at once.
         """
         if self._nursery is None:
             raise RuntimeError("TaskCarrier.serve() is not running; start it in a nursery before creating tasks")
@@ -188,6 +189,7 @@ class TaskCarrier:
             lease_expiry=0.0 if result is not None else now + self.lease,
             status="completed" if result is not None else "working",
             result=result,
+            scopes=tuple(scopes),
         )
         await self.store.create(record)
         if result is None:
@@ -216,22 +218,25 @@ class TaskCarrier:
         name = params.get("name")
         raw = params.get("arguments") or {}
         ledger, unmatched = self.wire.restore(method, params, ctx.principal)
+        done: dict[str, Any] | None = None
+        binding: ToolBinding | None = None
         try:
             outcome = await replay_until_step(handler, arguments, ctx, ledger, unmatched)
         except HandlerError as error:
-            binding = self.resolve(str(name), raw)
             outcome = Completed(None)
-            done: dict[str, Any] | None = binding.handler_failed(error)
-        else:
-            done = None
+            binding = self.resolve(str(name), raw)
+            done = binding.handler_failed(error)
         if isinstance(outcome, InputRequired):
             return msgspec.to_builtins(self.wire.seal(method, params, ctx.principal, outcome))
-        common: dict[str, Any] = {"principal": ctx.principal, "client_capabilities": ctx.client_capabilities}
+        if binding is None:
+            binding = self.resolve(str(name), raw)
+        common: dict[str, Any] = {"principal": ctx.principal, "client_capabilities": ctx.client_capabilities,
+                                  "scopes": binding.scopes}
         if isinstance(outcome, Detached):
             record = await self.create(str(name), raw, ledger=outcome.ledger, **common)
         else:
             if done is None:
-                done = self.resolve(str(name), raw).shape(outcome.result)
+                done = binding.shape(outcome.result)
             record = await self.create(str(name), raw, result=done, **common)
         return {**record.to_wire(), "resultType": "task"}
 
@@ -242,6 +247,14 @@ class TaskCarrier:
         if record is None or record.principal != principal:
             raise UnknownTask()
         return record
+
+    async def access(self, task_id: Any, principal: str | None) -> TaskAccess | None:
+        """The task's tool and recorded scopes, or ``None`` where every method would say "Unknown task"."""
+        try:
+            record = await self._owned(task_id, principal)
+        except InvalidParams:  # unknown, expired, another principal's, or no id at all; a store failure propagates
+            return None
+        return TaskAccess(record.tool, record.scopes)
 
     async def get(self, task_id: Any, principal: str | None) -> dict[str, Any]:
         """The ``GetTaskResult`` for ``tasks/get``."""
