@@ -114,7 +114,12 @@ class TaskCarrier:
             try:
                 task_status.started()
                 while True:
-                    await self.take_over_abandoned()
+                    try:
+                        await self.take_over_abandoned()
+                    except Exception:
+                        # Store errors are handled inside; anything else is a bug, and the node
+                        # serving everything else must not die of it.
+                        log.exception("looking for abandoned tasks failed")
                     await trio.sleep(self.lease / 3)
             finally:
                 self._nursery = None
@@ -123,15 +128,15 @@ class TaskCarrier:
         """Take every working task whose lease expired and run it here; returns how many."""
         try:
             ids = await self.store.claimable(time.time())
-        except StoreUnavailable as exc:
-            log.warning("cannot look for abandoned tasks: %s", exc)
+        except StoreUnavailable:
+            log.warning("cannot look for abandoned tasks while the task store is unavailable")
             return 0
         taken = 0
         for task_id in ids:
             try:
                 record, changed = await mutate(self.store, task_id, self._claim)
-            except StoreUnavailable as exc:
-                log.warning("cannot take over task: %s", exc)
+            except StoreUnavailable:
+                log.warning("task %s: cannot take over while the task store is unavailable", task_id)
                 return taken
             if changed and record is not None:
                 log.info("task %s: lease expired, resuming by replay on node %s", task_id, self.node)
@@ -307,6 +312,10 @@ class TaskCarrier:
         self._runs[record.task_id] = run
         try:
             await run.execute()
+        except Exception:
+            # A bug in one run must not take the node's other runs and requests with it; the
+            # task's lease runs out and a node takes it over.
+            log.exception("task %s: its run failed unexpectedly; left for takeover", record.task_id)
         finally:
             if self._runs.get(record.task_id) is run:
                 del self._runs[record.task_id]
@@ -386,8 +395,8 @@ class _Run:
                 await self.write(renew)
             except _Lost:
                 return
-            except StoreUnavailable as exc:
-                log.warning("task %s: cannot renew the lease: %s", self.record.task_id, exc)
+            except StoreUnavailable:
+                log.warning("task %s: cannot renew the lease while the task store is unavailable", self.record.task_id)
 
     def notify(self, method: str, params: Mapping[str, Any]) -> None:
         """The Context's notify: progress becomes the status message (thread-safe)."""
@@ -430,8 +439,9 @@ class _Run:
             await self.write(finish)
         except _Lost:
             log.info("task %s: finished after it was cancelled or taken over; outcome dropped", task_id)
-        except StoreUnavailable as exc:
-            log.warning("task %s: cannot save the outcome, left for takeover: %s", task_id, exc)
+        except StoreUnavailable:
+            log.warning("task %s: cannot save the outcome while the task store is unavailable; left for takeover",
+                        task_id)
 
     async def attempt(self) -> dict[str, Any] | None:
         """The record changes that end this run, or ``None`` when it must end without a write."""
@@ -446,9 +456,9 @@ class _Run:
         except _Lost:
             log.info("task %s: no longer owned by node %s; its run stops", task_id, self.carrier.node)
             return None
-        except StoreUnavailable as exc:
+        except StoreUnavailable:
             # The lease runs out; this node or another takes the task over once the store is back.
-            log.warning("task %s: store failed mid-run, left for takeover: %s", task_id, exc)
+            log.warning("task %s: the task store failed mid-run; left for takeover", task_id)
             return None
         except HandlerError as error:
             log.warning("task %s: handler failed: %s", task_id, error.message, exc_info=error.__cause__)

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from .record import TaskRecord, decode, encode
-from .store import StoreUnavailable, TaskExists
+from .store import StoreUnavailable, TaskExists, masked, reason, store_failed
 
 try:
     import coredis
@@ -67,23 +69,32 @@ class RedisStore:
     async def __aenter__(self) -> RedisStore:
         try:
             await self._client.__aenter__()
-        except BaseException as exc:
-            raise StoreUnavailable(f"task store {self.url} cannot be reached: {_reason(exc)}") from None
+        except Exception as exc:
+            raise StoreUnavailable(f"task store {masked(self.url)} cannot be reached: {reason(exc)}") from None
         try:
             await self._client.ping()
-        except BaseException as exc:
+        except Exception as exc:
             await self._client.__aexit__(None, None, None)
-            raise StoreUnavailable(f"task store {self.url} cannot be reached: {_reason(exc)}") from None
+            raise StoreUnavailable(f"task store {masked(self.url)} cannot be reached: {reason(exc)}") from None
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
         await self._client.__aexit__(*exc_info)
 
     async def _call(self, request: Any) -> Any:
+        # Any failure is the store's: connection errors, and error replies too (-OOM when Redis
+        # is full, -READONLY on a replica after a failover, -BUSY, -LOADING...). None may escape
+        # as anything but StoreUnavailable, which every caller, background loops included, handles.
         try:
             return await request
-        except (coredis.exceptions.ConnectionError, TimeoutError, OSError) as exc:
-            raise StoreUnavailable(f"task store {self.url} failed: {_reason(exc)}") from None
+        except Exception as exc:
+            raise store_failed(self.url, exc) from None
+
+    def _decode(self, body: bytes | str) -> TaskRecord:
+        try:
+            return decode(body)
+        except msgspec.DecodeError as exc:
+            raise store_failed(self.url, exc) from None
 
     async def create(self, record: TaskRecord) -> None:
         """See :meth:`TaskStore.create`."""
@@ -103,7 +114,7 @@ class RedisStore:
     async def get(self, task_id: str) -> TaskRecord | None:
         """See :meth:`TaskStore.get`; Redis drops expired hashes by itself."""
         body = await self._call(self._client.hget(self._key(task_id), "body"))
-        return None if body is None else decode(body)
+        return None if body is None else self._decode(body)
 
     async def replace(self, record: TaskRecord) -> bool:
         """See :meth:`TaskStore.replace`."""
@@ -132,10 +143,3 @@ class RedisStore:
 
     async def aclose(self) -> None:
         """Connections close when the ``async with`` block ends."""
-
-
-def _reason(exc: BaseException) -> str:
-    # anyio reports a failed connect as a group holding the real error.
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return str(exc) or type(exc).__name__

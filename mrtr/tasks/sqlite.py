@@ -11,12 +11,13 @@ import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
+import msgspec
 import trio
 
 from .record import TaskRecord, decode, encode
-from .store import StoreUnavailable, TaskExists
+from .store import StoreUnavailable, TaskExists, masked, store_failed
 
 __all__ = ["SQLiteStore"]
 
@@ -52,7 +53,7 @@ class SQLiteStore:
         try:
             await trio.to_thread.run_sync(store._connect, limiter=store._limiter)
         except (sqlite3.Error, OSError) as exc:
-            raise StoreUnavailable(f"task store {store.url} cannot be opened: {exc}") from None
+            raise StoreUnavailable(f"task store {masked(store.url)} cannot be opened: {exc}") from None
         return store
 
     def _connect(self) -> None:
@@ -65,13 +66,15 @@ class SQLiteStore:
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         db = self._db
         if db is None:
-            raise StoreUnavailable(f"task store {self.url} is closed")
+            raise StoreUnavailable(f"task store {masked(self.url)} is closed")
 
         def call() -> T:
+            # Every sqlite3 error is the store's, not only OperationalError (locked, read-only, disk
+            # full): a corrupt file raises DatabaseError, an unreadable record a decoding error.
             try:
                 return fn(db)
-            except sqlite3.OperationalError as exc:
-                raise StoreUnavailable(f"task store {self.url} failed: {exc}") from None
+            except (sqlite3.Error, OSError, msgspec.DecodeError) as exc:
+                raise store_failed(self.url, exc) from None
 
         return await trio.to_thread.run_sync(call, limiter=self._limiter)
 
@@ -79,26 +82,28 @@ class SQLiteStore:
         """See :meth:`TaskStore.create`."""
         row = (record.task_id, record.version, record.status, record.lease_expiry, record.expires_at, encode(record))
 
-        def insert(db: sqlite3.Connection) -> None:
+        def insert(db: sqlite3.Connection) -> bool:
             db.execute("DELETE FROM mrtr_tasks WHERE id = ? AND expires_at < ?", (record.task_id, time.time()))
-            db.execute("INSERT INTO mrtr_tasks VALUES (?, ?, ?, ?, ?, ?)", row)
+            try:
+                db.execute("INSERT INTO mrtr_tasks VALUES (?, ?, ?, ?, ?, ?)", row)
+            except sqlite3.IntegrityError:
+                return False
+            return True
 
-        try:
-            await self._run(insert)
-        except sqlite3.IntegrityError:
-            raise TaskExists(record.task_id) from None
+        if not await self._run(insert):
+            raise TaskExists(record.task_id)
 
     async def get(self, task_id: str) -> TaskRecord | None:
         """See :meth:`TaskStore.get`."""
 
-        def select(db: sqlite3.Connection) -> Any:
-            return db.execute(
+        def select(db: sqlite3.Connection) -> TaskRecord | None:
+            row = db.execute(
                 "SELECT body FROM mrtr_tasks WHERE id = ? AND (expires_at IS NULL OR expires_at >= ?)",
                 (task_id, time.time()),
             ).fetchone()
+            return None if row is None else decode(row[0])
 
-        row = await self._run(select)
-        return None if row is None else decode(row[0])
+        return await self._run(select)
 
     async def replace(self, record: TaskRecord) -> bool:
         """See :meth:`TaskStore.replace`: one conditional UPDATE on the version column."""

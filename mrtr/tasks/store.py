@@ -8,14 +8,18 @@ lists working tasks whose lease has run out, so a node can take them over.
 
 from __future__ import annotations
 
+import logging
 import time
+import urllib.parse
 from collections.abc import Callable
 from typing import Protocol
 
 from ..errors import InternalError
 from .record import TaskRecord
 
-__all__ = ["Observed", "TaskStore", "TaskExists", "StoreUnavailable", "mutate"]
+__all__ = ["Observed", "TaskStore", "TaskExists", "StoreUnavailable", "mutate", "masked", "store_failed"]
+
+log = logging.getLogger("mrtr.tasks")
 
 
 class TaskExists(Exception):
@@ -23,11 +27,64 @@ class TaskExists(Exception):
 
 
 class StoreUnavailable(InternalError):
-    """The task store cannot be reached or used; the message names the store.
+    """The task store cannot be reached or used: every failure of a store call, of any kind.
 
-    A ``-32603`` protocol error, so a request that needs the store while it is away gets
-    this message rather than a bare internal error.
+    A ``-32603`` protocol error. What a client gets (``message``, the JSON-RPC error) is
+    the same fixed text whatever went wrong: a store URL can carry a password, and its
+    host, port or file path are nobody's business outside. The server-side ``detail``
+    (also ``str()`` of the error, what logs and ``mrtr serve`` print) names the store
+    with its password masked (see :func:`masked`) and says why.
     """
+
+    CLIENT_MESSAGE = "Internal error: the task store is unavailable"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(self.CLIENT_MESSAGE)
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+def masked(url: str) -> str:
+    """``url`` with any password (in the user info or a ``password`` query parameter) shown as ``***``."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        password = parts.password
+    except ValueError:  # not parseable as a URL: show nothing of it rather than risk a secret
+        return "<unparseable store URL>"
+    if "@" in url and "@" not in parts.netloc:
+        # A password with an unescaped "/", "?" or "#" ends the authority early: hide all before the last "@".
+        scheme, _, rest = url.partition("://")
+        return f"{scheme}://***@{rest.rpartition('@')[2]}"
+    shown = url  # edited in place: rebuilding would normalize the URL (sqlite:////abs loses a slash)
+    if password is not None:
+        userinfo, _, host = parts.netloc.rpartition("@")
+        shown = shown.replace(parts.netloc, f"{userinfo.split(':', 1)[0]}:***@{host}", 1)
+    pairs = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    if any(key.lower() == "password" for key, _ in pairs):
+        query = "&".join("password=***" if key.lower() == "password" else urllib.parse.urlencode({key: value})
+                         for key, value in pairs)
+        shown = shown.replace("?" + parts.query, "?" + query, 1)
+    return shown
+
+
+def reason(exc: BaseException) -> str:
+    """The text of a store client's exception; anyio reports a failed connect as a group holding the real one."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def store_failed(url: str, exc: BaseException) -> StoreUnavailable:
+    """The one translation of a failed store call (any reply, I/O or decoding error) into :class:`StoreUnavailable`.
+
+    Logged here, once per failure, with the reason and the URL masked, since the client
+    is told nothing but that the store is unavailable.
+    """
+    error = StoreUnavailable(f"task store {masked(url)} failed: {reason(exc)}")
+    log.warning("%s", error.detail)
+    return error
 
 
 class TaskStore(Protocol):

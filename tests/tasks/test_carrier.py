@@ -334,3 +334,52 @@ async def test_redis_going_away_mid_run_loses_nothing(tmp_path: Any) -> None:
                 task = await until(carrier, task_id, status("completed"), timeout=20)
     assert task["result"]["content"][0]["text"] == "prepared+waited"
     assert calls == ["prepare", "wait", "wait"]  # the recorded Step did not run again
+
+
+class Faulty:
+    """A memory store whose writes and lease scans raise a plain RuntimeError while ``broken``: a bug, not an outage."""
+
+    def __init__(self) -> None:
+        from mrtr.tasks.memory import MemoryStore
+
+        self.inner = MemoryStore()
+        self.url = self.inner.url
+        self.broken = False
+        self.failed: list[str] = []
+
+    def _check(self, name: str) -> None:
+        if self.broken:
+            self.failed.append(name)
+            raise RuntimeError(f"{name} is broken")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def replace(self, record: Any) -> bool:
+        self._check("replace")
+        return await self.inner.replace(record)
+
+    async def claimable(self, now: float, limit: int = 100) -> list[str]:
+        self._check("claimable")
+        return await self.inner.claimable(now, limit)
+
+
+async def test_an_unexpected_error_in_the_background_loops_leaves_the_node_serving() -> None:
+    gate = trio.Event()
+
+    async def gated(ctx: Context) -> Any:
+        opened = yield Step(gate.wait)
+        yield f"opened {opened}"
+
+    store = Faulty()
+    async with node(store, {"gated": gated}, lease=0.3) as carrier:  # type: ignore[arg-type]
+        task_id = await start(carrier, "gated")
+        store.broken = True
+        with trio.fail_after(10):
+            while not {"replace", "claimable"} <= set(store.failed):  # the lease keeper and the scan both hit it
+                await trio.sleep(0.01)
+        store.broken = False
+        gate.set()
+        task = await until(carrier, task_id, status("completed"))
+        assert task["result"]["content"][0]["text"] == "opened None"
+        assert (await until(carrier, await start(carrier, "gated"), status("completed")))["status"] == "completed"
