@@ -227,6 +227,7 @@ class Server(Registry):
         self.tasks: TaskHost | None = None
         self.tasks_url: str | None = None
         self.task_lease: float | None = None
+        self.task_ttl: float | None = None  # seconds after a task's last activity; math.inf: no limit
 
     # -- lifespan ----------------------------------------------------------------------
 
@@ -386,7 +387,7 @@ class Server(Registry):
         from .tasks.host import serve_tasks
 
         # Status changes go to subscriptions/listen streams that asked for the task.
-        async with serve_tasks(self, self.tasks_url, lease=self.task_lease,
+        async with serve_tasks(self, self.tasks_url, lease=self.task_lease, ttl=self.task_ttl,
                                on_change=lambda record: self._publish("notifications/tasks", record.to_wire())):
             yield
 

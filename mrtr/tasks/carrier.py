@@ -75,8 +75,8 @@ class _Lost(Exception):
 class TaskCarrier:
     """Creates, runs, resumes and takes over tasks kept in ``store``.
 
-    ``lease`` is the lease length in seconds; ``ttl_ms`` the life of a task from its
-    creation (``None``: unlimited); ``poll_interval_ms`` the polling pace suggested to
+    ``lease`` is the lease length in seconds; ``ttl_ms`` how long a task lives after
+    its last activity (``None``: unlimited; see :meth:`TaskRecord.lifetime_end`); ``poll_interval_ms`` the polling pace suggested to
     clients. ``wire`` is the server's wire carrier, which holds the call's ledger while
     its MRTR rounds last (see :meth:`execute`). :meth:`serve` must be running (in a
     nursery) for tasks to run. Implements :class:`mrtr.carrier.TaskHost`.
@@ -193,7 +193,7 @@ class TaskCarrier:
             lease_expiry=0.0 if result is not None else now + self.lease,
             status="completed" if result is not None else "working",
             result=result,
-        )
+        ).with_lifetime(now)
         await self.store.create(record)
         if result is None:
             self._start(record)

@@ -45,7 +45,8 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
     is checked against the asked schema when the replay reaches them).
     ``lease_owner``/``lease_expiry`` name the node running the task while ``working``;
     an expired lease lets another node take the task over. ``expires_at`` is the
-    absolute end of the task's life (``None``: kept until deleted). Times are epoch
+    absolute end of the task's life (``None``: kept until deleted), ``ttl_ms`` after its
+    last activity (see :meth:`lifetime_end`); every write moves it. Times are epoch
     seconds.
     """
 
@@ -67,6 +68,7 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
     error: dict[str, Any] | None = None
     lease_owner: str | None = None
     lease_expiry: float = 0.0
+    expires_at: float | None = None
     version: int = 1
 
     @property
@@ -74,10 +76,23 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
         """Completed, failed or cancelled: no later change is accepted."""
         return self.status in TERMINAL
 
-    @property
-    def expires_at(self) -> float | None:
-        """When the task stops existing (creation plus TTL), or ``None`` for no limit."""
-        return None if self.ttl_ms is None else self.created_at + self.ttl_ms / 1000
+    def lifetime_end(self, now: float) -> float | None:
+        """When a task written at ``now`` stops existing: ``ttl_ms`` after its last activity.
+
+        The activity is the write itself, except while ``working``: then the runner's
+        lease counts too, so a task is never dropped while a node runs it (each renewal
+        moves it on), and one whose runner died stays for ``ttl_ms`` after the lease ran
+        out, for another node to take over. A task waiting for input lives ``ttl_ms`` from
+        its last update, a finished one ``ttl_ms`` from its end. ``None``: no limit.
+        """
+        if self.ttl_ms is None:
+            return None
+        active = max(now, self.lease_expiry) if self.status == "working" else now
+        return active + self.ttl_ms / 1000
+
+    def with_lifetime(self, now: float) -> TaskRecord:
+        """This record with ``expires_at`` set for a write at ``now``."""
+        return msgspec.structs.replace(self, expires_at=self.lifetime_end(now))
 
     def expired(self, now: float) -> bool:
         """Past its TTL: stores treat it as unknown."""
@@ -89,8 +104,9 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
         return self.status == "working" and self.lease_expiry <= now
 
     def evolve(self, now: float, **changes: Any) -> TaskRecord:
-        """The next version of this record with ``changes`` applied."""
-        return msgspec.structs.replace(self, updated_at=now, version=self.version + 1, **changes)
+        """The next version of this record with ``changes`` applied, its life counted from ``now``."""
+        changed = msgspec.structs.replace(self, updated_at=now, version=self.version + 1, **changes)
+        return changed.with_lifetime(now)
 
     def restored_ledger(self) -> Ledger:
         """The ledger to replay against."""

@@ -1,6 +1,7 @@
 """The Redis store: several nodes share one Redis, through ``coredis`` (anyio, runs on trio).
 
-Each task is a hash (``version``, ``status``, ``body``) that expires with the task's TTL;
+Each task is a hash (``version``, ``status``, ``body``) that Redis expires at the task's
+``expires_at`` (moved by every write);
 working tasks also sit in one sorted set scored by lease expiry, which is how a node
 finds tasks whose runner died. Create and compare-and-set are Lua scripts, so the
 version check and the write are one atomic step on the server: two nodes never both
@@ -36,6 +37,7 @@ _REPLACE = """
 local stored = redis.call('HGET', KEYS[1], 'version')
 if not stored or tonumber(stored) ~= tonumber(ARGV[1]) - 1 then return 0 end
 redis.call('HSET', KEYS[1], 'version', ARGV[1], 'status', ARGV[2], 'body', ARGV[3])
+if ARGV[6] ~= '' then redis.call('PEXPIREAT', KEYS[1], ARGV[6]) else redis.call('PERSIST', KEYS[1]) end
 if ARGV[2] == 'working' then
   redis.call('ZADD', KEYS[2], ARGV[4], ARGV[5])
 else
@@ -98,15 +100,7 @@ class RedisStore:
 
     async def create(self, record: TaskRecord) -> None:
         """See :meth:`TaskStore.create`."""
-        expires = record.expires_at
-        args = [
-            record.version,
-            record.status,
-            encode(record),
-            record.lease_expiry,
-            "" if expires is None else int(expires * 1000),
-            record.task_id,
-        ]
+        args = [record.version, record.status, encode(record), record.lease_expiry, _pexpireat(record), record.task_id]
         created = await self._call(self._client.eval(_CREATE, [self._key(record.task_id), self._leases], args))
         if not created:
             raise TaskExists(record.task_id)
@@ -118,7 +112,7 @@ class RedisStore:
 
     async def replace(self, record: TaskRecord) -> bool:
         """See :meth:`TaskStore.replace`."""
-        args = [record.version, record.status, encode(record), record.lease_expiry, record.task_id]
+        args = [record.version, record.status, encode(record), record.lease_expiry, record.task_id, _pexpireat(record)]
         replaced = await self._call(self._client.eval(_REPLACE, [self._key(record.task_id), self._leases], args))
         return bool(replaced)
 
@@ -143,3 +137,8 @@ class RedisStore:
 
     async def aclose(self) -> None:
         """Connections close when the ``async with`` block ends."""
+
+
+def _pexpireat(record: TaskRecord) -> int | str:
+    """The key's ``PEXPIREAT`` (epoch milliseconds), or ``""`` for a task kept until deleted."""
+    return "" if record.expires_at is None else int(record.expires_at * 1000)

@@ -107,11 +107,12 @@ class SQLiteStore:
 
     async def replace(self, record: TaskRecord) -> bool:
         """See :meth:`TaskStore.replace`: one conditional UPDATE on the version column."""
-        values = (record.version, record.status, record.lease_expiry, encode(record), record.task_id, record.version - 1)
+        values = (record.version, record.status, record.lease_expiry, record.expires_at, encode(record),
+                  record.task_id, record.version - 1)
 
         def update(db: sqlite3.Connection) -> bool:
             cursor = db.execute(
-                "UPDATE mrtr_tasks SET version = ?, status = ?, lease_expiry = ?, body = ? "
+                "UPDATE mrtr_tasks SET version = ?, status = ?, lease_expiry = ?, expires_at = ?, body = ? "
                 "WHERE id = ? AND version = ? AND (expires_at IS NULL OR expires_at >= ?)",
                 (*values, time.time()),
             )

@@ -221,6 +221,36 @@ async def test_expired_tasks_are_unknown(store: TaskStore) -> None:
             await carrier.update(task_id, ALICE, {"elicit-1": accept(name="late")})
 
 
+async def test_a_task_working_past_its_ttl_completes_and_its_outcome_stays_readable(store: TaskStore) -> None:
+    gate = trio.Event()
+
+    async def slow(ctx: Context) -> Any:
+        opened = yield Step(gate.wait)
+        yield f"finished after its ttl {opened}"
+
+    ttl = 0.3
+    async with node(store, {"slow": slow}, ttl_ms=int(ttl * 1000), lease=0.3) as carrier:
+        task_id = await start(carrier, "slow")
+        created = trio.current_time()
+        with trio.fail_after(10):
+            while trio.current_time() < created + 4 * ttl:  # the condition is the time itself: well past the ttl
+                task = validate_task("GetTaskResult", await carrier.get(task_id, ALICE))
+                assert task["status"] == "working"
+                await trio.sleep(0.02)
+        gate.set()
+        done = await until(carrier, task_id, status("completed"))
+        assert done["result"]["content"][0]["text"] == "finished after its ttl None"
+        assert done["ttlMs"] == 300
+        # A finished task lives its ttl from the end, then is unknown like any expired one.
+        with trio.fail_after(5):
+            while True:
+                try:
+                    await carrier.get(task_id, ALICE)
+                except UnknownTask:
+                    break
+                await trio.sleep(0.02)
+
+
 async def test_another_principal_sees_an_unknown_task(store: TaskStore) -> None:
     async with node(store, {"ask": two_questions}) as carrier:
         task_id = await start(carrier, "ask")

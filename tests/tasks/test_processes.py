@@ -122,3 +122,21 @@ async def test_an_unreachable_store_fails_at_start(tmp_path: Path) -> None:
         said = process.stderr.read().decode()
         assert f"task store redis://:***@127.0.0.1:{port}/0 cannot be reached" in said
         assert "hunter2" not in said
+
+
+async def test_task_ttl_sets_how_long_a_finished_task_is_kept(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'tasks.sqlite3'}"
+    with mrtr_serve(url, base64.b64encode(os.urandom(32)).decode(), "--task-ttl", "0.5") as (process, port):
+        await ready(process, port)
+        created = validate_task("CreateTaskResult", (await post(port, "tools/call", {"name": "report", "arguments": {}}))["result"])
+        assert created["ttlMs"] == 500
+        seen = []
+        with trio.fail_after(20):
+            while True:  # completed, then kept half a second, then unknown
+                reply = await post(port, "tasks/get", {"taskId": created["taskId"]})
+                if "error" in reply:
+                    break
+                seen.append(validate_task("GetTaskResult", reply["result"])["status"])
+                await trio.sleep(0.02)
+        assert reply["error"] == {"code": -32602, "message": "Unknown task"}
+        assert "completed" in seen

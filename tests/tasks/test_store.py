@@ -22,7 +22,7 @@ def make_record(**changes: Any) -> TaskRecord:
         ledger=(Slot(Kind.STEP, b"\x01" * 16, None, True, {"x": [1, 2]}),),
     )
     fields.update(changes)
-    return TaskRecord(**fields)
+    return TaskRecord(**fields).with_lifetime(fields["updated_at"])
 
 
 def test_task_ids_are_128_random_bits() -> None:
@@ -104,6 +104,20 @@ async def test_expired_records_are_unknown(store: TaskStore) -> None:
             await trio.sleep(0.05)
     assert not await store.replace(record.evolve(time.time()))
     assert record.task_id not in await store.claimable(time.time() + 1000)
+
+
+async def test_each_write_moves_the_end_of_a_records_life(store: TaskStore) -> None:
+    record = make_record(ttl_ms=300)
+    await store.create(record)
+    until = trio.current_time() + 1.2  # four ttls: it lives on as long as it is written
+    while trio.current_time() < until:
+        record = record.evolve(time.time(), status_message=str(record.version))
+        assert await store.replace(record)
+        await trio.sleep(0.05)
+    assert await store.get(record.task_id) == record
+    with trio.fail_after(5):
+        while await store.get(record.task_id) is not None:
+            await trio.sleep(0.05)
 
 
 async def test_unlimited_ttl_is_kept(store: TaskStore) -> None:
