@@ -228,6 +228,7 @@ class Server(Registry):
         self.tasks_url: str | None = None
         self.task_lease: float | None = None
         self.task_ttl: float | None = None  # seconds after a task's last activity; math.inf: no limit
+        self.task_max_bytes: int | None = None  # the cap on one task record; None: mrtr.tasks.MAX_RECORD_BYTES
 
     # -- lifespan ----------------------------------------------------------------------
 
@@ -388,6 +389,7 @@ class Server(Registry):
 
         # Status changes go to subscriptions/listen streams that asked for the task.
         async with serve_tasks(self, self.tasks_url, lease=self.task_lease, ttl=self.task_ttl,
+                               max_record_bytes=self.task_max_bytes,
                                on_change=lambda record: self._publish("notifications/tasks", record.to_wire())):
             yield
 

@@ -37,7 +37,7 @@ from ..jsonrpc import RunSync
 from ..ledger import Ledger, merge_answers
 from ..replay import Completed, Detached, InputRequired, handler_spec, replay, replay_async, replay_until_step
 from ..schema import RequestedSchema
-from .record import TaskRecord, new_task_id
+from .record import TaskRecord, TaskTooLarge, new_task_id
 from .store import StoreUnavailable, TaskStore, mutate
 
 __all__ = ["TaskCarrier", "Resolve", "UnknownTask", "status_message"]
@@ -138,11 +138,24 @@ class TaskCarrier:
             except StoreUnavailable:
                 log.warning("task %s: cannot take over while the task store is unavailable", task_id)
                 return taken
+            except TaskTooLarge as error:  # stored under a larger cap than this node's: it can never run here
+                log.warning("task %s: cannot take over: %s", task_id, error.message)
+                await self._fail_too_large(task_id, error)
+                continue
             if changed and record is not None:
                 log.info("task %s: lease expired, resuming by replay on node %s", task_id, self.node)
                 self._start(record)
                 taken += 1
         return taken
+
+    async def _fail_too_large(self, task_id: str, error: TaskTooLarge) -> None:
+        def fail(record: TaskRecord, now: float) -> TaskRecord | None:
+            return record.evolve(now, **_too_large(error)) if record.lease_free(now) else None
+
+        try:
+            await mutate(self.store, task_id, fail)
+        except (StoreUnavailable, TaskTooLarge):
+            log.warning("task %s: cannot record that it is too large", task_id)
 
     def _claim(self, record: TaskRecord, now: float) -> TaskRecord | None:
         if not record.lease_free(now):
@@ -321,6 +334,14 @@ class TaskCarrier:
                 del self._runs[record.task_id]
 
 
+def _too_large(error: TaskTooLarge) -> dict[str, Any]:
+    """The changes that fail a task whose record would not fit; they drop what made it large."""
+    message = f"Internal error: the task could not be saved: {error.message[len('Task too large: ') :]}"
+    return {"status": "failed", "error": {"code": -32603, "message": message, "data": error.data},
+            "status_message": "The task failed", "arguments": {}, "ledger": (), "fresh": (), "input_requests": {},
+            "result": None}
+
+
 def _check_form_answer(key: str, request: Any, answer: Any) -> None:
     """Raise :class:`InvalidParams` when an accepted answer does not fit the form it answers."""
     if not isinstance(request, dict) or request.get("method") != "elicitation/create":
@@ -429,14 +450,18 @@ class _Run:
                 nursery.cancel_scope.cancel()
         if final is None or self.lost:
             return
-        done = final
 
         def finish(current: TaskRecord, now: float) -> TaskRecord:
-            return current.evolve(now, lease_owner=None, lease_expiry=0.0, **done)
+            return current.evolve(now, lease_owner=None, lease_expiry=0.0, **final)
 
         task_id = self.record.task_id
         try:
-            await self.write(finish)
+            try:
+                await self.write(finish)
+            except TaskTooLarge as error:  # the outcome does not fit: the task fails, saying why
+                log.warning("task %s: %s", task_id, error.message)
+                done = {"lease_owner": None, "lease_expiry": 0.0, **_too_large(error)}
+                await self.write(lambda current, now: current.evolve(now, **done))
         except _Lost:
             log.info("task %s: finished after it was cancelled or taken over; outcome dropped", task_id)
         except StoreUnavailable:
@@ -460,6 +485,9 @@ class _Run:
             # The lease runs out; this node or another takes the task over once the store is back.
             log.warning("task %s: the task store failed mid-run; left for takeover", task_id)
             return None
+        except TaskTooLarge as error:  # a Step's result cannot be saved: the handler must not go on
+            log.warning("task %s: %s", task_id, error.message)
+            return _too_large(error)
         except HandlerError as error:
             log.warning("task %s: handler failed: %s", task_id, error.message, exc_info=error.__cause__)
             return {"status": "completed", "result": binding.handler_failed(error)}

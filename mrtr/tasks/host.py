@@ -11,7 +11,7 @@ from typing import Any
 import trio
 
 from .carrier import TaskCarrier
-from .record import TaskRecord
+from .record import MAX_RECORD_BYTES, TaskRecord
 from .store import Observed, TaskStore
 from .urls import DEFAULT_URL, open_store
 
@@ -68,7 +68,7 @@ def _lease_from_env() -> float:
 @asynccontextmanager
 async def serve_tasks(
     server: Any, url: str | None = None, *, lease: float | None = None, ttl: float | None = None,
-    on_change: Callable[[TaskRecord], None] | None = None,
+    max_record_bytes: int | None = None, on_change: Callable[[TaskRecord], None] | None = None,
 ) -> AsyncIterator[TaskCarrier]:
     """Open the task store, run this node's task carrier and attach it to ``server``.
 
@@ -76,13 +76,14 @@ async def serve_tasks(
     ``MRTR_TASK_LEASE`` or 30 seconds; ``ttl``, the seconds a task lives after its last
     activity (``math.inf``: no limit), to ``MRTR_TASK_TTL`` or one hour. A store that
     cannot be reached fails here, at start, with :class:`~mrtr.tasks.StoreUnavailable`
-    naming it. ``on_change`` is told of every status change this node writes (see
+    naming it. ``max_record_bytes`` caps one task's record (default
+    :data:`~mrtr.tasks.MAX_RECORD_BYTES`, 1 MiB). ``on_change`` is told of every status change this node writes (see
     :class:`~mrtr.tasks.store.Observed`).
     """
     chosen = url or os.environ.get("MRTR_TASKS") or DEFAULT_URL
     length = lease if lease is not None else _lease_from_env()
     ttl_ms = _ttl_ms(ttl)
-    async with open_store(chosen) as opened:
+    async with open_store(chosen, max_record_bytes=max_record_bytes or MAX_RECORD_BYTES) as opened:
         store: TaskStore = opened if on_change is None else Observed(opened, on_change)
         carrier = TaskCarrier(store, server.task_binding, lease=length, ttl_ms=ttl_ms, wire=server.engine)
         async with trio.open_nursery() as nursery:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from .record import TaskRecord, decode, encode
+from .record import MAX_RECORD_BYTES, TaskRecord, decode, encode
 from .store import TaskExists
 
 __all__ = ["MemoryStore"]
@@ -13,8 +13,9 @@ __all__ = ["MemoryStore"]
 class MemoryStore:
     """Records kept as encoded bytes, so a caller never aliases a stored record and encoding bugs show at once."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_record_bytes: int = MAX_RECORD_BYTES) -> None:
         self.url = "memory:"
+        self.max_record_bytes = max_record_bytes
         self._records: dict[str, bytes] = {}
 
     def _live(self, task_id: str) -> TaskRecord | None:
@@ -31,7 +32,7 @@ class MemoryStore:
         """See :meth:`TaskStore.create`."""
         if self._live(record.task_id) is not None:
             raise TaskExists(record.task_id)
-        self._records[record.task_id] = encode(record)
+        self._records[record.task_id] = encode(record, self.max_record_bytes)
 
     async def get(self, task_id: str) -> TaskRecord | None:
         """See :meth:`TaskStore.get`."""
@@ -40,9 +41,10 @@ class MemoryStore:
     async def replace(self, record: TaskRecord) -> bool:
         """See :meth:`TaskStore.replace`; atomic because nothing here awaits."""
         current = self._live(record.task_id)
+        data = encode(record, self.max_record_bytes)
         if current is None or current.version != record.version - 1:
             return False
-        self._records[record.task_id] = encode(record)
+        self._records[record.task_id] = data
         return True
 
     async def claimable(self, now: float, limit: int = 100) -> list[str]:

@@ -14,9 +14,14 @@ from typing import Any, Literal
 
 import msgspec
 
+from ..errors import InvalidParams
 from ..ledger import Ledger, Slot
 
-__all__ = ["Status", "TERMINAL", "TaskRecord", "new_task_id", "encode", "decode", "iso"]
+__all__ = ["Status", "TERMINAL", "TaskRecord", "TaskTooLarge", "MAX_RECORD_BYTES", "new_task_id", "encode", "decode",
+           "iso"]
+
+MAX_RECORD_BYTES = 1 << 20
+"""The default cap on one encoded task record (1 MiB): arguments, ledger, pending requests and outcome together."""
 
 Status = Literal["working", "input_required", "completed", "failed", "cancelled"]
 """The five task states of the tasks extension."""
@@ -133,13 +138,36 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
         return task
 
 
+class TaskTooLarge(InvalidParams):
+    """A write would store a record over its store's size cap (``-32602``, HTTP 400); nothing was written.
+
+    Raised to the caller whose input made it too large (the call that creates the task,
+    a ``tasks/update`` with large answers); a run whose Step result or outcome is too
+    large fails its task with it instead (see :class:`~mrtr.tasks.TaskCarrier`).
+    ``data`` carries ``size`` and ``limit`` in bytes.
+    """
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"Task too large: its record would take {size} bytes, over the limit of {limit} bytes",
+                         data={"size": size, "limit": limit})
+        self.size = size
+        self.limit = limit
+
+
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(TaskRecord)
 
 
-def encode(record: TaskRecord) -> bytes:
-    """A record as JSON bytes (what SQLite and Redis store)."""
-    return _encoder.encode(record)
+def encode(record: TaskRecord, limit: int | None = None) -> bytes:
+    """A record as JSON bytes (what the stores keep); :class:`TaskTooLarge` when longer than ``limit``.
+
+    The one place the size cap is checked: every store encodes each record it writes
+    here, so no path (creation, update, Step save, outcome, takeover) can store more.
+    """
+    data = _encoder.encode(record)
+    if limit is not None and len(data) > limit:
+        raise TaskTooLarge(len(data), limit)
+    return data
 
 
 def decode(data: bytes | str) -> TaskRecord:

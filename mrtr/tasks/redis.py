@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from .record import TaskRecord, decode, encode
+from .record import MAX_RECORD_BYTES, TaskRecord, decode, encode
 from .store import StoreUnavailable, TaskExists, masked, reason, store_failed
 
 try:
@@ -58,9 +58,10 @@ def require_coredis() -> None:
 class RedisStore:
     """Task records in Redis hashes under ``<prefix>task:<id>``; enter with ``async with``."""
 
-    def __init__(self, url: str, *, prefix: str = "mrtr:") -> None:
+    def __init__(self, url: str, *, prefix: str = "mrtr:", max_record_bytes: int = MAX_RECORD_BYTES) -> None:
         require_coredis()
         self.url = url
+        self.max_record_bytes = max_record_bytes
         self._prefix = prefix
         self._leases = prefix + "leases"
         self._client: Any = coredis.Redis.from_url(url, connect_timeout=5, stream_timeout=10)
@@ -100,7 +101,8 @@ class RedisStore:
 
     async def create(self, record: TaskRecord) -> None:
         """See :meth:`TaskStore.create`."""
-        args = [record.version, record.status, encode(record), record.lease_expiry, _pexpireat(record), record.task_id]
+        body = encode(record, self.max_record_bytes)
+        args = [record.version, record.status, body, record.lease_expiry, _pexpireat(record), record.task_id]
         created = await self._call(self._client.eval(_CREATE, [self._key(record.task_id), self._leases], args))
         if not created:
             raise TaskExists(record.task_id)
@@ -112,7 +114,8 @@ class RedisStore:
 
     async def replace(self, record: TaskRecord) -> bool:
         """See :meth:`TaskStore.replace`."""
-        args = [record.version, record.status, encode(record), record.lease_expiry, record.task_id, _pexpireat(record)]
+        body = encode(record, self.max_record_bytes)
+        args = [record.version, record.status, body, record.lease_expiry, record.task_id, _pexpireat(record)]
         replaced = await self._call(self._client.eval(_REPLACE, [self._key(record.task_id), self._leases], args))
         return bool(replaced)
 

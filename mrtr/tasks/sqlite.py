@@ -16,7 +16,7 @@ from typing import TypeVar
 import msgspec
 import trio
 
-from .record import TaskRecord, decode, encode
+from .record import MAX_RECORD_BYTES, TaskRecord, decode, encode
 from .store import StoreUnavailable, TaskExists, masked, store_failed
 
 __all__ = ["SQLiteStore"]
@@ -39,17 +39,18 @@ CREATE INDEX IF NOT EXISTS mrtr_tasks_lease ON mrtr_tasks (status, lease_expiry)
 class SQLiteStore:
     """Task records in one SQLite file; open with :meth:`open`."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES) -> None:
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
+        self.max_record_bytes = max_record_bytes
         self._db: sqlite3.Connection | None = None
         # One connection, used by one thread at a time; other processes have their own.
         self._limiter = trio.CapacityLimiter(1)
 
     @classmethod
-    async def open(cls, path: str | Path) -> SQLiteStore:
+    async def open(cls, path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES) -> SQLiteStore:
         """Open (creating if needed) the database; :class:`StoreUnavailable` if that fails."""
-        store = cls(path)
+        store = cls(path, max_record_bytes=max_record_bytes)
         try:
             await trio.to_thread.run_sync(store._connect, limiter=store._limiter)
         except (sqlite3.Error, OSError) as exc:
@@ -80,7 +81,8 @@ class SQLiteStore:
 
     async def create(self, record: TaskRecord) -> None:
         """See :meth:`TaskStore.create`."""
-        row = (record.task_id, record.version, record.status, record.lease_expiry, record.expires_at, encode(record))
+        row = (record.task_id, record.version, record.status, record.lease_expiry, record.expires_at,
+               encode(record, self.max_record_bytes))
 
         def insert(db: sqlite3.Connection) -> bool:
             db.execute("DELETE FROM mrtr_tasks WHERE id = ? AND expires_at < ?", (record.task_id, time.time()))
@@ -107,8 +109,8 @@ class SQLiteStore:
 
     async def replace(self, record: TaskRecord) -> bool:
         """See :meth:`TaskStore.replace`: one conditional UPDATE on the version column."""
-        values = (record.version, record.status, record.lease_expiry, record.expires_at, encode(record),
-                  record.task_id, record.version - 1)
+        values = (record.version, record.status, record.lease_expiry, record.expires_at,
+                  encode(record, self.max_record_bytes), record.task_id, record.version - 1)
 
         def update(db: sqlite3.Connection) -> bool:
             cursor = db.execute(

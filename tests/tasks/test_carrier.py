@@ -413,3 +413,64 @@ async def test_an_unexpected_error_in_the_background_loops_leaves_the_node_servi
         task = await until(carrier, task_id, status("completed"))
         assert task["result"]["content"][0]["text"] == "opened None"
         assert (await until(carrier, await start(carrier, "gated"), status("completed")))["status"] == "completed"
+
+
+CAP = 20_000
+
+
+@asynccontextmanager
+async def capped(store_url: str) -> AsyncIterator[TaskStore]:
+    """The store of each kind, holding records of at most ``CAP`` bytes."""
+    async with open_store(store_url, max_record_bytes=CAP) as opened:
+        yield opened
+
+
+async def test_a_task_over_the_size_cap_is_refused_at_creation(store_url: str) -> None:
+    from mrtr.tasks import TaskTooLarge
+
+    async with capped(store_url) as store, node(store, {"quick": lambda blob: "ok"}) as carrier:
+        with pytest.raises(TaskTooLarge) as caught:
+            await start(carrier, "quick", {"blob": "x" * CAP})
+        error = caught.value.to_error_object()
+        assert error["code"] == -32602
+        assert f"over the limit of {CAP} bytes" in error["message"]
+        assert error["data"]["limit"] == CAP and error["data"]["size"] > CAP
+        assert not carrier._runs
+        task_id = await start(carrier, "quick", {"blob": "x" * (CAP // 2)})  # under the cap: fine
+        assert (await until(carrier, task_id, status("completed")))["result"]["content"][0]["text"] == "ok"
+
+
+async def test_a_step_result_over_the_size_cap_fails_the_task_clearly(store_url: str) -> None:
+    after: list[str] = []
+
+    def bloated(ctx: Context) -> Any:
+        yield Step(lambda: "x" * CAP)
+        after.append("went on")  # never: the result could not be saved, so the handler must not go on
+        return "never"
+
+    def big_answer(ctx: Context) -> Any:
+        yield Step(lambda: 1)
+        return "y" * CAP  # the outcome itself is over the cap
+
+    async with capped(store_url) as store, node(store, {"bloated": bloated, "big": big_answer}) as carrier:
+        for tool in ("bloated", "big"):
+            task = await until(carrier, await start(carrier, tool), status("completed", "failed"))
+            assert task["status"] == "failed", task
+            assert task["error"]["code"] == -32603
+            assert f"over the limit of {CAP} bytes" in task["error"]["message"]
+        assert after == []
+        # The node is fine: the next task runs.
+        assert (await until(carrier, await start(carrier, "big"), status("failed")))["status"] == "failed"
+
+
+async def test_answers_over_the_size_cap_are_refused_and_the_task_keeps_waiting(store_url: str) -> None:
+    from mrtr.tasks import TaskTooLarge
+
+    async with capped(store_url) as store, node(store, {"ask": two_questions}) as carrier:
+        task_id = await start(carrier, "ask")
+        before = await until(carrier, task_id, status("input_required"))
+        with pytest.raises(TaskTooLarge):
+            await carrier.update(task_id, ALICE, {"elicit-1": accept(name="z" * CAP)})
+        assert await carrier.get(task_id, ALICE) == before
+        await carrier.update(task_id, ALICE, {"elicit-1": accept(name="Ada")})
+        await until(carrier, task_id, lambda t: "elicit-2" in t.get("inputRequests", {}))

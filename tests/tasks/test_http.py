@@ -174,3 +174,15 @@ async def test_an_unusable_mrtr_task_ttl_fails_at_start(monkeypatch: pytest.Monk
     with pytest.raises(ValueError, match="MRTR_TASK_TTL must be a positive number of seconds or none"):
         async with app.running():
             pass
+
+
+async def test_a_call_whose_task_would_exceed_the_size_cap_gets_a_clear_400(client: Client) -> None:
+    from mrtr.tasks import MAX_RECORD_BYTES
+
+    padding = "x" * (MAX_RECORD_BYTES + 1000)  # fits an HTTP body (4 MiB), not a task record (1 MiB)
+    status, reply = await client.post("tools/call", {"name": "report", "arguments": {"padding": padding}})
+    assert status == 400
+    assert reply["error"]["code"] == -32602
+    assert f"over the limit of {MAX_RECORD_BYTES} bytes" in reply["error"]["message"]
+    status, reply = await client.post("tools/call", {"name": "report", "arguments": {}})
+    assert reply["result"]["resultType"] == "task"
