@@ -76,8 +76,8 @@ class TaskCarrier:
     """Creates, runs, resumes and takes over tasks kept in ``store``.
 
     ``lease`` is the lease length in seconds; ``ttl_ms`` how long a task lives after
-    its last activity (``None``: unlimited; see :meth:`TaskRecord.lifetime_end`); ``poll_interval_ms`` the polling pace suggested to
-    clients. ``wire`` is the server's wire carrier, which holds the call's ledger while
+    its last activity (``None``: unlimited; see :meth:`TaskRecord.lifetime_end`);
+    ``poll_interval_ms`` the polling pace suggested to clients. ``wire`` is the server's wire carrier, which holds the call's ledger while
     its MRTR rounds last (see :meth:`execute`). :meth:`serve` must be running (in a
     nursery) for tasks to run. Implements :class:`mrtr.carrier.TaskHost`.
     """
@@ -377,8 +377,13 @@ class _Run:
         self.lost = True
         self.scope.cancel()
 
-    async def write(self, change: Callable[[TaskRecord, float], TaskRecord]) -> None:
-        """Compare-and-set the next version; give up the run if the task is no longer ours."""
+    async def write(self, change: Callable[[TaskRecord, float], TaskRecord], *, lease_only: bool = False) -> None:
+        """Compare-and-set the next version; give up the run if the task is no longer ours.
+
+        ``lease_only``: ``change`` moves nothing but the lease (:meth:`TaskRecord.renewed`),
+        so the store writes only that (:meth:`TaskStore.renew`).
+        """
+        save = self.store.renew if lease_only else self.store.replace
         async with self.lock:
             if self.lost:
                 raise _Lost()
@@ -388,7 +393,7 @@ class _Run:
                     self.abandon()
                     raise _Lost()
                 changed = change(current, time.time())
-                if await self.store.replace(changed):
+                if await save(changed):
                     self.record = changed
                     return
                 latest = await self.store.get(current.task_id)
@@ -405,15 +410,21 @@ class _Run:
                 await self.wake.wait()
             self.wake = trio.Event()
             message = self.message
+            lease = self.carrier.lease
+            # While it works, this run is the task's only writer, so its own copy says what is stored.
+            reported = message is None or message == self.record.status_message
 
             def renew(record: TaskRecord, now: float) -> TaskRecord:
-                changes: dict[str, Any] = {"lease_expiry": now + self.carrier.lease}
-                if message is not None and message != record.status_message:
-                    changes["status_message"] = message
-                return record.evolve(now, **changes)
+                return record.renewed(now, now + lease)
+
+            def publish(record: TaskRecord, now: float) -> TaskRecord:
+                return record.evolve(now, lease_expiry=now + lease, status_message=message)
 
             try:
-                await self.write(renew)
+                if reported:
+                    await self.write(renew, lease_only=True)
+                else:
+                    await self.write(publish)
             except _Lost:
                 return
             except StoreUnavailable:

@@ -25,7 +25,7 @@ DEFAULT_TTL = 3600.0
 
 
 def parse_ttl(text: str) -> float:
-    """A task TTL as written in ``--task-ttl`` or ``MRTR_TASK_TTL``: positive seconds, or ``none`` for no limit (``inf``)."""
+    """A TTL as ``--task-ttl`` and ``MRTR_TASK_TTL`` take it: positive seconds, or ``none`` for no limit (``inf``)."""
     if text.strip().lower() == "none":
         return math.inf
     try:

@@ -18,7 +18,7 @@ from ..errors import InvalidParams
 from ..ledger import Ledger, Slot
 
 __all__ = ["Status", "TERMINAL", "TaskRecord", "TaskTooLarge", "MAX_RECORD_BYTES", "new_task_id", "encode", "decode",
-           "iso"]
+           "restore", "iso"]
 
 MAX_RECORD_BYTES = 1 << 20
 """The default cap on one encoded task record (1 MiB): arguments, ledger, pending requests and outcome together."""
@@ -113,6 +113,15 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
         changed = msgspec.structs.replace(self, updated_at=now, version=self.version + 1, **changes)
         return changed.with_lifetime(now)
 
+    def renewed(self, now: float, lease_expiry: float) -> TaskRecord:
+        """The next version with only the lease moved to ``lease_expiry`` (and the task's life with it).
+
+        What :meth:`TaskStore.renew` writes: nothing a client sees changes, so neither
+        does ``updated_at`` (``lastUpdatedAt``).
+        """
+        changed = msgspec.structs.replace(self, lease_expiry=lease_expiry, version=self.version + 1)
+        return changed.with_lifetime(now)
+
     def restored_ledger(self) -> Ledger:
         """The ledger to replay against."""
         return Ledger(self.ledger, frozenset(self.fresh))
@@ -173,3 +182,13 @@ def encode(record: TaskRecord, limit: int | None = None) -> bytes:
 def decode(data: bytes | str) -> TaskRecord:
     """The record ``encode`` produced."""
     return _decoder.decode(data)
+
+
+def restore(body: bytes | str, version: int, lease_expiry: float, expires_at: float | None) -> TaskRecord:
+    """A record as a store keeps it: the body of its last full write, with the lease fields kept beside it.
+
+    A renewal (:meth:`TaskRecord.renewed`) writes only ``version``, ``lease_expiry``
+    and ``expires_at``; they are stored apart from the body so a renewal never rewrites
+    it, and win over the body's copies when the record is read.
+    """
+    return msgspec.structs.replace(decode(body), version=version, lease_expiry=lease_expiry, expires_at=expires_at)

@@ -1,9 +1,9 @@
 """One store protocol, three implementations, and the compare-and-set loop over it.
 
 A store keeps task records by id. It knows no task semantics beyond three rules:
-``replace`` succeeds only if the stored version is the one the new record was based
-on (compare-and-set); an expired record is unknown to every read; ``claimable``
-lists working tasks whose lease has run out, so a node can take them over.
+``replace`` and ``renew`` succeed only if the stored version is the one the new record
+was based on (compare-and-set); an expired record is unknown to every read;
+``claimable`` lists working tasks whose lease has run out, so a node can take them over.
 """
 
 from __future__ import annotations
@@ -104,6 +104,15 @@ class TaskStore(Protocol):
         """Store ``record`` if the stored version is ``record.version - 1``; ``False`` otherwise."""
         ...
 
+    async def renew(self, record: TaskRecord) -> bool:
+        """Like :meth:`replace` for a record made by :meth:`TaskRecord.renewed`, writing only its lease.
+
+        Stores ``version``, ``lease_expiry`` and ``expires_at`` if the stored version is
+        ``record.version - 1``, without rewriting the rest of the record: a running
+        task's renewals cost the store a few bytes each, whatever the task's size.
+        """
+        ...
+
     async def claimable(self, now: float, limit: int = 100) -> list[str]:
         """Ids of working tasks whose lease expired before ``now``."""
         ...
@@ -159,6 +168,10 @@ class Observed:
             return False
         self._report(record)
         return True
+
+    async def renew(self, record: TaskRecord) -> bool:
+        """As the wrapped store: a renewal changes nothing a client sees."""
+        return await self.store.renew(record)
 
     async def claimable(self, now: float, limit: int = 100) -> list[str]:
         """As the wrapped store."""

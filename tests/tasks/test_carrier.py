@@ -367,7 +367,7 @@ async def test_redis_going_away_mid_run_loses_nothing(tmp_path: Any) -> None:
 
 
 class Faulty:
-    """A memory store whose writes and lease scans raise a plain RuntimeError while ``broken``: a bug, not an outage."""
+    """A memory store whose writes, renewals and lease scans raise RuntimeError while ``broken``: a bug, not an outage."""
 
     def __init__(self) -> None:
         from mrtr.tasks.memory import MemoryStore
@@ -389,6 +389,10 @@ class Faulty:
         self._check("replace")
         return await self.inner.replace(record)
 
+    async def renew(self, record: Any) -> bool:
+        self._check("renew")
+        return await self.inner.renew(record)
+
     async def claimable(self, now: float, limit: int = 100) -> list[str]:
         self._check("claimable")
         return await self.inner.claimable(now, limit)
@@ -406,7 +410,7 @@ async def test_an_unexpected_error_in_the_background_loops_leaves_the_node_servi
         task_id = await start(carrier, "gated")
         store.broken = True
         with trio.fail_after(10):
-            while not {"replace", "claimable"} <= set(store.failed):  # the lease keeper and the scan both hit it
+            while not {"renew", "claimable"} <= set(store.failed):  # the lease keeper and the scan both hit it
                 await trio.sleep(0.01)
         store.broken = False
         gate.set()
@@ -474,3 +478,28 @@ async def test_answers_over_the_size_cap_are_refused_and_the_task_keeps_waiting(
         assert await carrier.get(task_id, ALICE) == before
         await carrier.update(task_id, ALICE, {"elicit-1": accept(name="Ada")})
         await until(carrier, task_id, lambda t: "elicit-2" in t.get("inputRequests", {}))
+
+
+async def test_lease_renewals_of_a_large_running_task_do_not_rewrite_it(shared_url: str, tmp_path: Any) -> None:
+    from .test_store import store_bytes_written
+
+    gate = trio.Event()
+
+    async def gated(ctx: Context, pad: str) -> Any:
+        opened = yield Step(gate.wait)
+        yield f"opened {opened}"
+
+    async with open_store(shared_url) as store, node(store, {"gated": gated}, lease=0.3) as carrier:
+        written = store_bytes_written(shared_url)
+        task_id = await start(carrier, "gated", {"pad": "x" * 900_000})
+        first = await store.get(task_id)
+        assert first is not None
+        before = written()
+        with trio.fail_after(10):
+            while (current := await store.get(task_id)) is not None and current.version < first.version + 10:
+                await trio.sleep(0.02)
+        assert current is not None and current.updated_at == first.updated_at  # nothing a client sees changed
+        renewals = current.version - first.version
+        assert written() - before < renewals * 16_000, (written() - before, renewals)
+        gate.set()
+        assert (await until(carrier, task_id, status("completed")))["result"]["content"][0]["text"] == "opened None"

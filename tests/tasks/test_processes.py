@@ -128,7 +128,8 @@ async def test_task_ttl_sets_how_long_a_finished_task_is_kept(tmp_path: Path) ->
     url = f"sqlite:///{tmp_path / 'tasks.sqlite3'}"
     with mrtr_serve(url, base64.b64encode(os.urandom(32)).decode(), "--task-ttl", "0.5") as (process, port):
         await ready(process, port)
-        created = validate_task("CreateTaskResult", (await post(port, "tools/call", {"name": "report", "arguments": {}}))["result"])
+        reply = await post(port, "tools/call", {"name": "report", "arguments": {}})
+        created = validate_task("CreateTaskResult", reply["result"])
         assert created["ttlMs"] == 500
         seen = []
         with trio.fail_after(20):

@@ -65,7 +65,8 @@ async def test_redis_out_of_memory_is_store_unavailable_and_passes(tmp_path: Pat
             kept = make_record()
             await store.create(kept)
             with out_of_memory(url):
-                for attempt in (store.create(make_record()), store.replace(kept.evolve(time.time(), status_message="x"))):
+                changed = kept.evolve(time.time(), status_message="x")
+                for attempt in (store.create(make_record()), store.replace(changed)):
                     with pytest.raises(StoreUnavailable) as caught:
                         await attempt
                     assert_hides_the_store(caught.value, url)
@@ -153,7 +154,7 @@ async def test_an_undecodable_record_is_store_unavailable(shared_url: str) -> No
         await store.create(record)
         if shared_url.startswith("sqlite"):
             with sqlite3.connect(shared_url[len("sqlite:///"):], isolation_level=None) as db:
-                db.execute("UPDATE mrtr_tasks SET body = ? WHERE id = ?", (b"{not json", record.task_id))
+                db.execute("UPDATE mrtr_task_bodies SET body = ? WHERE id = ?", (b"{not json", record.task_id))
         else:
             redis_cli(shared_url, "HSET", f"mrtr:task:{record.task_id}", "body", "{not json")
         with pytest.raises(StoreUnavailable) as caught:
