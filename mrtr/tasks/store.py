@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 import urllib.parse
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
 
@@ -135,22 +136,56 @@ class Observed:
     the one place task status notifications come from, whichever code path wrote the
     change (a run, ``tasks/update``, ``tasks/cancel``, a take-over). Changes written by
     other processes or nodes are not seen.
+
+    To stay silent on writes that change nothing a client sees, it remembers what it
+    last reported of each unfinished task. That memory is bounded: a task is forgotten
+    when it ends, when it expires (found by a sweep, at most once a second, of the
+    entries past their ``expires_at``) and, beyond ``limit`` tasks, oldest report first.
+    A forgotten task that is still alive costs at most one repeated notification.
     """
 
-    def __init__(self, store: TaskStore, on_change: Callable[[TaskRecord], None]) -> None:
+    SWEEP_INTERVAL = 1.0
+    """Seconds between two sweeps for expired tasks."""
+
+    def __init__(self, store: TaskStore, on_change: Callable[[TaskRecord], None], *, limit: int = 10_000) -> None:
         self.store = store
         self.url = store.url
         self._on_change = on_change
-        self._seen: dict[str, tuple[str, str | None]] = {}  # task id -> what was last reported
+        self._limit = limit
+        # task id -> (what was last reported, when the task expires), oldest report first
+        self._seen: OrderedDict[str, tuple[tuple[str, str | None], float | None]] = OrderedDict()
+        self._next_sweep = 0.0
+
+    @property
+    def tracked(self) -> int:
+        """How many tasks' last reported state is remembered."""
+        return len(self._seen)
+
+    def _sweep(self) -> None:
+        now = time.time()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + self.SWEEP_INTERVAL
+        for task_id in [task_id for task_id, (_, end) in self._seen.items() if end is not None and end < now]:
+            del self._seen[task_id]
+
+    def _remember(self, record: TaskRecord, shown: tuple[str, str | None]) -> None:
+        self._seen[record.task_id] = (shown, record.expires_at)
+        self._seen.move_to_end(record.task_id)
+        while len(self._seen) > self._limit:
+            self._seen.popitem(last=False)
 
     def _report(self, record: TaskRecord) -> None:
+        self._sweep()
         shown = (record.status, record.status_message)
-        if self._seen.get(record.task_id) == shown:
+        last = self._seen.get(record.task_id)
+        if last is not None and last[0] == shown:
+            self._remember(record, shown)  # its life moved on
             return
         if record.terminal:
             self._seen.pop(record.task_id, None)  # a terminal state never changes again
         else:
-            self._seen[record.task_id] = shown
+            self._remember(record, shown)
         self._on_change(record)
 
     async def create(self, record: TaskRecord) -> None:
@@ -170,8 +205,13 @@ class Observed:
         return True
 
     async def renew(self, record: TaskRecord) -> bool:
-        """As the wrapped store: a renewal changes nothing a client sees."""
-        return await self.store.renew(record)
+        """As the wrapped store: a renewal changes nothing a client sees, only how long the task lives."""
+        if not await self.store.renew(record):
+            return False
+        last = self._seen.get(record.task_id)
+        if last is not None:
+            self._remember(record, last[0])
+        return True
 
     async def claimable(self, now: float, limit: int = 100) -> list[str]:
         """As the wrapped store."""

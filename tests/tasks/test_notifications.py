@@ -137,3 +137,42 @@ async def test_task_notifications_need_the_extension():
         await peer.send(2, "subscriptions/listen", {"_meta": meta(), "notifications": {"taskIds": "nope"}})
         assert (await peer.reply(2))["error"]["code"] == -32602
         await to_server.aclose()
+
+
+async def test_the_status_observer_forgets_tasks_that_expired_while_waiting():
+    """One entry per task waiting for input was kept forever once the task expired (about 110 B each)."""
+    from mrtr.tasks.memory import MemoryStore
+    from mrtr.tasks.store import Observed
+
+    from .test_carrier import ALICE, node, start, status, two_questions, until
+
+    reported: list[tuple[str, str]] = []
+    observed = Observed(MemoryStore(), lambda record: reported.append((record.task_id, record.status)))
+    async with node(observed, {"ask": two_questions}, ttl_ms=300) as carrier:  # type: ignore[arg-type]
+        waiting = [await start(carrier, "ask") for _ in range(20)]
+        for task_id in waiting:
+            await until(carrier, task_id, status("input_required"))
+        assert observed.tracked == 20
+        with trio.fail_after(10):
+            while observed.tracked > 1:  # they expire; the writes of a newer task let the observer notice
+                fresh = await start(carrier, "ask")
+                await until(carrier, fresh, status("input_required"))
+                await carrier.cancel(fresh, ALICE)
+                await trio.sleep(0.05)
+        assert all((task_id, "input_required") in reported for task_id in waiting)
+
+
+async def test_the_status_observer_keeps_a_bounded_number_of_tasks():
+    from mrtr.tasks.memory import MemoryStore
+    from mrtr.tasks.store import Observed
+
+    from .test_carrier import node, start, status, two_questions, until
+
+    reported: list[tuple[str, str]] = []
+    observed = Observed(MemoryStore(), lambda record: reported.append((record.task_id, record.status)), limit=5)
+    async with node(observed, {"ask": two_questions}) as carrier:  # type: ignore[arg-type]
+        waiting = [await start(carrier, "ask") for _ in range(12)]
+        for task_id in waiting:
+            await until(carrier, task_id, status("input_required"))
+        assert observed.tracked == 5
+        assert all((task_id, "input_required") in reported for task_id in waiting)  # every change still reported
