@@ -45,6 +45,7 @@ from .state import RequestStateCodec
 
 __all__ = [
     "SUPPORTED_VERSIONS",
+    "MAX_LISTEN_TASK_IDS",
     "Header",
     "RequestInfo",
     "Server",
@@ -108,6 +109,9 @@ class Broadcast(Protocol):
         with a ``close()`` that unregisters it."""
         ...
 
+
+MAX_LISTEN_TASK_IDS = 1000
+"""The most ``taskIds`` one ``subscriptions/listen`` may name (each is looked up in the task store)."""
 
 # What each filter field of a listen request opts into, and the family that must be offered.
 _LISTEN_FILTERS = {
@@ -480,11 +484,18 @@ class Server(Registry):
     async def _watched_tasks(self, request: _Request, task_ids: Any) -> list[str] | None:
         """The ``taskIds`` of a listen request this caller may watch, in order; ``None`` when none were asked.
 
-        Asking needs the tasks extension (``-32021``). Unknown, expired and other
-        callers' tasks are left out of the acknowledgement, with no way to tell which.
+        Asking needs the tasks extension (``-32021``); more than :data:`MAX_LISTEN_TASK_IDS`
+        ids is ``-32602``. Unknown, expired and other callers' tasks are left out of the
+        acknowledgement, with no way to tell which.
         """
         if task_ids is None:
             return None
+        if isinstance(task_ids, list) and len(task_ids) > MAX_LISTEN_TASK_IDS:
+            # Checked first: each id costs a store lookup, and 200,000 of them cost a node seconds.
+            raise InvalidParams(
+                f"subscriptions/listen: notifications.taskIds may name at most {MAX_LISTEN_TASK_IDS} task ids, "
+                f"got {len(task_ids)}; open several streams to watch more"
+            )
         if not isinstance(task_ids, list) or not all(isinstance(task_id, str) and task_id for task_id in task_ids):
             raise InvalidParams("subscriptions/listen: notifications.taskIds must be a list of task ids")
         if not _declares_tasks(request.envelope):
