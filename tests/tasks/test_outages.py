@@ -165,3 +165,44 @@ def wait_in_sync(replica: str) -> None:
     while "master_link_status:up" not in (info := redis_cli(replica, "INFO", "replication")):
         assert time.monotonic() < deadline, f"the replica never synced: {info}"
         time.sleep(0.02)
+
+
+async def test_calls_that_fill_redis_leave_the_nodes_up(tmp_path: Path) -> None:
+    """The attack itself: unauthenticated calls with large arguments until Redis is full."""
+    from mrtr.tasks import MAX_RECORD_BYTES
+
+    with redis_server(password=PASSWORD) as (url, _process):
+        redis_cli(url, "CONFIG", "SET", "maxmemory-policy", "noeviction")
+        redis_cli(url, "CONFIG", "SET", "maxmemory", "24mb")
+        secret = base64.b64encode(os.urandom(32)).decode()
+        logs = [tmp_path / "one.log", tmp_path / "two.log"]
+        with mrtr_serve(url, secret, log=logs[0]) as (one, one_port), \
+                mrtr_serve(url, secret, "--workers", "2", log=logs[1]) as (two, two_port):
+            await ready(one, one_port)
+            await ready(two, two_port)
+            reply = await post(one_port, "tools/call", {"name": "report", "arguments": {"pad": "x" * 3_900_000}})
+            assert reply["error"]["code"] == -32602  # over the record cap: refused, nothing stored
+            assert f"over the limit of {MAX_RECORD_BYTES} bytes" in reply["error"]["message"]
+            created = 0
+            with trio.fail_after(60):
+                while True:  # records just under the cap until Redis refuses to grow
+                    port = (one_port, two_port)[created % 2]
+                    reply = await post(port, "tools/call", {"name": "report", "arguments": {"pad": "x" * 1_000_000}})
+                    if "error" in reply:
+                        break
+                    created += 1
+            assert 10 < created < 30, created
+            assert_typed_and_silent(reply, url)
+            for process, port in ((one, one_port), (two, two_port)):
+                assert process.poll() is None
+                reply = await post(port, "tools/call", {"name": "plain", "arguments": {"x": 4}})
+                assert reply["result"]["content"] == [{"type": "text", "text": "8"}]
+            redis_cli(url, "CONFIG", "SET", "maxmemory", "0")  # the operator makes room
+            reply = await post(two_port, "tools/call", {"name": "report", "arguments": {}})
+            task_id = validate_task("CreateTaskResult", reply["result"])["taskId"]
+            with trio.fail_after(20):
+                while (await post(one_port, "tasks/get", {"taskId": task_id}))["result"]["status"] != "completed":
+                    await trio.sleep(0.05)
+            assert one.poll() is None and two.poll() is None
+        for log in logs:
+            assert "exited unexpectedly" not in logged(log) and PASSWORD not in logged(log)
