@@ -228,19 +228,20 @@ async def test_a_task_working_past_its_ttl_completes_and_its_outcome_stays_reada
         opened = yield Step(gate.wait)
         yield f"finished after its ttl {opened}"
 
-    ttl = 0.3
-    async with node(store, {"slow": slow}, ttl_ms=int(ttl * 1000), lease=0.3) as carrier:
+    ttl, lease = 0.5, 0.6
+    async with node(store, {"slow": slow}, ttl_ms=int(ttl * 1000), lease=lease) as carrier:
         task_id = await start(carrier, "slow")
         created = trio.current_time()
         with trio.fail_after(10):
-            while trio.current_time() < created + 4 * ttl:  # the condition is the time itself: well past the ttl
+            # The condition is the time itself: past the ttl, and past ttl and lease together.
+            while trio.current_time() < created + 2 * (ttl + lease):
                 task = validate_task("GetTaskResult", await carrier.get(task_id, ALICE))
                 assert task["status"] == "working"
                 await trio.sleep(0.02)
         gate.set()
         done = await until(carrier, task_id, status("completed"))
         assert done["result"]["content"][0]["text"] == "finished after its ttl None"
-        assert done["ttlMs"] == 300
+        assert done["ttlMs"] == 500
         # A finished task lives its ttl from the end, then is unknown like any expired one.
         with trio.fail_after(5):
             while True:

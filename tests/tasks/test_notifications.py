@@ -148,7 +148,7 @@ async def test_the_status_observer_forgets_tasks_that_expired_while_waiting():
 
     reported: list[tuple[str, str]] = []
     observed = Observed(MemoryStore(), lambda record: reported.append((record.task_id, record.status)))
-    async with node(observed, {"ask": two_questions}, ttl_ms=300) as carrier:  # type: ignore[arg-type]
+    async with node(observed, {"ask": two_questions}, ttl_ms=1500) as carrier:  # type: ignore[arg-type]
         waiting = [await start(carrier, "ask") for _ in range(20)]
         for task_id in waiting:
             await until(carrier, task_id, status("input_required"))
