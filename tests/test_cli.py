@@ -61,6 +61,8 @@ def test_an_attribute_that_is_not_a_server_is_a_usage_error(attribute: str, caps
     ["serve", "--port", "70000"],
     ["serve", "--port", "-1"],
     ["serve", "--workers", "0"],
+    ["serve", "--task-ttl", "0"],
+    ["serve", "--task-ttl", "soon"],
     ["serve", "--no-such-option"],
     [],  # no command
 ])

@@ -265,6 +265,15 @@ def _lease(text: str) -> float:
     return value
 
 
+def _ttl(text: str) -> float:
+    from ..carriers.tasks.host import parse_ttl
+
+    try:
+        return parse_ttl(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mrtr",
@@ -322,6 +331,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--task-lease", type=_lease, default=None, metavar="SECONDS",
         help="how long a task runner's lease lasts without renewal (default: MRTR_TASK_LEASE or 30)",
+    )
+    serve.add_argument(
+        "--task-ttl", type=_ttl, default=None, metavar="SECONDS",
+        help="how long a task is kept after its last activity (a running task is kept while it runs); "
+             "none: until deleted (default: MRTR_TASK_TTL or 3600)",
     )
     serve.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"],
@@ -407,6 +421,8 @@ def _serve(args: argparse.Namespace) -> int:
         server.tasks_url = args.tasks
     if args.task_lease is not None:
         server.task_lease = args.task_lease
+    if args.task_ttl is not None:
+        server.task_ttl = args.task_ttl
     host = args.host or DEFAULT_HOST
     port = DEFAULT_PORT if args.port is None else args.port
     workers = args.workers or 1

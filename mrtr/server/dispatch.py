@@ -46,6 +46,7 @@ from ..core.codec import RequestStateCodec
 
 __all__ = [
     "SUPPORTED_VERSIONS",
+    "MAX_LISTEN_TASK_IDS",
     "Header",
     "RequestInfo",
     "Server",
@@ -110,6 +111,9 @@ class Broadcast(Protocol):
         seconds) when given."""
         ...
 
+
+MAX_LISTEN_TASK_IDS = 1000
+"""The most ``taskIds`` one ``subscriptions/listen`` may name (each is looked up in the task store)."""
 
 # What each filter field of a listen request opts into, and the family that must be offered.
 _LISTEN_FILTERS = {
@@ -234,6 +238,8 @@ class Server(Registry):
         self.tasks: TaskHost | None = None
         self.tasks_url: str | None = None
         self.task_lease: float | None = None
+        self.task_ttl: float | None = None  # seconds after a task's last activity; math.inf: no limit
+        self.task_max_bytes: int | None = None  # the cap on one task record; None: mrtr.tasks.MAX_RECORD_BYTES
 
     # -- lifespan ----------------------------------------------------------------------
 
@@ -393,7 +399,8 @@ class Server(Registry):
         from ..carriers.tasks.host import serve_tasks
 
         # Status changes go to subscriptions/listen streams that asked for the task.
-        async with serve_tasks(self, self.tasks_url, lease=self.task_lease,
+        async with serve_tasks(self, self.tasks_url, lease=self.task_lease, ttl=self.task_ttl,
+                               max_record_bytes=self.task_max_bytes,
                                on_change=lambda record: self._publish("notifications/tasks", record.to_wire())):
             yield
 
@@ -488,11 +495,18 @@ class Server(Registry):
     async def _watched_tasks(self, request: _Request, task_ids: Any) -> list[str] | None:
         """The ``taskIds`` of a listen request this caller may watch, in order; ``None`` when none were asked.
 
-        Asking needs the tasks extension (``-32021``). Unknown, expired and other
-        callers' tasks are left out of the acknowledgement, with no way to tell which.
+        Asking needs the tasks extension (``-32021``); more than :data:`MAX_LISTEN_TASK_IDS`
+        ids is ``-32602``. Unknown, expired and other callers' tasks are left out of the
+        acknowledgement, with no way to tell which.
         """
         if task_ids is None:
             return None
+        if isinstance(task_ids, list) and len(task_ids) > MAX_LISTEN_TASK_IDS:
+            # Checked first: each id costs a store lookup, and 200,000 of them cost a node seconds.
+            raise InvalidParams(
+                f"subscriptions/listen: notifications.taskIds may name at most {MAX_LISTEN_TASK_IDS} task ids, "
+                f"got {len(task_ids)}; open several streams to watch more"
+            )
         if not isinstance(task_ids, list) or not all(isinstance(task_id, str) and task_id for task_id in task_ids):
             raise InvalidParams("subscriptions/listen: notifications.taskIds must be a list of task ids")
         if not _declares_tasks(request.envelope):
