@@ -32,6 +32,7 @@ import msgspec
 
 from .._version import __version__
 from ..core import wire
+from ..core.jsonrpc import request
 from ..transports.shared import settle_key
 from ..core.wire import PROTOCOL_VERSION
 
@@ -174,7 +175,7 @@ def curl_example(server: Any, url: str) -> str:
         definition = tools[0]
         arguments = example_arguments(definition.get("inputSchema"))
         params = {"name": definition["name"], "arguments": arguments, "_meta": meta}
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        body = request(1, "tools/call", params)
         headers += ["Mcp-Method: tools/call", f"Mcp-Name: {definition['name']}"]
         properties = (definition.get("inputSchema") or {}).get("properties") or {}
         for name, value in arguments.items():
@@ -182,7 +183,7 @@ def curl_example(server: Any, url: str) -> str:
             if isinstance(mirrored, str) and value is not None:
                 headers.append(f"Mcp-Param-{mirrored}: {_header_value(value)}")
     else:
-        body = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}
+        body = request(1, "server/discover", {"_meta": meta})
         headers.append("Mcp-Method: server/discover")
     lines = [f"  curl -sS -X POST {shlex.quote(url)}"]
     lines += [f"    -H {shlex.quote(header)}" for header in headers]

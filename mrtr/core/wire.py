@@ -43,12 +43,14 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from .jsonrpc import JSONRPC_VERSION, RequestId  # re-exported: both belong to the framing
 from .jsonrpc import encode  # re-exported: one encoder for Structs and builtins alike
 
 __all__ = [
     # constants
     "PROTOCOL_VERSION",
     "JSONRPC_VERSION",
+    "JSONRPCVersion",
     "RESULT_TYPE_COMPLETE",
     "RESULT_TYPE_INPUT_REQUIRED",
     "META_PROTOCOL_VERSION",
@@ -172,8 +174,8 @@ __all__ = [
 PROTOCOL_VERSION = "2026-07-28"
 """The protocol revision this module describes."""
 
-JSONRPC_VERSION = "2.0"
-"""The value of every envelope's ``jsonrpc`` member."""
+JSONRPCVersion = Literal["2.0"]
+"""The type of every envelope's ``jsonrpc`` member: the one value :data:`JSONRPC_VERSION`."""
 
 RESULT_TYPE_COMPLETE = "complete"
 """``resultType`` of a finished request."""
@@ -217,9 +219,6 @@ LoggingLevel = Literal[
 CacheScope = Literal["public", "private"]
 """Who may reuse a cacheable result."""
 
-RequestId = str | int
-"""A JSON-RPC request id: string or integer, never null."""
-
 ProgressToken = str | int
 """A progress token: string or integer."""
 
@@ -232,8 +231,8 @@ def _input_required() -> str:
     return RESULT_TYPE_INPUT_REQUIRED
 
 
-def _jsonrpc() -> Literal["2.0"]:
-    return "2.0"
+def _jsonrpc() -> JSONRPCVersion:
+    return JSONRPC_VERSION
 
 
 def _url() -> Literal["url"]:
@@ -1034,7 +1033,7 @@ class ErrorObject(_Wire, kw_only=True):
 class JSONRPCRequest(_Wire, Generic[P], kw_only=True):
     """A JSON-RPC request; ``JSONRPCRequest[CallToolRequestParams]`` types its params."""
 
-    jsonrpc: Literal["2.0"] = msgspec.field(default_factory=_jsonrpc)
+    jsonrpc: JSONRPCVersion = msgspec.field(default_factory=_jsonrpc)
     id: RequestId
     method: str
     params: P | None = None
@@ -1043,7 +1042,7 @@ class JSONRPCRequest(_Wire, Generic[P], kw_only=True):
 class JSONRPCNotification(_Wire, Generic[P], kw_only=True):
     """A JSON-RPC notification (no id); parameterise to type params."""
 
-    jsonrpc: Literal["2.0"] = msgspec.field(default_factory=_jsonrpc)
+    jsonrpc: JSONRPCVersion = msgspec.field(default_factory=_jsonrpc)
     method: str
     params: P | None = None
 
@@ -1051,7 +1050,7 @@ class JSONRPCNotification(_Wire, Generic[P], kw_only=True):
 class JSONRPCResultResponse(_Wire, Generic[R], kw_only=True):
     """A successful JSON-RPC response; parameterise to type the result."""
 
-    jsonrpc: Literal["2.0"] = msgspec.field(default_factory=_jsonrpc)
+    jsonrpc: JSONRPCVersion = msgspec.field(default_factory=_jsonrpc)
     id: RequestId
     result: R
 
@@ -1059,7 +1058,7 @@ class JSONRPCResultResponse(_Wire, Generic[R], kw_only=True):
 class JSONRPCErrorResponse(_Wire, kw_only=True):
     """A JSON-RPC error response; ``id`` is left out when the request id is unknown."""
 
-    jsonrpc: Literal["2.0"] = msgspec.field(default_factory=_jsonrpc)
+    jsonrpc: JSONRPCVersion = msgspec.field(default_factory=_jsonrpc)
     id: RequestId | None = None
     error: ErrorObject
 
