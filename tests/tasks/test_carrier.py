@@ -13,6 +13,7 @@ import trio
 from mrtr import Context, Elicit, Form, InvalidParams, Step
 from mrtr.carriers.tasks import TaskCarrier, TaskStore, ToolBinding, UnknownTask, open_store
 
+from ..conftest import FakeClock
 from .tasks_schema import validate_task
 
 ALICE = "alice"
@@ -205,20 +206,20 @@ async def test_failing_handlers(store: TaskStore) -> None:
         assert task["error"] == {"code": -32602, "message": "no such account", "data": {"account": 7}}
 
 
-async def test_expired_tasks_are_unknown(store: TaskStore) -> None:
-    async with node(store, {"ask": two_questions}, ttl_ms=400) as carrier:
+async def test_expired_tasks_are_unknown(clocked_store: TaskStore, clock: FakeClock) -> None:
+    async with node(clocked_store, {"ask": two_questions}, ttl_ms=400, clock=clock) as carrier:
         task_id = await start(carrier, "ask")
         task = await until(carrier, task_id, status("input_required"))
         assert task["ttlMs"] == 400
-        with trio.fail_after(5):
-            while True:
-                try:
-                    await carrier.get(task_id, ALICE)
-                except UnknownTask:
-                    break
-                await trio.sleep(0.05)
+        clock.advance(0.4)
+        assert (await carrier.get(task_id, ALICE))["status"] == "input_required"
+        clock.advance(0.001)
+        with pytest.raises(UnknownTask):
+            await carrier.get(task_id, ALICE)
         with pytest.raises(UnknownTask):
             await carrier.update(task_id, ALICE, {"elicit-1": accept(name="late")})
+        with pytest.raises(UnknownTask):
+            await carrier.cancel(task_id, ALICE)
 
 
 async def test_another_principal_sees_an_unknown_task(store: TaskStore) -> None:

@@ -11,6 +11,7 @@ import trio
 from mrtr.core.ledger import Kind, Slot
 from mrtr.carriers.tasks import StoreUnavailable, TaskExists, TaskRecord, TaskStore, mutate, new_task_id, open_store
 
+from ..conftest import FakeClock
 from .redis_server import free_port
 
 
@@ -95,15 +96,37 @@ async def test_two_connections_race_one_wins(store_url: str) -> None:
         assert stored is not None and stored.status_message == wins[0]
 
 
-async def test_expired_records_are_unknown(store: TaskStore) -> None:
-    record = make_record(ttl_ms=300)
+async def test_expired_records_are_unknown(clocked_store: TaskStore, clock: FakeClock) -> None:
+    store = clocked_store
+    record = make_record(ttl_ms=300, created_at=clock.now, updated_at=clock.now)
     await store.create(record)
-    assert await store.get(record.task_id) is not None
-    with trio.fail_after(5):
-        while await store.get(record.task_id) is not None:
-            await trio.sleep(0.05)
-    assert not await store.replace(record.evolve(time.time()))
-    assert record.task_id not in await store.claimable(time.time() + 1000)
+    clock.advance(0.3)
+    assert await store.get(record.task_id) == record  # alive up to its last millisecond
+    updated = record.evolve(clock.now, status_message="still here")
+    assert await store.replace(updated)
+    clock.advance(0.001)
+    assert await store.get(record.task_id) is None
+    assert not await store.replace(updated.evolve(clock.now))
+    assert record.task_id not in await store.claimable(clock.now + 1000)
+    # An expired record's id is free again.
+    await store.create(record)
+    assert await store.get(record.task_id) is None
+
+
+async def test_redis_expires_a_record_at_its_expiry(redis_url: str) -> None:
+    """Redis keeps the time itself: the store hands it each record's expiry, to the millisecond."""
+    async with open_store(redis_url) as store:
+        record = make_record(ttl_ms=60_000)
+        await store.create(record)
+        client: Any = store._client  # type: ignore[attr-defined]
+        assert record.expires_at is not None
+        expiry = await client.pexpiretime(f"mrtr:task:{record.task_id}")  # a datetime, to the millisecond
+        assert round(expiry.timestamp() * 1000) == int(record.expires_at * 1000)
+        past = make_record(ttl_ms=300, created_at=time.time() - 1)
+        await store.create(past)
+        assert await store.get(past.task_id) is None
+        assert not await store.replace(past.evolve(time.time()))
+        assert past.task_id not in await store.claimable(time.time() + 1000)
 
 
 async def test_unlimited_ttl_is_kept(store: TaskStore) -> None:

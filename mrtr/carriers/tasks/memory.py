@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from .record import TaskRecord, decode, encode
 from .store import TaskExists
@@ -11,18 +12,22 @@ __all__ = ["MemoryStore"]
 
 
 class MemoryStore:
-    """Records kept as encoded bytes, so a caller never aliases a stored record and encoding bugs show at once."""
+    """Records kept as encoded bytes, so a caller never aliases a stored record and encoding bugs show at once.
 
-    def __init__(self) -> None:
+    ``clock`` gives the time (epoch seconds) that decides whether a record has expired.
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self.url = "memory:"
         self._records: dict[str, bytes] = {}
+        self._clock = clock
 
     def _live(self, task_id: str) -> TaskRecord | None:
         data = self._records.get(task_id)
         if data is None:
             return None
         record = decode(data)
-        if record.expired(time.time()):
+        if record.expired(self._clock()):
             del self._records[task_id]
             return None
         return record

@@ -36,19 +36,23 @@ CREATE INDEX IF NOT EXISTS mrtr_tasks_lease ON mrtr_tasks (status, lease_expiry)
 
 
 class SQLiteStore:
-    """Task records in one SQLite file; open with :meth:`open`."""
+    """Task records in one SQLite file; open with :meth:`open`.
 
-    def __init__(self, path: str | Path) -> None:
+    ``clock`` gives the time (epoch seconds) that decides whether a record has expired.
+    """
+
+    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
         self.path = str(path)
+        self._clock = clock
         self.url = f"sqlite:///{self.path}"
         self._db: sqlite3.Connection | None = None
         # One connection, used by one thread at a time; other processes have their own.
         self._limiter = trio.CapacityLimiter(1)
 
     @classmethod
-    async def open(cls, path: str | Path) -> SQLiteStore:
+    async def open(cls, path: str | Path, *, clock: Callable[[], float] = time.time) -> SQLiteStore:
         """Open (creating if needed) the database; :class:`StoreUnavailable` if that fails."""
-        store = cls(path)
+        store = cls(path, clock=clock)
         try:
             await trio.to_thread.run_sync(store._connect, limiter=store._limiter)
         except (sqlite3.Error, OSError) as exc:
@@ -80,7 +84,7 @@ class SQLiteStore:
         row = (record.task_id, record.version, record.status, record.lease_expiry, record.expires_at, encode(record))
 
         def insert(db: sqlite3.Connection) -> None:
-            db.execute("DELETE FROM mrtr_tasks WHERE id = ? AND expires_at < ?", (record.task_id, time.time()))
+            db.execute("DELETE FROM mrtr_tasks WHERE id = ? AND expires_at < ?", (record.task_id, self._clock()))
             db.execute("INSERT INTO mrtr_tasks VALUES (?, ?, ?, ?, ?, ?)", row)
 
         try:
@@ -94,7 +98,7 @@ class SQLiteStore:
         def select(db: sqlite3.Connection) -> Any:
             return db.execute(
                 "SELECT body FROM mrtr_tasks WHERE id = ? AND (expires_at IS NULL OR expires_at >= ?)",
-                (task_id, time.time()),
+                (task_id, self._clock()),
             ).fetchone()
 
         row = await self._run(select)
@@ -108,7 +112,7 @@ class SQLiteStore:
             cursor = db.execute(
                 "UPDATE mrtr_tasks SET version = ?, status = ?, lease_expiry = ?, body = ? "
                 "WHERE id = ? AND version = ? AND (expires_at IS NULL OR expires_at >= ?)",
-                (*values, time.time()),
+                (*values, self._clock()),
             )
             return cursor.rowcount == 1
 

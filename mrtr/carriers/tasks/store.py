@@ -118,7 +118,11 @@ class Observed:
 
 
 async def mutate(
-    store: TaskStore, task_id: str, change: Callable[[TaskRecord, float], TaskRecord | None]
+    store: TaskStore,
+    task_id: str,
+    change: Callable[[TaskRecord, float], TaskRecord | None],
+    *,
+    clock: Callable[[], float] = time.time,
 ) -> tuple[TaskRecord | None, bool]:
     """Apply ``change`` atomically: read, change, compare-and-set, retry on conflict.
 
@@ -126,12 +130,13 @@ async def mutate(
     (built with :meth:`TaskRecord.evolve`) or ``None`` to leave it alone; it may run
     several times, so it must not have side effects. Returns the record as it stands
     afterwards (``None`` when unknown or expired) and whether this call changed it.
+    ``clock`` gives the time in epoch seconds.
     """
     while True:
         current = await store.get(task_id)
         if current is None:
             return None, False
-        now = time.time()
+        now = clock()
         changed = change(current, now)
         if changed is None:
             return current, False

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from .memory import MemoryStore
@@ -16,14 +17,15 @@ DEFAULT_URL = "sqlite:///mrtr-tasks.sqlite3"
 
 
 @asynccontextmanager
-async def open_store(url: str) -> AsyncIterator[TaskStore]:
+async def open_store(url: str, *, clock: Callable[[], float] = time.time) -> AsyncIterator[TaskStore]:
     """Open the store a URL names and check it can be used now, not on the first call.
 
     Raises :class:`StoreUnavailable` with the URL and the reason when it cannot be
-    reached, and ``ValueError`` for a URL of no known kind.
+    reached, and ``ValueError`` for a URL of no known kind. ``clock`` is the time the
+    memory and SQLite stores expire records by; Redis expires them by its own.
     """
     if url == "memory:" or url == "memory://":
-        yield MemoryStore()
+        yield MemoryStore(clock=clock)
         return
     if url.startswith("sqlite://"):
         path = url[len("sqlite://"):]
@@ -31,7 +33,7 @@ async def open_store(url: str) -> AsyncIterator[TaskStore]:
             path = path[1:]  # sqlite:///relative/file, sqlite:////absolute/file
         if not path:
             raise ValueError(f"{url!r} names no file; use sqlite:///relative/path or sqlite:////absolute/path")
-        store = await SQLiteStore.open(path)
+        store = await SQLiteStore.open(path, clock=clock)
         try:
             yield store
         finally:
