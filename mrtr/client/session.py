@@ -28,8 +28,8 @@ from ..core.answers import roots as _roots
 from ..core.answers import sampled as _sampled
 from ..core.errors import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
 from ..core.jsonrpc import Dispatcher, request
+from ..core.mirroring import InvalidHeaderSchema, mirrored_parameters
 from .errors import ClientError, RoundLimitExceeded
-from .headers import InvalidHeaderSchema, mirrored_parameters
 from .requests import ElicitationRequest, InputRequest, RootsRequest, SamplingRequest
 from .targets import HTTPTarget, InProcessTarget, StdioTarget, Target
 

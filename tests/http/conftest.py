@@ -9,7 +9,6 @@ against the official schema (``tests/wire_schema.py``).
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 from collections.abc import Mapping
@@ -25,6 +24,7 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from mrtr.transports.http import ASGIApp
 from mrtr.transports.http.native import serve
+from mrtr.core.mirroring import NAME_MEMBERS, encode_value, param_header
 from mrtr.core.wire import META_PROTOCOL_VERSION
 
 from ..wire_schema import validate_message
@@ -68,39 +68,30 @@ def rpc(method: str, params: Mapping[str, Any] | None = None, *, id: Any = 1, wi
     return message
 
 
-def header_value(value: Any) -> str:
-    """How a client puts a value into an MCP header (the Base64 form when not visible ASCII)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    text = str(value)
-    safe = text and text == text.strip() and all(0x21 <= ord(ch) <= 0x7E or ch == " " for ch in text)
-    if not safe or (text.startswith("=?base64?") and text.endswith("?=")):
-        return "=?base64?" + base64.b64encode(text.encode("utf-8")).decode("ascii") + "?="
-    return text
-
-
 def mcp_headers(message: Mapping[str, Any]) -> dict[str, str]:
-    """The standard MCP headers a conforming client derives from ``message``."""
+    """The standard MCP headers a conforming client derives from ``message``, whatever shape it has.
+
+    Unlike :func:`mrtr.client.headers.request_headers` it takes any message (the fuzz
+    tests send malformed ones) and reads the mirrored parameters from the test app.
+    """
     headers: dict[str, str] = {}
     params = message.get("params") if isinstance(message.get("params"), dict) else {}
     meta_value = params.get("_meta") if isinstance(params, dict) else None
     if isinstance(meta_value, dict) and isinstance(meta_value.get(META_PROTOCOL_VERSION), str):
-        headers["MCP-Protocol-Version"] = header_value(meta_value[META_PROTOCOL_VERSION])
+        headers["MCP-Protocol-Version"] = encode_value(meta_value[META_PROTOCOL_VERSION])
     else:
         headers["MCP-Protocol-Version"] = PROTOCOL
     method = message.get("method")
     if isinstance(method, str):
-        headers["Mcp-Method"] = header_value(method)
-    member = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}.get(method)  # type: ignore[arg-type]
+        headers["Mcp-Method"] = encode_value(method)
+    member = NAME_MEMBERS.get(method)  # type: ignore[arg-type]
     if member and isinstance(params.get(member), str):
-        headers["Mcp-Name"] = header_value(params[member])
+        headers["Mcp-Name"] = encode_value(params[member])
     if method == "tools/call" and isinstance(params.get("name"), str):
         arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
         for header, parameter in app_server.header_parameters(params["name"]).items():
             if arguments.get(parameter) is not None:
-                headers["Mcp-Param-" + header] = header_value(arguments[parameter])
+                headers[param_header(header)] = encode_value(arguments[parameter])
     return headers
 
 
