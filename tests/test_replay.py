@@ -11,7 +11,8 @@ import pytest
 
 from mrtr import Context, Elicit, ElicitResult, Form, ListRoots, Sample, Step
 from mrtr.core.errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ReplayMismatch
-from mrtr.core.ledger import Kind, Ledger, Slot, merge_answers
+from mrtr.core.kinds import Kind
+from mrtr.core.ledger import Ledger, Slot, merge_answers
 from mrtr.core.replay import Completed, InputRequired, replay, replay_async
 from mrtr.testing import ALL_CAPABILITIES, accept, cancel, decline, roots, run, sampled
 

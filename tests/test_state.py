@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mrtr.core.errors import INVALID_PARAMS, ExpiredRequestState, HandlerError, InvalidRequestState
-from mrtr.core.ledger import Kind, Slot
+from mrtr.core.kinds import Kind
+from mrtr.core.ledger import Slot
 from mrtr.core.codec import (
     DEFAULT_TTL,
     FORMAT_VERSION,

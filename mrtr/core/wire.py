@@ -15,7 +15,8 @@ Three places need more than msgspec's built-in dispatch, because the wire gives 
   contents, told apart by which of ``text``/``blob`` is present
   (:func:`decode_resource_contents`), the same way.
 * ``InputResponses`` values carry no discriminator at all; the runtime decodes each one
-  against the request it answers with :func:`decode_input_response`.
+  against the request it answers with :func:`mrtr.core.kinds.decode_input_response`,
+  which finds the answer type in the table of request kinds.
 
 Results (``CallToolResult`` and friends) always emit ``resultType``: the field is filled by a
 default factory, which ``omit_defaults`` never elides. A result decoded without ``resultType``
@@ -23,7 +24,7 @@ reads as ``"complete"``, as the spec tells clients to assume. The JSON-RPC ``jso
 member works the same way.
 
 Why the server still reads request params by hand: this module is a catalogue of the whole
-schema, used to decode answers that have no discriminator (``decode_input_response``), to type
+schema, used to decode answers that have no discriminator (through :mod:`mrtr.core.kinds`), to type
 what handlers may return (``CallToolResult``, ``GetPromptResult``, ...), by the client, and by
 the tests that check every message against ``schema.json``. The server's envelope and
 ``tools/call`` checks, and the ledger's check of an elicitation answer, stay hand-written
@@ -107,7 +108,6 @@ __all__ = [
     "InputRequests",
     "InputResponse",
     "InputResponses",
-    "INPUT_RESPONSE_TYPES",
     "InputRequiredResult",
     # request params
     "RequestParams",
@@ -163,7 +163,6 @@ __all__ = [
     "from_builtins",
     "decode_elicit_params",
     "decode_resource_contents",
-    "decode_input_response",
     "convert_result",
 ]
 
@@ -627,30 +626,10 @@ InputRequests = dict[str, InputRequest]
 """Embedded requests keyed by the server's names for them."""
 
 InputResponse = CreateMessageResult | ListRootsResult | ElicitResult
-"""An answer in ``inputResponses``; has no tag, see :func:`decode_input_response`."""
+"""An answer in ``inputResponses``; has no tag, see :func:`mrtr.core.kinds.decode_input_response`."""
 
 InputResponses = dict[str, Any]
 """Answers keyed like ``inputRequests``; values decoded per key by the runtime."""
-
-INPUT_RESPONSE_TYPES: dict[str, type[InputResponse]] = {
-    "sampling/createMessage": CreateMessageResult,
-    "roots/list": ListRootsResult,
-    "elicitation/create": ElicitResult,
-}
-"""The answer type for each embedded request method."""
-
-
-def decode_input_response(request: InputRequest | str, value: Any) -> InputResponse:
-    """Decode one ``inputResponses`` value as the answer to ``request`` (a request or method)."""
-    method = request if isinstance(request, str) else request.method
-    try:
-        response_type = INPUT_RESPONSE_TYPES[method]
-    except KeyError:
-        raise msgspec.ValidationError(f"No input response type for method {method!r}") from None
-    if isinstance(value, response_type):
-        return value
-    return msgspec.convert(value, response_type)
-
 
 class InputRequiredResult(_Wire, kw_only=True):
     """An interim result asking the client to gather input and retry."""

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 import trio
 
-from mrtr.core.ledger import Kind, Slot
+from mrtr.core.kinds import Kind
+from mrtr.core.ledger import Slot
 from mrtr.carriers.tasks import StoreUnavailable, TaskExists, TaskRecord, TaskStore, mutate, new_task_id, open_store
 
 from ..conftest import FakeClock
