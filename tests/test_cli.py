@@ -19,6 +19,7 @@ from mrtr.cli.commands import banner, curl_example, load_server, main
 from mrtr.core.mirroring import encode_value
 from mrtr.server import Header, Server
 
+from .conftest import meta
 from .stdio_server import server as fixture_server
 from .test_stdio import REPO, request, stdio_server
 from .wire_schema import validate_message
@@ -126,10 +127,7 @@ def test_banner_shows_the_url_and_a_complete_curl_call() -> None:
     assert body["method"] == "tools/call"
     assert body["params"]["name"] == "echo"
     assert body["params"]["arguments"] == {"text": "example"}
-    assert body["params"]["_meta"] == {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-    }
+    assert body["params"]["_meta"] == meta({"elicitation": {}})
 
 
 def test_curl_example_mirrors_header_parameters_and_handles_no_tools() -> None:

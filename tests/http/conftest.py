@@ -27,7 +27,8 @@ from mrtr.transports.http.native import serve
 from mrtr.core.mirroring import NAME_MEMBERS, encode_value, param_header
 from mrtr.core.wire import META_PROTOCOL_VERSION
 
-from ..wire_schema import validate_message
+from ..conftest import meta as base_meta
+from ..wire_schema import RESULT_DEFS, validate_message
 from .app import server as app_server
 
 PROTOCOL = "2026-07-28"
@@ -35,25 +36,10 @@ CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}}}
 ALLOWED_ORIGINS = ["https://app.example.com", "trusted.example.org"]
 MAX_BODY = 64 * 1024
 
-_RESULT_DEFS = {
-    "tools/call": "CallToolResult",
-    "prompts/get": "GetPromptResult",
-    "resources/read": "ReadResourceResult",
-    "tools/list": "ListToolsResult",
-    "prompts/list": "ListPromptsResult",
-    "resources/list": "ListResourcesResult",
-    "server/discover": "DiscoverResult",
-}
-
 
 def meta(capabilities: Mapping[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
-    """A request ``_meta`` for this protocol version."""
-    value: dict[str, Any] = {
-        META_PROTOCOL_VERSION: PROTOCOL,
-        "io.modelcontextprotocol/clientCapabilities": dict(CAPABILITIES if capabilities is None else capabilities),
-    }
-    value.update(extra)
-    return value
+    """A request ``_meta`` for this protocol version; the capabilities default to form elicitation."""
+    return base_meta(CAPABILITIES if capabilities is None else capabilities, **extra)
 
 
 def rpc(method: str, params: Mapping[str, Any] | None = None, *, id: Any = 1, with_meta: bool = True,
@@ -156,7 +142,7 @@ def decode_reply(response: httpx.Response, request: Any = None) -> Reply:
             if message["result"].get("resultType") == "input_required":
                 result_def = "InputRequiredResult"
             else:
-                result_def = _RESULT_DEFS.get(method)
+                result_def = RESULT_DEFS.get(method)
         validate_message(message, result_def=result_def)
         if not final:
             assert "method" in message, f"only notifications may precede the response: {message}"
@@ -210,12 +196,6 @@ def raw_post(message: dict, port: int, extra: dict | None = None) -> bytes:
     return head.encode("latin-1") + body
 
 
-async def wait_for(predicate, timeout: float = 5.0) -> None:
-    with trio.fail_after(timeout):
-        while not predicate():
-            await trio.sleep(0.01)
-
-
 async def start_native(nursery: trio.Nursery, **options: Any) -> int:
     return await nursery.start(partial(serve, app_server, "127.0.0.1", 0, **options))
 
@@ -229,14 +209,18 @@ async def start_hypercorn(nursery: trio.Nursery, app: Any, shutdown: trio.Event)
     return int(binds[0].rsplit(":", 1)[1])
 
 
+async def start_front_end(kind: str, nursery: trio.Nursery, server: Any, **options: Any) -> int:
+    """Serve ``server`` on a free loopback port behind one front end: ``native``, or ``asgi`` under hypercorn."""
+    if kind == "native":
+        return await nursery.start(partial(serve, server, "127.0.0.1", 0, **options))
+    return await start_hypercorn(nursery, ASGIApp(server, **options), trio.Event())
+
+
 @pytest.fixture(params=["native", "asgi"])
 async def endpoint(request, nursery):
     """The test server behind one front end, and a client for it."""
-    if request.param == "native":
-        port = await start_native(nursery, allowed_origins=ALLOWED_ORIGINS, max_body_size=MAX_BODY)
-    else:
-        app = ASGIApp(app_server, allowed_origins=ALLOWED_ORIGINS, max_body_size=MAX_BODY)
-        port = await start_hypercorn(nursery, app, trio.Event())
+    port = await start_front_end(request.param, nursery, app_server, allowed_origins=ALLOWED_ORIGINS,
+                                 max_body_size=MAX_BODY)
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10.0) as client:
         del client.headers["accept"]  # httpx sends "Accept: */*" unless told otherwise
         yield Endpoint(request.param, port, client)

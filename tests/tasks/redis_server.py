@@ -13,6 +13,8 @@ from contextlib import contextmanager
 
 import pytest
 
+from ..conftest import stop
+
 __all__ = ["redis_server", "free_port"]
 
 
@@ -64,11 +66,6 @@ def redis_server(port: int | None = None, workdir: str | None = None, *,
             time.sleep(0.02)
         yield f"redis://127.0.0.1:{port}/0", process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, timeout=5)
         if owned:
             shutil.rmtree(workdir, ignore_errors=True)
