@@ -27,6 +27,7 @@ import msgspec
 from .core.answers import accept, cancel, decline, roots, sampled
 from .core.context import Context
 from .core.effects import Elicit, ElicitResult, ListRoots, Request, Sample
+from .core.kinds import REQUEST_KINDS
 from .core.ledger import Ledger, merge_answers
 from .core.errors import ReplayMismatch
 from .core.replay import Completed, InputRequired, handler_spec, replay, replay_async
@@ -48,9 +49,7 @@ __all__ = [
 ]
 
 ALL_CAPABILITIES: dict[str, Any] = {
-    "elicitation": {"form": {}, "url": {}},
-    "sampling": {"tools": {}, "context": {}},
-    "roots": {},
+    str(row.capability): {feature: {} for feature in row.features} for row in REQUEST_KINDS
 }
 """Client capabilities that can answer every kind of request (the default for :func:`run`)."""
 

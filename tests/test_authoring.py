@@ -6,7 +6,6 @@ Each test reproduces a mistake a new author makes and checks what they would rea
 from __future__ import annotations
 
 import functools
-import inspect
 import random
 import time
 
@@ -18,15 +17,9 @@ from mrtr.core.ledger import merge_answers
 from mrtr.core.replay import replay
 from mrtr.testing import ALL_CAPABILITIES, accept, run
 
+from .conftest import line_of
+
 EMAIL = Form().string("email", format="email")
-
-
-def line_of(fn, text: str) -> int:
-    lines, start = inspect.getsourcelines(fn)
-    for offset, line in enumerate(lines):
-        if text in line:
-            return start + offset
-    raise AssertionError(f"{text!r} not in {fn.__name__}")
 
 
 def ctx() -> Context:

@@ -16,8 +16,10 @@ import pytest
 import trio
 
 from mrtr.cli.commands import banner, curl_example, load_server, main
+from mrtr.core.mirroring import encode_value
 from mrtr.server import Header, Server
 
+from .conftest import meta
 from .stdio_server import server as fixture_server
 from .test_stdio import REPO, request, stdio_server
 from .wire_schema import validate_message
@@ -127,10 +129,7 @@ def test_banner_shows_the_url_and_a_complete_curl_call() -> None:
     assert body["method"] == "tools/call"
     assert body["params"]["name"] == "echo"
     assert body["params"]["arguments"] == {"text": "example"}
-    assert body["params"]["_meta"] == {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-    }
+    assert body["params"]["_meta"] == meta({"elicitation": {}})
 
 
 def test_curl_example_mirrors_header_parameters_and_handles_no_tools() -> None:
@@ -145,6 +144,20 @@ def test_curl_example_mirrors_header_parameters_and_handles_no_tools() -> None:
     assert json.loads(words[words.index("-d") + 1])["params"]["arguments"] == {"region": "example", "days": 1}
     empty = curl_example(Server("empty", secret=b"k" * 32), "http://127.0.0.1:9/mcp")
     assert "Mcp-Method: server/discover" in empty and '"method":"server/discover"' in empty
+
+
+def test_curl_example_sends_values_a_header_cannot_carry_plain_in_the_base64_form() -> None:
+    server = Server("headers", secret=b"k" * 32)
+
+    @server.tool(input_schema={"type": "object", "required": ["city"], "properties": {
+        "city": {"type": "string", "default": "Zürich", "x-mcp-header": "City"}}})
+    def météo(city: str) -> str:
+        return city
+
+    words = shlex.split(curl_example(server, "http://127.0.0.1:9/mcp").replace("\\\n", " "))
+    headers = dict(words[i + 1].split(": ", 1) for i, word in enumerate(words) if word == "-H")
+    assert headers["Mcp-Name"] == encode_value("météo") != "météo"
+    assert headers["Mcp-Param-City"] == encode_value("Zürich") == "=?base64?WsO8cmljaA==?="
 
 
 async def test_python_dash_m_mrtr_help() -> None:

@@ -9,10 +9,10 @@ from mrtr.examples import onboarding
 from mrtr.examples.server import server
 from mrtr.testing import accept, decline, run
 
+from .conftest import meta
 from .wire_schema import validate_message
 
-META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+META = meta({"elicitation": {}})
 
 
 def test_the_wizard_asks_in_sequence_then_one_group_round_and_reports_progress():

@@ -13,9 +13,10 @@ from mrtr import Context, Server
 from mrtr.transports.stdio import serve_stdio
 from mrtr.testing import run
 
+from .conftest import meta
 from .wire_schema import validate_message
 
-META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+META = meta()
 
 
 def build(events: list[str]) -> Server:

@@ -11,9 +11,10 @@ import trio.testing
 from mrtr import Server
 from mrtr.transports.stdio import serve_stdio
 
+from .conftest import meta
 from .wire_schema import validate_message
 
-META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+META = meta()
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 

@@ -10,12 +10,10 @@ from mrtr import Context, Elicit, Form, Step
 from mrtr.server import Server
 from mrtr.testing import accept, arun, run
 
+from .conftest import meta
 from .wire_schema import validate, validate_message
 
-META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-}
+META = meta({"elicitation": {}})
 
 
 def wizard(ctx: Context):
@@ -25,6 +23,7 @@ def wizard(ctx: Context):
     ctx.progress(2, total=3, message="named")
     ctx.log("info", {"name": name.content["name"]})
     code = yield Step(lambda: 7)
+    ctx.log("warning", {"code": code}, logger="wizard")
     ctx.progress(2.5, total=3, message="coded")
     ok = yield Elicit("Sure?", Form().boolean("ok"))
     ctx.progress(3, total=3, message="done")
@@ -35,11 +34,12 @@ def test_progress_and_logs_are_sent_once_each_and_only_move_forward():
     outcome = run(wizard, answers=[accept(name="Ada"), accept(ok=True)])
     assert outcome.result == "Ada:7:True"
     assert outcome.progress == [(1, 3, "start"), (2, 3, "named"), (2.5, 3, "coded"), (3, 3, "done")]
-    assert outcome.logs == [("info", "asking for a name"), ("info", {"name": "Ada"})]
+    assert outcome.logs == [("info", "asking for a name"), ("info", {"name": "Ada"}), ("warning", {"code": 7})]
     # Which execution sent each: the one that first ran the code.
     assert [(n.execution, n.method) for n in outcome.notifications] == [
         (1, "notifications/progress"), (1, "notifications/message"),
-        (2, "notifications/progress"), (2, "notifications/message"), (2, "notifications/progress"),
+        (2, "notifications/progress"), (2, "notifications/message"), (2, "notifications/message"),
+        (2, "notifications/progress"),
         (3, "notifications/progress"),
     ]
     assert all(n.params.get("progressToken", "progress") == "progress" for n in outcome.notifications)
@@ -65,11 +65,14 @@ def test_is_replaying_is_true_exactly_before_the_last_recorded_position():
 def test_without_a_token_or_level_nothing_is_captured():
     outcome = run(wizard, answers=[accept(name="Ada"), accept(ok=True)], progress_token=None, log_level=None)
     assert outcome.notifications == []
+    assert run(wizard, answers=[accept(name="Ada"), accept(ok=True)]).notifications  # the same run, asked for
 
 
 def test_a_log_level_filters_what_is_captured():
     outcome = run(wizard, answers=[accept(name="Ada"), accept(ok=True)], log_level="warning")
-    assert outcome.logs == [] and len(outcome.progress) == 4
+    assert outcome.logs == [("warning", {"code": 7})] and len(outcome.progress) == 4
+    outcome = run(wizard, answers=[accept(name="Ada"), accept(ok=True)], log_level="error")
+    assert outcome.logs == []
 
 
 async def test_async_handlers_are_quiet_while_replaying_too():
@@ -119,8 +122,9 @@ async def test_through_the_server_each_round_sends_only_what_it_ran_first():
     assert third["content"][0]["text"] == "Ada:7:True"
     progress = [(p["progressToken"], p["progress"]) for m, p in sent if m == "notifications/progress"]
     assert progress == [("round-1", 1), ("round-2", 2), ("round-2", 2.5), ("round-3", 3)]
-    logs = [p["data"] for m, p in sent if m == "notifications/message"]
-    assert logs == ["asking for a name", {"name": "Ada"}]
+    logs = [(p["level"], p.get("logger"), p["data"]) for m, p in sent if m == "notifications/message"]
+    assert logs == [("info", None, "asking for a name"), ("info", None, {"name": "Ada"}),
+                    ("warning", "wizard", {"code": 7})]
     for method, params in sent:
         kind = "ProgressNotification" if method == "notifications/progress" else "LoggingMessageNotification"
         validate({"jsonrpc": "2.0", "method": method, "params": params}, kind)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import trio
 
 from mrtr.cli.commands import main
 
+from .conftest import mrtr_process, until
 from .test_stdio import REPO, call
 
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
@@ -53,38 +53,25 @@ async def test_a_changed_module_is_served_after_a_restart(tmp_path: Path) -> Non
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "mrtr", "serve", "reload_app:server", "--port", str(port), "--reload"],
-        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    stderr = bytearray()
-    try:
-        async with trio.open_nursery() as nursery:
-            async def collect() -> None:
-                while data := await process.stderr.receive_some(65536):
-                    stderr.extend(data)
+    args = ["serve", "reload_app:server", "--port", str(port), "--reload"]
+    async with mrtr_process(args, cwd=tmp_path, env=env) as (process, stderr):
+        async with httpx.AsyncClient(timeout=5.0) as client:
 
-            nursery.start_soon(collect)
-            async with httpx.AsyncClient(timeout=5.0) as client:
-                with trio.fail_after(20):
-                    while await answer(client, url) != "v1":
-                        await trio.sleep(0.05)
-                    module.write_text(APP.format(version="v2"))
-                    while await answer(client, url) != "v2":
-                        await trio.sleep(0.05)
-                    # a module that fails to import: reported, and served again once fixed
-                    module.write_text("this is not python(")
-                    while b"error while importing" not in stderr:
-                        await trio.sleep(0.05)
-                    module.write_text(APP.format(version="v3"))
-                    while await answer(client, url) != "v3":
-                        await trio.sleep(0.05)
-            process.send_signal(signal.SIGINT)
-            with trio.fail_after(15):
-                assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+            async def serves(version: str) -> None:
+                await until(lambda: answer(client, url), lambda served: served == version, timeout=20, every=0.05)
+
+            with trio.fail_after(20):
+                await serves("v1")
+                module.write_text(APP.format(version="v2"))
+                await serves("v2")
+                # a module that fails to import: reported, and served again once fixed
+                module.write_text("this is not python(")
+                await until(lambda: b"error while importing" in stderr, timeout=20, every=0.05)
+                module.write_text(APP.format(version="v3"))
+                await serves("v3")
+        process.send_signal(signal.SIGINT)
+        with trio.fail_after(15):
+            assert await process.wait() == 0
     text = stderr.decode()
     assert "change in reload_app.py; restarting" in text
     with socket.socket() as probe:  # the served child is gone with the reloader

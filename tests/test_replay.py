@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import enum
-import inspect
 from typing import Annotated, Literal
 
 import msgspec
@@ -11,21 +10,15 @@ import pytest
 
 from mrtr import Context, Elicit, ElicitResult, Form, ListRoots, Sample, Step
 from mrtr.core.errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ReplayMismatch
-from mrtr.core.ledger import Kind, Ledger, Slot, merge_answers
+from mrtr.core.kinds import Kind
+from mrtr.core.ledger import Ledger, Slot, merge_answers
 from mrtr.core.replay import Completed, InputRequired, replay, replay_async
 from mrtr.testing import ALL_CAPABILITIES, accept, cancel, decline, roots, run, sampled
 
+from .conftest import line_of
+
 EMAIL = Form().string("email", format="email")
 AGE = Form().integer("age", minimum=0)
-
-
-def line_of(fn, text: str) -> int:
-    """The line number in this file of the first line of ``fn`` containing ``text``."""
-    lines, start = inspect.getsourcelines(fn)
-    for offset, line in enumerate(lines):
-        if text in line:
-            return start + offset
-    raise AssertionError(f"{text!r} not in {fn.__name__}")
 
 
 def ctx(**kwargs) -> Context:

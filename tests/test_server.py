@@ -18,13 +18,11 @@ from mrtr.server import Header, RequestInfo, Server
 from mrtr.core.codec import RequestStateCodec
 from mrtr.testing import accept
 
+from .conftest import meta
 from .wire_schema import validate, validate_message
 
-META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "sampling": {}, "roots": {}},
-    "io.modelcontextprotocol/clientInfo": {"name": "test-client", "version": "1.0"},
-}
+META = meta({"elicitation": {}, "sampling": {}, "roots": {}},
+            **{wire.META_CLIENT_INFO: {"name": "test-client", "version": "1.0"}})
 
 
 class Weather(msgspec.Struct):

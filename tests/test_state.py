@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mrtr.core.errors import INVALID_PARAMS, ExpiredRequestState, HandlerError, InvalidRequestState
-from mrtr.core.ledger import Kind, Slot
+from mrtr.core.kinds import Kind
+from mrtr.core.ledger import Slot
 from mrtr.core.codec import (
     DEFAULT_TTL,
     FORMAT_VERSION,
@@ -27,6 +28,8 @@ from mrtr.core.codec import (
     arguments_digest,
     generate_secret,
 )
+
+from .conftest import FakeClock
 
 K1 = b"0123456789abcdef0123456789abcdef"
 K2 = bytes(range(32))
@@ -40,14 +43,6 @@ TOO_SHORT = "Invalid requestState: requestState is too short to be a valid token
 MALFORMED = "Invalid requestState: requestState payload is malformed"
 EXPIRED = "Invalid requestState: requestState has expired; restart the original request"
 B64URL_ALPHABET = string.ascii_uppercase + string.ascii_lowercase + string.digits + "-_"
-
-
-class FakeClock:
-    def __init__(self, now: float = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def b64url(raw: bytes) -> str:
@@ -101,7 +96,7 @@ def make_state(**changes: object) -> RequestState:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(T0)
 
 
 @pytest.fixture

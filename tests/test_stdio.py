@@ -24,6 +24,7 @@ import trio.testing
 from mrtr.server import Server
 from mrtr.transports.stdio import DEFAULT_MAX_LINE_BYTES, serve_stdio
 
+from .conftest import meta
 from .wire_schema import validate_message
 
 REPO = Path(__file__).resolve().parents[1]
@@ -31,17 +32,9 @@ APP = "tests.stdio_server:server"
 PROTOCOL_VERSION = "2026-07-28"
 
 
-def meta(**extra: Any) -> dict[str, Any]:
-    return {
-        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-        **extra,
-    }
-
-
 def request(request_id: Any, method: str, params: dict[str, Any] | None = None, **meta_extra: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "method": method,
-            "params": {**(params or {}), "_meta": meta(**meta_extra)}}
+            "params": {**(params or {}), "_meta": meta({"elicitation": {}}, **meta_extra)}}
 
 
 def call(request_id: Any, tool: str, arguments: dict[str, Any] | None = None, **meta_extra: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import inspect
 import pkgutil
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,39 @@ def test_the_client_loads_no_server():
             "'mrtr.auth', 'cryptography'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
+
+
+def _string_constants(path: Path, value: str) -> list[int]:
+    tree = ast.parse(path.read_text(), str(path))
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value == value]
+
+
+def test_the_jsonrpc_version_is_written_once():
+    """``"2.0"`` stands in the framing's constant and in the wire type that spells it, nowhere else."""
+    from mrtr.core import jsonrpc, wire
+
+    found = {name: lines for name, path in _modules() if (lines := _string_constants(path, "2.0"))}
+    assert set(found) == {"mrtr.core.jsonrpc", "mrtr.core.wire"}, found
+    assert len(found["mrtr.core.jsonrpc"]) == 1 and len(found["mrtr.core.wire"]) == 1, found
+    assert typing.get_args(wire.JSONRPCVersion) == (jsonrpc.JSONRPC_VERSION,)
+    assert wire.JSONRPC_VERSION is jsonrpc.JSONRPC_VERSION and wire.RequestId is jsonrpc.RequestId
+
+
+# Names exported by two modules for two different things, each with its reason. Any other
+# name a module exports means one thing wherever it is exported (re-exports are the same object).
+HOMONYMS = {
+    "ElicitResult": "what a handler receives (mrtr.ElicitResult) and the message a client sends (wire)",
+    "InputRequest": "the client's answerer-facing request objects and the wire union they are decoded from",
+    "encode": "the task record's own codec (mrtr.carriers.tasks.record) and the JSON encoder",
+    "decode": "the task record's own codec and wire.decode",
+    "run": "mrtr.testing.run (drive a handler) and the HTTP worker supervisor's entry point",
+}
+
+
+def test_an_exported_name_means_one_thing():
+    meanings: dict[str, set[int]] = {}
+    for name, _ in _modules():
+        module = importlib.import_module(name)
+        for exported in getattr(module, "__all__", ()):
+            meanings.setdefault(exported, set()).add(id(getattr(module, exported)))
+    assert {name for name, objects in meanings.items() if len(objects) > 1} == set(HOMONYMS)

@@ -24,6 +24,7 @@ import msgspec
 import pytest
 
 from mrtr.core import wire as w
+from mrtr.core.kinds import decode_input_response
 from tests import wire_schema
 
 EXAMPLES_DIR = wire_schema.EXAMPLES_DIR
@@ -225,7 +226,7 @@ def test_input_responses_decode_per_key_against_their_requests() -> None:
     )
     assert requests.keys() == responses.keys()
     typed = {
-        key: w.decode_input_response(requests[key], value) for key, value in responses.items()
+        key: decode_input_response(requests[key], value) for key, value in responses.items()
     }
     assert isinstance(typed["github_login"], w.ElicitResult)
     assert typed["github_login"].content == {"name": "octocat"}
@@ -237,12 +238,12 @@ def test_input_responses_decode_per_key_against_their_requests() -> None:
 
 
 def test_decode_input_response_by_method_name() -> None:
-    roots = w.decode_input_response("roots/list", {"roots": [{"uri": "file:///tmp"}]})
+    roots = decode_input_response("roots/list", {"roots": [{"uri": "file:///tmp"}]})
     assert roots == w.ListRootsResult(roots=[w.Root(uri="file:///tmp")])
     with pytest.raises(msgspec.ValidationError):
-        w.decode_input_response("tools/call", {})
+        decode_input_response("tools/call", {})
     with pytest.raises(msgspec.ValidationError):
-        w.decode_input_response(w.ElicitRequest(params=_FORM), {"action": "maybe"})
+        decode_input_response(w.ElicitRequest(params=_FORM), {"action": "maybe"})
 
 
 # ---------------------------------------------------------------------------

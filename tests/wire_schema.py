@@ -32,12 +32,24 @@ __all__ = [
     "validate",
     "is_valid",
     "validate_message",
+    "RESULT_DEFS",
 ]
 
 SHARED_DIR = Path(
     os.environ.get("MRTR_SHARED_DIR") or Path(__file__).resolve().parents[1].parent / "shared"
 )
 """The shared/ folder that holds the official schema and examples."""
+
+RESULT_DEFS = {
+    "tools/call": "CallToolResult",
+    "prompts/get": "GetPromptResult",
+    "resources/read": "ReadResourceResult",
+    "tools/list": "ListToolsResult",
+    "prompts/list": "ListPromptsResult",
+    "resources/list": "ListResourcesResult",
+    "server/discover": "DiscoverResult",
+}
+"""The ``$defs`` name of the final result of each method, for ``validate_message(..., result_def=...)``."""
 
 SCHEMA_DIR = SHARED_DIR / "mcp-2026-07-28"
 """The folder of the 2026-07-28 schema and its examples."""

@@ -28,7 +28,7 @@ from .token import (
     AccessToken,
     AuthError,
     InsufficientScope,
-    InvalidRequest,
+    MalformedAuthorization,
     ScopeRule,
     TokenVerifier,
     VerifierUnavailable,
@@ -163,10 +163,10 @@ class ResourceServer:
         ``None`` means no credentials for us (no header, or another scheme such as
         Basic or DPoP): the client gets a challenge without an error code. Several
         headers, or a ``Bearer`` with no token or a space-split one, raise
-        :class:`InvalidRequest`. Tokens anywhere else (query, body) are never read.
+        :class:`MalformedAuthorization`. Tokens anywhere else (query, body) are never read.
         """
         if len(authorization) > 1:
-            raise InvalidRequest("more than one Authorization header")
+            raise MalformedAuthorization("more than one Authorization header")
         if not authorization:
             return None
         scheme, _, rest = authorization[0].strip().partition(" ")
@@ -174,7 +174,7 @@ class ResourceServer:
             return None
         token = rest.strip(" ")
         if not _B64TOKEN.match(token):
-            raise InvalidRequest("malformed bearer credentials")
+            raise MalformedAuthorization("malformed bearer credentials")
         return token
 
     async def authenticate(self, authorization: Sequence[str]) -> AccessToken:
@@ -182,7 +182,7 @@ class ResourceServer:
 
         ``authorization`` holds every ``Authorization`` header value of the request.
         Raises :class:`AuthError`: a bare :class:`AuthError` when there are no bearer
-        credentials, :class:`InvalidRequest`, :class:`~mrtr.auth.InvalidToken`,
+        credentials, :class:`MalformedAuthorization`, :class:`~mrtr.auth.InvalidToken`,
         :class:`VerifierUnavailable` or :class:`InsufficientScope`.
         """
         token = self.bearer(authorization)

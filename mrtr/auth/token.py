@@ -32,7 +32,7 @@ __all__ = [
     "checked_audiences",
     "is_time",
     "AuthError",
-    "InvalidRequest",
+    "MalformedAuthorization",
     "InvalidToken",
     "InsufficientScope",
     "VerifierUnavailable",
@@ -98,8 +98,12 @@ class InvalidToken(AuthError):
     error = "invalid_token"
 
 
-class InvalidRequest(AuthError):
-    """The ``Authorization`` header is malformed (empty token, several credentials)."""
+class MalformedAuthorization(AuthError):
+    """The ``Authorization`` header is malformed (empty token, several credentials).
+
+    Rendered as the RFC 6750 ``invalid_request`` error; the JSON-RPC -32600 error is
+    :class:`mrtr.core.errors.InvalidRequest`.
+    """
 
     status_hint = 400
     error = "invalid_request"

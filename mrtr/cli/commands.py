@@ -32,6 +32,8 @@ import msgspec
 
 from .._version import __version__
 from ..core import wire
+from ..core.jsonrpc import request
+from ..core.mirroring import InvalidHeaderSchema, mirrored_parameters
 from ..transports.shared import settle_key
 from ..core.wire import PROTOCOL_VERSION
 
@@ -152,38 +154,35 @@ def example_arguments(input_schema: Any) -> dict[str, Any]:
     return {name: _example_value(name, properties.get(name)) for name in required if isinstance(name, str)}
 
 
-def _header_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def curl_example(server: Any, url: str) -> str:
-    """A ready-to-paste ``curl`` command calling the server's first tool (or ``server/discover``)."""
+    """A ready-to-paste ``curl`` command calling the server's first tool (or ``server/discover``).
+
+    Its MCP headers are the ones :class:`mrtr.Client` would send for the same body,
+    Base64 form included where a value needs it.
+    """
+    from ..client.headers import request_headers  # loaded here, so serving loads no client
+
     meta = {
         wire.META_PROTOCOL_VERSION: PROTOCOL_VERSION,
         wire.META_CLIENT_CAPABILITIES: {"elicitation": {}},
     }
     tools = server.tool_definitions()
-    headers = [
-        "Content-Type: application/json",
-        "Accept: application/json, text/event-stream",
-        f"MCP-Protocol-Version: {PROTOCOL_VERSION}",
-    ]
+    parameters = None
     if tools:
         definition = tools[0]
         arguments = example_arguments(definition.get("inputSchema"))
-        params = {"name": definition["name"], "arguments": arguments, "_meta": meta}
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-        headers += ["Mcp-Method: tools/call", f"Mcp-Name: {definition['name']}"]
-        properties = (definition.get("inputSchema") or {}).get("properties") or {}
-        for name, value in arguments.items():
-            mirrored = (properties.get(name) or {}).get("x-mcp-header")
-            if isinstance(mirrored, str) and value is not None:
-                headers.append(f"Mcp-Param-{mirrored}: {_header_value(value)}")
+        body = request(1, "tools/call", {"name": definition["name"], "arguments": arguments, "_meta": meta})
+        try:
+            parameters = mirrored_parameters(definition)
+        except InvalidHeaderSchema:
+            pass  # a client leaves such a tool out; the example still shows the call
     else:
-        body = {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}
-        headers.append("Mcp-Method: server/discover")
+        body = request(1, "server/discover", {"_meta": meta})
+    headers = [
+        "Content-Type: application/json",
+        "Accept: application/json, text/event-stream",
+        *(f"{name}: {value}" for name, value in request_headers(body, parameters).items()),
+    ]
     lines = [f"  curl -sS -X POST {shlex.quote(url)}"]
     lines += [f"    -H {shlex.quote(header)}" for header in headers]
     lines.append(f"    -d {shlex.quote(msgspec.json.encode(body).decode())}")

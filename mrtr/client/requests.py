@@ -1,7 +1,9 @@
 """What an answerer is given: one object per embedded request of an ``input_required`` round.
 
 Each object is built from the wire params decoded through :mod:`mrtr.core.wire`, so a
-malformed request from a server is refused before any answerer sees it. ``raw`` keeps
+malformed request from a server is refused before any answerer sees it. Its ``kind``
+is the row of :data:`mrtr.core.kinds.KINDS` that says its method, the capability that
+lets a client be asked it and the answer it must get. ``raw`` keeps
 the params exactly as they arrived, for answerers that want a member this object does
 not surface.
 """
@@ -9,7 +11,9 @@ not surface.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
+
+from ..core.kinds import Kind
 
 __all__ = ["ElicitationRequest", "SamplingRequest", "RootsRequest", "InputRequest"]
 
@@ -17,6 +21,8 @@ __all__ = ["ElicitationRequest", "SamplingRequest", "RootsRequest", "InputReques
 @dataclass(frozen=True)
 class ElicitationRequest:
     """The server asks the user: fill in a form (``mode == "form"``) or open a URL (``"url"``)."""
+
+    kind: ClassVar[Kind] = Kind.ELICIT
 
     key: str
     """The key the answer goes under in ``inputResponses``."""
@@ -36,6 +42,8 @@ class ElicitationRequest:
 class SamplingRequest:
     """The server asks for a model completion (``sampling/createMessage``)."""
 
+    kind: ClassVar[Kind] = Kind.SAMPLE
+
     key: str
     """The key the answer goes under in ``inputResponses``."""
     messages: list[dict[str, Any]]
@@ -53,6 +61,8 @@ class SamplingRequest:
 @dataclass(frozen=True)
 class RootsRequest:
     """The server asks which filesystem roots the client exposes (``roots/list``)."""
+
+    kind: ClassVar[Kind] = Kind.ROOTS
 
     key: str
     """The key the answer goes under in ``inputResponses``."""

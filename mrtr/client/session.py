@@ -28,8 +28,9 @@ from ..core.answers import roots as _roots
 from ..core.answers import sampled as _sampled
 from ..core.errors import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
 from ..core.jsonrpc import Dispatcher, request
+from ..core.kinds import KINDS, REQUEST_KINDS, Kind, RequestKind, decode_input_response
+from ..core.mirroring import InvalidHeaderSchema, mirrored_parameters
 from .errors import ClientError, RoundLimitExceeded
-from .headers import InvalidHeaderSchema, mirrored_parameters
 from .requests import ElicitationRequest, InputRequest, RootsRequest, SamplingRequest
 from .targets import HTTPTarget, InProcessTarget, StdioTarget, Target
 
@@ -167,7 +168,7 @@ class Client:
             self.target = InProcessTarget(target)  # type: ignore[arg-type]
         else:
             raise TypeError(f"a Client target is a URL, a server object or a target, not {type(target).__name__}")
-        unknown = set(elicitation_modes) - {"form", "url"}
+        unknown = set(elicitation_modes) - set(KINDS[Kind.ELICIT].features)
         if unknown:
             raise ValueError(f"unknown elicitation modes {sorted(unknown)}: use 'form' and/or 'url'")
         if max_rounds < 1:
@@ -228,15 +229,22 @@ class Client:
 
     # -- what the client declares ---------------------------------------------------------
 
+    def _answerers(self) -> dict[Kind, Answerer | None]:
+        """Which constructor argument answers each kind a server can ask."""
+        return {Kind.ELICIT: self.on_elicit, Kind.SAMPLE: self.on_sample, Kind.ROOTS: self.on_roots}
+
     def capabilities(self) -> dict[str, Any]:
         """The ``clientCapabilities`` sent on every request: one entry per answerer."""
         capabilities: dict[str, Any] = {}
-        if self.on_elicit is not None and self.elicitation_modes:
-            capabilities["elicitation"] = {mode: {} for mode in sorted(self.elicitation_modes)}
-        if self.on_sample is not None:
-            capabilities["sampling"] = {}
-        if self.on_roots is not None:
-            capabilities["roots"] = {}
+        answerers = self._answerers()
+        for row in REQUEST_KINDS:
+            if answerers[row.kind] is None or row.capability is None:
+                continue
+            if row.kind is Kind.ELICIT:
+                if self.elicitation_modes:  # one member per mode it renders
+                    capabilities[row.capability] = {mode: {} for mode in sorted(self.elicitation_modes)}
+            else:
+                capabilities[row.capability] = {}
         return capabilities
 
     def _meta(self, request_id: int) -> dict[str, Any]:
@@ -386,52 +394,49 @@ class Client:
                                    model_preferences=raw.get("modelPreferences"), raw=raw)
         return RootsRequest(key, raw=raw)
 
-    def _answerer(self, item: InputRequest) -> tuple[Answerer, str]:
+    def _answerer(self, item: InputRequest) -> tuple[Answerer, RequestKind]:
+        row = KINDS[item.kind]
+        answerer = self._answerers()[item.kind]
+        declared = answerer is not None
+        what = row.capability
         if isinstance(item, ElicitationRequest):
-            if self.on_elicit is not None and item.mode in self.elicitation_modes:
-                return self.on_elicit, "elicitation/create"
+            declared = declared and item.mode in self.elicitation_modes
             what = f"{item.mode}-mode elicitation"
-        elif isinstance(item, SamplingRequest):
-            if self.on_sample is not None:
-                return self.on_sample, "sampling/createMessage"
-            what = "sampling"
-        else:
-            if self.on_roots is not None:
-                return self.on_roots, "roots/list"
-            what = "roots"
-        raise ClientError(INVALID_REQUEST, f"the server asked for {what} ({item.key!r}), which this client did not "
-                                           "declare")
+        if answerer is None or not declared:
+            raise ClientError(INVALID_REQUEST, f"the server asked for {what} ({item.key!r}), which this client did "
+                                               "not declare")
+        return answerer, row
 
-    def _store(self, item: InputRequest, method: str, value: Any, answers: dict[str, Any]) -> None:
+    def _store(self, item: InputRequest, row: RequestKind, value: Any, answers: dict[str, Any]) -> None:
         if isinstance(value, msgspec.Struct):
             value = msgspec.to_builtins(value)
-        elif method == "sampling/createMessage" and isinstance(value, str):
+        elif row.kind is Kind.SAMPLE and isinstance(value, str):
             value = _sampled(value, model="mrtr-client")
-        elif method == "roots/list" and isinstance(value, (list, tuple)):
+        elif row.kind is Kind.ROOTS and isinstance(value, (list, tuple)):
             value = _roots(*value)
         try:
-            answers[item.key] = wire.to_builtins(wire.decode_input_response(method, value))
+            answers[item.key] = wire.to_builtins(decode_input_response(row, value))
         except msgspec.ValidationError as exc:
-            raise TypeError(f"the answer to {item.key!r} is not a valid {method} answer: {exc}") from None
+            raise TypeError(f"the answer to {item.key!r} is not a valid {row.method} answer: {exc}") from None
 
     async def _answer_round(self, requests: Mapping[str, Any]) -> dict[str, Any]:
         items = [self._request_object(key, embedded) for key, embedded in requests.items()]
         chosen = [(item, *self._answerer(item)) for item in items]  # refuse an undeclared kind before asking
         answers: dict[str, Any] = {}
 
-        async def finish(item: InputRequest, method: str, pending: Any) -> None:
-            self._store(item, method, await pending, answers)
+        async def finish(item: InputRequest, row: RequestKind, pending: Any) -> None:
+            self._store(item, row, await pending, answers)
 
         try:
             async with trio.open_nursery() as nursery:
                 # Answerers are called in the server's order: a sync one (a person at a
                 # terminal) answers before the next is asked; async ones run concurrently.
-                for item, answerer, method in chosen:
+                for item, answerer, row in chosen:
                     value = answerer(item)
                     if inspect.isawaitable(value):
-                        nursery.start_soon(finish, item, method, value)
+                        nursery.start_soon(finish, item, row, value)
                     else:
-                        self._store(item, method, value, answers)
+                        self._store(item, row, value, answers)
         except BaseExceptionGroup as group:
             raise _unwrapped(group) from None
         return {key: answers[key] for key in requests}

@@ -7,7 +7,8 @@ or pause the conversation and ask the client.
 
 Every effect knows three things the runtime needs: its ledger kind, its fingerprint
 (what was asked, so a replay can prove it asks the same), and, for requests, the wire
-form it takes inside ``inputRequests``.
+form it takes inside ``inputRequests``. What a kind's method and capability are is
+:mod:`mrtr.core.kinds`' table; a request class names its kind and reads the rest there.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from .jsonrpc import canonical
-from .ledger import Kind
+from .kinds import KINDS, Kind
 from .schema import Form, RequestedSchema, requested_schema
 
 __all__ = ["Request", "Elicit", "ElicitURL", "Sample", "ListRoots", "Step", "ElicitResult", "NotYielded"]
@@ -90,6 +91,22 @@ class _Effect:
         raise _forgot_yield(self, f"indexed `[{item!r}]` into", NotYieldedUse)
 
 
+def _capability(request: type[Request]) -> str:
+    capability = KINDS[request.kind].capability
+    assert capability is not None, f"{request.__name__}: its kind has no capability"
+    return capability
+
+
+def _declared(request: type[Request], capabilities: Mapping[str, Any] | None) -> Any:
+    """What the client declared for the capability of ``request``'s kind (``None`` when nothing)."""
+    return capabilities.get(_capability(request)) if capabilities else None
+
+
+def _needed(request: type[Request], *features: str) -> dict[str, Any]:
+    """The ``requiredCapabilities`` object naming ``request``'s capability and ``features`` of it."""
+    return {_capability(request): {feature: {} for feature in features}}
+
+
 def _clip(text: str) -> str:
     shown = repr(text)
     return shown if len(shown) <= 40 else shown[:37] + "...'"
@@ -102,9 +119,10 @@ def _digest8(data: bytes) -> bytes:
 class Request(_Effect):
     """Base class of the requests a handler can put to the client.
 
-    Subclasses define ``kind``, ``method``, :meth:`params`, :meth:`fingerprint` and the
-    capability check. ``key`` is the wire key chosen by the handler, or ``None`` for
-    the default (``elicit-<N>``, ``sample-<N>``, ``roots-<N>``).
+    Subclasses define ``kind``, :meth:`params`, :meth:`fingerprint` and the capability
+    check; ``method`` comes from the kind's row in :data:`mrtr.core.kinds.KINDS`. ``key``
+    is the wire key chosen by the handler, or ``None`` for the default (the kind's prefix
+    and the ordinal: ``elicit-<N>``, ``sample-<N>``, ``roots-<N>``).
     """
 
     __slots__ = ("key",)
@@ -113,6 +131,13 @@ class Request(_Effect):
     method: ClassVar[str]
 
     key: str | None
+
+    def __init_subclass__(cls, **options: Any) -> None:
+        super().__init_subclass__(**options)
+        if "kind" in cls.__dict__:
+            method = KINDS[cls.kind].method
+            assert method is not None, f"{cls.__name__}: {cls.kind!r} is not a kind a client can be asked"
+            cls.method = method
 
     def params(self) -> dict[str, Any]:
         """The ``params`` member of this request as it goes on the wire."""
@@ -154,7 +179,6 @@ class Elicit(Request):
     __slots__ = ("message", "schema", "_compiled")
 
     kind = Kind.ELICIT
-    method = "elicitation/create"
     parts = ("message", "requestedSchema")
 
     def __init__(self, message: str, schema: Form | type[msgspec.Struct] | RequestedSchema, *, key: str | None = None) -> None:
@@ -178,11 +202,11 @@ class Elicit(Request):
 
     @classmethod
     def missing_for(cls, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        elicitation = capabilities.get("elicitation") if capabilities else None
+        elicitation = _declared(cls, capabilities)
         # {} means form (backward compatibility); a client naming only "url" cannot render forms.
         if isinstance(elicitation, dict) and ("form" in elicitation or "url" not in elicitation):
             return None
-        return {"elicitation": {"form": {}}}
+        return _needed(cls, "form")
 
     def describe(self) -> str:
         return f"elicitation/create {self.message!r}"
@@ -210,7 +234,6 @@ class ElicitURL(Request):
     __slots__ = ("message", "url")
 
     kind = Kind.ELICIT
-    method = "elicitation/create"
     parts = ("message", "url")
 
     def __init__(self, message: str, url: str, *, key: str | None = None) -> None:
@@ -231,10 +254,10 @@ class ElicitURL(Request):
 
     @classmethod
     def missing_for(cls, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        elicitation = capabilities.get("elicitation") if capabilities else None
+        elicitation = _declared(cls, capabilities)
         if isinstance(elicitation, dict) and "url" in elicitation:
             return None
-        return {"elicitation": {"url": {}}}
+        return _needed(cls, "url")
 
     def describe(self) -> str:
         return f"elicitation/create (url) {self.message!r}"
@@ -271,7 +294,6 @@ class Sample(Request):
     __slots__ = ("messages", "max_tokens", "extra")
 
     kind = Kind.SAMPLE
-    method = "sampling/createMessage"
     parts = ("messages", "parameters")
 
     def __init__(self, messages: Sequence[Any] | str, *, max_tokens: int, key: str | None = None, **params: Any) -> None:
@@ -293,20 +315,17 @@ class Sample(Request):
 
     @classmethod
     def missing_for(cls, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        sampling = capabilities.get("sampling") if capabilities else None
-        return None if isinstance(sampling, dict) else {"sampling": {}}
+        return None if isinstance(_declared(cls, capabilities), dict) else _needed(cls)
 
     def missing_capability(self, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        sampling = capabilities.get("sampling") if capabilities else None
-        needed: dict[str, Any] = {}
+        sampling = _declared(type(self), capabilities)
+        needed = []
         if self.extra.get("tools") or self.extra.get("toolChoice"):
-            needed["tools"] = {}
+            needed.append("tools")
         if self.extra.get("includeContext") in ("thisServer", "allServers"):
-            needed["context"] = {}
-        if not isinstance(sampling, dict):
-            return {"sampling": needed}
-        if any(name not in sampling for name in needed):
-            return {"sampling": needed}
+            needed.append("context")
+        if not isinstance(sampling, dict) or any(name not in sampling for name in needed):
+            return _needed(type(self), *needed)
         return None
 
     def __repr__(self) -> str:
@@ -325,7 +344,6 @@ class ListRoots(Request):
     __slots__ = ()
 
     kind = Kind.ROOTS
-    method = "roots/list"
 
     def __init__(self, *, key: str | None = None) -> None:
         self.key = key
@@ -338,8 +356,7 @@ class ListRoots(Request):
 
     @classmethod
     def missing_for(cls, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        roots = capabilities.get("roots") if capabilities else None
-        return None if isinstance(roots, dict) else {"roots": {}}
+        return None if isinstance(_declared(cls, capabilities), dict) else _needed(cls)
 
     def __repr__(self) -> str:
         return f"ListRoots(key={self.key!r})"

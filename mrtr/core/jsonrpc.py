@@ -22,7 +22,7 @@ has to.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import msgspec
 
@@ -45,7 +45,8 @@ __all__ = [
     "result_response",
 ]
 
-JSONRPC_VERSION = "2.0"
+JSONRPC_VERSION: Final = "2.0"
+"""The value of every envelope's ``jsonrpc`` member; every module that writes or checks one reads it here."""
 
 RequestId = str | int
 """A JSON-RPC request id as MCP allows it: a string or an integer (never null, never a bool)."""
@@ -119,7 +120,7 @@ def parse_message(data: bytes | str) -> dict[str, Any]:
         return message  # a response: JSON-RPC says it gets no answer, not even an error
     problem = None
     if message.get("jsonrpc") != JSONRPC_VERSION:
-        problem = '"jsonrpc" must be "2.0"'
+        problem = f'"jsonrpc" must be "{JSONRPC_VERSION}"'
     elif not isinstance(message.get("method"), str) or not message["method"]:
         problem = '"method" must be a non-empty string'
     elif message.get("params") is not None and not isinstance(message.get("params"), dict):

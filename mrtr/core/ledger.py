@@ -11,29 +11,18 @@ Slots are msgspec Structs encoded as compact arrays: the ledger rides inside the
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import Any
 
 import msgspec
 
-from . import wire
 from .errors import InvalidParams
+from .kinds import KINDS, Kind, RequestKind, decode_input_response
 
-__all__ = ["Kind", "Slot", "Ledger", "default_key", "decode_answer", "merge_answers", "ACTIONS", "ACTION_CODES"]
+__all__ = ["Slot", "Ledger", "default_key", "decode_answer", "merge_answers", "ACTIONS", "ACTION_CODES"]
 
-
-class Kind(IntEnum):
-    """What a slot holds."""
-
-    ELICIT = 0
-    SAMPLE = 1
-    ROOTS = 2
-    STEP = 3
-
-
-# Keyed by the plain int a slot stores: wire_key runs for every slot every round, and
-# building a Kind from it first would cost more than the lookup.
-_KEY_PREFIX: dict[int, str] = {Kind.ELICIT: "elicit-", Kind.SAMPLE: "sample-", Kind.ROOTS: "roots-", Kind.STEP: "step-"}
+# The table's prefixes keyed by the plain int a slot stores: wire_key runs for every slot
+# every round, and building a Kind from it first would cost more than the lookup.
+_KEY_PREFIX: dict[int, str] = {int(kind): row.key_prefix for kind, row in KINDS.items()}
 
 # Elicitation answers are stored as [action code, content] to keep tokens small.
 ACTIONS = ("accept", "decline", "cancel")
@@ -103,16 +92,14 @@ def decode_answer(kind: Kind, key: str, value: Any) -> Any:
     """
     if not isinstance(value, dict):
         raise InvalidParams(f'inputResponses key "{key}" must be an object, got {_json_type(value)}')
+    row = KINDS[kind]
     if kind is Kind.ELICIT:
         action = value.get("action")
         code = ACTION_CODES.get(action) if isinstance(action, str) else None
         if code is None:
             if "action" not in value:
-                raise InvalidParams(
-                    f'inputResponses key "{key}" must carry an elicitation result; '
-                    "the server issued an elicitation/create request for it"
-                )
-            raise InvalidParams(f'inputResponses key "{key}": "action" must be one of accept, decline, cancel')
+                raise _wrong_kind(key, row, "")
+            raise InvalidParams(f'inputResponses key "{key}": "action" must be one of {", ".join(ACTIONS)}')
         if code:  # decline and cancel carry no content worth keeping
             return [code, None]
         content = value.get("content")
@@ -122,14 +109,10 @@ def decode_answer(kind: Kind, key: str, value: Any) -> Any:
                 "and string arrays"
             )
         return [code, content]
-    method, label = _ANSWERS[kind]
     try:
-        result: Any = wire.decode_input_response(method, value)
+        result: Any = decode_input_response(row, value)
     except msgspec.ValidationError as exc:
-        raise InvalidParams(
-            f'inputResponses key "{key}" must carry a {label}; the server issued a '
-            f"{method} request for it ({exc})"
-        ) from None
+        raise _wrong_kind(key, row, f" ({exc})") from None
     if kind is Kind.ROOTS:
         for root in result.roots:
             if not root.uri.startswith("file://"):
@@ -176,6 +159,17 @@ def merge_answers(
     return Ledger(tuple(slots), frozenset(fresh)), unmatched
 
 
+def _wrong_kind(key: str, row: RequestKind, detail: str) -> InvalidParams:
+    return InvalidParams(
+        f'inputResponses key "{key}" must carry {_article(row.answer_label)} {row.answer_label}; '
+        f"the server issued {_article(row.method)} {row.method} request for it{detail}"
+    )
+
+
+def _article(noun: str | None) -> str:
+    return "an" if noun and noun[0] in "aeiou" else "a"
+
+
 def _is_form_content(content: Any) -> bool:
     if not isinstance(content, dict):
         return False
@@ -203,9 +197,3 @@ def _json_type(value: Any) -> str:
         return "an array"
     return type(value).__name__
 
-
-# The method each kind of client answer responds to (its type is wire.INPUT_RESPONSE_TYPES').
-_ANSWERS = {
-    Kind.SAMPLE: ("sampling/createMessage", "sampling result (CreateMessageResult)"),
-    Kind.ROOTS: ("roots/list", "roots result (ListRootsResult)"),
-}

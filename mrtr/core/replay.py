@@ -22,11 +22,11 @@ from typing import Any
 
 import msgspec
 
-from . import wire
 from .context import Context
 from .effects import ElicitResult, ElicitURL, NotYielded, NotYieldedUse, Request, Step
 from .errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, ReplayMismatch
-from .ledger import ACTIONS, Kind, Ledger, Slot, decode_answer, default_key
+from .kinds import KINDS, Kind, decode_input_response
+from .ledger import ACTIONS, Ledger, Slot, decode_answer, default_key
 
 __all__ = ["Completed", "InputRequired", "Detached", "HandlerSpec", "replay", "replay_async", "replay_until_step"]
 
@@ -402,7 +402,7 @@ class _Execution:
                 self.fresh.discard(index)
             return ElicitResult("accept", content, compiled.convert(content))
         # Fresh answers are already Structs; answers from a token come back as builtins.
-        return wire.decode_input_response(request.method, answer)
+        return decode_input_response(KINDS[request.kind], answer)
 
     def _step(self, step: Step, gen: Any) -> tuple[int, Any]:
         self.cursor += 1
@@ -446,12 +446,12 @@ class _Execution:
             f'MRTR replay mismatch at ordinal #{ordinal} (key "{recorded_key}"): the handler asked something '
             "other than what this ledger position recorded.",
             f"  at {_yield_location(gen)} in handler {self.spec.name}",
-            f'  recorded: {_KIND_LABEL[recorded_kind]}, key "{recorded_key}", fingerprint {slot.fingerprint.hex()}',
+            f'  recorded: {KINDS[recorded_kind].label}, key "{recorded_key}", fingerprint {slot.fingerprint.hex()}',
             f'  asked now: {asked.describe()}, key "{key}", fingerprint {fingerprint.hex()}',
         ]
         changed = []
         if recorded_kind != asked.kind:
-            changed.append(f"kind {_KIND_LABEL[recorded_kind]} -> {_KIND_LABEL[asked.kind]}")
+            changed.append(f"kind {KINDS[recorded_kind].label} -> {KINDS[asked.kind].label}")
         else:
             if recorded_key != key:
                 changed.append(f'key "{recorded_key}" -> "{key}"')
@@ -521,14 +521,6 @@ def _why(asked: Request | Step, changed: list[str]) -> list[str]:
                 "or Step values, not from data that changes between rounds"
             )
     return lines
-
-
-_KIND_LABEL = {
-    Kind.ELICIT: "elicitation/create",
-    Kind.SAMPLE: "sampling/createMessage",
-    Kind.ROOTS: "roots/list",
-    Kind.STEP: "Step",
-}
 
 
 def _short(value: Any) -> str:

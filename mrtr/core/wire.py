@@ -15,7 +15,8 @@ Three places need more than msgspec's built-in dispatch, because the wire gives 
   contents, told apart by which of ``text``/``blob`` is present
   (:func:`decode_resource_contents`), the same way.
 * ``InputResponses`` values carry no discriminator at all; the runtime decodes each one
-  against the request it answers with :func:`decode_input_response`.
+  against the request it answers with :func:`mrtr.core.kinds.decode_input_response`,
+  which finds the answer type in the table of request kinds.
 
 Results (``CallToolResult`` and friends) always emit ``resultType``: the field is filled by a
 default factory, which ``omit_defaults`` never elides. A result decoded without ``resultType``
@@ -23,7 +24,7 @@ reads as ``"complete"``, as the spec tells clients to assume. The JSON-RPC ``jso
 member works the same way.
 
 Why the server still reads request params by hand: this module is a catalogue of the whole
-schema, used to decode answers that have no discriminator (``decode_input_response``), to type
+schema, used to decode answers that have no discriminator (through :mod:`mrtr.core.kinds`), to type
 what handlers may return (``CallToolResult``, ``GetPromptResult``, ...), by the client, and by
 the tests that check every message against ``schema.json``. The server's envelope and
 ``tools/call`` checks, and the ledger's check of an elicitation answer, stay hand-written
@@ -43,12 +44,14 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from .jsonrpc import JSONRPC_VERSION, RequestId  # re-exported: both belong to the framing
 from .jsonrpc import encode  # re-exported: one encoder for Structs and builtins alike
 
 __all__ = [
     # constants
     "PROTOCOL_VERSION",
     "JSONRPC_VERSION",
+    "JSONRPCVersion",
     "RESULT_TYPE_COMPLETE",
     "RESULT_TYPE_INPUT_REQUIRED",
     "META_PROTOCOL_VERSION",
@@ -105,7 +108,6 @@ __all__ = [
     "InputRequests",
     "InputResponse",
     "InputResponses",
-    "INPUT_RESPONSE_TYPES",
     "InputRequiredResult",
     # request params
     "RequestParams",
@@ -161,7 +163,6 @@ __all__ = [
     "from_builtins",
     "decode_elicit_params",
     "decode_resource_contents",
-    "decode_input_response",
     "convert_result",
 ]
 
@@ -172,8 +173,8 @@ __all__ = [
 PROTOCOL_VERSION = "2026-07-28"
 """The protocol revision this module describes."""
 
-JSONRPC_VERSION = "2.0"
-"""The value of every envelope's ``jsonrpc`` member."""
+JSONRPCVersion = Literal["2.0"]
+"""The type of every envelope's ``jsonrpc`` member: the one value :data:`JSONRPC_VERSION`."""
 
 RESULT_TYPE_COMPLETE = "complete"
 """``resultType`` of a finished request."""
@@ -217,9 +218,6 @@ LoggingLevel = Literal[
 CacheScope = Literal["public", "private"]
 """Who may reuse a cacheable result."""
 
-RequestId = str | int
-"""A JSON-RPC request id: string or integer, never null."""
-
 ProgressToken = str | int
 """A progress token: string or integer."""
 
@@ -232,8 +230,8 @@ def _input_required() -> str:
     return RESULT_TYPE_INPUT_REQUIRED
 
 
-def _jsonrpc() -> Literal["2.0"]:
-    return "2.0"
+def _jsonrpc() -> JSONRPCVersion:
+    return JSONRPC_VERSION
 
 
 def _url() -> Literal["url"]:
@@ -628,30 +626,10 @@ InputRequests = dict[str, InputRequest]
 """Embedded requests keyed by the server's names for them."""
 
 InputResponse = CreateMessageResult | ListRootsResult | ElicitResult
-"""An answer in ``inputResponses``; has no tag, see :func:`decode_input_response`."""
+"""An answer in ``inputResponses``; has no tag, see :func:`mrtr.core.kinds.decode_input_response`."""
 
 InputResponses = dict[str, Any]
 """Answers keyed like ``inputRequests``; values decoded per key by the runtime."""
-
-INPUT_RESPONSE_TYPES: dict[str, type[InputResponse]] = {
-    "sampling/createMessage": CreateMessageResult,
-    "roots/list": ListRootsResult,
-    "elicitation/create": ElicitResult,
-}
-"""The answer type for each embedded request method."""
-
-
-def decode_input_response(request: InputRequest | str, value: Any) -> InputResponse:
-    """Decode one ``inputResponses`` value as the answer to ``request`` (a request or method)."""
-    method = request if isinstance(request, str) else request.method
-    try:
-        response_type = INPUT_RESPONSE_TYPES[method]
-    except KeyError:
-        raise msgspec.ValidationError(f"No input response type for method {method!r}") from None
-    if isinstance(value, response_type):
-        return value
-    return msgspec.convert(value, response_type)
-
 
 class InputRequiredResult(_Wire, kw_only=True):
     """An interim result asking the client to gather input and retry."""
@@ -1034,7 +1012,7 @@ class ErrorObject(_Wire, kw_only=True):
 class JSONRPCRequest(_Wire, Generic[P], kw_only=True):
     """A JSON-RPC request; ``JSONRPCRequest[CallToolRequestParams]`` types its params."""
 
-    jsonrpc: Literal["2.0"] = msgspec.field(default_factory=_jsonrpc)
+    jsonrpc: JSONRPCVersion = msgspec.field(default_factory=_jsonrpc)
     id: RequestId
     method: str
     params: P | None = None
@@ -1043,7 +1021,7 @@ class JSONRPCRequest(_Wire, Generic[P], kw_only=True):
 class JSONRPCNotification(_Wire, Generic[P], kw_only=True):
     """A JSON-RPC notification (no id); parameterise to type params."""
 
-    jsonrpc: Literal["2.0"] = msgspec.field(default_factory=_jsonrpc)
+    jsonrpc: JSONRPCVersion = msgspec.field(default_factory=_jsonrpc)
     method: str
     params: P | None = None
 
@@ -1051,7 +1029,7 @@ class JSONRPCNotification(_Wire, Generic[P], kw_only=True):
 class JSONRPCResultResponse(_Wire, Generic[R], kw_only=True):
     """A successful JSON-RPC response; parameterise to type the result."""
 
-    jsonrpc: Literal["2.0"] = msgspec.field(default_factory=_jsonrpc)
+    jsonrpc: JSONRPCVersion = msgspec.field(default_factory=_jsonrpc)
     id: RequestId
     result: R
 
@@ -1059,7 +1037,7 @@ class JSONRPCResultResponse(_Wire, Generic[R], kw_only=True):
 class JSONRPCErrorResponse(_Wire, kw_only=True):
     """A JSON-RPC error response; ``id`` is left out when the request id is unknown."""
 
-    jsonrpc: Literal["2.0"] = msgspec.field(default_factory=_jsonrpc)
+    jsonrpc: JSONRPCVersion = msgspec.field(default_factory=_jsonrpc)
     id: RequestId | None = None
     error: ErrorObject
 

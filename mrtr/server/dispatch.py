@@ -41,7 +41,7 @@ from ..core.errors import (
 )
 from .registry import Header, Registry
 from ..core.replay import Completed
-from .results import prompt_result, resource_result, tool_result
+from .results import shape_prompt_result, shape_resource_result, shape_tool_result
 from ..core.codec import RequestStateCodec
 
 __all__ = [
@@ -411,7 +411,7 @@ class Server(Registry):
             raise InvalidParams(f"Unknown tool: {name}")
         structured = tool.structured
         return ToolBinding(
-            tool.fn, self._tool_arguments(tool, raw_arguments), lambda value: tool_result(value, structured),
+            tool.fn, self._tool_arguments(tool, raw_arguments), lambda value: shape_tool_result(value, structured),
             lambda error: self._tool_error(name, error), tool.scopes,
         )
 
@@ -755,7 +755,7 @@ class Server(Registry):
             return self._tool_error(name, error)
         if not isinstance(outcome, Completed):
             return msgspec.to_builtins(outcome)
-        return tool_result(outcome.result, tool.structured)
+        return shape_tool_result(outcome.result, tool.structured)
 
     def _tool_arguments(self, tool: Any, raw: Any) -> dict[str, Any]:
         if raw is None:
@@ -807,7 +807,7 @@ class Server(Registry):
         outcome = await self._run_protocol_handler(request, prompt.fn, arguments, ctx)
         if not isinstance(outcome, Completed):
             return msgspec.to_builtins(outcome)
-        return prompt_result(outcome.result, prompt.definition.get("description"))
+        return shape_prompt_result(outcome.result, prompt.definition.get("description"))
 
     async def _read_resource(self, request: _Request) -> dict[str, Any]:
         params = request.params
@@ -823,7 +823,7 @@ class Server(Registry):
         outcome = await self._run_protocol_handler(request, fn, arguments, ctx)
         if not isinstance(outcome, Completed):
             return msgspec.to_builtins(outcome)
-        return self._cacheable(resource_result(outcome.result, uri, mime_type), ttl_ms=0)
+        return self._cacheable(shape_resource_result(outcome.result, uri, mime_type), ttl_ms=0)
 
     def carrier_for(self, method: str, params: Mapping[str, Any]) -> Carrier:
         """The carrier that holds this request's ledger.

@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from ..core.errors import InvalidParams
+from ..core.mirroring import InvalidHeaderSchema, is_token, mirrored_parameters
 from ..core.replay import CONTEXT_NAMES, handler_spec
 
 __all__ = ["Header", "PromptEntry", "Registry", "ResourceEntry", "TemplateEntry", "ToolEntry"]
@@ -30,15 +31,13 @@ class Header:
 
     ``region: Annotated[str, Header("Region")]`` adds ``"x-mcp-header": "Region"`` to the
     parameter's schema; HTTP clients must then send ``Mcp-Param-Region`` with its value.
-    Only string, integer and boolean parameters can be mirrored.
+    Only parameters whose schema type is string, integer or boolean can be mirrored.
     """
 
     __slots__ = ("name",)
 
-    _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")
-
     def __init__(self, name: str) -> None:
-        if not isinstance(name, str) or not self._TOKEN.match(name):
+        if not is_token(name):
             raise ValueError(f"x-mcp-header name must be a non-empty HTTP token, got {name!r}")
         self.name = name
 
@@ -207,13 +206,6 @@ def _arguments_struct(owner: str, parameters: list[inspect.Parameter], hints: Ma
     for parameter in parameters:
         annotation, header = _strip_header(hints.get(parameter.name, Any))
         if header is not None:
-            base = typing.get_args(annotation)[0] if typing.get_origin(annotation) is typing.Annotated else annotation
-            if base not in (str, int, bool):
-                raise TypeError(
-                    f"{owner}: x-mcp-header is allowed only on str, int and bool parameters, not {parameter.name!r}"
-                )
-            if any(header.lower() == other.lower() for other in headers.values()):
-                raise TypeError(f"{owner}: x-mcp-header {header!r} is used twice")
             headers[parameter.name] = header
         if parameter.default is inspect.Parameter.empty:
             fields.append((parameter.name, annotation))
@@ -223,12 +215,21 @@ def _arguments_struct(owner: str, parameters: list[inspect.Parameter], hints: Ma
     return struct, headers
 
 
-def _tool_input_schema(struct: Any, headers: Mapping[str, str]) -> dict[str, Any]:
+def _tool_input_schema(owner: str, struct: Any, headers: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The ``inputSchema`` for a tool's arguments, and its mirrored headers (lowercase) by parameter.
+
+    The annotations are checked by the rules every HTTP client applies to the published
+    schema, so the server never publishes a tool that clients must leave out.
+    """
     schema = _inline_schema(msgspec.json.schema(struct))
     properties = schema.setdefault("properties", {})
     for parameter, header in headers.items():
         properties[parameter] = {**properties[parameter], "x-mcp-header": header}
-    return schema
+    try:
+        mirrored = mirrored_parameters({"inputSchema": schema})
+    except InvalidHeaderSchema as exc:
+        raise TypeError(f"{owner}: {exc}") from None
+    return schema, {header.lower(): path[0] for header, path in mirrored.items()}
 
 
 def _is_structured_type(hint: Any) -> bool:
@@ -379,6 +380,7 @@ class Registry:
             _check_parameter_schemas(tool_name, fn, parameters, hints)
             struct, headers = _arguments_struct(_camel_owner(tool_name), parameters, hints)
             definition = _describe({"name": tool_name}, fn, title, description)
+            generated, mirrored = _tool_input_schema(_camel_owner(tool_name), struct, headers)
             if input_schema is not None:
                 if input_schema.get("type") != "object":
                     raise ValueError(f"tool {tool_name}: input_schema must be an object schema (type: object)")
@@ -386,7 +388,7 @@ class Registry:
                 check_arguments = _schema_check(tool_name, definition["inputSchema"])
             else:
                 check_arguments = None
-                definition["inputSchema"] = _tool_input_schema(struct, headers)
+                definition["inputSchema"] = generated
             returns = hints.get("return", inspect.Parameter.empty)
             structured = _is_structured_type(returns)
             if structured:
@@ -402,7 +404,7 @@ class Registry:
                 raise ValueError(f"a tool named {tool_name!r} is already registered")
             self._tools[tool_name] = ToolEntry(
                 tool_name, fn, struct, tuple(p.name for p in parameters), definition,
-                {header.lower(): parameter for parameter, header in headers.items()}, structured, check_arguments,
+                mirrored, structured, check_arguments,
                 tool_scopes,
                 task,
             )

@@ -17,12 +17,12 @@ import msgspec
 from ..core import wire
 from ..core.jsonrpc import encode
 
-__all__ = ["prompt_result", "resource_result", "tool_result"]
+__all__ = ["shape_prompt_result", "shape_resource_result", "shape_tool_result"]
 
 
 
 
-def tool_result(value: Any, structured: bool) -> dict[str, Any]:
+def shape_tool_result(value: Any, structured: bool) -> dict[str, Any]:
     """A ``CallToolResult`` for what a tool returned; ``structured`` when it declares an ``outputSchema``."""
     if isinstance(value, wire.CallToolResult):
         result = msgspec.to_builtins(value)
@@ -53,7 +53,7 @@ def _prompt_message(item: Any) -> dict[str, Any]:
     raise TypeError(f"a prompt message must be a str, a PromptMessage or a {{role, content}} dict, got {item!r}")
 
 
-def prompt_result(value: Any, description: str | None) -> dict[str, Any]:
+def shape_prompt_result(value: Any, description: str | None) -> dict[str, Any]:
     """A ``GetPromptResult`` for what a prompt returned, with the prompt's description by default."""
     if isinstance(value, wire.GetPromptResult):
         result = msgspec.to_builtins(value)
@@ -85,7 +85,7 @@ def _resource_contents(item: Any, uri: str, mime_type: str | None) -> dict[str, 
     return contents
 
 
-def resource_result(value: Any, uri: str, mime_type: str | None) -> dict[str, Any]:
+def shape_resource_result(value: Any, uri: str, mime_type: str | None) -> dict[str, Any]:
     """A ``ReadResourceResult`` for what a resource handler returned for ``uri``."""
     if isinstance(value, wire.ReadResourceResult):
         return msgspec.to_builtins(value)

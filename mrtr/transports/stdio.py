@@ -45,7 +45,7 @@ import msgspec
 import trio
 
 from ..core.errors import InternalError, InvalidRequest, ParseError, ProtocolError
-from ..core.jsonrpc import Dispatcher, error_response, is_request, parse_message
+from ..core.jsonrpc import JSONRPC_VERSION, Dispatcher, error_response, is_request, parse_message
 from ..core.jsonrpc import encode as _encode_json
 from .logs import AccessRecord
 from .shared import Hub, lifespan, run_in_thread, settle_key, thread_safe
@@ -359,7 +359,7 @@ class _Session:
         def notify(method: str, params: dict[str, Any]) -> None:
             if entry.cancelled or entry.done:
                 return
-            self.queue_notification(entry, {"jsonrpc": "2.0", "method": method, "params": params})
+            self.queue_notification(entry, {"jsonrpc": JSONRPC_VERSION, "method": method, "params": params})
 
         queued = False
         try:

@@ -20,11 +20,10 @@ import trio
 
 from mrtr import Elicit, Form
 from mrtr.auth import JWTVerifier, ResourceServer
-from mrtr.transports.http import ASGIApp
 from mrtr.transports.http.native import serve
 from mrtr.server import Server
 
-from ..http.conftest import BASE_HEADERS, decode_reply, mcp_headers, rpc, start_hypercorn
+from ..http.conftest import BASE_HEADERS, decode_reply, mcp_headers, rpc, start_front_end
 from .idp import RESOURCE, IdentityProvider, SigningKey, mint
 
 PRM_PATH = "/.well-known/oauth-protected-resource/mcp"
@@ -85,10 +84,7 @@ class Protected:
 async def protected(request: Any, nursery: trio.Nursery, idp: IdentityProvider,
                     keys: dict[str, SigningKey]) -> AsyncIterator[Protected]:
     server = protected_server(idp)
-    if request.param == "native":
-        port = await nursery.start(partial(serve, server, "127.0.0.1", 0))
-    else:
-        port = await start_hypercorn(nursery, ASGIApp(server), trio.Event())
+    port = await start_front_end(request.param, nursery, server)
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10.0) as client:
         del client.headers["accept"]
         yield Protected(request.param, client, idp, keys, server)

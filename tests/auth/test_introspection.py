@@ -8,15 +8,8 @@ import pytest
 
 from mrtr.auth import InvalidToken, IntrospectionVerifier, VerifierUnavailable
 
+from ..conftest import FakeClock
 from .idp import RESOURCE, IdentityProvider
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def introspector(idp: IdentityProvider, **options: object) -> IntrospectionVerifier:
@@ -79,7 +72,7 @@ async def test_failures_are_infrastructure(idp: IdentityProvider) -> None:
 
 
 async def test_positive_answers_are_cached_briefly_and_negative_ones_not(idp: IdentityProvider) -> None:
-    clock = Clock()
+    clock = FakeClock()
     idp.introspection["t"] = active()
     verifier = introspector(idp, cache_ttl=60, clock=clock)
     await verifier.verify("t")

@@ -12,6 +12,7 @@ import trio.testing
 
 from mrtr.auth import AccessToken, InvalidToken, JWTVerifier, VerifierUnavailable
 
+from ..conftest import FakeClock
 from .idp import RESOURCE, IdentityProvider, SigningKey, hmac_signed, make_key, mint, raw_signed, unsigned
 
 ISSUER = "http://issuer.test"
@@ -230,16 +231,16 @@ def test_missing_joserfc_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
 
 
 async def test_verified_tokens_are_remembered_briefly(keys: dict[str, SigningKey]) -> None:
-    now = [time.time()]
+    clock = FakeClock()
     v = JWTVerifier(public_key=keys["rsa"].public_pem(), issuer=ISSUER, audience=RESOURCE, cache_ttl=60,
-                    clock=lambda: now[0])
-    token = mint(keys["rsa"], exp=int(now[0]) + 90)
+                    clock=clock)
+    token = mint(keys["rsa"], exp=int(clock.now) + 90)
     first = await v.verify(token)
     assert await v.verify(token) is first  # a hash lookup, no second signature check
-    now[0] += 61
+    clock.advance(61)
     again = await v.verify(token)
     assert again is not first and again == first
-    now[0] += 60  # past exp (and the leeway): the cache does not outlive the token
+    clock.advance(60)  # past exp (and the leeway): the cache does not outlive the token
     with pytest.raises(InvalidToken, match="expired"):
         await v.verify(token)
     # a refused token is never remembered as good

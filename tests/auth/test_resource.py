@@ -11,7 +11,7 @@ from mrtr.auth import (
     AccessToken,
     AuthError,
     InsufficientScope,
-    InvalidRequest,
+    MalformedAuthorization,
     InvalidToken,
     JWTVerifier,
     ResourceServer,
@@ -118,7 +118,7 @@ async def test_no_credentials_or_other_scheme_is_a_bare_challenge() -> None:
                                            ["Bearer tok\"en"]])
 async def test_malformed_bearer_is_invalid_request(authorization: list[str]) -> None:
     rs = resource_server()
-    with pytest.raises(InvalidRequest) as caught:
+    with pytest.raises(MalformedAuthorization) as caught:
         await rs.authenticate(authorization)
     reply = rs.challenge(caught.value)
     assert reply.status == 400

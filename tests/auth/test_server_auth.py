@@ -9,9 +9,10 @@ import pytest
 from mrtr.auth import AccessToken, InvalidToken, ResourceServer
 from mrtr.server import Server
 from mrtr.transports.stdio import run_stdio, serve_stdio
-from mrtr.core.wire import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION
 
-META = {META_PROTOCOL_VERSION: PROTOCOL_VERSION, META_CLIENT_CAPABILITIES: {}}
+from ..conftest import meta
+
+META = meta()
 
 
 class Keys:

@@ -23,7 +23,7 @@ import mrtr
 from mrtr.client.targets import OnNotification, Target
 from mrtr.transports.http.native import serve
 
-from ..wire_schema import validate, validate_message
+from ..wire_schema import RESULT_DEFS, validate, validate_message
 from .app import server as app_server
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,15 +38,6 @@ _REQUEST_DEFS = {
     "resources/templates/list": "ListResourceTemplatesRequest",
     "server/discover": "DiscoverRequest",
     "completion/complete": "CompleteRequest",
-}
-_RESULT_DEFS = {
-    "tools/call": "CallToolResult",
-    "prompts/get": "GetPromptResult",
-    "resources/read": "ReadResourceResult",
-    "tools/list": "ListToolsResult",
-    "prompts/list": "ListPromptsResult",
-    "resources/list": "ListResourcesResult",
-    "server/discover": "DiscoverResult",
 }
 
 
@@ -81,7 +72,7 @@ class Checked:
 
         result = await self.inner.send(message, notified, parameters)
         kind = "InputRequiredResult" if result.get("resultType") == "input_required" else \
-            _RESULT_DEFS.get(message["method"])
+            RESULT_DEFS.get(message["method"])
         validate_message({"jsonrpc": "2.0", "id": message["id"], "result": result}, result_def=kind)
         self.exchanges[self.exchanges.index(entry)] = (message, result)
         return result

@@ -7,7 +7,6 @@ checks cover the JSON framing of both targets.
 
 from __future__ import annotations
 
-import base64
 import logging
 import sys
 from collections.abc import Callable, Mapping
@@ -18,7 +17,8 @@ import pytest
 import trio
 
 import mrtr
-from mrtr.client.headers import InvalidHeaderSchema, header_value, mirrored_parameters, request_headers
+from mrtr.client.headers import request_headers
+from mrtr.core.mirroring import encode_value, mirrored_parameters
 from mrtr.transports.http.native import serve
 from mrtr.core.jsonrpc import result_response
 
@@ -147,41 +147,26 @@ async def test_pages_are_all_fetched(reach):
 # -- HTTP headers ----------------------------------------------------------------------------
 
 
-def test_header_values():
-    assert header_value("eu-west") == "eu-west"
-    assert header_value(42) == "42" and header_value(True) == "true" and header_value(False) == "false"
-    for text in ("Zürich", " padded", "tab\there", "", "=?base64?abc?="):
-        encoded = header_value(text)
-        assert encoded.startswith("=?base64?") and encoded.endswith("?=")
-        assert base64.b64decode(encoded[9:-2]).decode() == text
-
-
 REGIONAL = {"name": "regional", "inputSchema": {"type": "object", "properties": {
     "region": {"type": "string", "x-mcp-header": "Region"},
     "options": {"type": "object", "properties": {"fast": {"type": "boolean", "x-mcp-header": "Fast"}}},
-    "list": {"type": "array", "items": {"type": "string", "x-mcp-header": "Ignored"}},
+    "list": {"type": "array", "items": {"type": "string"}},
 }}}
 
 
-def test_mirrored_parameters_follow_properties_only():
-    assert mirrored_parameters(REGIONAL) == {"Region": ("region",), "Fast": ("options", "fast")}
+def test_request_headers_mirror_the_body():
     message = {"method": "tools/call", "params": {"name": "regional", "arguments": {
         "region": "Zürich", "options": {"fast": False}}, "_meta": {}}}
     headers = request_headers(message, mirrored_parameters(REGIONAL))
     assert headers["Mcp-Name"] == "regional" and headers["Mcp-Method"] == "tools/call"
-    assert headers["Mcp-Param-Region"] == header_value("Zürich") and headers["Mcp-Param-Fast"] == "false"
+    assert headers["Mcp-Param-Region"] == encode_value("Zürich") and headers["Mcp-Param-Fast"] == "false"
     assert headers["MCP-Protocol-Version"] == "2026-07-28"
 
 
-@pytest.mark.parametrize("properties", [
-    {"a": {"type": "number", "x-mcp-header": "A"}},
-    {"a": {"type": "string", "x-mcp-header": "has space"}},
-    {"a": {"type": "string", "x-mcp-header": ""}},
-    {"a": {"type": "string", "x-mcp-header": "Dup"}, "b": {"type": "integer", "x-mcp-header": "dup"}},
-])
-def test_invalid_header_annotations(properties):
-    with pytest.raises(InvalidHeaderSchema):
-        mirrored_parameters({"name": "t", "inputSchema": {"type": "object", "properties": properties}})
+@pytest.mark.parametrize("method", ["tasks/get", "tasks/update", "tasks/cancel"])
+def test_task_methods_name_their_task_as_the_server_requires(method):
+    headers = request_headers({"method": method, "params": {"taskId": "t-1", "_meta": {}}})
+    assert headers["Mcp-Name"] == "t-1"
 
 
 async def test_http_sends_param_headers_and_drops_invalid_tools(nursery, caplog):
@@ -196,7 +181,7 @@ async def test_http_sends_param_headers_and_drops_invalid_tools(nursery, caplog)
     assert "leaving out tool 'bad'" in caplog.text
     sent = server.headers[-2]  # the tools/call (tools/list came first, and again at the end)
     assert sent["mcp-method"] == "tools/call" and sent["mcp-name"] == "regional"
-    assert sent["mcp-param-region"] == header_value(" Zürich") and sent["mcp-param-fast"] == "true"
+    assert sent["mcp-param-region"] == encode_value(" Zürich") and sent["mcp-param-fast"] == "true"
     assert sent["mcp-protocol-version"] == "2026-07-28"
 
 

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from mrtr.core.wire import META_CLIENT_INFO
 from mrtr.server import Server
 
+from ..conftest import meta as base_meta
 from ..wire_schema import validate_message
 from .server import lenient_server, make_server, server
 
@@ -22,12 +24,8 @@ DEFAULT_CAPABILITIES = {"sampling": {}, "elicitation": {}, "roots": {"listChange
 
 def meta(capabilities: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
     """The ``_meta`` the suite's stateless client sends."""
-    return {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "conformance-test-client", "version": "1.0.0"},
-        "io.modelcontextprotocol/clientCapabilities": DEFAULT_CAPABILITIES if capabilities is None else capabilities,
-        **extra,
-    }
+    return base_meta(DEFAULT_CAPABILITIES if capabilities is None else capabilities,
+                     **{META_CLIENT_INFO: {"name": "conformance-test-client", "version": "1.0.0"}, **extra})
 
 
 class Client:

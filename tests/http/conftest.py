@@ -9,7 +9,6 @@ against the official schema (``tests/wire_schema.py``).
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 from collections.abc import Mapping
@@ -25,9 +24,11 @@ from hypercorn.trio import serve as hypercorn_serve
 
 from mrtr.transports.http import ASGIApp
 from mrtr.transports.http.native import serve
+from mrtr.core.mirroring import NAME_MEMBERS, encode_value, param_header
 from mrtr.core.wire import META_PROTOCOL_VERSION
 
-from ..wire_schema import validate_message
+from ..conftest import meta as base_meta
+from ..wire_schema import RESULT_DEFS, validate_message
 from .app import server as app_server
 
 PROTOCOL = "2026-07-28"
@@ -35,25 +36,10 @@ CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}}}
 ALLOWED_ORIGINS = ["https://app.example.com", "trusted.example.org"]
 MAX_BODY = 64 * 1024
 
-_RESULT_DEFS = {
-    "tools/call": "CallToolResult",
-    "prompts/get": "GetPromptResult",
-    "resources/read": "ReadResourceResult",
-    "tools/list": "ListToolsResult",
-    "prompts/list": "ListPromptsResult",
-    "resources/list": "ListResourcesResult",
-    "server/discover": "DiscoverResult",
-}
-
 
 def meta(capabilities: Mapping[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
-    """A request ``_meta`` for this protocol version."""
-    value: dict[str, Any] = {
-        META_PROTOCOL_VERSION: PROTOCOL,
-        "io.modelcontextprotocol/clientCapabilities": dict(CAPABILITIES if capabilities is None else capabilities),
-    }
-    value.update(extra)
-    return value
+    """A request ``_meta`` for this protocol version; the capabilities default to form elicitation."""
+    return base_meta(CAPABILITIES if capabilities is None else capabilities, **extra)
 
 
 def rpc(method: str, params: Mapping[str, Any] | None = None, *, id: Any = 1, with_meta: bool = True,
@@ -68,39 +54,30 @@ def rpc(method: str, params: Mapping[str, Any] | None = None, *, id: Any = 1, wi
     return message
 
 
-def header_value(value: Any) -> str:
-    """How a client puts a value into an MCP header (the Base64 form when not visible ASCII)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    text = str(value)
-    safe = text and text == text.strip() and all(0x21 <= ord(ch) <= 0x7E or ch == " " for ch in text)
-    if not safe or (text.startswith("=?base64?") and text.endswith("?=")):
-        return "=?base64?" + base64.b64encode(text.encode("utf-8")).decode("ascii") + "?="
-    return text
-
-
 def mcp_headers(message: Mapping[str, Any]) -> dict[str, str]:
-    """The standard MCP headers a conforming client derives from ``message``."""
+    """The standard MCP headers a conforming client derives from ``message``, whatever shape it has.
+
+    Unlike :func:`mrtr.client.headers.request_headers` it takes any message (the fuzz
+    tests send malformed ones) and reads the mirrored parameters from the test app.
+    """
     headers: dict[str, str] = {}
     params = message.get("params") if isinstance(message.get("params"), dict) else {}
     meta_value = params.get("_meta") if isinstance(params, dict) else None
     if isinstance(meta_value, dict) and isinstance(meta_value.get(META_PROTOCOL_VERSION), str):
-        headers["MCP-Protocol-Version"] = header_value(meta_value[META_PROTOCOL_VERSION])
+        headers["MCP-Protocol-Version"] = encode_value(meta_value[META_PROTOCOL_VERSION])
     else:
         headers["MCP-Protocol-Version"] = PROTOCOL
     method = message.get("method")
     if isinstance(method, str):
-        headers["Mcp-Method"] = header_value(method)
-    member = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}.get(method)  # type: ignore[arg-type]
+        headers["Mcp-Method"] = encode_value(method)
+    member = NAME_MEMBERS.get(method)  # type: ignore[arg-type]
     if member and isinstance(params.get(member), str):
-        headers["Mcp-Name"] = header_value(params[member])
+        headers["Mcp-Name"] = encode_value(params[member])
     if method == "tools/call" and isinstance(params.get("name"), str):
         arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
         for header, parameter in app_server.header_parameters(params["name"]).items():
             if arguments.get(parameter) is not None:
-                headers["Mcp-Param-" + header] = header_value(arguments[parameter])
+                headers[param_header(header)] = encode_value(arguments[parameter])
     return headers
 
 
@@ -165,7 +142,7 @@ def decode_reply(response: httpx.Response, request: Any = None) -> Reply:
             if message["result"].get("resultType") == "input_required":
                 result_def = "InputRequiredResult"
             else:
-                result_def = _RESULT_DEFS.get(method)
+                result_def = RESULT_DEFS.get(method)
         validate_message(message, result_def=result_def)
         if not final:
             assert "method" in message, f"only notifications may precede the response: {message}"
@@ -219,12 +196,6 @@ def raw_post(message: dict, port: int, extra: dict | None = None) -> bytes:
     return head.encode("latin-1") + body
 
 
-async def wait_for(predicate, timeout: float = 5.0) -> None:
-    with trio.fail_after(timeout):
-        while not predicate():
-            await trio.sleep(0.01)
-
-
 async def start_native(nursery: trio.Nursery, **options: Any) -> int:
     return await nursery.start(partial(serve, app_server, "127.0.0.1", 0, **options))
 
@@ -238,14 +209,18 @@ async def start_hypercorn(nursery: trio.Nursery, app: Any, shutdown: trio.Event)
     return int(binds[0].rsplit(":", 1)[1])
 
 
+async def start_front_end(kind: str, nursery: trio.Nursery, server: Any, **options: Any) -> int:
+    """Serve ``server`` on a free loopback port behind one front end: ``native``, or ``asgi`` under hypercorn."""
+    if kind == "native":
+        return await nursery.start(partial(serve, server, "127.0.0.1", 0, **options))
+    return await start_hypercorn(nursery, ASGIApp(server, **options), trio.Event())
+
+
 @pytest.fixture(params=["native", "asgi"])
 async def endpoint(request, nursery):
     """The test server behind one front end, and a client for it."""
-    if request.param == "native":
-        port = await start_native(nursery, allowed_origins=ALLOWED_ORIGINS, max_body_size=MAX_BODY)
-    else:
-        app = ASGIApp(app_server, allowed_origins=ALLOWED_ORIGINS, max_body_size=MAX_BODY)
-        port = await start_hypercorn(nursery, app, trio.Event())
+    port = await start_front_end(request.param, nursery, app_server, allowed_origins=ALLOWED_ORIGINS,
+                                 max_body_size=MAX_BODY)
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10.0) as client:
         del client.headers["accept"]  # httpx sends "Accept: */*" unless told otherwise
         yield Endpoint(request.param, port, client)

@@ -10,9 +10,10 @@ import trio
 
 from mrtr.core.wire import META_PROTOCOL_VERSION
 
+from ..conftest import until
 from ..wire_schema import validate_message
 from .app import GATES, SLOW
-from .conftest import MAX_BODY, PROTOCOL, mcp_headers, meta, raw_post, rpc, wait_for
+from .conftest import MAX_BODY, PROTOCOL, mcp_headers, meta, raw_post, rpc
 
 LOG_LEVEL = "io.modelcontextprotocol/logLevel"
 
@@ -476,9 +477,9 @@ async def test_a_dropped_connection_cancels_the_handler(endpoint, with_progress)
     message = rpc("tools/call", {"name": "slow", "arguments": {"tag": tag, "seconds": 30}}, **extra)
     stream = await trio.open_tcp_stream("127.0.0.1", endpoint.port)
     await stream.send_all(raw_post(message, endpoint.port))
-    await wait_for(lambda: SLOW.get(tag) == "started")
+    await until(lambda: SLOW.get(tag) == "started")
     await stream.aclose()
-    await wait_for(lambda: SLOW.get(tag) == "cancelled")
+    await until(lambda: SLOW.get(tag) == "cancelled")
     # and the server goes on serving
     reply = await endpoint.call("tools/list")
     assert reply.status == 200

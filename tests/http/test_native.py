@@ -12,10 +12,11 @@ import trio
 from mrtr.transports.http import ExchangeConfig, ServerConfig
 from mrtr.transports.http.native import serve
 
+from ..conftest import until
 from ..wire_schema import validate_message
 from .app import GATES, SLOW
 from .app import server as app_server
-from .conftest import raw_post, rpc, wait_for
+from .conftest import raw_post, rpc
 
 
 async def start(nursery, **options) -> tuple[int, trio.Event]:
@@ -288,7 +289,7 @@ async def test_graceful_shutdown_lets_in_flight_requests_finish(nursery):
     busy = await RawClient.connect(port)
     tag = "graceful"
     await busy.send_request(rpc("tools/call", {"name": "slow", "arguments": {"tag": tag, "seconds": 0.5}}), port)
-    await wait_for(lambda: SLOW.get(tag) == "started")
+    await until(lambda: SLOW.get(tag) == "started")
     shutdown.set()
     with trio.fail_after(1):
         assert await idle.at_eof()  # the idle keep-alive connection is closed at once
@@ -319,7 +320,7 @@ async def test_requests_still_running_after_the_grace_period_are_cancelled(nurse
     busy = await RawClient.connect(port)
     tag = "grace-expired"
     await busy.send_request(rpc("tools/call", {"name": "slow", "arguments": {"tag": tag, "seconds": 30}}), port)
-    await wait_for(lambda: SLOW.get(tag) == "started")
+    await until(lambda: SLOW.get(tag) == "started")
     shutdown.set()
     with trio.fail_after(3):
         await done.wait()

@@ -7,7 +7,6 @@ import json
 import logging
 import os
 import re
-import subprocess
 import sys
 from functools import partial
 from pathlib import Path
@@ -20,6 +19,7 @@ from mrtr.transports.http import ASGIApp
 from mrtr.transports.http.native import serve
 from mrtr.transports.http.asgi import WRONG_LOOP
 
+from ..conftest import mrtr_process, until
 from ..test_stdio import REPO
 from ..wire_schema import validate_message
 from .app import server as app_server
@@ -180,39 +180,25 @@ async def test_a_delivered_answer_is_never_logged_as_aborted(nursery, caplog):
 # -- mrtr serve over HTTP: JSON logs, the key warning once ---------------------------------------
 
 
-def served_port(stderr: bytearray) -> int | None:
+def served_port(process: trio.Process, stderr: bytearray) -> int | None:
     """The port from the ``serving MCP on http://HOST:PORT/mcp`` log line, once it is there."""
     match = re.search(rb"serving MCP on http://[^:]+:(\d+)/mcp", stderr)
+    assert match or process.returncode is None, stderr.decode()  # it exited before serving
     return int(match.group(1)) if match else None
 
 
 async def test_mrtr_serve_json_logs_over_http():
     env = {key: value for key, value in os.environ.items() if key != "MRTR_SECRET"}
-    process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "mrtr", "serve", "tests.ops_app:server", "--port", "0", "--log-format", "json"],
-        cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    stderr = bytearray()
-    try:
-        async with trio.open_nursery() as nursery:
-            async def collect() -> None:
-                while data := await process.stderr.receive_some(65536):
-                    stderr.extend(data)
-
-            nursery.start_soon(collect)
-            with trio.fail_after(20):
-                while (port := served_port(stderr)) is None:
-                    await trio.sleep(0.02)
-                answer = await post(port, rpc("tools/call", {"name": "explode"}))
-                assert answer.status_code == 200 and answer.json()["result"]["isError"] is True
-                validate_message(answer.json(), result_def="CallToolResult")
-                while b"mrtr.access" not in stderr:
-                    await trio.sleep(0.02)
-                process.terminate()
-                assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+    args = ["serve", "tests.ops_app:server", "--port", "0", "--log-format", "json"]
+    async with mrtr_process(args, cwd=REPO, env=env) as (process, stderr):
+        with trio.fail_after(20):
+            port = await until(lambda: served_port(process, stderr), timeout=20)
+            answer = await post(port, rpc("tools/call", {"name": "explode"}))
+            assert answer.status_code == 200 and answer.json()["result"]["isError"] is True
+            validate_message(answer.json(), result_def="CallToolResult")
+            await until(lambda: b"mrtr.access" in stderr, timeout=20)
+            process.terminate()
+            assert await process.wait() == 0
     records = [json.loads(line) for line in stderr.decode().splitlines()]  # every line is JSON
     assert len([r for r in records if "MRTR_SECRET" in r["message"]]) == 1
     (access,) = [r for r in records if r["logger"] == "mrtr.access"]
@@ -250,26 +236,15 @@ def test_an_asyncio_host_without_lifespan_gets_500_saying_why():
 
 
 async def test_mrtr_serve_allowed_host_flag():
-    process = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "mrtr", "serve", "tests.stdio_server:server", "--port", "0",
-         "--allowed-host", "mcp.example.com"],
-        cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    stderr = bytearray()
-    try:
+    args = ["serve", "tests.stdio_server:server", "--port", "0", "--allowed-host", "mcp.example.com"]
+    async with mrtr_process(args, cwd=REPO, env=os.environ) as (process, stderr):
         with trio.fail_after(20):
-            while (port := served_port(stderr)) is None:
-                data = await process.stderr.receive_some(65536)
-                assert data, stderr.decode()
-                stderr.extend(data)
+            port = await until(lambda: served_port(process, stderr), timeout=20)
             refused = await post(port, rpc("server/discover"))
             assert refused.status_code == 421
             assert (await post(port, rpc("server/discover"), host="mcp.example.com")).status_code == 200
             process.terminate()
             assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
 
 
 def test_a_malformed_allowed_host_is_a_usage_error(capsys):

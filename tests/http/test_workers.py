@@ -168,7 +168,8 @@ async def serving_pids(port: int, want: int) -> set[int]:
     return seen
 
 
-async def test_workers_exit_when_the_supervisor_is_killed(nursery):
+async def two_workers(nursery: trio.Nursery) -> tuple[trio.Process, int, bytearray]:
+    """A supervisor of two workers serving the test app on a fresh port, with its stderr collected."""
     sock = listening_socket(reuse_port=True)
     port = sock.getsockname()[1]
     code = ("from tests.http.app import server; from mrtr.transports.http.workers import run; "
@@ -176,6 +177,11 @@ async def test_workers_exit_when_the_supervisor_is_killed(nursery):
     process = await start_process(code, sock)
     stderr = bytearray()
     nursery.start_soon(collect, process.stderr, stderr)
+    return process, port, stderr
+
+
+async def test_workers_exit_when_the_supervisor_is_killed(nursery):
+    process, port, stderr = await two_workers(nursery)
     try:
         with trio.fail_after(20):
             workers = await serving_pids(port, 2)
@@ -197,13 +203,7 @@ async def test_workers_exit_when_the_supervisor_is_killed(nursery):
 
 
 async def test_a_dead_worker_is_logged_at_once_and_replaced(nursery):
-    sock = listening_socket(reuse_port=True)
-    port = sock.getsockname()[1]
-    code = ("from tests.http.app import server; from mrtr.transports.http.workers import run; "
-            "run(server, sock=sock, workers=2, shutdown_grace=2)")
-    process = await start_process(code, sock)
-    stderr = bytearray()
-    nursery.start_soon(collect, process.stderr, stderr)
+    process, port, stderr = await two_workers(nursery)
     try:
         with trio.fail_after(20):
             first = await serving_pids(port, 2)

@@ -24,6 +24,7 @@ import mrtr
 from mrtr.client import ElicitationRequest
 
 from ..client.conftest import Checked
+from ..conftest import stop
 from .test_interop import _clean_env, _tail, interop_python  # noqa: F401 - the fixture is used by name
 
 HERE = Path(__file__).resolve().parent
@@ -55,12 +56,7 @@ def sdk_url(interop_python: Path) -> Iterator[str]:  # noqa: F811
                 time.sleep(0.05)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
         if process.stderr is not None:
             process.stderr.close()
 

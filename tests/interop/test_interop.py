@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+from ..conftest import meta, stop
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 REQUIREMENTS = HERE / "requirements.txt"
@@ -135,10 +137,7 @@ def _free_port() -> int:
 def _answers(url: str) -> bool:
     body = json.dumps({
         "jsonrpc": "2.0", "id": 1, "method": "server/discover",
-        "params": {"_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }},
+        "params": {"_meta": meta()},
     }).encode()
     request = urllib.request.Request(url, data=body, method="POST", headers={
         "Content-Type": "application/json",
@@ -176,12 +175,7 @@ def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             time.sleep(0.1)
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, timeout=15)
 
 
 class ClientRun:

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import base64
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from mrtr import Context, Elicit, Form, RequestInfo, Server, Step
+
+
+GATES: dict[str, threading.Event] = {}
+"""Where a test holds a ``report`` task's Step (in process only): it runs once the test sets the event."""
 
 
 def _user(info: RequestInfo) -> str | None:
@@ -30,10 +35,12 @@ def build() -> Server:
         return f"{name.value['name']} ({ticket}) from {city.value['city']}"
 
     @app.tool(task="required")
-    def report(ctx: Context) -> Any:
-        """Only runs as a task."""
+    def report(ctx: Context, gate: str = "") -> Any:
+        """Only runs as a task: counts, reports progress, then (given a ``gate``) waits for the test."""
+        rows = yield Step(_count)
+        # After the first Step, so the task's own run reaches it first (a replayed part is quiet).
         ctx.progress(1, 2, "collecting")
-        rows = yield Step(lambda: 42)
+        yield Step(_hold, gate)
         return f"{rows} rows"
 
     @app.tool(task="required")
@@ -56,6 +63,15 @@ def build() -> Server:
         return x * 2
 
     return app
+
+
+def _count() -> int:
+    return 42
+
+
+def _hold(gate: str) -> None:
+    if gate and not GATES[gate].wait(timeout=10):
+        raise TimeoutError(f"gate {gate!r} was never opened")
 
 
 def _append(path: str, line: str) -> str:

@@ -9,6 +9,7 @@ import pytest
 
 from mrtr.carriers.tasks import TaskStore, open_store
 
+from ..conftest import FakeClock
 from .redis_server import redis_server
 
 
@@ -41,4 +42,21 @@ def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 async def store(store_url: str) -> AsyncIterator[TaskStore]:
     """An open store of each kind."""
     async with open_store(store_url) as opened:
+        yield opened
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    """The wall clock of a :func:`clocked_store` and of the carriers a test builds on it.
+
+    It starts years before the real time, so code that reads the real clock instead shows.
+    """
+    return FakeClock(1_600_000_000.0)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def clocked_store(request: pytest.FixtureRequest, tmp_path: Path, clock: FakeClock) -> AsyncIterator[TaskStore]:
+    """An open store of each kind that expires records by ``clock`` (Redis keeps its own time)."""
+    url = "memory:" if request.param == "memory" else f"sqlite:///{tmp_path / 'tasks.sqlite3'}"
+    async with open_store(url, clock=clock) as opened:
         yield opened

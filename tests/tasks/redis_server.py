@@ -14,6 +14,8 @@ from contextlib import contextmanager
 
 import pytest
 
+from ..conftest import stop
+
 __all__ = ["redis_server", "free_port", "redis_cli"]
 
 
@@ -68,12 +70,7 @@ def redis_server(port: int | None = None, workdir: str | None = None, *,
         userinfo = "" if password is None else f":{password}@"
         yield f"redis://{userinfo}127.0.0.1:{port}/0", process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, timeout=5)
         if owned:
             shutil.rmtree(workdir, ignore_errors=True)
 

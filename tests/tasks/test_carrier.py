@@ -13,6 +13,7 @@ import trio
 from mrtr import Context, Elicit, Form, InvalidParams, Step
 from mrtr.carriers.tasks import TaskCarrier, TaskStore, ToolBinding, UnknownTask, open_store
 
+from ..conftest import FakeClock, until
 from .tasks_schema import validate_task
 
 ALICE = "alice"
@@ -49,15 +50,14 @@ async def start(carrier: TaskCarrier, tool: str, arguments: Mapping[str, Any] | 
     return record.task_id
 
 
-async def until(carrier: TaskCarrier, task_id: str, predicate: Callable[[dict[str, Any]], bool],
-                principal: str | None = ALICE, timeout: float = 10) -> dict[str, Any]:
+async def task_until(carrier: TaskCarrier, task_id: str, predicate: Callable[[dict[str, Any]], bool],
+                     principal: str | None = ALICE, timeout: float = 10) -> dict[str, Any]:
     """Poll tasks/get until ``predicate`` holds (or fail after ``timeout`` seconds)."""
-    with trio.fail_after(timeout):
-        while True:
-            task = validate_task("GetTaskResult", await carrier.get(task_id, principal))
-            if predicate(task):
-                return task
-            await trio.sleep(0.02)
+
+    async def get() -> dict[str, Any]:
+        return validate_task("GetTaskResult", await carrier.get(task_id, principal))
+
+    return await until(get, predicate, timeout=timeout)
 
 
 def status(*names: str) -> Callable[[dict[str, Any]], bool]:
@@ -77,15 +77,15 @@ def two_questions(ctx: Context) -> Any:
 async def test_a_task_that_asks_twice_through_update(store: TaskStore) -> None:
     async with node(store, {"ask": two_questions}) as carrier:
         task_id = await start(carrier, "ask")
-        task = await until(carrier, task_id, status("input_required"))
+        task = await task_until(carrier, task_id, status("input_required"))
         assert list(task["inputRequests"]) == ["elicit-1"]
         assert "requestState" not in task
         ack = await carrier.update(task_id, ALICE, {"elicit-1": accept(name="Ada")})
         validate_task("UpdateTaskResult", ack)
-        task = await until(carrier, task_id, lambda t: t["status"] == "input_required" and "elicit-2" in t["inputRequests"])
+        task = await task_until(carrier, task_id, lambda t: t["status"] == "input_required" and "elicit-2" in t["inputRequests"])
         assert list(task["inputRequests"]) == ["elicit-2"]
         await carrier.update(task_id, ALICE, {"elicit-2": accept(city="London"), "bogus": {"x": 1}})
-        task = await until(carrier, task_id, status("completed"))
+        task = await task_until(carrier, task_id, status("completed"))
         assert task["result"] == {"content": [{"type": "text", "text": "Ada from London"}]}
 
 
@@ -97,7 +97,7 @@ def both_at_once(ctx: Context) -> Any:
 async def test_partial_update_leaves_only_the_pending_keys(store: TaskStore) -> None:
     async with node(store, {"both": both_at_once}) as carrier:
         task_id = await start(carrier, "both")
-        task = await until(carrier, task_id, status("input_required"))
+        task = await task_until(carrier, task_id, status("input_required"))
         assert sorted(task["inputRequests"]) == ["first", "second"]
         await carrier.update(task_id, ALICE, {"first": accept(v="a")})
         task = validate_task("GetTaskResult", await carrier.get(task_id, ALICE))
@@ -106,14 +106,14 @@ async def test_partial_update_leaves_only_the_pending_keys(store: TaskStore) -> 
         await carrier.update(task_id, ALICE, {"first": accept(v="z")})
         assert (await carrier.get(task_id, ALICE))["status"] == "input_required"
         await carrier.update(task_id, ALICE, {"second": accept(v="b")})
-        task = await until(carrier, task_id, status("completed"))
+        task = await task_until(carrier, task_id, status("completed"))
         assert task["result"]["content"][0]["text"] == "ab"
 
 
 async def test_a_malformed_answer_is_a_clear_error_and_changes_nothing(store: TaskStore) -> None:
     async with node(store, {"ask": two_questions}) as carrier:
         task_id = await start(carrier, "ask")
-        before = await until(carrier, task_id, status("input_required"))
+        before = await task_until(carrier, task_id, status("input_required"))
         with pytest.raises(InvalidParams, match="elicit-1"):
             await carrier.update(task_id, ALICE, {"elicit-1": "not an object"})
         assert await carrier.get(task_id, ALICE) == before
@@ -135,12 +135,12 @@ async def test_concurrent_updates_from_two_nodes_resume_once(shared_url: str) ->
     async with open_store(shared_url) as one, open_store(shared_url) as two:
         async with node(one, handlers) as first, node(two, handlers) as second:
             task_id = await start(first, "guarded")
-            await until(first, task_id, status("input_required"))
+            await task_until(first, task_id, status("input_required"))
             async with trio.open_nursery() as nursery:
                 for index in range(30):
                     carrier = first if index % 2 else second
                     nursery.start_soon(carrier.update, task_id, ALICE, {"elicit-1": accept(go=str(index))})
-            task = await until(second, task_id, status("completed"))
+            task = await task_until(second, task_id, status("completed"))
             assert task["result"]["content"][0]["text"] == "done"
     assert len(runs) == 1
 
@@ -176,7 +176,7 @@ async def test_cancel_during_a_step_stops_it_and_stays_cancelled(store: TaskStor
 async def test_a_terminal_task_never_changes(store: TaskStore) -> None:
     async with node(store, {"quick": lambda: "ok"}) as carrier:
         task_id = await start(carrier, "quick")
-        done = await until(carrier, task_id, status("completed"))
+        done = await task_until(carrier, task_id, status("completed"))
         await carrier.cancel(task_id, ALICE)
         assert await carrier.get(task_id, ALICE) == done
 
@@ -195,30 +195,30 @@ async def test_failing_handlers(store: TaskStore) -> None:
     async with node(store, {"broken": broken, "refusing": refusing, "gone": None}) as carrier:
         # Handler code that raises: the tool's error result, as on the wire (the task completed).
         task_id = await start(carrier, "broken")
-        task = await until(carrier, task_id, status("completed", "failed"))
+        task = await task_until(carrier, task_id, status("completed", "failed"))
         assert task["status"] == "completed" and task["result"]["isError"] is True
         assert "disk on fire" in task["result"]["content"][0]["text"]
         # A protocol error: the task failed with the JSON-RPC error.
         task_id = await start(carrier, "refusing")
-        task = await until(carrier, task_id, status("completed", "failed"))
+        task = await task_until(carrier, task_id, status("completed", "failed"))
         assert task["status"] == "failed"
         assert task["error"] == {"code": -32602, "message": "no such account", "data": {"account": 7}}
 
 
-async def test_expired_tasks_are_unknown(store: TaskStore) -> None:
-    async with node(store, {"ask": two_questions}, ttl_ms=400) as carrier:
+async def test_expired_tasks_are_unknown(clocked_store: TaskStore, clock: FakeClock) -> None:
+    async with node(clocked_store, {"ask": two_questions}, ttl_ms=400, clock=clock) as carrier:
         task_id = await start(carrier, "ask")
-        task = await until(carrier, task_id, status("input_required"))
+        task = await task_until(carrier, task_id, status("input_required"))
         assert task["ttlMs"] == 400
-        with trio.fail_after(5):
-            while True:
-                try:
-                    await carrier.get(task_id, ALICE)
-                except UnknownTask:
-                    break
-                await trio.sleep(0.05)
+        clock.advance(0.4)
+        assert (await carrier.get(task_id, ALICE))["status"] == "input_required"
+        clock.advance(0.001)
+        with pytest.raises(UnknownTask):
+            await carrier.get(task_id, ALICE)
         with pytest.raises(UnknownTask):
             await carrier.update(task_id, ALICE, {"elicit-1": accept(name="late")})
+        with pytest.raises(UnknownTask):
+            await carrier.cancel(task_id, ALICE)
 
 
 async def test_a_task_working_past_its_ttl_completes_and_its_outcome_stays_readable(store: TaskStore) -> None:
@@ -239,7 +239,7 @@ async def test_a_task_working_past_its_ttl_completes_and_its_outcome_stays_reada
                 assert task["status"] == "working"
                 await trio.sleep(0.02)
         gate.set()
-        done = await until(carrier, task_id, status("completed"))
+        done = await task_until(carrier, task_id, status("completed"))
         assert done["result"]["content"][0]["text"] == "finished after its ttl None"
         assert done["ttlMs"] == 500
         # A finished task lives its ttl from the end, then is unknown like any expired one.
@@ -255,7 +255,7 @@ async def test_a_task_working_past_its_ttl_completes_and_its_outcome_stays_reada
 async def test_another_principal_sees_an_unknown_task(store: TaskStore) -> None:
     async with node(store, {"ask": two_questions}) as carrier:
         task_id = await start(carrier, "ask")
-        await until(carrier, task_id, status("input_required"))
+        await task_until(carrier, task_id, status("input_required"))
         errors = []
         for call in (
             carrier.get(task_id, "mallory"),
@@ -281,10 +281,10 @@ async def test_progress_becomes_the_status_message(store: TaskStore) -> None:
 
     async with node(store, {"copy": reporting}, lease=3) as carrier:
         task_id = await start(carrier, "copy")
-        task = await until(carrier, task_id, lambda t: t.get("statusMessage") == "1/4: copying")
+        task = await task_until(carrier, task_id, lambda t: t.get("statusMessage") == "1/4: copying")
         assert task["status"] == "working"
         release.set()
-        task = await until(carrier, task_id, status("completed"))
+        task = await task_until(carrier, task_id, status("completed"))
         assert task["result"]["content"][0]["text"] == "copied"
 
 
@@ -312,13 +312,11 @@ async def test_a_dead_nodes_task_is_taken_over_without_rerunning_recorded_steps(
     async with open_store(shared_url) as one, open_store(shared_url) as two:
         async with node(one, handlers, lease=0.6) as dying:
             task_id = await start(dying, "job")
-            with trio.fail_after(5):
-                while calls != ["prepare", "long"]:
-                    await trio.sleep(0.01)
+            await until(lambda: calls == ["prepare", "long"], timeout=5)
         # The first node is gone mid-Step; its lease runs out and the second node replays.
         assert (await two.get(task_id)) is not None
         async with node(two, handlers, lease=0.6) as survivor:
-            task = await until(survivor, task_id, status("completed"))
+            task = await task_until(survivor, task_id, status("completed"))
         assert task["result"]["content"][0]["text"] == "prepared+worked"
         assert calls == ["prepare", "long", "long"]
 
@@ -349,20 +347,16 @@ async def test_redis_going_away_mid_run_loses_nothing(tmp_path: Any) -> None:
     with redis_server(port, workdir, persist=True) as (url, first_redis):
         async with open_store(url) as store, node(store, {"job": job}, lease=0.5) as carrier:
             task_id = await start(carrier, "job")
-            with trio.fail_after(5):
-                while calls != ["prepare", "wait"]:
-                    await trio.sleep(0.01)
+            await until(lambda: calls == ["prepare", "wait"], timeout=5)
             first_redis.terminate()
             first_redis.wait()
             # While Redis is away, calls fail with an error that names the store.
             with pytest.raises(StoreUnavailable, match=f"task store {url}"):
                 await carrier.get(task_id, ALICE)
             gate.set()  # the running Step ends, but its result cannot be saved: the run stops
-            with trio.fail_after(5):
-                while len(carrier._runs):
-                    await trio.sleep(0.01)
+            await until(lambda: not carrier._runs, timeout=5)
             with redis_server(port, workdir, persist=True):
-                task = await until(carrier, task_id, status("completed"), timeout=20)
+                task = await task_until(carrier, task_id, status("completed"), timeout=20)
     assert task["result"]["content"][0]["text"] == "prepared+waited"
     assert calls == ["prepare", "wait", "wait"]  # the recorded Step did not run again
 
@@ -415,9 +409,9 @@ async def test_an_unexpected_error_in_the_background_loops_leaves_the_node_servi
                 await trio.sleep(0.01)
         store.broken = False
         gate.set()
-        task = await until(carrier, task_id, status("completed"))
+        task = await task_until(carrier, task_id, status("completed"))
         assert task["result"]["content"][0]["text"] == "opened None"
-        assert (await until(carrier, await start(carrier, "gated"), status("completed")))["status"] == "completed"
+        assert (await task_until(carrier, await start(carrier, "gated"), status("completed")))["status"] == "completed"
 
 
 CAP = 20_000
@@ -442,7 +436,7 @@ async def test_a_task_over_the_size_cap_is_refused_at_creation(store_url: str) -
         assert error["data"]["limit"] == CAP and error["data"]["size"] > CAP
         assert not carrier._runs
         task_id = await start(carrier, "quick", {"blob": "x" * (CAP // 2)})  # under the cap: fine
-        assert (await until(carrier, task_id, status("completed")))["result"]["content"][0]["text"] == "ok"
+        assert (await task_until(carrier, task_id, status("completed")))["result"]["content"][0]["text"] == "ok"
 
 
 async def test_a_step_result_over_the_size_cap_fails_the_task_clearly(store_url: str) -> None:
@@ -459,13 +453,13 @@ async def test_a_step_result_over_the_size_cap_fails_the_task_clearly(store_url:
 
     async with capped(store_url) as store, node(store, {"bloated": bloated, "big": big_answer}) as carrier:
         for tool in ("bloated", "big"):
-            task = await until(carrier, await start(carrier, tool), status("completed", "failed"))
+            task = await task_until(carrier, await start(carrier, tool), status("completed", "failed"))
             assert task["status"] == "failed", task
             assert task["error"]["code"] == -32603
             assert f"over the limit of {CAP} bytes" in task["error"]["message"]
         assert after == []
         # The node is fine: the next task runs.
-        assert (await until(carrier, await start(carrier, "big"), status("failed")))["status"] == "failed"
+        assert (await task_until(carrier, await start(carrier, "big"), status("failed")))["status"] == "failed"
 
 
 async def test_answers_over_the_size_cap_are_refused_and_the_task_keeps_waiting(store_url: str) -> None:
@@ -473,12 +467,12 @@ async def test_answers_over_the_size_cap_are_refused_and_the_task_keeps_waiting(
 
     async with capped(store_url) as store, node(store, {"ask": two_questions}) as carrier:
         task_id = await start(carrier, "ask")
-        before = await until(carrier, task_id, status("input_required"))
+        before = await task_until(carrier, task_id, status("input_required"))
         with pytest.raises(TaskTooLarge):
             await carrier.update(task_id, ALICE, {"elicit-1": accept(name="z" * CAP)})
         assert await carrier.get(task_id, ALICE) == before
         await carrier.update(task_id, ALICE, {"elicit-1": accept(name="Ada")})
-        await until(carrier, task_id, lambda t: "elicit-2" in t.get("inputRequests", {}))
+        await task_until(carrier, task_id, lambda t: "elicit-2" in t.get("inputRequests", {}))
 
 
 async def test_lease_renewals_of_a_large_running_task_do_not_rewrite_it(shared_url: str, tmp_path: Any) -> None:
@@ -503,4 +497,4 @@ async def test_lease_renewals_of_a_large_running_task_do_not_rewrite_it(shared_u
         renewals = current.version - first.version
         assert written() - before < renewals * 16_000, (written() - before, renewals)
         gate.set()
-        assert (await until(carrier, task_id, status("completed")))["result"]["content"][0]["text"] == "opened None"
+        assert (await task_until(carrier, task_id, status("completed")))["result"]["content"][0]["text"] == "opened None"

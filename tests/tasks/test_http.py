@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import uuid
 from collections.abc import AsyncIterator
 from functools import partial
 from typing import Any
@@ -13,8 +15,9 @@ import trio
 
 from mrtr.transports.http.native import serve
 
+from ..conftest import meta, until
 from ..wire_schema import validate_message
-from .app import build
+from .app import GATES, build
 from .tasks_schema import validate_task
 
 TASKS = "io.modelcontextprotocol/tasks"
@@ -30,10 +33,7 @@ class Client:
 
     async def post(self, method: str, params: dict[str, Any], *, name: str | None = None,
                    user: str | None = None) -> tuple[int, dict[str, Any]]:
-        params = {**params, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": self.capabilities,
-        }}
+        params = {**params, "_meta": meta(self.capabilities)}
         message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
         headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
                    "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method, "X-User": user or self.user}
@@ -57,14 +57,15 @@ class Client:
             validate_message(reply, result_def=result_def)
         return response.status_code, reply
 
+    async def get(self, task_id: str) -> dict[str, Any]:
+        """The task as ``tasks/get`` shows it."""
+        status, reply = await self.post("tasks/get", {"taskId": task_id})
+        assert status == 200, reply
+        return reply["result"]  # type: ignore[no-any-return]
+
     async def until(self, task_id: str, *statuses: str, timeout: float = 10) -> dict[str, Any]:
-        with trio.fail_after(timeout):
-            while True:
-                status, reply = await self.post("tasks/get", {"taskId": task_id})
-                assert status == 200, reply
-                if reply["result"]["status"] in statuses:
-                    return reply["result"]
-                await trio.sleep(0.02)
+        """Poll ``tasks/get`` until the task is in one of ``statuses``."""
+        return await until(lambda: self.get(task_id), lambda task: task["status"] in statuses, timeout=timeout)
 
 
 @pytest.fixture
@@ -119,10 +120,19 @@ async def test_capability_gating(client: Client) -> None:
 
 
 async def test_a_required_task_tool_reports_progress_and_completes(client: Client) -> None:
-    status, reply = await client.post("tools/call", {"name": "report", "arguments": {}})
-    task_id = reply["result"]["taskId"]
-    task = await client.until(task_id, "completed")
-    assert task["result"]["content"][0]["text"] == "42 rows"
+    gate = f"progress-{uuid.uuid4()}"
+    GATES[gate] = threading.Event()
+    try:
+        status, reply = await client.post("tools/call", {"name": "report", "arguments": {"gate": gate}})
+        task_id = reply["result"]["taskId"]
+        # While its Step is held, the task shows the progress it reported before it.
+        task = await until(lambda: client.get(task_id), lambda task: "statusMessage" in task)
+        assert (task["status"], task["statusMessage"]) == ("working", "1/2: collecting")
+        GATES[gate].set()
+        task = await client.until(task_id, "completed")
+        assert task["result"]["content"][0]["text"] == "42 rows"
+    finally:
+        GATES.pop(gate).set()
 
 
 async def test_another_principal_and_unknown_ids_look_the_same(client: Client) -> None:
@@ -144,9 +154,7 @@ async def test_mcp_name_must_mirror_the_task_id(client: Client) -> None:
     status, reply = await client.post("tools/call", {"name": "report", "arguments": {}})
     task_id = reply["result"]["taskId"]
     response = await client.http.post("/mcp", content=json.dumps({
-        "jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": task_id, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": WITH_TASKS}},
+        "jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": task_id, "_meta": meta(WITH_TASKS)},
     }), headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
                  "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/get", "Mcp-Name": "other", "X-User": "alice"})
     assert response.status_code == 400

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import trio
 
+from ..conftest import meta, stop, until
 from .redis_server import free_port
 from .tasks_schema import validate_task
 
@@ -41,20 +42,14 @@ def mrtr_serve(store_url: str, secret: str, *options: str,
         yield process, port
     finally:
         if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
         if process.stderr is not None:
             process.stderr.close()
 
 
 async def post(port: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
     """One JSON-RPC request declaring the tasks extension; the response message."""
-    params = {**params, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                                  "io.modelcontextprotocol/clientCapabilities": CAPABILITIES}}
+    params = {**params, "_meta": meta(CAPABILITIES)}
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
                "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method,
                "Mcp-Name": params.get("name") or params["taskId"]}
@@ -84,17 +79,14 @@ async def kill_and_resume(store_url: str, tmp_path: Path) -> None:
         await ready(second, second_port)
         reply = await post(first_port, "tools/call", {"name": "journal", "arguments": {"path": str(journal)}})
         task_id = validate_task("CreateTaskResult", reply["result"])["taskId"]
-        with trio.fail_after(20):
-            while "long" not in (journal.read_text() if journal.exists() else ""):
-                await trio.sleep(0.02)
+        await until(lambda: journal.exists() and "long" in journal.read_text(), timeout=20)
         os.kill(first.pid, signal.SIGKILL)
         first.wait()
-        with trio.fail_after(30):
-            while True:
-                task = validate_task("GetTaskResult", (await post(second_port, "tasks/get", {"taskId": task_id}))["result"])
-                if task["status"] != "working":
-                    break
-                await trio.sleep(0.05)
+
+        async def get() -> dict[str, Any]:
+            return validate_task("GetTaskResult", (await post(second_port, "tasks/get", {"taskId": task_id}))["result"])
+
+        task = await until(get, lambda task: task["status"] != "working", timeout=30)
         assert task["status"] == "completed", task
         assert task["result"]["content"][0]["text"] == "journal done"
     lines = journal.read_text().splitlines()
@@ -114,9 +106,7 @@ async def test_an_unreachable_store_fails_at_start(tmp_path: Path) -> None:
     port = free_port()
     url = f"redis://:hunter2-pass@127.0.0.1:{port}/0"
     with mrtr_serve(url, base64.b64encode(os.urandom(32)).decode()) as (process, _port):
-        with trio.fail_after(30):
-            while process.poll() is None:
-                await trio.sleep(0.05)
+        await until(lambda: process.poll() is not None, timeout=30)
         assert process.returncode == 1
         assert process.stderr is not None
         said = process.stderr.read().decode()

@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 import trio
 
-from mrtr.core.ledger import Kind, Slot
+from mrtr.core.kinds import Kind
+from mrtr.core.ledger import Slot
 from mrtr.carriers.tasks import StoreUnavailable, TaskExists, TaskRecord, TaskStore, mutate, new_task_id, open_store
 from mrtr.carriers.tasks.record import encode
 
+from ..conftest import FakeClock
 from .redis_server import free_port, redis_cli
 
 
@@ -156,15 +158,35 @@ async def test_two_connections_race_one_wins(store_url: str) -> None:
         assert stored is not None and stored.status_message == wins[0]
 
 
-async def test_expired_records_are_unknown(store: TaskStore) -> None:
-    record = make_record(ttl_ms=300)
+async def test_expired_records_are_unknown(clocked_store: TaskStore, clock: FakeClock) -> None:
+    store = clocked_store
+    record = make_record(ttl_ms=300, created_at=clock.now, updated_at=clock.now)
     await store.create(record)
-    assert await store.get(record.task_id) is not None
-    with trio.fail_after(5):
-        while await store.get(record.task_id) is not None:
-            await trio.sleep(0.05)
-    assert not await store.replace(record.evolve(time.time()))
-    assert record.task_id not in await store.claimable(time.time() + 1000)
+    clock.advance(0.3)
+    assert await store.get(record.task_id) == record  # alive up to its last millisecond
+    clock.advance(0.001)
+    assert await store.get(record.task_id) is None
+    assert not await store.replace(record.evolve(clock.now, status_message="too late"))
+    assert record.task_id not in await store.claimable(clock.now + 1000)
+    # An expired record's id is free again.
+    await store.create(record)
+    assert await store.get(record.task_id) is None
+
+
+async def test_redis_expires_a_record_at_its_expiry(redis_url: str) -> None:
+    """Redis keeps the time itself: the store hands it each record's expiry, to the millisecond."""
+    async with open_store(redis_url) as store:
+        record = make_record(ttl_ms=60_000)
+        await store.create(record)
+        client: Any = store._client  # type: ignore[attr-defined]
+        assert record.expires_at is not None
+        expiry = await client.pexpiretime(f"mrtr:task:{record.task_id}")  # a datetime, to the millisecond
+        assert round(expiry.timestamp() * 1000) == int(record.expires_at * 1000)
+        past = make_record(ttl_ms=300, created_at=time.time() - 1, updated_at=time.time() - 1)
+        await store.create(past)
+        assert await store.get(past.task_id) is None
+        assert not await store.replace(past.evolve(time.time()))
+        assert past.task_id not in await store.claimable(time.time() + 1000)
 
 
 async def test_each_write_moves_the_end_of_a_records_life(store: TaskStore) -> None:

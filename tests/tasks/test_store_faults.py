@@ -166,7 +166,7 @@ async def test_a_node_outlives_its_sqlite_file_corrupted_and_repaired(tmp_path: 
                                                                      caplog: pytest.LogCaptureFixture) -> None:
     from mrtr import Context, Step
 
-    from .test_carrier import ALICE, node, start, status, until
+    from .test_carrier import ALICE, node, start, status, task_until
 
     gate = trio.Event()
 
@@ -195,5 +195,5 @@ async def test_a_node_outlives_its_sqlite_file_corrupted_and_repaired(tmp_path: 
         path.write_bytes(original)
         touch(path)
         gate.set()
-        task = await until(carrier, task_id, status("completed"))
+        task = await task_until(carrier, task_id, status("completed"))
         assert task["result"]["content"][0]["text"] == "opened None"

@@ -78,8 +78,9 @@ class TaskCarrier:
     ``lease`` is the lease length in seconds; ``ttl_ms`` how long a task lives after
     its last activity (``None``: unlimited; see :meth:`TaskRecord.lifetime_end`);
     ``poll_interval_ms`` the polling pace suggested to clients. ``wire`` is the server's wire carrier, which holds the call's ledger while
-    its MRTR rounds last (see :meth:`execute`). :meth:`serve` must be running (in a
-    nursery) for tasks to run. Implements :class:`mrtr.carriers.contract.TaskHost`.
+    its MRTR rounds last (see :meth:`execute`). ``clock`` gives the time (epoch seconds)
+    that timestamps, leases and expiry are reckoned in. :meth:`serve` must be running (in
+    a nursery) for tasks to run. Implements :class:`mrtr.carriers.contract.TaskHost`.
     """
 
     def __init__(
@@ -92,11 +93,13 @@ class TaskCarrier:
         poll_interval_ms: int = 1000,
         node: str | None = None,
         wire: Engine | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         if not lease > 0:
             raise ValueError(f"lease must be a positive number of seconds, got {lease!r}")
         self.store = store
         self.resolve = resolve
+        self.clock = clock
         self.lease = float(lease)
         self.ttl_ms = ttl_ms
         self.poll_interval_ms = poll_interval_ms
@@ -127,14 +130,14 @@ class TaskCarrier:
     async def take_over_abandoned(self) -> int:
         """Take every working task whose lease expired and run it here; returns how many."""
         try:
-            ids = await self.store.claimable(time.time())
+            ids = await self.store.claimable(self.clock())
         except StoreUnavailable:
             log.warning("cannot look for abandoned tasks while the task store is unavailable")
             return 0
         taken = 0
         for task_id in ids:
             try:
-                record, changed = await mutate(self.store, task_id, self._claim)
+                record, changed = await mutate(self.store, task_id, self._claim, clock=self.clock)
             except StoreUnavailable:
                 log.warning("task %s: cannot take over while the task store is unavailable", task_id)
                 return taken
@@ -153,7 +156,7 @@ class TaskCarrier:
             return record.evolve(now, **_too_large(error)) if record.lease_free(now) else None
 
         try:
-            await mutate(self.store, task_id, fail)
+            await mutate(self.store, task_id, fail, clock=self.clock)
         except (StoreUnavailable, TaskTooLarge):
             log.warning("task %s: cannot record that it is too large", task_id)
 
@@ -189,7 +192,7 @@ class TaskCarrier:
         """
         if self._nursery is None:
             raise RuntimeError("TaskCarrier.serve() is not running; start it in a nursery before creating tasks")
-        now = time.time()
+        now = self.clock()
         restored = ledger if ledger is not None else Ledger()
         record = TaskRecord(
             task_id=new_task_id(),
@@ -308,7 +311,7 @@ class TaskCarrier:
                 **changes,
             )
 
-        record, changed = await mutate(self.store, task_id, answer)
+        record, changed = await mutate(self.store, task_id, answer, clock=self.clock)
         if changed and record is not None and record.status == "working":
             self._start(record)
         return {"resultType": "complete"}
@@ -325,7 +328,7 @@ class TaskCarrier:
                 lease_owner=None, lease_expiry=0.0,
             )
 
-        record, changed = await mutate(self.store, task_id, stop)
+        record, changed = await mutate(self.store, task_id, stop, clock=self.clock)
         run = self._runs.get(task_id)
         if changed and run is not None:
             run.abandon()
@@ -405,7 +408,7 @@ class _Run:
                 if current.terminal or current.lease_owner != self.carrier.node:
                     self.abandon()
                     raise _Lost()
-                changed = change(current, time.time())
+                changed = change(current, self.carrier.clock())
                 if await save(changed):
                     self.record = changed
                     return

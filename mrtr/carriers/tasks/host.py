@@ -15,12 +15,12 @@ from .record import MAX_RECORD_BYTES, TaskRecord
 from .store import Observed, TaskStore
 from .urls import DEFAULT_URL, open_store
 
-__all__ = ["serve_tasks", "DEFAULT_LEASE", "DEFAULT_TTL", "parse_ttl"]
+__all__ = ["serve_tasks", "DEFAULT_LEASE", "DEFAULT_TASK_TTL", "parse_ttl"]
 
 DEFAULT_LEASE = 30.0
 """Seconds a runner's lease lasts without renewal."""
 
-DEFAULT_TTL = 3600.0
+DEFAULT_TASK_TTL = 3600.0
 """Seconds a task lives after its last activity (see :meth:`~mrtr.tasks.TaskRecord.lifetime_end`)."""
 
 
@@ -42,7 +42,7 @@ def _ttl_ms(ttl: float | None) -> int | None:
     if ttl is None:
         text = os.environ.get("MRTR_TASK_TTL")
         try:
-            ttl = DEFAULT_TTL if not text else parse_ttl(text)
+            ttl = DEFAULT_TASK_TTL if not text else parse_ttl(text)
         except ValueError as exc:
             raise ValueError(f"MRTR_TASK_TTL {exc}") from None
     if math.isinf(ttl):

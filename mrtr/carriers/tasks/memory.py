@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from .record import MAX_RECORD_BYTES, TaskRecord, encode, restore
 from .store import TaskExists
@@ -14,12 +15,14 @@ class MemoryStore:
     """Records kept as encoded bytes, so a caller never aliases a stored record and encoding bugs show at once.
 
     Each entry is the body of the record's last full write and its lease fields
-    (version, lease expiry, expiry), kept apart as the other stores keep them.
+    (version, lease expiry, expiry), kept apart as the other stores keep them. ``clock``
+    gives the time (epoch seconds) that decides whether a record has expired.
     """
 
-    def __init__(self, *, max_record_bytes: int = MAX_RECORD_BYTES) -> None:
+    def __init__(self, *, max_record_bytes: int = MAX_RECORD_BYTES, clock: Callable[[], float] = time.time) -> None:
         self.url = "memory:"
         self.max_record_bytes = max_record_bytes
+        self._clock = clock
         self._records: dict[str, tuple[bytes, int, float, float | None]] = {}
 
     def _live(self, task_id: str) -> TaskRecord | None:
@@ -27,7 +30,7 @@ class MemoryStore:
         if entry is None:
             return None
         record = restore(*entry)
-        if record.expired(time.time()):
+        if record.expired(self._clock()):
             del self._records[task_id]
             return None
         return record

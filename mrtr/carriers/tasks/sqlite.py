@@ -79,20 +79,26 @@ def _drop_expired(db: sqlite3.Connection, now: float, task_id: str | None = None
 
 
 class SQLiteStore:
-    """Task records in one SQLite file; open with :meth:`open`."""
+    """Task records in one SQLite file; open with :meth:`open`.
 
-    def __init__(self, path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES) -> None:
+    ``clock`` gives the time (epoch seconds) that decides whether a record has expired.
+    """
+
+    def __init__(self, path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES,
+                 clock: Callable[[], float] = time.time) -> None:
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
         self.max_record_bytes = max_record_bytes
+        self._clock = clock
         self._db: sqlite3.Connection | None = None
         # One connection, used by one thread at a time; other processes have their own.
         self._limiter = trio.CapacityLimiter(1)
 
     @classmethod
-    async def open(cls, path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES) -> SQLiteStore:
+    async def open(cls, path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES,
+                   clock: Callable[[], float] = time.time) -> SQLiteStore:
         """Open (creating if needed) the database; :class:`StoreUnavailable` if that fails."""
-        store = cls(path, max_record_bytes=max_record_bytes)
+        store = cls(path, max_record_bytes=max_record_bytes, clock=clock)
         try:
             await trio.to_thread.run_sync(store._connect, limiter=store._limiter)
         except (sqlite3.Error, OSError) as exc:
@@ -128,7 +134,7 @@ class SQLiteStore:
 
         def insert(db: sqlite3.Connection) -> bool:
             with _transaction(db):
-                _drop_expired(db, time.time(), record.task_id)
+                _drop_expired(db, self._clock(), record.task_id)
                 try:
                     db.execute("INSERT INTO mrtr_tasks VALUES (?, ?, ?, ?, ?)", row)
                 except sqlite3.IntegrityError:
@@ -146,7 +152,7 @@ class SQLiteStore:
             row = db.execute(
                 "SELECT b.body, t.version, t.lease_expiry, t.expires_at FROM mrtr_tasks t "
                 "JOIN mrtr_task_bodies b ON b.id = t.id WHERE t.id = ? AND (t.expires_at IS NULL OR t.expires_at >= ?)",
-                (task_id, time.time()),
+                (task_id, self._clock()),
             ).fetchone()
             return None if row is None else restore(*row)
 
@@ -163,7 +169,7 @@ class SQLiteStore:
                 cursor = db.execute(
                     "UPDATE mrtr_tasks SET version = ?, status = ?, lease_expiry = ?, expires_at = ? "
                     "WHERE id = ? AND version = ? AND (expires_at IS NULL OR expires_at >= ?)",
-                    (*values, time.time()),
+                    (*values, self._clock()),
                 )
                 if cursor.rowcount != 1:
                     return False
@@ -180,7 +186,7 @@ class SQLiteStore:
             cursor = db.execute(
                 "UPDATE mrtr_tasks SET version = ?, lease_expiry = ?, expires_at = ? "
                 "WHERE id = ? AND version = ? AND (expires_at IS NULL OR expires_at >= ?)",
-                (*values, time.time()),
+                (*values, self._clock()),
             )
             return cursor.rowcount == 1
 

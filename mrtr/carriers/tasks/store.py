@@ -142,13 +142,16 @@ class Observed:
     when it ends, when it expires (found by a sweep, at most once a second, of the
     entries past their ``expires_at``) and, beyond ``limit`` tasks, oldest report first.
     A forgotten task that is still alive costs at most one repeated notification.
+    ``clock`` gives the time (epoch seconds) the sweep compares expiry with.
     """
 
     SWEEP_INTERVAL = 1.0
     """Seconds between two sweeps for expired tasks."""
 
-    def __init__(self, store: TaskStore, on_change: Callable[[TaskRecord], None], *, limit: int = 10_000) -> None:
+    def __init__(self, store: TaskStore, on_change: Callable[[TaskRecord], None], *, limit: int = 10_000,
+                 clock: Callable[[], float] = time.time) -> None:
         self.store = store
+        self._clock = clock
         self.url = store.url
         self._on_change = on_change
         self._limit = limit
@@ -162,7 +165,7 @@ class Observed:
         return len(self._seen)
 
     def _sweep(self) -> None:
-        now = time.time()
+        now = self._clock()
         if now < self._next_sweep:
             return
         self._next_sweep = now + self.SWEEP_INTERVAL
@@ -228,7 +231,11 @@ class Observed:
 
 
 async def mutate(
-    store: TaskStore, task_id: str, change: Callable[[TaskRecord, float], TaskRecord | None]
+    store: TaskStore,
+    task_id: str,
+    change: Callable[[TaskRecord, float], TaskRecord | None],
+    *,
+    clock: Callable[[], float] = time.time,
 ) -> tuple[TaskRecord | None, bool]:
     """Apply ``change`` atomically: read, change, compare-and-set, retry on conflict.
 
@@ -236,12 +243,13 @@ async def mutate(
     (built with :meth:`TaskRecord.evolve`) or ``None`` to leave it alone; it may run
     several times, so it must not have side effects. Returns the record as it stands
     afterwards (``None`` when unknown or expired) and whether this call changed it.
+    ``clock`` gives the time in epoch seconds.
     """
     while True:
         current = await store.get(task_id)
         if current is None:
             return None, False
-        now = time.time()
+        now = clock()
         changed = change(current, now)
         if changed is None:
             return current, False

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from .memory import MemoryStore
@@ -17,17 +18,20 @@ DEFAULT_URL = "sqlite:///mrtr-tasks.sqlite3"
 
 
 @asynccontextmanager
-async def open_store(url: str, *, max_record_bytes: int = MAX_RECORD_BYTES) -> AsyncIterator[TaskStore]:
+async def open_store(url: str, *, max_record_bytes: int = MAX_RECORD_BYTES,
+                     clock: Callable[[], float] = time.time) -> AsyncIterator[TaskStore]:
     """Open the store a URL names and check it can be used now, not on the first call.
 
     Raises :class:`StoreUnavailable` with the URL and the reason when it cannot be
     reached, and ``ValueError`` for a URL of no known kind. The store refuses to write
     a record longer than ``max_record_bytes`` (:class:`~mrtr.tasks.TaskTooLarge`).
+    ``clock`` is the time the memory and SQLite stores expire records by; Redis expires
+    them by its own.
     """
     if isinstance(max_record_bytes, bool) or not isinstance(max_record_bytes, int) or max_record_bytes < 1:
         raise ValueError(f"max_record_bytes must be a positive integer, got {max_record_bytes!r}")
     if url == "memory:" or url == "memory://":
-        yield MemoryStore(max_record_bytes=max_record_bytes)
+        yield MemoryStore(max_record_bytes=max_record_bytes, clock=clock)
         return
     if url.startswith("sqlite://"):
         path = url[len("sqlite://"):]
@@ -35,7 +39,7 @@ async def open_store(url: str, *, max_record_bytes: int = MAX_RECORD_BYTES) -> A
             path = path[1:]  # sqlite:///relative/file, sqlite:////absolute/file
         if not path:
             raise ValueError(f"{url!r} names no file; use sqlite:///relative/path or sqlite:////absolute/path")
-        store = await SQLiteStore.open(path, max_record_bytes=max_record_bytes)
+        store = await SQLiteStore.open(path, max_record_bytes=max_record_bytes, clock=clock)
         try:
             yield store
         finally:

@@ -68,7 +68,7 @@ from ...auth.resource import Reply
 from ...auth.token import AccessToken, AuthError
 from ...auth.urls import WELL_KNOWN
 from ...core.errors import HeaderMismatch, InvalidRequest, ParseError, ProtocolError, status_for_code
-from ...core.jsonrpc import Dispatcher, error_response, is_request, parse_message
+from ...core.jsonrpc import JSONRPC_VERSION, Dispatcher, error_response, is_request, parse_message
 from ...core.jsonrpc import encode as _encode_json
 from ..logs import AccessRecord
 from ..shared import run_in_thread, thread_safe
@@ -222,7 +222,7 @@ def _encode_response(response: dict[str, Any]) -> _Final:
         return _Final(_encode_json(response), status)
     except (TypeError, ValueError, OverflowError):
         log.exception("cannot encode the response to %r", response.get("id"))
-        fallback = {"jsonrpc": "2.0", "id": response.get("id"),
+        fallback = {"jsonrpc": JSONRPC_VERSION, "id": response.get("id"),
                     "error": {"code": -32603, "message": "Internal error: the result could not be encoded"}}
         return _Final(_encode_json(fallback), 200)
 
@@ -266,7 +266,7 @@ class _Notifications:
         if self.closed:
             return  # the response is out: notifications must stop after completion
         try:
-            encoded = _encode_json({"jsonrpc": "2.0", "method": method, "params": params})
+            encoded = _encode_json({"jsonrpc": JSONRPC_VERSION, "method": method, "params": params})
         except (TypeError, ValueError, OverflowError) as exc:
             log.warning("dropping a %s notification that cannot be encoded: %s", method, exc)
             return

@@ -3,22 +3,20 @@
 :class:`RequestHeaders` is the case-insensitive view of a request's header fields;
 :func:`check_headers` enforces that ``MCP-Protocol-Version``, ``Mcp-Method``,
 ``Mcp-Name`` and ``Mcp-Param-*`` are present and mirror the JSON-RPC body (SEP-2243),
-answering ``HeaderMismatch`` (-32020) otherwise; the ``Accept``/``Content-Type`` helpers
-decide rule 4 of the exchange.
+answering ``HeaderMismatch`` (-32020) otherwise, with the value rules of
+:mod:`mrtr.core.mirroring`; the ``Accept``/``Content-Type`` helpers decide rule 4 of
+the exchange.
 """
 
 from __future__ import annotations
 
-import base64
 import functools
-import binascii
-import re
 from collections.abc import Iterable, Iterator, Mapping
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ...core.errors import HeaderMismatch
 from ...core.jsonrpc import Dispatcher
+from ...core.mirroring import NAME_MEMBERS, as_text, decode_value, matches, param_header
 from ...core.wire import META_PROTOCOL_VERSION
 
 __all__ = ["RawHeader", "RequestHeaders", "accepts", "accepts_json_and_sse", "check_headers", "identity_encoded",
@@ -26,17 +24,6 @@ __all__ = ["RawHeader", "RequestHeaders", "accepts", "accepts_json_and_sse", "ch
 
 RawHeader = tuple[bytes, bytes]
 """One header field as it travels: ``(name, value)`` bytes (not :class:`mrtr.Header`, the handler annotation)."""
-
-# Methods whose target is mirrored in Mcp-Name, and the params member it mirrors.
-_NAME_MEMBER = {
-    "tools/call": "name", "prompts/get": "name", "resources/read": "uri",
-    "tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId",
-}
-_BASE64_PREFIX = "=?base64?"
-_BASE64_SUFFIX = "?="
-_VISIBLE = re.compile(r"^[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?$")
-_NUMBER = re.compile(r"^[+-]?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,4})?$")
-
 
 class RequestHeaders(Mapping[str, str]):
     """The request headers by lowercase name; repeated fields are kept apart.
@@ -144,51 +131,9 @@ def _quote(text: str) -> str:
     return "'" + text + "'"
 
 
-def _decode_value(value: str, display: str) -> str:
-    """A header value as the body would hold it: the ``=?base64?...?=`` form decoded.
-
-    Raises ``HeaderMismatch`` for characters outside visible ASCII (such values must
-    travel Base64-encoded) and for a sentinel whose payload is not Base64 of UTF-8.
-    """
-    if not _VISIBLE.match(value):
-        raise HeaderMismatch(
-            f"Header mismatch: {display} header value has invalid characters; "
-            "values that are not visible ASCII must be sent as =?base64?...?="
-        )
-    sentinel = value.startswith(_BASE64_PREFIX) and value.endswith(_BASE64_SUFFIX)
-    if sentinel and len(value) >= len(_BASE64_PREFIX) + len(_BASE64_SUFFIX):
-        payload = value[len(_BASE64_PREFIX):-len(_BASE64_SUFFIX)]
-        try:
-            # strict: the alphabet only, and the padding the encoding calls for (SEP-2243's test table)
-            return base64.b64decode(payload, validate=True).decode("utf-8")
-        except (binascii.Error, ValueError, UnicodeDecodeError):
-            raise HeaderMismatch(
-                f"Header mismatch: {display} header value is not valid =?base64?...?= encoding") from None
-    return value
-
-
-def _matches(header: str, body: Any) -> bool:
-    """Whether a decoded header value mirrors a body value (strings exactly, numbers numerically)."""
-    if isinstance(body, bool):
-        return header == ("true" if body else "false")
-    if isinstance(body, (int, float)):
-        if not _NUMBER.match(header):
-            return False
-        try:
-            return Decimal(header) == Decimal(body)
-        except (InvalidOperation, ValueError, OverflowError):
-            return False
-    return header == body
-
-
-def _render(body: Any) -> str:
-    if isinstance(body, bool):
-        return "true" if body else "false"
-    return str(body)
-
-
 def _param_display(header: str) -> str:
-    return "Mcp-Param-" + "-".join(part[:1].upper() + part[1:] for part in header.split("-"))
+    # header names arrive lowercased; errors show them as a client would have spelled them
+    return param_header("-".join(part[:1].upper() + part[1:] for part in header.split("-")))
 
 
 def check_headers(server: Dispatcher, message: Mapping[str, Any], headers: RequestHeaders) -> None:
@@ -222,7 +167,7 @@ def check_headers(server: Dispatcher, message: Mapping[str, Any], headers: Reque
             f"does not match body value {_quote(method)}"
         )
 
-    member = _NAME_MEMBER.get(method)
+    member = NAME_MEMBERS.get(method)
     if member is None:
         return
     target = params.get(member)
@@ -230,7 +175,7 @@ def check_headers(server: Dispatcher, message: Mapping[str, Any], headers: Reque
     if isinstance(target, str):
         if name_header is None:
             raise HeaderMismatch(f"Header mismatch: missing required Mcp-Name header for {method}")
-        decoded = _decode_value(name_header, "Mcp-Name")
+        decoded = decode_value(name_header, "Mcp-Name")
         if decoded != target:
             raise HeaderMismatch(
                 f"Header mismatch: Mcp-Name header value {_quote(decoded)} does not match body value {_quote(target)}"
@@ -258,9 +203,9 @@ def check_headers(server: Dispatcher, message: Mapping[str, Any], headers: Reque
             continue  # not a mirrorable value: argument validation answers -32602
         if raw is None:
             raise HeaderMismatch(f"Header mismatch: missing required {display} header for argument {parameter!r}")
-        decoded = _decode_value(raw, display)
-        if not _matches(decoded, value):
+        decoded = decode_value(raw, display)
+        if not matches(decoded, value):
             raise HeaderMismatch(
                 f"Header mismatch: {display} header value {_quote(decoded)} "
-                f"does not match body value {_quote(_render(value))}"
+                f"does not match body value {_quote(as_text(value))}"
             )

@@ -1,0 +1,119 @@
+"""Helpers every test package shares: the request ``_meta`` envelope, polling, a clock, processes.
+
+Import them relatively (``from .conftest import meta``, ``from ..conftest import until``);
+pytest loads this module once as ``tests.conftest``, so both spellings are the same module.
+"""
+
+from __future__ import annotations
+
+import inspect
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import trio
+
+from mrtr.core.wire import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION
+
+T = TypeVar("T")
+
+
+def meta(capabilities: Mapping[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    """A request ``_meta`` for this protocol version declaring ``capabilities`` (none by default).
+
+    ``extra`` adds or overrides members by their full key:
+    ``meta({"elicitation": {}}, **{META_LOG_LEVEL: "info"})``.
+    """
+    return {
+        META_PROTOCOL_VERSION: PROTOCOL_VERSION,
+        META_CLIENT_CAPABILITIES: dict(capabilities or {}),
+        **extra,
+    }
+
+
+async def until(
+    probe: Callable[[], T | Awaitable[T]],
+    done: Callable[[T], Any] = bool,
+    *,
+    timeout: float = 10.0,
+    every: float = 0.02,
+) -> T:
+    """Call ``probe`` (sync or async) until ``done`` holds for what it returns, and return that.
+
+    Fails the test with ``trio.TooSlowError`` after ``timeout`` seconds; ``every`` is
+    the pause between two calls. For conditions another task or process brings about:
+    the test waits exactly as long as it takes, never a fixed time.
+    """
+    with trio.fail_after(timeout):
+        while True:
+            value = probe()
+            if inspect.isawaitable(value):
+                value = await value
+            if done(value):  # type: ignore[arg-type]
+                return value  # type: ignore[return-value]
+            await trio.sleep(every)
+
+
+class FakeClock:
+    """A wall clock for code that takes ``clock=``: it stands still until the test moves it."""
+
+    def __init__(self, now: float | None = None) -> None:
+        self.now = time.time() if now is None else now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        """Move the clock ``seconds`` forward."""
+        self.now += seconds
+
+
+def line_of(fn: Callable[..., Any], text: str) -> int:
+    """The line number, in its file, of the first line of ``fn``'s source containing ``text``."""
+    lines, start = inspect.getsourcelines(fn)
+    for offset, line in enumerate(lines):
+        if text in line:
+            return start + offset
+    raise AssertionError(f"{text!r} not in {fn.__name__}")
+
+
+def stop(process: subprocess.Popen[Any], timeout: float = 10) -> None:
+    """End a subprocess: SIGTERM, and SIGKILL if it is still there after ``timeout`` seconds."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@asynccontextmanager
+async def mrtr_process(args: Sequence[str], *, cwd: Path | str, env: Mapping[str, str]
+                       ) -> AsyncIterator[tuple[trio.Process, bytearray]]:
+    """``python -m mrtr *args`` with its stderr gathered into a bytearray as it comes.
+
+    Yields the process and that bytearray; a process still running when the block ends
+    is killed.
+    """
+    process = await trio.lowlevel.open_process(
+        [sys.executable, "-m", "mrtr", *args], cwd=cwd, env=dict(env),
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    stderr = bytearray()
+
+    async def collect() -> None:
+        assert process.stderr is not None
+        while data := await process.stderr.receive_some(65536):
+            stderr.extend(data)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(collect)
+        try:
+            yield process, stderr
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
