@@ -109,6 +109,15 @@ def _checked(result: dict[str, Any], shape: type[Any], what: str) -> None:
         raise ClientError(INVALID_REQUEST, f"Invalid {what} from the server: {exc}") from None
 
 
+def _checked_item(item: Any, shape: type[Any], where: str) -> None:
+    try:
+        msgspec.convert(item, shape)
+    except msgspec.ValidationError as exc:
+        name = item.get("name") if isinstance(item, dict) else None
+        named = f" ({name!r})" if isinstance(name, str) else ""
+        raise ClientError(INVALID_REQUEST, f"Invalid {where}{named} from the server: {exc}") from None
+
+
 def _unwrapped(group: BaseExceptionGroup[Any]) -> BaseException:
     # A nursery of one failing task should fail like that task, not with a group around it.
     error: BaseException = group
@@ -261,8 +270,12 @@ class Client:
 
         async def report() -> None:
             async for note in receiver:
-                params = note.get("params") or {}
-                await _maybe_await(on_progress(params["progress"], params.get("total"), params.get("message")))
+                try:
+                    params = msgspec.convert(note.get("params") or {}, wire.ProgressNotificationParams)
+                except msgspec.ValidationError as exc:
+                    raise ClientError(INVALID_REQUEST, f"Invalid notifications/progress from the server: {exc}") \
+                        from None
+                await _maybe_await(on_progress(params.progress, params.total, params.message))
 
         def notified(note: dict[str, Any]) -> None:
             if note.get("method") == "notifications/progress":
@@ -444,7 +457,7 @@ class Client:
         _checked(result, wire.DiscoverResult, "DiscoverResult")
         return result
 
-    async def _all_pages(self, method: str, member: str) -> list[dict[str, Any]]:
+    async def _all_pages(self, method: str, member: str, shape: type[Any]) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         cursor: str | None = None
         seen: set[str] = set()
@@ -453,7 +466,9 @@ class Client:
             page = result.get(member)
             if not isinstance(page, list):
                 raise ClientError(INVALID_REQUEST, f"Invalid {method} result: {member!r} must be a list")
-            items.extend(page)
+            for item in page:
+                _checked_item(item, shape, f"{method} result: {member}[{len(items)}]")
+                items.append(item)
             cursor = result.get("nextCursor")
             if cursor is None:
                 return items
@@ -468,11 +483,9 @@ class Client:
         Over HTTP a tool whose ``x-mcp-header`` annotations break the rules is left out
         (it could not be called correctly), with a warning in the ``mrtr.client`` log.
         """
-        tools = await self._all_pages("tools/list", "tools")
+        tools = await self._all_pages("tools/list", "tools", wire.Tool)
         usable: dict[str, dict[str, Any]] = {}
         for tool in tools:
-            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-                raise ClientError(INVALID_REQUEST, f"Invalid tools/list result: a tool without a name: {tool!r}")
             if self.target.mirrors_headers:
                 try:
                     mirrored_parameters(tool)
@@ -487,15 +500,15 @@ class Client:
 
     async def list_prompts(self) -> list[dict[str, Any]]:
         """Every prompt (all pages), as ``Prompt`` dicts."""
-        return await self._all_pages("prompts/list", "prompts")
+        return await self._all_pages("prompts/list", "prompts", wire.Prompt)
 
     async def list_resources(self) -> list[dict[str, Any]]:
         """Every resource (all pages), as ``Resource`` dicts."""
-        return await self._all_pages("resources/list", "resources")
+        return await self._all_pages("resources/list", "resources", wire.Resource)
 
     async def list_resource_templates(self) -> list[dict[str, Any]]:
         """Every resource template (all pages), as ``ResourceTemplate`` dicts."""
-        return await self._all_pages("resources/templates/list", "resourceTemplates")
+        return await self._all_pages("resources/templates/list", "resourceTemplates", wire.ResourceTemplate)
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolResult:
         """Call a tool, answering its questions, and return its final result."""

@@ -74,11 +74,14 @@ class Target(Protocol):
 def _result_of(response: dict[str, Any], request_id: Any, status: int | None = None) -> dict[str, Any]:
     if "method" in response:
         raise ClientError(INVALID_REQUEST, "Invalid response: expected a response, got a notification", status=status)
+    answered = response.get("id")
+    # An error is this request's only when it carries this id, or a null one (the server
+    # could not read the request); anything else answers some other request.
+    if answered != request_id and not ("error" in response and answered is None):
+        raise ClientError(INVALID_REQUEST, f"Invalid response: id {answered!r} does not match the "
+                                           f"request's {request_id!r}", status=status)
     if "error" in response:
         raise ClientError.from_error(response["error"], status=status)
-    if response.get("id") != request_id:
-        raise ClientError(INVALID_REQUEST, f"Invalid response: id {response.get('id')!r} does not match the "
-                                           f"request's {request_id!r}", status=status)
     result: dict[str, Any] = response["result"]
     return result
 

@@ -50,16 +50,27 @@ class _Stop(Exception):
 # -- name=value arguments ------------------------------------------------------------------
 
 
-def _kind(schema: Any) -> str | None:
-    if not isinstance(schema, Mapping):
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is an object, else an empty one: a server's schema is read, never trusted."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _names(value: Any) -> set[str]:
+    """The strings of a ``required`` list (anything else in it, or around it, is ignored)."""
+    return {item for item in value if isinstance(item, str)} if isinstance(value, list) else set()
+
+
+def _kind(schema: Any, depth: int = 0) -> str | None:
+    if not isinstance(schema, Mapping) or depth > 4:  # a union nested without end names no type
         return None
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((item for item in kind if item != "null"), None)
     if kind is None:
         for union in ("anyOf", "oneOf"):
-            for option in schema.get(union) or []:
-                found = _kind(option)
+            options = schema.get(union)
+            for option in options if isinstance(options, list) else []:
+                found = _kind(option, depth + 1)
                 if found not in (None, "null"):
                     return found
     return kind if isinstance(kind, str) else None
@@ -116,7 +127,7 @@ def parse_arguments(pairs: Sequence[str], input_schema: Mapping[str, Any] | None
     parses, else text. Raises :class:`ArgumentError` for a word without ``=`` or a value
     that does not fit its type.
     """
-    properties = (input_schema or {}).get("properties") or {}
+    properties = _mapping(_mapping(input_schema).get("properties"))
     arguments: dict[str, Any] = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
@@ -260,8 +271,8 @@ class Terminal:
             return stop.answer
 
     def _form(self, schema: Mapping[str, Any]) -> dict[str, Any]:
-        properties = schema.get("properties") or {}
-        required = set(schema.get("required") or [])
+        properties = _mapping(schema.get("properties"))
+        required = _names(schema.get("required"))
         content: dict[str, Any] = {}
         for name, prop in properties.items():
             value = self._field(name, prop if isinstance(prop, Mapping) else {}, name in required)
@@ -277,7 +288,8 @@ class Terminal:
         described = "choose one" if options else "choose any (numbers separated by commas)" if multi else \
             "yes/no" if kind == "boolean" else kind or "text"
         details = [described, "required" if required else "optional", *_constraints(prop)]
-        if "default" in prop:
+        has_default = "default" in prop and _answerable(prop["default"])
+        if has_default:
             details.append(f"default {json.dumps(prop['default'])}")
         title = prop.get("title") or name
         line = f"{title} ({', '.join(details)})"
@@ -292,15 +304,17 @@ class Terminal:
         check = _checker(name, prop)
         while True:
             text = self._read(f"  {name}> ")
-            if not text.strip():
-                if "default" in prop:
-                    return prop["default"]
-                if not required:
-                    return _SKIP
-                self._problem("an answer is required")
-                continue
             try:
-                value = _read_value(text, kind, options, multi)
+                if text.strip():
+                    value = _read_value(text, kind, options, multi)
+                elif has_default:
+                    value = prop["default"]
+                elif not required:
+                    return _SKIP
+                else:
+                    raise ValueError("an answer is required")
+                if not _answerable(value):
+                    raise ValueError("the server offered this choice with a value no answer can carry: pick another")
                 check(value)
             except ValueError as problem:
                 self._problem(str(problem))
@@ -309,6 +323,16 @@ class Terminal:
 
 
 _SKIP = object()
+
+
+def _answerable(value: Any) -> bool:
+    """Whether ``value`` fits an elicitation answer (a string, number, boolean or list of strings).
+
+    Defaults and choices come from the server's schema and may be anything JSON.
+    """
+    if isinstance(value, list):
+        return all(isinstance(item, str) for item in value)
+    return isinstance(value, (str, int, float, bool))
 
 
 def _pick(text: str, options: list[tuple[Any, str]]) -> Any:
@@ -432,11 +456,11 @@ def show_error(console: Console, error: ClientError) -> None:
 
 
 def _parameters(schema: Mapping[str, Any] | None) -> list[str]:
-    properties = (schema or {}).get("properties") or {}
-    required = set((schema or {}).get("required") or [])
+    properties = _mapping(_mapping(schema).get("properties"))
+    required = _names(_mapping(schema).get("required"))
     lines = []
     for name, prop in properties.items():
-        prop = prop if isinstance(prop, Mapping) else {}
+        prop = _mapping(prop)
         kind = _kind(prop) or "any"
         bits = [kind, "required" if name in required else "optional", *_constraints(prop)]
         if "default" in prop:
@@ -452,7 +476,8 @@ async def show_listing(console: Console, client: Client) -> None:
     """Print the server's tools (with their parameters), prompts, resources and templates."""
     discovered = await client.discover()
     capabilities = discovered.get("capabilities") or {}
-    info = discovered.get("serverInfo") or (discovered.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo") or {}
+    info = _mapping(discovered.get("serverInfo") or _mapping(discovered.get("_meta")).get(
+        "io.modelcontextprotocol/serverInfo"))
     if info:
         console.print(f"{info.get('name')} {info.get('version', '')}".strip(), markup=False,
                       style="bold" if console.color_system else None)
