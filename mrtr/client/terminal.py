@@ -30,7 +30,7 @@ from ..errors import ProtocolError
 from ..schema import RequestedSchema
 from .errors import ClientError
 from .requests import ElicitationRequest, RootsRequest, SamplingRequest
-from .session import Client, PromptResult, ResourceResult, ToolResult
+from .session import DEFAULT_DEADLINE, Client, PromptResult, ResourceResult, ToolResult
 
 __all__ = ["ArgumentError", "Terminal", "parse_arguments", "show_listing", "show_result"]
 
@@ -511,8 +511,10 @@ async def show_listing(console: Console, client: Client) -> None:
 # -- the commands --------------------------------------------------------------------------------
 
 
-def _client(target: str | Sequence[str], terminal: Terminal | None, max_rounds: int) -> Client:
+def _client(target: str | Sequence[str], terminal: Terminal | None, max_rounds: int,
+            deadline: float | None) -> Client:
     options = terminal.client_options() if terminal is not None else {}
+    options["deadline"] = DEFAULT_DEADLINE if deadline is None else deadline
     if isinstance(target, str):
         return Client(target, max_rounds=max_rounds, **options)
     return Client.stdio(target, max_rounds=max_rounds, **options)
@@ -520,10 +522,13 @@ def _client(target: str | Sequence[str], terminal: Terminal | None, max_rounds: 
 
 async def run_call(target: str | Sequence[str], words: Sequence[str], *, prompt: str | None = None,
                    resource: str | None = None, terminal: Terminal, out: Console,
-                   max_rounds: int = 10) -> int:
-    """``mrtr call``: call a tool (``words[0]``, then ``name=value``), a prompt or a resource; return the exit code."""
+                   max_rounds: int = 10, deadline: float | None = None) -> int:
+    """``mrtr call``: call a tool (``words[0]``, then ``name=value``), a prompt or a resource; return the exit code.
+
+    ``deadline`` bounds each exchange with the server (default :data:`~mrtr.client.session.DEFAULT_DEADLINE`).
+    """
     try:
-        async with _client(target, terminal, max_rounds) as client:
+        async with _client(target, terminal, max_rounds, deadline) as client:
             result: ToolResult | PromptResult | ResourceResult
             if resource is not None:
                 if words:
@@ -555,10 +560,11 @@ async def run_call(target: str | Sequence[str], words: Sequence[str], *, prompt:
     return 1 if isinstance(result, ToolResult) and result.is_error else 0
 
 
-async def run_list(target: str | Sequence[str], *, out: Console, errors: Console) -> int:
-    """``mrtr list``: print what the server offers; return the exit code."""
+async def run_list(target: str | Sequence[str], *, out: Console, errors: Console,
+                   deadline: float | None = None) -> int:
+    """``mrtr list``: print what the server offers; return the exit code (``deadline`` as for :func:`run_call`)."""
     try:
-        async with _client(target, None, 10) as client:
+        async with _client(target, None, 10, deadline) as client:
             await show_listing(out, client)
     except ClientError as error:
         show_error(errors, error)
