@@ -581,7 +581,12 @@ def main(argv: list[str] | None = None) -> int:
         args.argv = argv
         return int(args.run(args))
     except UsageError as exc:
-        print(f"mrtr {args.command}: error: {exc}", file=sys.stderr)
+        message = str(exc)
+        if args.command in ("call", "list"):  # may name what a server sent (its tools): shown inert
+            from .client.display import printable
+
+            message = printable(message)
+        print(f"mrtr {args.command}: error: {message}", file=sys.stderr)
         return 2
     except AppImportError as exc:
         print(f"mrtr {args.command}: {exc}", file=sys.stderr)

@@ -2,8 +2,10 @@
 
 REPLIES maps a method to a list of replies, used in order with the last one repeated. A
 reply is ``{"result": ...}``, ``{"error": ...}`` (``"id"`` overrides the request's id) or
-``{"raw": "..."}``: that text written as it is, a newline after it. ``server/discover``
-has a default answer; any other method without replies gets -32601.
+``{"raw": "..."}``: that text written as it is, a newline after it. A reply's ``"notes"``
+(progress notification params) are sent first, with the request's progress token.
+``server/discover`` and ``tools/list`` have default answers; any other method without
+replies gets -32601.
 """
 
 from __future__ import annotations
@@ -29,11 +31,15 @@ def main() -> None:
         options = replies.get(method) or [DEFAULTS.get(method, {"error": {"code": -32601, "message": "no such method"}})]
         reply = options[min(used.get(method, 0), len(options) - 1)]
         used[method] = used.get(method, 0) + 1
+        token = ((message.get("params") or {}).get("_meta") or {}).get("progressToken")
+        for note in reply.get("notes") or []:
+            sys.stdout.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/progress",
+                                         "params": {"progressToken": token, **note}}) + "\n")
         if "raw" in reply:
             sys.stdout.write(reply["raw"] + "\n")
         else:
             answer = {"jsonrpc": "2.0", "id": reply.get("id", message["id"]),
-                      **{key: value for key, value in reply.items() if key != "id"}}
+                      **{key: value for key, value in reply.items() if key not in ("id", "notes")}}
             sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
 
