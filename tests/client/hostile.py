@@ -10,7 +10,6 @@ a reply is ``{"result": ...}``, ``{"error": ...}`` or ``{"raw": "bytes as text"}
 
 from __future__ import annotations
 
-import gzip
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -114,7 +113,3 @@ def scripted(replies: dict[str, list[dict[str, Any]]]) -> Respond:
 
     return respond
 
-
-def gzipped(data: bytes) -> bytes:
-    """``data`` compressed (level 9: a small wire, a large decoded stream)."""
-    return gzip.compress(data, compresslevel=9)

@@ -9,7 +9,9 @@ which must not fail on it either.
 
 from __future__ import annotations
 
+import gzip
 import io
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +25,8 @@ from mrtr.client import ClientError
 from mrtr.client.targets import _parse, _result_of
 from mrtr.client.terminal import ArgumentError, Terminal, parse_arguments, show_error, show_listing, show_result
 from mrtr.jsonrpc import encode
+
+from .hostile import head, serve_http
 
 SCALARS = (st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1)
            | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12))
@@ -245,3 +249,40 @@ def test_any_bytes_are_a_message_or_a_client_error(data):
     except ClientError:
         pass
 
+
+
+SSE_PIECES = st.sampled_from([b"data: ", b"data:", b": keep-alive", b"event: message", b"id: 1", b"retry: x",
+                              b"\n", b"\r\n", b"\r", b"\n\n", b'{"jsonrpc": "2.0", "id": 1, "result": {}}',
+                              b'{"jsonrpc": "2.0", "method": "notifications/progress", "params": {}}',
+                              b'{"jsonrpc": "2.0", "id": 1, "error": {"code": 1, "message": "m"}}',
+                              b"\xef\xbb\xbf", b"\xff", b"{", b"null"])
+BODY = st.lists(SSE_PIECES, max_size=12).map(b"".join) | st.binary(max_size=200) | JSON.map(
+    lambda value: encode({"jsonrpc": "2.0", "id": 1, "result": value}))
+
+
+@settings(max_examples=120, deadline=None)
+@given(body=BODY, status=st.sampled_from([200, 202, 400, 500]),
+       content_type=st.sampled_from(["application/json", "text/event-stream", "text/plain", ""]),
+       coding=st.sampled_from(["", "gzip", "deflate", "br", "gzip-garbage", "gzip-truncated"]))
+def test_any_http_answer_is_a_result_or_a_client_error(body: bytes, status: int, content_type: str,
+                                                         coding: str) -> None:
+    """Through a real loopback HTTP server: whatever bytes, type, coding and status come back."""
+    wire = {"gzip": gzip.compress(body), "deflate": zlib.compress(body), "gzip-garbage": b"\x1f\x8b" + body,
+            "gzip-truncated": gzip.compress(body)[:-5]}.get(coding, body)
+    headers = {"Content_Encoding": coding.split("-")[0]} if coding else {}
+
+    async def respond(message: dict[str, Any], stream: trio.SocketStream) -> None:
+        await stream.send_all(head(status, content_type, **headers) + wire)
+
+    async def body_() -> None:
+        async with trio.open_nursery() as nursery:
+            url = await serve_http(nursery, respond)
+            try:
+                async with mrtr.Client(url, timeout=10, on_progress=lambda *_: None) as client:
+                    await client.call_once("server/discover")
+            except ClientError as error:  # inside the server's nursery, so it is not wrapped in a group
+                show_error(_console(), error)
+            finally:
+                nursery.cancel_scope.cancel()
+
+    run(body_)

@@ -7,8 +7,10 @@ message cap lowered to 1 MiB, stays within a few MiB while the server sends 48 M
 from __future__ import annotations
 
 import gzip
+import json
 import sys
 import tracemalloc
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -20,7 +22,7 @@ import trio
 import mrtr
 from mrtr.client import ClientError
 
-from .hostile import head, serve_http
+from .hostile import DISCOVER, head, serve_http
 
 CAP = 1024 * 1024  # the message cap these tests lower MAX_MESSAGE_SIZE to
 SENT = 48 * 1024 * 1024  # what a hostile server sends of one line or body before it gives up
@@ -170,11 +172,6 @@ async def test_a_body_that_does_not_decode_is_a_client_error(nursery: trio.Nurse
 
 
 async def test_gzip_and_deflate_answers_are_read(nursery: trio.Nursery) -> None:
-    import json
-    import zlib
-
-    from .hostile import DISCOVER
-
     bodies = {"gzip": gzip.compress, "deflate": zlib.compress,
               "deflate-raw": lambda data: zlib.compress(data)[2:-4]}  # raw deflate, as some servers send
     answers = iter(bodies.items())
@@ -191,10 +188,6 @@ async def test_gzip_and_deflate_answers_are_read(nursery: trio.Nursery) -> None:
 
 
 async def test_sse_lines_end_with_cr_lf_or_crlf_even_split_across_reads(nursery: trio.Nursery) -> None:
-    import json
-
-    from .hostile import DISCOVER
-
     async def respond(message: dict[str, Any], stream: trio.SocketStream) -> None:
         progress = json.dumps({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
             "progressToken": message["id"], "progress": 1}}).encode()
