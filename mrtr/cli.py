@@ -453,8 +453,10 @@ def _serve(args: argparse.Namespace) -> int:
 def _add_client_commands(commands: Any) -> None:
     target_help = "the server: its URL (http://host:port/mcp), or use --stdio COMMAND instead"
     stdio_help = 'start the server with this command and talk to it over stdio (e.g. "mrtr serve app:server --stdio")'
-    timeout_help = ("give up on the server when one request and its answer take longer than this (default: 300); "
-                    "the time you take to answer is not counted")
+    from .client.session import DEFAULT_DEADLINE
+
+    timeout_help = (f"give up on the server when one request and its answer take longer than this (default: "
+                    f"{DEFAULT_DEADLINE:g}); the time you take to answer is not counted")
     call = commands.add_parser(
         "call",
         help="call a tool, prompt or resource and answer the server's questions in the terminal",
@@ -489,7 +491,7 @@ def _add_client_commands(commands: Any) -> None:
     call.set_defaults(run=_call)
     listing = commands.add_parser(
         "list", help="list a server's tools (with their arguments), prompts and resources",
-        usage="mrtr list (URL | --stdio COMMAND)",
+        usage="mrtr list [--timeout SECONDS] (URL | --stdio COMMAND)",
     )
     listing.add_argument("words", nargs="*", metavar="URL", help=target_help)
     listing.add_argument("--stdio", metavar="COMMAND", help=stdio_help)

@@ -101,7 +101,8 @@ def scripted(replies: dict[str, list[dict[str, Any]]]) -> Respond:
 
     async def respond(message: dict[str, Any], stream: trio.SocketStream) -> None:
         method = message["method"]
-        options = replies.get(method) or [DEFAULTS.get(method, {"error": {"code": -32601, "message": "no such method"}})]
+        unknown = {"error": {"code": -32601, "message": "no such method"}}
+        options = replies.get(method) or [DEFAULTS.get(method, unknown)]
         reply = options[min(used.get(method, 0), len(options) - 1)]
         used[method] = used.get(method, 0) + 1
         if "raw" in reply:

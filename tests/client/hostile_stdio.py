@@ -28,7 +28,8 @@ def main() -> None:
         if "id" not in message or "method" not in message:
             continue  # notifications (cancelled) and responses need no answer
         method = message["method"]
-        options = replies.get(method) or [DEFAULTS.get(method, {"error": {"code": -32601, "message": "no such method"}})]
+        unknown = {"error": {"code": -32601, "message": "no such method"}}
+        options = replies.get(method) or [DEFAULTS.get(method, unknown)]
         reply = options[min(used.get(method, 0), len(options) - 1)]
         used[method] = used.get(method, 0) + 1
         token = ((message.get("params") or {}).get("_meta") or {}).get("progressToken")
