@@ -254,6 +254,16 @@ def _workers(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0")
+    return value
+
+
 def _lease(text: str) -> float:
     try:
         value = float(text)
@@ -459,6 +469,10 @@ def _serve(args: argparse.Namespace) -> int:
 def _add_client_commands(commands: Any) -> None:
     target_help = "the server: its URL (http://host:port/mcp), or use --stdio COMMAND instead"
     stdio_help = 'start the server with this command and talk to it over stdio (e.g. "mrtr serve app:server --stdio")'
+    from ..client.session import DEFAULT_DEADLINE
+
+    timeout_help = (f"give up on the server when one request and its answer take longer than this (default: "
+                    f"{DEFAULT_DEADLINE:g}); the time you take to answer is not counted")
     call = commands.add_parser(
         "call",
         help="call a tool, prompt or resource and answer the server's questions in the terminal",
@@ -489,13 +503,15 @@ def _add_client_commands(commands: Any) -> None:
     call.add_argument("--sample-reply", metavar="TEXT", help="answer sampling requests with this text")
     call.add_argument("--max-rounds", type=_workers, default=10, metavar="N",
                       help="give up after N rounds of questions (default: 10)")
+    call.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS", help=timeout_help)
     call.set_defaults(run=_call)
     listing = commands.add_parser(
         "list", help="list a server's tools (with their arguments), prompts and resources",
-        usage="mrtr list (URL | --stdio COMMAND)",
+        usage="mrtr list [--timeout SECONDS] (URL | --stdio COMMAND)",
     )
     listing.add_argument("words", nargs="*", metavar="URL", help=target_help)
     listing.add_argument("--stdio", metavar="COMMAND", help=stdio_help)
+    listing.add_argument("--timeout", type=_seconds, default=None, metavar="SECONDS", help=timeout_help)
     listing.set_defaults(run=_list)
 
 
@@ -535,7 +551,7 @@ def _call(args: argparse.Namespace) -> int:
     out = output_console(terminal.interactive and sys.stdout.isatty())
     try:
         return trio.run(partial(run_call, target, words, prompt=args.prompt, resource=args.resource,
-                                terminal=terminal, out=out, max_rounds=args.max_rounds))
+                                terminal=terminal, out=out, max_rounds=args.max_rounds, deadline=args.timeout))
     except ArgumentError as exc:
         raise UsageError(str(exc)) from None
     except KeyboardInterrupt:
@@ -558,7 +574,8 @@ def _list(args: argparse.Namespace) -> int:
     interactive = sys.stdout.isatty()
     try:
         return trio.run(partial(run_list, target, out=output_console(interactive),
-                                errors=output_console(interactive and sys.stderr.isatty(), stderr=True)))
+                                errors=output_console(interactive and sys.stderr.isatty(), stderr=True),
+                                deadline=args.timeout))
     except KeyboardInterrupt:
         return 130
 
@@ -582,7 +599,12 @@ def main(argv: list[str] | None = None) -> int:
         args.argv = argv
         return int(args.run(args))
     except UsageError as exc:
-        print(f"mrtr {args.command}: error: {exc}", file=sys.stderr)
+        message = str(exc)
+        if args.command in ("call", "list"):  # may name what a server sent (its tools): shown inert
+            from ..client.display import printable
+
+            message = printable(message)
+        print(f"mrtr {args.command}: error: {message}", file=sys.stderr)
         return 2
     except AppImportError as exc:
         print(f"mrtr {args.command}: {exc}", file=sys.stderr)

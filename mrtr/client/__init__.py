@@ -7,9 +7,12 @@ in process, or a subprocess (:meth:`Client.stdio`).
 from ..core.answers import accept, cancel, decline, roots, sampled
 from .errors import ClientError, RoundLimitExceeded
 from .requests import ElicitationRequest, InputRequest, RootsRequest, SamplingRequest
-from .session import DEFAULT_MAX_ROUNDS, Client, PromptResult, ResourceResult, ToolResult
+from .session import (CLIENT_DEADLINE, DEFAULT_DEADLINE, DEFAULT_MAX_ROUNDS, Client, PromptResult, ResourceResult,
+                      ToolResult)
 
 __all__ = [
+    "CLIENT_DEADLINE",
+    "DEFAULT_DEADLINE",
     "DEFAULT_MAX_ROUNDS",
     "Client",
     "ClientError",

@@ -13,6 +13,7 @@ answers or state. A round cap stops a server that never finishes.
 from __future__ import annotations
 
 import contextlib
+import enum
 import inspect
 import itertools
 import math
@@ -34,10 +35,27 @@ from .errors import ClientError, RoundLimitExceeded
 from .requests import ElicitationRequest, InputRequest, RootsRequest, SamplingRequest
 from .targets import HTTPTarget, InProcessTarget, StdioTarget, Target
 
-__all__ = ["Client", "ToolResult", "PromptResult", "ResourceResult", "DEFAULT_MAX_ROUNDS"]
+__all__ = ["CLIENT_DEADLINE", "DEFAULT_DEADLINE", "DEFAULT_MAX_ROUNDS", "Client", "PromptResult", "ResourceResult",
+           "ToolResult"]
 
 DEFAULT_MAX_ROUNDS = 10
 """How many ``input_required`` rounds a call answers before giving up (other SDKs use 10 too)."""
+
+DEFAULT_DEADLINE = 300.0
+"""Seconds one exchange (a request and its whole response) may take, however the server paces it.
+
+Five times the default read ``timeout``: room for a tool that works for minutes and says
+so with progress, not for one that trickles bytes forever. It covers one round, not the
+time an answerer (a person) takes between rounds.
+"""
+
+
+class _Default(enum.Enum):
+    CLIENT = "the client's deadline"
+
+
+CLIENT_DEADLINE = _Default.CLIENT
+"""The ``deadline=`` of a method call that means: the one the Client was given."""
 
 Answerer = Callable[[Any], Any]
 """A sync or async callable given a request object and returning the answer in wire shape."""
@@ -110,12 +128,31 @@ def _checked(result: dict[str, Any], shape: type[Any], what: str) -> None:
         raise ClientError(INVALID_REQUEST, f"Invalid {what} from the server: {exc}") from None
 
 
+def _checked_item(item: Any, shape: type[Any], where: str) -> None:
+    try:
+        msgspec.convert(item, shape)
+    except msgspec.ValidationError as exc:
+        name = item.get("name") if isinstance(item, dict) else None
+        named = f" ({name!r})" if isinstance(name, str) else ""
+        raise ClientError(INVALID_REQUEST, f"Invalid {where}{named} from the server: {exc}") from None
+
+
 def _unwrapped(group: BaseExceptionGroup[Any]) -> BaseException:
     # A nursery of one failing task should fail like that task, not with a group around it.
     error: BaseException = group
     while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
         error = error.exceptions[0]
     return error
+
+
+def _checked_deadline(deadline: Any) -> float | None:
+    if deadline is None:
+        return None
+    if isinstance(deadline, bool) or not isinstance(deadline, (int, float)):
+        raise TypeError(f"a deadline is a number of seconds or None, not {type(deadline).__name__}")
+    if not deadline > 0:  # NaN included
+        raise ValueError(f"a deadline must be more than 0 seconds, not {deadline!r}")
+    return float(deadline)
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -144,6 +181,12 @@ class Client:
     raises abandons the call (the protocol has no way to say "this question failed").
     ``on_progress(progress, total, message)`` receives progress notifications.
     ``max_rounds`` caps the ``input_required`` rounds of one call.
+
+    ``timeout`` bounds connecting and each read (over stdio, the wait for an answer,
+    restarted by progress). ``deadline`` bounds each exchange, a request and its whole
+    response, however the server paces it (default :data:`DEFAULT_DEADLINE`; ``None``
+    for none); the time an answerer takes between rounds is not counted. A method's own
+    ``deadline=`` overrides it for that call.
     """
 
     def __init__(
@@ -159,6 +202,7 @@ class Client:
         client_info: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
         timeout: float | None = 60.0,
+        deadline: float | None = DEFAULT_DEADLINE,
     ) -> None:
         if isinstance(target, str):
             self.target: Target = HTTPTarget(target, headers=headers, timeout=timeout)
@@ -181,6 +225,7 @@ class Client:
         self.on_progress = on_progress
         self.elicitation_modes = frozenset(elicitation_modes)
         self.max_rounds = max_rounds
+        self.deadline = _checked_deadline(deadline)
         self.client_info = dict(client_info or {"name": "mrtr", "version": __version__})
         self._ids = itertools.count(1)
         self._tools: dict[str, dict[str, Any]] | None = None
@@ -269,8 +314,12 @@ class Client:
 
         async def report() -> None:
             async for note in receiver:
-                params = note.get("params") or {}
-                await _maybe_await(on_progress(params["progress"], params.get("total"), params.get("message")))
+                try:
+                    params = msgspec.convert(note.get("params") or {}, wire.ProgressNotificationParams)
+                except msgspec.ValidationError as exc:
+                    raise ClientError(INVALID_REQUEST, f"Invalid notifications/progress from the server: {exc}") \
+                        from None
+                await _maybe_await(on_progress(params.progress, params.total, params.message))
 
         def notified(note: dict[str, Any]) -> None:
             if note.get("method") == "notifications/progress":
@@ -294,7 +343,21 @@ class Client:
         tool = (self._tools or {}).get(name)  # type: ignore[arg-type]
         return mirrored_parameters(tool) if tool is not None else None
 
-    async def call_once(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    async def _exchange(self, message: dict[str, Any], parameters: Mapping[str, tuple[str, ...]] | None,
+                        deadline: float | None) -> dict[str, Any]:
+        # Leaving the scope cancels the request as the caller's own cancel would: the HTTP
+        # stream is closed, a stdio server is sent notifications/cancelled.
+        with trio.move_on_after(math.inf if deadline is None else deadline) as scope:
+            return await self._send(message, parameters)
+        assert scope.cancelled_caught
+        raise ClientError(INTERNAL_ERROR, f"no complete answer to {message['method']} within the {deadline:g} s "
+                                          "deadline")
+
+    def _deadline(self, deadline: float | None | _Default) -> float | None:
+        return self.deadline if deadline is CLIENT_DEADLINE else _checked_deadline(deadline)
+
+    async def call_once(self, method: str, params: Mapping[str, Any] | None = None, *,
+                        deadline: float | None | _Default = CLIENT_DEADLINE) -> dict[str, Any]:
         """Send one request (one round) with a fresh id and ``_meta``; return its raw result.
 
         One error is retried once, with a new id: ``-32020`` over HTTP after fetching
@@ -303,17 +366,19 @@ class Client:
 
         ``params`` may carry ``inputResponses`` and ``requestState`` for callers that drive
         the rounds themselves; an ``input_required`` result is returned as it came.
-        Raises :class:`ClientError` for an error response.
+        Raises :class:`ClientError` for an error response, and when the exchange takes
+        longer than ``deadline`` seconds (default: the client's).
         """
         if self._nursery is None:
             raise RuntimeError("use the Client in 'async with' before calling it")
+        seconds = self._deadline(deadline)
         params = dict(params or {})
         parameters = await self._parameters(method, params)
         for attempt in (1, 2):
             request_id = next(self._ids)
             message = request(request_id, method, {**params, "_meta": self._meta(request_id)})
             try:
-                return await self._send(message, parameters)
+                return await self._exchange(message, parameters, seconds)
             except ClientError as error:
                 if attempt == 2 or not self._worth_retrying(error):
                     raise
@@ -332,8 +397,13 @@ class Client:
             return isinstance(supported, list) and wire.PROTOCOL_VERSION in supported
         return False
 
-    async def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Send ``method`` and answer ``input_required`` rounds until the final result, which is returned."""
+    async def request(self, method: str, params: Mapping[str, Any] | None = None, *,
+                      deadline: float | None | _Default = CLIENT_DEADLINE) -> dict[str, Any]:
+        """Send ``method`` and answer ``input_required`` rounds until the final result, which is returned.
+
+        ``deadline`` bounds each round's exchange (default: the client's), not the whole
+        conversation: answering takes the time it takes.
+        """
         original = dict(params or {})
         responses: dict[str, Any] | None = None
         state: str | None = None
@@ -345,7 +415,7 @@ class Client:
                 sent["inputResponses"] = responses
             if state is not None:
                 sent["requestState"] = state
-            result = await self.call_once(method, sent)
+            result = await self.call_once(method, sent, deadline=deadline)
             result_type = result.get("resultType", wire.RESULT_TYPE_COMPLETE)
             if result_type == wire.RESULT_TYPE_COMPLETE:
                 return result
@@ -449,7 +519,7 @@ class Client:
         _checked(result, wire.DiscoverResult, "DiscoverResult")
         return result
 
-    async def _all_pages(self, method: str, member: str) -> list[dict[str, Any]]:
+    async def _all_pages(self, method: str, member: str, shape: type[Any]) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         cursor: str | None = None
         seen: set[str] = set()
@@ -458,7 +528,9 @@ class Client:
             page = result.get(member)
             if not isinstance(page, list):
                 raise ClientError(INVALID_REQUEST, f"Invalid {method} result: {member!r} must be a list")
-            items.extend(page)
+            for item in page:
+                _checked_item(item, shape, f"{method} result: {member}[{len(items)}]")
+                items.append(item)
             cursor = result.get("nextCursor")
             if cursor is None:
                 return items
@@ -473,11 +545,9 @@ class Client:
         Over HTTP a tool whose ``x-mcp-header`` annotations break the rules is left out
         (it could not be called correctly), with a warning in the ``mrtr.client`` log.
         """
-        tools = await self._all_pages("tools/list", "tools")
+        tools = await self._all_pages("tools/list", "tools", wire.Tool)
         usable: dict[str, dict[str, Any]] = {}
         for tool in tools:
-            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-                raise ClientError(INVALID_REQUEST, f"Invalid tools/list result: a tool without a name: {tool!r}")
             if self.target.mirrors_headers:
                 try:
                     mirrored_parameters(tool)
@@ -492,44 +562,47 @@ class Client:
 
     async def list_prompts(self) -> list[dict[str, Any]]:
         """Every prompt (all pages), as ``Prompt`` dicts."""
-        return await self._all_pages("prompts/list", "prompts")
+        return await self._all_pages("prompts/list", "prompts", wire.Prompt)
 
     async def list_resources(self) -> list[dict[str, Any]]:
         """Every resource (all pages), as ``Resource`` dicts."""
-        return await self._all_pages("resources/list", "resources")
+        return await self._all_pages("resources/list", "resources", wire.Resource)
 
     async def list_resource_templates(self) -> list[dict[str, Any]]:
         """Every resource template (all pages), as ``ResourceTemplate`` dicts."""
-        return await self._all_pages("resources/templates/list", "resourceTemplates")
+        return await self._all_pages("resources/templates/list", "resourceTemplates", wire.ResourceTemplate)
 
-    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> ToolResult:
-        """Call a tool, answering its questions, and return its final result."""
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
+                        deadline: float | None | _Default = CLIENT_DEADLINE) -> ToolResult:
+        """Call a tool, answering its questions, and return its final result (``deadline``: per round)."""
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
             params["arguments"] = dict(arguments)
-        result = await self.request("tools/call", params)
+        result = await self.request("tools/call", params, deadline=deadline)
         _checked(result, wire.CallToolResult, "CallToolResult")
         structured = result.get("structuredContent")
         return ToolResult(list(result["content"]), structured, bool(result.get("isError")), result)
 
-    async def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None) -> PromptResult:
-        """Get a prompt, answering its questions, and return its messages."""
+    async def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None, *,
+                         deadline: float | None | _Default = CLIENT_DEADLINE) -> PromptResult:
+        """Get a prompt, answering its questions, and return its messages (``deadline``: per round)."""
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
             params["arguments"] = dict(arguments)
-        result = await self.request("prompts/get", params)
+        result = await self.request("prompts/get", params, deadline=deadline)
         _checked(result, wire.GetPromptResult, "GetPromptResult")
         return PromptResult(list(result["messages"]), result.get("description"), result)
 
-    async def read_resource(self, uri: str) -> ResourceResult:
-        """Read a resource, answering its questions, and return its contents."""
-        result = await self.request("resources/read", {"uri": uri})
+    async def read_resource(self, uri: str, *,
+                            deadline: float | None | _Default = CLIENT_DEADLINE) -> ResourceResult:
+        """Read a resource, answering its questions, and return its contents (``deadline``: per round)."""
+        result = await self.request("resources/read", {"uri": uri}, deadline=deadline)
         _checked(result, wire.ReadResourceResult, "ReadResourceResult")
         return ResourceResult(list(result["contents"]), result)
 
     async def complete(self, argument: str, value: str, *, prompt: str | None = None,
-                       resource_template: str | None = None,
-                       context: Mapping[str, str] | None = None) -> dict[str, Any]:
+                       resource_template: str | None = None, context: Mapping[str, str] | None = None,
+                       deadline: float | None | _Default = CLIENT_DEADLINE) -> dict[str, Any]:
         """``completion/complete`` for one argument of a prompt or resource template.
 
         Returns the ``completion`` object (``values``, and ``total``/``hasMore`` when given).
@@ -541,7 +614,7 @@ class Client:
         params: dict[str, Any] = {"ref": ref, "argument": {"name": argument, "value": value}}
         if context is not None:
             params["context"] = {"arguments": dict(context)}
-        result = await self.request("completion/complete", params)
+        result = await self.request("completion/complete", params, deadline=deadline)
         _checked(result, wire.CompleteResult, "CompleteResult")
         completion: dict[str, Any] = result["completion"]
         return completion

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -32,6 +32,7 @@ from ..core.errors import INTERNAL_ERROR, INVALID_REQUEST, ProtocolError
 from ..core.jsonrpc import Dispatcher, encode, notification, parse_message, parse_response
 from ..transports.shared import lifespan, run_in_thread, thread_safe
 from .errors import ClientError
+from .framing import ACCEPT_ENCODING, Decoded, Events, Lines, too_large
 from .headers import request_headers
 
 __all__ = ["Target", "InProcessTarget", "HTTPTarget", "StdioTarget", "OnNotification"]
@@ -39,11 +40,8 @@ __all__ = ["Target", "InProcessTarget", "HTTPTarget", "StdioTarget", "OnNotifica
 log = logging.getLogger("mrtr.client")
 
 MAX_MESSAGE_SIZE = 64 * 1024 * 1024
-"""The most bytes of one message (a JSON body or one SSE event) the client holds from a server."""
-
-
-def _too_large() -> ClientError:
-    return ClientError(INTERNAL_ERROR, f"the server sent a message larger than {MAX_MESSAGE_SIZE} bytes")
+"""The most bytes of one message (a JSON body, one SSE event or one stdio line) the client holds
+from a server, counted after any content coding is undone."""
 
 OnNotification = Callable[[dict[str, Any]], None]
 """Receives each notification that belongs to the request in flight."""
@@ -74,11 +72,14 @@ class Target(Protocol):
 def _result_of(response: dict[str, Any], request_id: Any, status: int | None = None) -> dict[str, Any]:
     if "method" in response:
         raise ClientError(INVALID_REQUEST, "Invalid response: expected a response, got a notification", status=status)
+    answered = response.get("id")
+    # An error is this request's only when it carries this id, or a null one (the server
+    # could not read the request); anything else answers some other request.
+    if answered != request_id and not ("error" in response and answered is None):
+        raise ClientError(INVALID_REQUEST, f"Invalid response: id {answered!r} does not match the "
+                                           f"request's {request_id!r}", status=status)
     if "error" in response:
         raise ClientError.from_error(response["error"], status=status)
-    if response.get("id") != request_id:
-        raise ClientError(INVALID_REQUEST, f"Invalid response: id {response.get('id')!r} does not match the "
-                                           f"request's {request_id!r}", status=status)
     result: dict[str, Any] = response["result"]
     return result
 
@@ -133,29 +134,6 @@ class InProcessTarget:
 # -- Streamable HTTP -------------------------------------------------------------------------
 
 
-async def _sse_data(lines: AsyncIterator[str]) -> AsyncIterator[str]:
-    """The ``data`` of each server-sent event; comments, ids and event names are skipped."""
-    data: list[str] = []
-    size = 0
-    async for line in lines:
-        if line == "":
-            if data:
-                yield "\n".join(data)
-                data = []
-                size = 0
-            continue
-        size += len(line)
-        if size > MAX_MESSAGE_SIZE:  # an event that never ends must not take all memory
-            raise _too_large()
-        if line.startswith(":"):
-            continue  # keep-alive comment
-        name, _, value = line.partition(":")
-        if name == "data":
-            data.append(value[1:] if value.startswith(" ") else value)
-    if data:
-        yield "\n".join(data)
-
-
 class HTTPTarget:
     """A Streamable HTTP endpoint (MCP 2026-07-28: one POST per request, no sessions)."""
 
@@ -190,30 +168,46 @@ class HTTPTarget:
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
+            "Accept-Encoding": ACCEPT_ENCODING,  # what Decoded reads: the body is decoded here, not by httpx
             **request_headers(message, parameters),
         }
         try:
             async with self._client.stream("POST", self.url, content=encode(message), headers=headers) as response:
                 status = response.status_code
                 content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+                decoded = Decoded(response.headers.get("content-encoding", ""))
                 if content_type == "text/event-stream" and status == 200:
-                    async for data in _sse_data(response.aiter_lines()):
+                    events = Events(MAX_MESSAGE_SIZE)
+                    async for chunk in response.aiter_raw():
+                        for piece in decoded.feed(chunk):
+                            for data in events.feed(piece):
+                                received = _parse(data, status)
+                                if "method" in received:
+                                    on_notification(received)
+                                    continue
+                                return _result_of(received, message["id"], status)
+                    decoded.end()
+                    for data in events.end():
                         received = _parse(data, status)
-                        if "method" in received:
-                            on_notification(received)
-                            continue
-                        return _result_of(received, message["id"], status)
+                        if "method" not in received:
+                            return _result_of(received, message["id"], status)
+                        on_notification(received)
                     raise ClientError(INTERNAL_ERROR, "the server closed the event stream before the response",
                                       status=status)
+                announced = response.headers.get("content-length", "")
+                if announced.strip().isdigit() and int(announced) > MAX_MESSAGE_SIZE:
+                    raise too_large(MAX_MESSAGE_SIZE)  # refused before a byte of it is read
                 chunks: list[bytes] = []
                 size = 0
-                async for chunk in response.aiter_bytes():
-                    size += len(chunk)
-                    if size > MAX_MESSAGE_SIZE:
-                        raise _too_large()
-                    chunks.append(chunk)
+                async for chunk in response.aiter_raw():
+                    for piece in decoded.feed(chunk):
+                        size += len(piece)
+                        if size > MAX_MESSAGE_SIZE:
+                            raise too_large(MAX_MESSAGE_SIZE)
+                        chunks.append(piece)
+                decoded.end()
                 body = b"".join(chunks)
-        except self._httpx.TransportError as exc:
+        except self._httpx.HTTPError as exc:
             raise ClientError(INTERNAL_ERROR, f"HTTP request to {self.url} failed: {exc or type(exc).__name__}") \
                 from exc
         if content_type == "application/json" and body:
@@ -273,20 +267,17 @@ class StdioTarget:
 
     async def _read(self) -> None:
         assert self._process is not None and self._process.stdout is not None
-        buffer = b""
+        lines = Lines(MAX_MESSAGE_SIZE)
         try:
             while True:
                 chunk = await self._process.stdout.receive_some(65536)
                 if not chunk:
                     break
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
+                for line in lines.feed(bytes(chunk)):
                     if line.strip():
                         self._deliver(line)
-                if len(buffer) > MAX_MESSAGE_SIZE:  # a line that never ends must not take all memory
-                    self._gone = _too_large()
-                    break
+        except ClientError as error:  # a line past the cap: the server cannot be read any further
+            self._gone = error
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             pass
         finally:

@@ -6,6 +6,10 @@ constraints, choices are numbered, booleans are yes/no, and a wrong value is exp
 and asked again. When standard input is not a terminal, each field is read as one line
 in order and nothing is coloured or animated, so answers can be piped in. Questions go
 to stderr, results to stdout.
+
+Everything printed goes through :func:`_say` (or :func:`_ask` for a prompt): the text
+is cleaned by :func:`mrtr.client.display.printable` and printed as plain text, so
+nothing a server sent can drive the terminal or be read as markup.
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ from typing import Any, TextIO
 
 try:
     from rich.console import Console
-    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
     from rich.syntax import Syntax
+    from rich.text import Text
 except ImportError:
     raise ImportError("mrtr call and mrtr list need rich: install the 'client' extra: pip install 'mrtr[client]'") \
         from None
@@ -28,9 +32,10 @@ except ImportError:
 from ..core.answers import accept, cancel, decline, sampled
 from ..core.errors import ProtocolError
 from ..core.schema import RequestedSchema
+from .display import printable, printable_json
 from .errors import ClientError
 from .requests import ElicitationRequest, RootsRequest, SamplingRequest
-from .session import Client, PromptResult, ResourceResult, ToolResult
+from .session import DEFAULT_DEADLINE, Client, PromptResult, ResourceResult, ToolResult
 
 __all__ = ["ArgumentError", "Terminal", "parse_arguments", "show_listing", "show_result"]
 
@@ -47,19 +52,60 @@ class _Stop(Exception):
         self.answer = answer
 
 
+# -- the one way out ---------------------------------------------------------------------------
+
+
+def _say(console: Console, text: str = "", *, style: str | None = None, end: str = "\n", line: bool = False,
+         json_text: bool = False) -> None:
+    """Print ``text`` literally: cleaned by :func:`printable`, then as plain text.
+
+    Every print of this module goes through here (tests/client/test_terminal_escapes.py
+    holds it to that), so no new print can forget the rule. A rich ``Text`` is never read
+    as markup, emoji codes or something to highlight; ``style`` shows only where the
+    console has colour. ``line`` keeps the text to one line (names, titles, choices);
+    ``json_text`` is JSON, coloured as such on a colour console.
+    """
+    shown = printable(text, multiline=not line)
+    if json_text and console.color_system is not None:
+        console.print(Syntax(shown, "json", background_color="default"), end=end)
+    else:
+        console.print(Text(shown, style=style or ""), end=end)
+
+
+def _ask(console: Console, prompt: str) -> str:
+    """Show ``prompt`` (cleaned as :func:`_say` does, on one line) and read what the person types."""
+    return console.input(Text(printable(prompt, multiline=False)))
+
+
+def _one(value: Any) -> str:
+    """A server's name, title or URI as one line of text."""
+    return printable(str(value), multiline=False)
+
+
 # -- name=value arguments ------------------------------------------------------------------
 
 
-def _kind(schema: Any) -> str | None:
-    if not isinstance(schema, Mapping):
+def _mapping(value: Any) -> Mapping[str, Any]:
+    """``value`` when it is an object, else an empty one: a server's schema is read, never trusted."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _names(value: Any) -> set[str]:
+    """The strings of a ``required`` list (anything else in it, or around it, is ignored)."""
+    return {item for item in value if isinstance(item, str)} if isinstance(value, list) else set()
+
+
+def _kind(schema: Any, depth: int = 0) -> str | None:
+    if not isinstance(schema, Mapping) or depth > 4:  # a union nested without end names no type
         return None
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((item for item in kind if item != "null"), None)
     if kind is None:
         for union in ("anyOf", "oneOf"):
-            for option in schema.get(union) or []:
-                found = _kind(option)
+            options = schema.get(union)
+            for option in options if isinstance(options, list) else []:
+                found = _kind(option, depth + 1)
                 if found not in (None, "null"):
                     return found
     return kind if isinstance(kind, str) else None
@@ -116,7 +162,7 @@ def parse_arguments(pairs: Sequence[str], input_schema: Mapping[str, Any] | None
     parses, else text. Raises :class:`ArgumentError` for a word without ``=`` or a value
     that does not fit its type.
     """
-    properties = (input_schema or {}).get("properties") or {}
+    properties = _mapping(_mapping(input_schema).get("properties"))
     arguments: dict[str, Any] = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
@@ -184,8 +230,8 @@ class Terminal:
     def sample(self, request: SamplingRequest) -> dict[str, Any]:
         """Answer sampling with the ``--sample-reply`` text."""
         self.pause()
-        self.console.print(f"[dim]sampling request answered with --sample-reply ({len(self.sample_reply or '')} "
-                           "characters)[/dim]")
+        _say(self.console, f"sampling request answered with --sample-reply ({len(self.sample_reply or '')} "
+                           "characters)", style="dim")
         return sampled(self.sample_reply or "", model="mrtr-call")
 
     def list_roots(self, request: RootsRequest) -> dict[str, Any]:
@@ -199,14 +245,14 @@ class Terminal:
         if not self.interactive:
             return
         if self._progress is None:
-            self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
+            self._progress = Progress(TextColumn("{task.description}", markup=False), BarColumn(),
                                       MofNCompleteColumn(),
                                       console=self.console, transient=True)
             self._progress.start()
             self._task = self._progress.add_task("working", total=None)
         assert self._task is not None
         self._progress.update(self._task, completed=progress, total=total,
-                              description=escape(message) if message else "working")
+                              description=printable(message, multiline=False) if message else "working")
 
     def pause(self) -> None:
         """Take the progress bar off the screen (before a question, and at the end)."""
@@ -219,17 +265,17 @@ class Terminal:
     def _read(self, prompt: str) -> str:
         if self.interactive:
             try:
-                text = self.console.input(prompt)
+                text = _ask(self.console, prompt)
             except EOFError:
                 raise _Stop(cancel()) from None
         else:
-            self.console.print(prompt, end="")
+            _say(self.console, prompt, end="", line=True)
             line = self.stdin.readline()
             if not line:
-                self.console.print()
+                _say(self.console)
                 raise _Stop(cancel())
             text = line.rstrip("\r\n")
-            self.console.print(text, highlight=False, markup=False)
+            _say(self.console, text, line=True)
         stripped = text.strip()
         if stripped == DECLINE:
             raise _Stop(decline())
@@ -238,21 +284,19 @@ class Terminal:
         return text
 
     def _problem(self, text: str) -> None:
-        self.console.print(f"[red]  {escape(text)}[/red]" if self.interactive else f"  {text}", markup=self.interactive)
+        _say(self.console, f"  {text}", style="red")
 
     # -- elicitation ---------------------------------------------------------------------------
 
     def elicit(self, request: ElicitationRequest) -> dict[str, Any]:
         """Ask the person: a form field by field, or consent to open a URL."""
         self.pause()
-        self.console.print()
-        self.console.print(f"[bold]{escape(request.message)}[/bold]" if self.interactive else request.message,
-                           markup=self.interactive)
-        self.console.print(f"[dim](type {DECLINE} to decline, {CANCEL} to cancel)[/dim]" if self.interactive
-                           else f"(type {DECLINE} to decline, {CANCEL} to cancel)", markup=self.interactive)
+        _say(self.console)
+        _say(self.console, request.message, style="bold")
+        _say(self.console, f"(type {DECLINE} to decline, {CANCEL} to cancel)", style="dim")
         try:
             if request.mode == "url":
-                self.console.print(f"Open this address: {request.url}", markup=False, highlight=False)
+                _say(self.console, f"Open this address: {request.url}", line=True)
                 self._read("Press Enter once done: ")
                 return accept()
             return accept(self._form(request.requested_schema or {}))
@@ -260,8 +304,8 @@ class Terminal:
             return stop.answer
 
     def _form(self, schema: Mapping[str, Any]) -> dict[str, Any]:
-        properties = schema.get("properties") or {}
-        required = set(schema.get("required") or [])
+        properties = _mapping(schema.get("properties"))
+        required = _names(schema.get("required"))
         content: dict[str, Any] = {}
         for name, prop in properties.items():
             value = self._field(name, prop if isinstance(prop, Mapping) else {}, name in required)
@@ -277,30 +321,30 @@ class Terminal:
         described = "choose one" if options else "choose any (numbers separated by commas)" if multi else \
             "yes/no" if kind == "boolean" else kind or "text"
         details = [described, "required" if required else "optional", *_constraints(prop)]
-        if "default" in prop:
+        has_default = "default" in prop and _answerable(prop["default"])
+        if has_default:
             details.append(f"default {json.dumps(prop['default'])}")
         title = prop.get("title") or name
         line = f"{title} ({', '.join(details)})"
-        if self.interactive:
-            self.console.print(f"  [cyan]{escape(line)}[/cyan]")
-        else:
-            self.console.print(f"  {line}", markup=False)
+        _say(self.console, f"  {line}", style="cyan", line=True)
         if isinstance(prop.get("description"), str):
-            self.console.print(f"  {prop['description']}", markup=False, style="dim" if self.interactive else None)
+            _say(self.console, f"  {prop['description']}", style="dim")
         for number, (_, label) in enumerate(options or multi or [], start=1):
-            self.console.print(f"    {number}) {label}", markup=False)
+            _say(self.console, f"    {number}) {label}", line=True)
         check = _checker(name, prop)
         while True:
             text = self._read(f"  {name}> ")
-            if not text.strip():
-                if "default" in prop:
-                    return prop["default"]
-                if not required:
-                    return _SKIP
-                self._problem("an answer is required")
-                continue
             try:
-                value = _read_value(text, kind, options, multi)
+                if text.strip():
+                    value = _read_value(text, kind, options, multi)
+                elif has_default:
+                    value = prop["default"]
+                elif not required:
+                    return _SKIP
+                else:
+                    raise ValueError("an answer is required")
+                if not _answerable(value):
+                    raise ValueError("the server offered this choice with a value no answer can carry: pick another")
                 check(value)
             except ValueError as problem:
                 self._problem(str(problem))
@@ -309,6 +353,16 @@ class Terminal:
 
 
 _SKIP = object()
+
+
+def _answerable(value: Any) -> bool:
+    """Whether ``value`` fits an elicitation answer (a string, number, boolean or list of strings).
+
+    Defaults and choices come from the server's schema and may be anything JSON.
+    """
+    if isinstance(value, list):
+        return all(isinstance(item, str) for item in value)
+    return isinstance(value, (str, int, float, bool))
 
 
 def _pick(text: str, options: list[tuple[Any, str]]) -> Any:
@@ -363,31 +417,32 @@ def _checker(name: str, prop: Mapping[str, Any]) -> Callable[[Any], None]:
 def _block(console: Console, block: Mapping[str, Any]) -> None:
     kind = block.get("type")
     if kind == "text":
-        console.print(block.get("text", ""), markup=False, highlight=False)
+        _say(console, block.get("text", ""))
     elif kind in ("image", "audio"):
-        console.print(f"[{kind} {block.get('mimeType')}, {len(block.get('data', '')) * 3 // 4} bytes]", markup=False)
+        _say(console, f"[{kind} {block.get('mimeType')}, {len(block.get('data', '')) * 3 // 4} bytes]", line=True)
     elif kind == "resource_link":
-        console.print(f"[link {block.get('uri')}{' ' + block['name'] if block.get('name') else ''}]", markup=False)
+        _say(console, f"[link {block.get('uri')}{' ' + block['name'] if block.get('name') else ''}]", line=True)
     elif kind == "resource":
         _contents(console, block.get("resource") or {})
     else:
-        console.print(json.dumps(block, indent=2, ensure_ascii=False), markup=False)
+        _json(console, block)
 
 
 def _contents(console: Console, item: Mapping[str, Any]) -> None:
     if isinstance(item.get("text"), str):
-        console.print(item["text"], markup=False, highlight=False)
+        _say(console, item["text"])
     else:
         size = len(item.get("blob", "")) * 3 // 4
-        console.print(f"[{item.get('mimeType') or 'binary'} {item.get('uri')}, {size} bytes]", markup=False)
+        _say(console, f"[{item.get('mimeType') or 'binary'} {item.get('uri')}, {size} bytes]", line=True)
+
+
+def _json_text(value: Any) -> str:
+    # Indented and readable, with the controls json.dumps leaves raw (DEL, C1, bidi) escaped.
+    return printable_json(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def _json(console: Console, value: Any) -> None:
-    text = json.dumps(value, indent=2, ensure_ascii=False)
-    if console.color_system is not None:
-        console.print(Syntax(text, "json", background_color="default"))
-    else:
-        console.print(text, markup=False, highlight=False)
+    _say(console, _json_text(value), json_text=True)
 
 
 def _same_json(block: Mapping[str, Any], value: Any) -> bool:
@@ -401,8 +456,7 @@ def show_result(console: Console, result: ToolResult | PromptResult | ResourceRe
     """Print a final result readably: text as text, structured content as indented JSON."""
     if isinstance(result, ToolResult):
         if result.is_error:
-            console.print("[bold red]the tool reported an error:[/bold red]" if console.color_system
-                          else "the tool reported an error:", markup=bool(console.color_system))
+            _say(console, "the tool reported an error:", style="bold red")
         for block in result.content:
             if result.structured is not None and block.get("type") == "text" and _same_json(block, result.structured):
                 continue  # the usual text copy of the structured content: shown once, below
@@ -411,9 +465,9 @@ def show_result(console: Console, result: ToolResult | PromptResult | ResourceRe
             _json(console, result.structured)
     elif isinstance(result, PromptResult):
         if result.description:
-            console.print(result.description, markup=False, style="dim" if console.color_system else None)
+            _say(console, result.description, style="dim")
         for message in result.messages:
-            console.print(f"{message.get('role')}:", markup=False, style="bold" if console.color_system else None)
+            _say(console, f"{message.get('role')}:", style="bold", line=True)
             _block(console, message.get("content") or {})
     else:
         for item in result.contents:
@@ -424,19 +478,19 @@ def show_error(console: Console, error: ClientError) -> None:
     """Print a failed call: its JSON-RPC code and message, in red on a colour terminal."""
     text = f"error {error.code}: {error.message}"
     if error.data is not None:
-        text += f"\n{json.dumps(error.data, indent=2, ensure_ascii=False)}"
+        text += f"\n{_json_text(error.data)}"
     if error.code == -32021:
         text += ("\nnote: the server needs a capability this client did not declare "
                  "(sampling: pass --sample-reply TEXT; roots: pass --root PATH)")
-    console.print(f"[red]{escape(text)}[/red]" if console.color_system else text, markup=bool(console.color_system))
+    _say(console, text, style="red")
 
 
 def _parameters(schema: Mapping[str, Any] | None) -> list[str]:
-    properties = (schema or {}).get("properties") or {}
-    required = set((schema or {}).get("required") or [])
+    properties = _mapping(_mapping(schema).get("properties"))
+    required = _names(_mapping(schema).get("required"))
     lines = []
     for name, prop in properties.items():
-        prop = prop if isinstance(prop, Mapping) else {}
+        prop = _mapping(prop)
         kind = _kind(prop) or "any"
         bits = [kind, "required" if name in required else "optional", *_constraints(prop)]
         if "default" in prop:
@@ -444,7 +498,7 @@ def _parameters(schema: Mapping[str, Any] | None) -> list[str]:
         if _options(prop):
             bits.append("one of " + ", ".join(str(value) for value, _ in _options(prop) or []))
         description = f": {prop['description']}" if isinstance(prop.get("description"), str) else ""
-        lines.append(f"    {name}=<{', '.join(bits)}>{description}")
+        lines.append(f"    {_one(name)}=<{_one(', '.join(bits))}>{description}")
     return lines
 
 
@@ -452,42 +506,45 @@ async def show_listing(console: Console, client: Client) -> None:
     """Print the server's tools (with their parameters), prompts, resources and templates."""
     discovered = await client.discover()
     capabilities = discovered.get("capabilities") or {}
-    info = discovered.get("serverInfo") or (discovered.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo") or {}
+    info = _mapping(discovered.get("serverInfo") or _mapping(discovered.get("_meta")).get(
+        "io.modelcontextprotocol/serverInfo"))
     if info:
-        console.print(f"{info.get('name')} {info.get('version', '')}".strip(), markup=False,
-                      style="bold" if console.color_system else None)
+        _say(console, f"{info.get('name')} {info.get('version', '')}".strip(), style="bold", line=True)
     sections: list[tuple[str, list[str]]] = []
     if "tools" in capabilities:
         lines = []
         for tool in await client.list_tools():
-            lines.append(f"  {tool['name']}" + (f" - {tool['description']}" if tool.get("description") else ""))
+            lines.append(f"  {_one(tool['name'])}" + (f" - {tool['description']}" if tool.get("description") else ""))
             lines += _parameters(tool.get("inputSchema"))
         sections.append(("tools", lines))
     if "prompts" in capabilities:
         lines = []
         for prompt in await client.list_prompts():
-            lines.append(f"  {prompt['name']}" + (f" - {prompt['description']}" if prompt.get("description") else ""))
+            lines.append(f"  {_one(prompt['name'])}"
+                         + (f" - {prompt['description']}" if prompt.get("description") else ""))
             for argument in prompt.get("arguments") or []:
                 need = "required" if argument.get("required") else "optional"
-                lines.append(f"    {argument['name']}=<{need}>"
+                lines.append(f"    {_one(argument['name'])}=<{need}>"
                              + (f": {argument['description']}" if argument.get("description") else ""))
         sections.append(("prompts", lines))
     if "resources" in capabilities:
-        lines = [f"  {item['uri']}" + (f" - {item['description']}" if item.get("description") else "")
+        lines = [f"  {_one(item['uri'])}" + (f" - {item['description']}" if item.get("description") else "")
                  for item in await client.list_resources()]
-        lines += [f"  {item['uriTemplate']} (template)" for item in await client.list_resource_templates()]
+        lines += [f"  {_one(item['uriTemplate'])} (template)" for item in await client.list_resource_templates()]
         sections.append(("resources", lines))
     for title, lines in sections:
-        console.print(f"{title}:", markup=False, style="bold" if console.color_system else None)
+        _say(console, f"{title}:", style="bold", line=True)
         for line in lines or ["  (none)"]:
-            console.print(line, markup=False, highlight=False)
+            _say(console, line)
 
 
 # -- the commands --------------------------------------------------------------------------------
 
 
-def _client(target: str | Sequence[str], terminal: Terminal | None, max_rounds: int) -> Client:
+def _client(target: str | Sequence[str], terminal: Terminal | None, max_rounds: int,
+            deadline: float | None) -> Client:
     options = terminal.client_options() if terminal is not None else {}
+    options["deadline"] = DEFAULT_DEADLINE if deadline is None else deadline
     if isinstance(target, str):
         return Client(target, max_rounds=max_rounds, **options)
     return Client.stdio(target, max_rounds=max_rounds, **options)
@@ -495,10 +552,13 @@ def _client(target: str | Sequence[str], terminal: Terminal | None, max_rounds: 
 
 async def run_call(target: str | Sequence[str], words: Sequence[str], *, prompt: str | None = None,
                    resource: str | None = None, terminal: Terminal, out: Console,
-                   max_rounds: int = 10) -> int:
-    """``mrtr call``: call a tool (``words[0]``, then ``name=value``), a prompt or a resource; return the exit code."""
+                   max_rounds: int = 10, deadline: float | None = None) -> int:
+    """``mrtr call``: call a tool (``words[0]``, then ``name=value``), a prompt or a resource; return the exit code.
+
+    ``deadline`` bounds each exchange with the server (default :data:`~mrtr.client.session.DEFAULT_DEADLINE`).
+    """
     try:
-        async with _client(target, terminal, max_rounds) as client:
+        async with _client(target, terminal, max_rounds, deadline) as client:
             result: ToolResult | PromptResult | ResourceResult
             if resource is not None:
                 if words:
@@ -530,10 +590,11 @@ async def run_call(target: str | Sequence[str], words: Sequence[str], *, prompt:
     return 1 if isinstance(result, ToolResult) and result.is_error else 0
 
 
-async def run_list(target: str | Sequence[str], *, out: Console, errors: Console) -> int:
-    """``mrtr list``: print what the server offers; return the exit code."""
+async def run_list(target: str | Sequence[str], *, out: Console, errors: Console,
+                   deadline: float | None = None) -> int:
+    """``mrtr list``: print what the server offers; return the exit code (``deadline`` as for :func:`run_call`)."""
     try:
-        async with _client(target, None, 10) as client:
+        async with _client(target, None, 10, deadline) as client:
             await show_listing(out, client)
     except ClientError as error:
         show_error(errors, error)

@@ -141,7 +141,8 @@ def parse_response(data: bytes | str) -> dict[str, Any]:
     Raises :class:`~mrtr.core.errors.ParseError` for bytes that are not JSON and
     :class:`~mrtr.core.errors.InvalidRequest` for JSON that is neither a response nor a
     notification (a response needs exactly one of ``result`` and ``error``, and an
-    ``error`` needs an integer ``code`` and a string ``message``).
+    ``error`` needs an integer ``code`` and a string ``message``; only an error may have
+    a null ``id``).
     """
     try:
         message = _decoder.decode(data)
@@ -157,7 +158,8 @@ def parse_response(data: bytes | str) -> dict[str, Any]:
         return message
     if ("result" in message) == ("error" in message):
         raise InvalidRequest('Invalid response: exactly one of "result" and "error" is required')
-    if "id" in message and not _valid_id(message["id"]):
+    # An error answering a request the server could not read carries a null id (JSON-RPC 2.0, 5).
+    if "id" in message and not _valid_id(message["id"]) and not (message["id"] is None and "error" in message):
         raise InvalidRequest('Invalid response: "id" must be a string or an integer')
     if "result" in message:
         if "id" not in message:
