@@ -564,15 +564,15 @@ async def test_a_hand_written_input_schema_is_enforced_before_the_handler_runs()
 def test_ttl_from_the_environment_applies_to_a_secret_given_in_code(monkeypatch):
     monkeypatch.setenv("MRTR_TTL", "7")
     for secret in (base64.b64encode(b"k" * 32).decode(), b"k" * 32, [b"k" * 32]):
-        assert Server("a", secret=secret).engine.codec.ttl == 7.0
-    assert Server("b", secret=b"k" * 32, ttl=3).engine.codec.ttl == 3.0
+        assert Server("a", secret=secret).token_carrier.codec.ttl == 7.0
+    assert Server("b", secret=b"k" * 32, ttl=3).token_carrier.codec.ttl == 3.0
 
 
 def test_a_codec_excludes_secret_and_ttl():
     codec = RequestStateCodec([b"k" * 32])
     with pytest.raises(ValueError, match="either codec or secret"):
         Server("a", codec=codec, ttl=5)
-    assert Server("b", codec=codec).engine.codec is codec
+    assert Server("b", codec=codec).token_carrier.codec is codec
 
 
 def threaded_server(mode: str, release: threading.Event | None = None,

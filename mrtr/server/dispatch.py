@@ -8,7 +8,8 @@ to the ``notify`` callable the transport passes in.
 Every request stands alone: its ``_meta`` must carry the protocol version and the
 client's capabilities, and nothing is remembered between requests. The three methods
 that may ask the user for input (``tools/call``, ``prompts/get``, ``resources/read``)
-run through the wire carrier (:mod:`mrtr.carriers.token`).
+run through a carrier (:mod:`mrtr.carriers`): the token carrier, or the tasks carrier for a
+task tool called by a client that declared the tasks extension.
 """
 
 from __future__ import annotations
@@ -24,9 +25,9 @@ from typing import Any, Literal, Protocol, TypeVar
 import msgspec
 
 from ..core import wire
-from ..carriers.contract import TASKS_EXTENSION, Carrier, TaskHost, ToolBinding
+from ..carriers.contract import TASKS_EXTENSION, Carrier, Interim, Outcome, TaskHost, ToolBinding
 from ..core.context import LOG_LEVELS, Context, LifespanNotRunning
-from ..carriers.token import Engine
+from ..carriers.token import TokenCarrier
 from ..core.jsonrpc import Notify, RunSync, error_response, result_response
 from ..core.errors import (
     HandlerError,
@@ -195,7 +196,7 @@ class Server(Registry):
         if title:
             self.server_info["title"] = title
         self._codec_args = (secret, codec, ttl)
-        self._engine: Engine | None = None
+        self._token_carrier: TokenCarrier | None = None
         self._answers = answers
         self.sync_handlers = sync_handlers
         self.principal = principal
@@ -324,16 +325,17 @@ class Server(Registry):
     # -- configuration ---------------------------------------------------------------
 
     @property
-    def engine(self) -> Engine:
-        """The wire carrier, built on first use so an unused server never warns about keys.
+    def token_carrier(self) -> TokenCarrier:
+        """The token carrier (its key ring), built on first use so an unused server never warns about keys.
 
         A transport that forks workers builds it before forking, so every worker seals
         and opens tokens with the very same key ring.
         """
-        if self._engine is None:
+        if self._token_carrier is None:
             secret, codec, ttl = self._codec_args
-            self._engine = Engine(codec or RequestStateCodec.configure(secret, ttl=ttl), answers=self._answers)
-        return self._engine
+            self._token_carrier = TokenCarrier(codec or RequestStateCodec.configure(secret, ttl=ttl),
+                                               answers=self._answers)
+        return self._token_carrier
 
     @property
     def auth(self) -> Any:
@@ -649,8 +651,8 @@ class Server(Registry):
             outcome = await self._execute(request, tool.fn, arguments, ctx)
         except HandlerError as error:
             return self._tool_error(name, error)
-        if not isinstance(outcome, Completed):
-            return msgspec.to_builtins(outcome)
+        if isinstance(outcome, Interim):
+            return outcome.result
         return tool_result(outcome.result, tool.structured)
 
     def _tool_arguments(self, tool: Any, raw: Any) -> dict[str, Any]:
@@ -696,8 +698,8 @@ class Server(Registry):
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
         outcome = await self._run_protocol_handler(request, prompt.fn, arguments, ctx)
-        if not isinstance(outcome, Completed):
-            return msgspec.to_builtins(outcome)
+        if isinstance(outcome, Interim):
+            return outcome.result
         return prompt_result(outcome.result, prompt.definition.get("description"))
 
     async def _read_resource(self, request: _Request) -> dict[str, Any]:
@@ -712,29 +714,29 @@ class Server(Registry):
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, uri)
         outcome = await self._run_protocol_handler(request, fn, arguments, ctx)
-        if not isinstance(outcome, Completed):
-            return msgspec.to_builtins(outcome)
+        if isinstance(outcome, Interim):
+            return outcome.result
         return self._cacheable(resource_result(outcome.result, uri, mime_type), ttl_ms=0)
 
     def carrier_for(self, method: str, params: Mapping[str, Any]) -> Carrier:
         """The carrier that holds this request's ledger.
 
         The tasks carrier for ``tools/call`` to a task tool from a client that declared
-        the tasks extension (when a task store is running); the wire carrier
-        (:attr:`engine`) for everything else.
+        the tasks extension (when a task store is running); the token carrier
+        (:attr:`token_carrier`) for everything else.
         """
         if method == "tools/call" and self.tasks is not None:
             tool = self._tools.get(params.get("name"))  # type: ignore[arg-type]
             if tool is not None and tool.task and _declares_tasks(_read_envelope(params)):
                 return self.tasks
-        return self.engine
+        return self.token_carrier
 
-    async def _execute(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> Any:
+    async def _execute(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> Outcome:
         carrier = self.carrier_for(request.method, request.params)
         return await carrier.execute(request.method, request.params, fn, arguments, ctx, run_sync=request.run_sync)
 
     async def _run_protocol_handler(self, request: _Request, fn: Any, arguments: Mapping[str, Any],
-                                    ctx: Context) -> Any:
+                                    ctx: Context) -> Outcome:
         try:
             return await self._execute(request, fn, arguments, ctx)
         except HandlerError as error:

@@ -148,8 +148,8 @@ def settle_key(server: Any) -> None:
     codec writes (its :class:`~mrtr.core.errors.EphemeralKeyWarning`, the same news, is not
     shown again). A dispatcher without a key ring is left alone.
     """
-    if not hasattr(type(server), "engine"):
+    if not hasattr(type(server), "token_carrier"):
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", EphemeralKeyWarning)
-        _ = server.engine
+        _ = server.token_carrier

@@ -49,7 +49,7 @@ async def serve_tasks(
     length = lease if lease is not None else _lease_from_env()
     async with open_store(chosen) as opened:
         store: TaskStore = opened if on_change is None else Observed(opened, on_change)
-        carrier = TaskCarrier(store, server.task_binding, lease=length, ttl_ms=ttl_ms, wire=server.engine)
+        carrier = TaskCarrier(store, server.task_binding, lease=length, ttl_ms=ttl_ms, token=server.token_carrier)
         async with trio.open_nursery() as nursery:
             await nursery.start(carrier.serve)
             server.tasks = carrier
