@@ -778,3 +778,42 @@ async def test_a_typed_read_resource_result_keeps_its_own_caching_hints():
 
     result = result_of(await rpc(server, "resources/read", {"uri": "file:///mine"}, result_def="ReadResourceResult"))
     assert (result["ttlMs"], result["cacheScope"]) == (60_000, "private")
+
+
+async def test_a_round_reads_its_envelope_and_its_token_binding_once(monkeypatch):
+    from mrtr.carriers import token
+    from mrtr.server import dispatch
+
+    reads: dict[str, int] = {}
+
+    def count(module, name):
+        original = getattr(module, name)
+
+        def counted(*args, **kwargs):
+            reads[name] = reads.get(name, 0) + 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+    for module, name in ((dispatch, "_read_envelope"), (token, "target_of"), (token, "arguments_of")):
+        count(module, name)
+    server = Server("once", secret=b"s" * 32)
+    server.tasks_url = "memory:"
+
+    @server.tool(task="optional")
+    def two():
+        first = yield Elicit("First?", Form().string("a"))
+        second = yield Elicit("Second?", Form().string("b"))
+        return first.content["a"] + second.content["b"]
+
+    meta = {**META, "io.modelcontextprotocol/clientCapabilities": {
+        "elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}}
+    call = {"name": "two", "arguments": {}, "_meta": meta}
+    async with server.running():
+        asked = result_of(await server.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}))
+        reads.clear()
+        # A retry that restores a token and seals the next one: one envelope, one binding.
+        again = result_of(await server.handle({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            **call, "requestState": asked["requestState"], "inputResponses": {"elicit-1": accept(a="x")}}}))
+    assert list(again["inputRequests"]) == ["elicit-2"]
+    assert reads == {"_read_envelope": 1, "target_of": 1, "arguments_of": 1}

@@ -718,21 +718,21 @@ class Server(Registry):
             return outcome.result
         return self._cacheable(resource_result(outcome.result, uri, mime_type), ttl_ms=0)
 
-    def carrier_for(self, method: str, params: Mapping[str, Any]) -> Carrier:
+    def _carrier_for(self, request: _Request) -> Carrier:
         """The carrier that holds this request's ledger.
 
         The tasks carrier for ``tools/call`` to a task tool from a client that declared
         the tasks extension (when a task store is running); the token carrier
-        (:attr:`token_carrier`) for everything else.
+        (:attr:`token_carrier`) for everything else. Reads the envelope dispatch parsed.
         """
-        if method == "tools/call" and self.tasks is not None:
-            tool = self._tools.get(params.get("name"))  # type: ignore[arg-type]
-            if tool is not None and tool.task and _declares_tasks(_read_envelope(params)):
+        if request.method == "tools/call" and self.tasks is not None and _declares_tasks(request.envelope):
+            tool = self._tools.get(request.params.get("name"))  # type: ignore[arg-type]
+            if tool is not None and tool.task:
                 return self.tasks
         return self.token_carrier
 
     async def _execute(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> Outcome:
-        carrier = self.carrier_for(request.method, request.params)
+        carrier = self._carrier_for(request)
         return await carrier.execute(request.method, request.params, fn, arguments, ctx, run_sync=request.run_sync)
 
     async def _run_protocol_handler(self, request: _Request, fn: Any, arguments: Mapping[str, Any],
