@@ -22,7 +22,7 @@ has to.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import msgspec
 
@@ -33,6 +33,7 @@ __all__ = [
     "Dispatcher",
     "Notify",
     "RequestId",
+    "Response",
     "RunSync",
     "canonical",
     "encode",
@@ -201,12 +202,30 @@ def error_response(request_id: RequestId | None, error: ProtocolError) -> dict[s
     return message
 
 
+class Response(NamedTuple):
+    """A response message and the HTTP status a transport that has statuses sends it with.
+
+    ``status`` is 200 for a result and the error's own
+    :attr:`~mrtr.core.errors.ProtocolError.status_hint` for an error, so a transport
+    renders the status the error was raised with instead of deriving one from its code.
+    """
+
+    message: dict[str, Any]
+    status: int = 200
+
+    @classmethod
+    def refusing(cls, request_id: RequestId | None, error: ProtocolError) -> Response:
+        """The :func:`error_response` for ``error``, with its status hint."""
+        return cls(error_response(request_id, error), error.status_hint)
+
+
 class Dispatcher(Protocol):
     """What a transport needs of a server. :class:`mrtr.Server` implements it.
 
     A transport parses a message with :func:`parse_message`, answers notifications
     itself, checks transport-level rules with :meth:`serves` and
-    :meth:`header_parameters`, and hands each request to :meth:`handle`.
+    :meth:`header_parameters`, and hands each request to :meth:`respond`; an
+    in-process caller that needs no status uses :meth:`handle`.
     """
 
     def serves(self, method: str) -> bool:
@@ -240,4 +259,16 @@ class Dispatcher(Protocol):
         ``auth`` is the caller's verified token (``mrtr.auth.AccessToken``) when the
         transport authenticated the request.
         """
+        ...
+
+    async def respond(
+        self,
+        message: Mapping[str, Any],
+        *,
+        headers: Mapping[str, str] | None = None,
+        notify: Notify | None = None,
+        run_sync: RunSync | None = None,
+        auth: Any = None,
+    ) -> Response:
+        """:meth:`handle`, with the status hint of the answer: what transports call."""
         ...

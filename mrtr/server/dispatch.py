@@ -1,9 +1,10 @@
 """An MCP 2026-07-28 server: a registry of tools, prompts and resources, and stateless dispatch.
 
 :class:`Server` knows nothing about sockets. A transport parses a JSON-RPC message with
-:func:`mrtr.core.jsonrpc.parse_message` and hands requests to :meth:`Server.handle`, which returns the
-response message as a dict. Request-scoped notifications (progress, log messages) go
-to the ``notify`` callable the transport passes in.
+:func:`mrtr.core.jsonrpc.parse_message` and hands requests to :meth:`Server.respond`, which
+returns the response message with the status to send it with (:meth:`Server.handle`: the
+message alone, for callers in this process). Request-scoped notifications (progress, log
+messages) go to the ``notify`` callable the transport passes in.
 
 Every request stands alone: its ``_meta`` must carry the protocol version and the
 client's capabilities, and nothing is remembered between requests. The three methods
@@ -28,7 +29,7 @@ from ..core import wire
 from ..carriers.contract import TASKS_EXTENSION, Carrier, Interim, Outcome, TaskHost, ToolBinding
 from ..core.context import LOG_LEVELS, Context, LifespanNotRunning
 from ..carriers.token import TokenCarrier
-from ..core.jsonrpc import Notify, RunSync, error_response, result_response
+from ..core.jsonrpc import Notify, Response, RunSync, result_response
 from ..core.errors import (
     HandlerError,
     InternalError,
@@ -506,6 +507,37 @@ class Server(Registry):
 
     # -- dispatch ------------------------------------------------------------------------
 
+    async def respond(
+        self,
+        message: Mapping[str, Any],
+        *,
+        headers: Mapping[str, str] | None = None,
+        notify: Notify | None = None,
+        run_sync: RunSync | None = None,
+        auth: Any = None,
+    ) -> Response:
+        """Serve one parsed JSON-RPC request: its response message and the status to send it with.
+
+        ``headers`` are the transport's request headers (for the principal source),
+        ``notify`` receives the request's notifications, and ``run_sync`` runs a sync
+        handler away from the event loop when the server was built with
+        ``sync_handlers="thread"`` (``notify`` must then accept calls from that thread;
+        see :mod:`mrtr.transports.shared`). Without ``run_sync`` every handler runs inline.
+        Protocol errors become error responses with their status hint; an unexpected
+        failure becomes ``-32603`` (logged with its traceback, never sent to the
+        client). ``auth`` is the caller's verified token; a protected server refuses a
+        request without one.
+        """
+        request_id: Any = message.get("id")
+        try:
+            result = await self._dispatch(message, headers or {}, notify, run_sync, auth)
+        except ProtocolError as error:
+            return Response.refusing(request_id, error)
+        except Exception:
+            log.exception("unexpected failure serving %s", message.get("method"))
+            return Response.refusing(request_id, InternalError("Internal error"))
+        return Response(result_response(request_id, result))
+
     async def handle(
         self,
         message: Mapping[str, Any],
@@ -515,26 +547,11 @@ class Server(Registry):
         run_sync: RunSync | None = None,
         auth: Any = None,
     ) -> dict[str, Any]:
-        """Serve one parsed JSON-RPC request and return its response message.
+        """Serve one parsed JSON-RPC request and return its response message (see :meth:`respond`).
 
-        ``headers`` are the transport's request headers (for the principal source),
-        ``notify`` receives the request's notifications, and ``run_sync`` runs a sync
-        handler away from the event loop when the server was built with
-        ``sync_handlers="thread"`` (``notify`` must then accept calls from that thread;
-        see :mod:`mrtr.transports.shared`). Without ``run_sync`` every handler runs inline.
-        Protocol errors become error responses; an unexpected failure becomes
-        ``-32603`` (logged with its traceback, never sent to the client). ``auth`` is
-        the caller's verified token; a protected server refuses a request without one.
+        For callers in this process, which have no status to send.
         """
-        request_id: Any = message.get("id")
-        try:
-            result = await self._dispatch(message, headers or {}, notify, run_sync, auth)
-        except ProtocolError as error:
-            return error_response(request_id, error)
-        except Exception:
-            log.exception("unexpected failure serving %s", message.get("method"))
-            return error_response(request_id, InternalError("Internal error"))
-        return result_response(request_id, result)
+        return (await self.respond(message, headers=headers, notify=notify, run_sync=run_sync, auth=auth)).message
 
     async def _dispatch(self, message: Mapping[str, Any], headers: Mapping[str, str], notify: Notify | None,
                         run_sync: RunSync | None, auth: Any) -> Any:

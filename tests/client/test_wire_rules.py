@@ -20,7 +20,7 @@ import trio
 import mrtr
 from mrtr.client.headers import InvalidHeaderSchema, header_value, mirrored_parameters, request_headers
 from mrtr.transports.http.native import serve
-from mrtr.core.jsonrpc import result_response
+from mrtr.core.jsonrpc import Response, result_response
 
 from .conftest import check_sent
 
@@ -50,6 +50,9 @@ class Scripted:
         if message["method"] == "tools/list":
             return result_response(message["id"], {"resultType": "complete", "tools": self.tools})
         return result_response(message["id"], self.script(message["params"], headers or {}))
+
+    async def respond(self, message: Mapping[str, Any], **options: Any) -> Response:
+        return Response(await self.handle(message, **options))
 
 
 @pytest.fixture(params=["inprocess", "http"])
