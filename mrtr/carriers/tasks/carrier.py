@@ -8,7 +8,8 @@ Lifecycle of one task, as store transitions (each one compare-and-set on the ver
   sync handler runs in a worker thread, so lease renewal and other tasks go on). Each
   Step's result is saved before the handler goes on; progress becomes
   ``statusMessage``; the lease is renewed every third of its length. The run ends
-  ``completed``, ``failed`` or ``input_required`` (lease dropped).
+  ``completed``, ``failed`` or ``input_required`` (lease dropped), and that last write
+  carries the last progress reported.
 - ``update``: answers merged leniently into the ledger (:func:`~mrtr.core.ledger.merge_answers`);
   when no key is pending any more, the same write sets ``working`` and takes the lease,
   so whichever update wins that write is the only one that resumes the task.
@@ -429,7 +430,9 @@ class _Run:
                 nursery.cancel_scope.cancel()
         if final is None or self.lost:
             return
-        done = final
+        # The lease renewal that would have published the last progress was cancelled with the
+        # run, or never woke up: the write that ends the run carries it.
+        done = final if self.message is None or "status_message" in final else {**final, "status_message": self.message}
 
         def finish(current: TaskRecord, now: float) -> TaskRecord:
             return current.evolve(now, lease_owner=None, lease_expiry=0.0, **done)
