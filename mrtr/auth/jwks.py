@@ -6,8 +6,11 @@ single-flight: however many requests need a refresh at once, one fetch goes out 
 the others wait for its result. A token naming a ``kid`` we do not know forces one
 refetch (keys rotate), at most once per ``cooldown`` seconds, so a stream of tokens
 with made-up key ids cannot turn the server into a load generator against the
-authorization server. Keys that cannot verify signatures (symmetric keys, keys marked
-for encryption, keys joserfc cannot import) are skipped, never fatal.
+authorization server. A failed fetch is retried after a bounded exponential backoff,
+and until then no request fetches: with no key set held, requests are answered 503 at
+once (never "unknown key", which would make clients discard good tokens). Keys that
+cannot verify signatures (symmetric keys, keys marked for encryption, keys joserfc
+cannot import) are skipped, never fatal.
 """
 
 from __future__ import annotations
@@ -59,9 +62,18 @@ class JWKSCache:
 
     ``ttl`` is the lifetime when the response names none (and the upper bound when it
     does); ``cooldown`` the least time between two fetches forced by unknown key ids;
-    ``timeout`` bounds one fetch and ``max_bytes`` the document. ``client`` is an
+    ``timeout`` bounds one fetch and ``max_bytes`` the document. After a failed fetch
+    the next one waits ``backoff`` seconds, doubling with each further failure up to
+    ``backoff_max``; until then no request fetches. ``client`` is an
     ``httpx.AsyncClient`` (one is created when omitted). ``clock`` is monotonic
     seconds (trio's clock by default). ``fetches`` counts fetch attempts.
+
+    What a request gets while the key set cannot be fetched: with no key set held,
+    :class:`VerifierUnavailable` (503), always, whether it waited for the failed fetch
+    or arrived during the backoff; with a key set held, its keys keep vouching for the
+    tokens they signed, and a token naming another key is unavailable too (the
+    provider may have rotated to it), never "unknown key". Only a key set fetched
+    successfully can make a ``kid`` unknown.
     """
 
     def __init__(
@@ -73,8 +85,12 @@ class JWKSCache:
         cooldown: float = 30.0,
         timeout: float = 10.0,
         max_bytes: int = 64 * 1024,
+        backoff: float = 1.0,
+        backoff_max: float = 30.0,
         clock: Callable[[], float] | None = None,
     ) -> None:
+        if not 0 < backoff <= backoff_max:
+            raise ValueError(f"need 0 < backoff <= backoff_max, got {backoff!r} and {backoff_max!r}")
         self.uri = uri
         self._client = client
         self._owns_client = client is None
@@ -82,31 +98,44 @@ class JWKSCache:
         self.cooldown = cooldown
         self.timeout = timeout
         self.max_bytes = max_bytes
+        self.backoff = backoff
+        self.backoff_max = backoff_max
         self._clock = clock or trio.current_time
         self._keys: dict[str | None, Any] | None = None
         self._fresh_until = 0.0
         self._last_fetch: float | None = None
         self._generation = 0
         self._lock = trio.Lock()
+        self._failures = 0  # consecutive failed fetches; 0 once one succeeds
+        self._retry_at = 0.0  # no fetch before this time while failing
+        self._failure = ""
         self.fetches = 0
 
     async def key(self, kid: str | None) -> Any | None:
         """The key for ``kid`` (``None``: the set's only key), or ``None`` when there is none.
 
-        Raises :class:`VerifierUnavailable` when no key set could ever be fetched, or
-        when the refetch an unknown ``kid`` needs fails.
+        ``None`` is a verdict (the token names a key the provider does not have), so it
+        is given only from a key set fetched successfully. Raises
+        :class:`VerifierUnavailable` when no key set is held, and when ``kid`` is not
+        in the set held and the provider cannot be asked (its last fetch failed).
         """
         now = self._clock()
-        if self._keys is None or now >= self._fresh_until:
+        if (self._keys is None or now >= self._fresh_until) and now >= self._retry_at:
             await self._refresh(self._generation, forced=False)
+        if self._keys is None:
+            # Also every request that waited on the fetch that just failed: no keys, no verdict.
+            raise self._unavailable()
         found = self._lookup(kid)
         if found is not None:
             return found
         last = self._last_fetch
-        if last is not None and self._clock() - last < self.cooldown:
+        if not self._failures and last is not None and self._clock() - last < self.cooldown:
             return None
         await self._refresh(self._generation, forced=True)
-        return self._lookup(kid)
+        found = self._lookup(kid)
+        if found is None and self._failures:
+            raise self._unavailable()
+        return found
 
     def _lookup(self, kid: str | None) -> Any | None:
         keys = self._keys or {}
@@ -114,13 +143,24 @@ class JWKSCache:
             return next(iter(keys.values())) if len(keys) == 1 else None
         return keys.get(kid)
 
+    def _unavailable(self) -> VerifierUnavailable:
+        wait = max(self._retry_at - self._clock(), 0.0)
+        return VerifierUnavailable(f"{self._failure or 'key set unavailable'}; next fetch in {wait:.1f} s",
+                                   retry_after=wait)
+
     async def _refresh(self, seen: int, *, forced: bool) -> None:
+        """Fetch the key set unless another caller just did, or the backoff says not yet.
+
+        Never raises: the outcome is in the state :meth:`key` reads (keys held, failures).
+        """
         async with self._lock:
             if self._generation != seen:
                 return  # someone refreshed while we waited: use their result
             now = self._clock()
             if not forced and self._keys is not None and now < self._fresh_until:
                 return
+            if now < self._retry_at:
+                return  # backing off after a failed fetch
             self._last_fetch = now
             self.fetches += 1
             try:
@@ -128,19 +168,22 @@ class JWKSCache:
                     self._client = new_client()
                 fetched = await fetch_json(self._client, "GET", self.uri, timeout=self.timeout,
                                            max_bytes=self.max_bytes, what="key set")
-            except VerifierUnavailable:
+                keys = import_keys(fetched.data)
+                if not keys:
+                    raise VerifierUnavailable("key set holds no usable signing key")
+            except VerifierUnavailable as exc:
+                # Kept keys keep serving; the next try waits, so an outage costs the provider
+                # one fetch per backoff step however many requests arrive.
                 self._generation += 1
-                if self._keys is None or forced:
-                    raise
-                # Keep serving the keys we have; retry after the cooldown, not at once.
-                self._fresh_until = now + self.cooldown
+                self._failures += 1
+                self._failure = exc.description
+                delay = min(self.backoff * 2 ** min(self._failures - 1, 62), self.backoff_max)
+                self._retry_at = self._clock() + delay
                 return
-            keys = import_keys(fetched.data)
             self._generation += 1
-            if not keys and self._keys is None:
-                raise VerifierUnavailable("key set holds no usable signing key")
-            if keys:
-                self._keys = keys
+            self._failures = 0
+            self._retry_at = 0.0
+            self._keys = keys
             lifetime = self.ttl if fetched.max_age is None else min(max(fetched.max_age, self.cooldown), self.ttl)
             self._fresh_until = now + lifetime
 

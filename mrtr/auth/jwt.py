@@ -107,7 +107,9 @@ class JWTVerifier:
     accepted values compared case-insensitively with an optional ``application/``
     prefix (``("at+jwt",)`` is RFC 9068's; many providers send ``JWT``). ``leeway`` is
     the clock skew tolerated on ``exp`` and ``nbf``. ``scope_rule`` makes this
-    verifier's scope hierarchy known to the resource server.
+    verifier's scope hierarchy known to the resource server. ``jwks_backoff`` and
+    ``jwks_backoff_max`` bound the retries of a key set that cannot be fetched (see
+    :class:`~mrtr.auth.jwks.JWKSCache`).
 
     A token that verified is remembered for ``cache_ttl`` seconds (never past its
     ``exp``), keyed by its SHA-256, so a client that sends the same token with every
@@ -132,6 +134,8 @@ class JWTVerifier:
         jwks_cooldown: float = 30.0,
         jwks_timeout: float = 10.0,
         jwks_max_bytes: int = 64 * 1024,
+        jwks_backoff: float = 1.0,
+        jwks_backoff_max: float = 30.0,
         cache_ttl: float = 60.0,
         cache_size: int = 4096,
         clock: Callable[[], float] = time.time,
@@ -161,7 +165,8 @@ class JWTVerifier:
         self.keys: JWKSCache | _StaticKeys
         if jwks_uri is not None:
             self.keys = JWKSCache(jwks_uri, client=http_client, ttl=jwks_ttl, cooldown=jwks_cooldown,
-                                  timeout=jwks_timeout, max_bytes=jwks_max_bytes)
+                                  timeout=jwks_timeout, max_bytes=jwks_max_bytes, backoff=jwks_backoff,
+                                  backoff_max=jwks_backoff_max)
         else:
             self.keys = _StaticKeys(public_key)
 

@@ -9,6 +9,8 @@ questions and render the same :class:`Reply`:
 * :meth:`ResourceServer.authenticate` reads the ``Authorization`` header, asks the
   verifier and checks the server-wide ``required_scopes``;
 * :meth:`ResourceServer.authorize` checks the scopes one operation needs;
+* :meth:`ResourceServer.accepted_until` says how long a token stays good, which is how
+  long a listen stream opened with it may last;
 * :meth:`ResourceServer.challenge` turns any :class:`AuthError` into the exact
   status, ``WWW-Authenticate`` header and body.
 """
@@ -16,6 +18,7 @@ questions and render the same :class:`Reply`:
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -195,6 +198,19 @@ class ResourceServer:
         self.authorize(access, self.required_scopes)
         return access
 
+    def accepted_until(self, access: AccessToken) -> float | None:
+        """Until when (epoch seconds) a new request with this token would still pass, or ``None``.
+
+        The token's ``expires_at`` plus the verifier's ``leeway`` (the clock skew it
+        tolerates, if it has one): a ``subscriptions/listen`` stream opened with the
+        token ends then, so a stream never outlives the requests its token could make.
+        ``None`` when the verifier did not learn an expiry.
+        """
+        if access.expires_at is None:
+            return None
+        leeway = getattr(self.verifier, "leeway", 0.0)
+        return access.expires_at + (leeway if isinstance(leeway, (int, float)) and leeway > 0 else 0.0)
+
     def satisfies(self, access: AccessToken, required: Collection[str]) -> bool:
         """True when the token's scopes satisfy every scope in ``required``."""
         return all(self.scope_rule(access.scopes, scope) for scope in required)
@@ -216,14 +232,16 @@ class ResourceServer:
         """The exact HTTP answer for ``error``.
 
         No credentials: 401 with ``resource_metadata`` and ``scope`` and no error code.
-        Infrastructure failure: 503 without a challenge. Otherwise the RFC 6750 error
+        Infrastructure failure: 503 without a challenge, ``Retry-After`` from the
+        error's ``retry_after`` (5 s when the verifier does not know). Otherwise the RFC 6750 error
         code with a safe ``error_description``; a 403 names the scopes the operation
         needs.
         """
         if isinstance(error, VerifierUnavailable):
             body = json.dumps({"error": "temporarily_unavailable",
                                "error_description": "token verification is unavailable"}).encode()
-            return Reply(503, ((b"content-type", b"application/json"), (b"retry-after", b"5")), body)
+            wait = 5 if error.retry_after is None else max(1, math.ceil(error.retry_after))
+            return Reply(503, ((b"content-type", b"application/json"), (b"retry-after", b"%d" % wait)), body)
         params: list[tuple[str, str]] = []
         if error.error is not None:
             params.append(("error", error.error))

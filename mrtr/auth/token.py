@@ -125,10 +125,15 @@ class VerifierUnavailable(AuthError):
 
     Not the token's fault: the transport answers 503 without an ``invalid_token``
     challenge so the client does not throw away a token that may be valid.
+    ``retry_after`` is when asking again may help, in seconds, if the verifier knows.
     """
 
     status_hint = 503
     error = None
+
+    def __init__(self, description: str = "", retry_after: float | None = None) -> None:
+        super().__init__(description)
+        self.retry_after = retry_after
 
 
 @runtime_checkable
@@ -139,7 +144,8 @@ class TokenVerifier(Protocol):
     :class:`VerifierUnavailable` when it cannot decide. It must check that the token
     was issued for this resource (audience): the resource server does not look at
     the audience again. A verifier may also define ``scope_satisfied(granted,
-    required) -> bool`` to say how its scopes imply one another.
+    required) -> bool`` to say how its scopes imply one another, and ``leeway``, the
+    seconds past ``expires_at`` it still accepts a token (a listen stream lasts as long).
     """
 
     async def verify(self, token: str) -> AccessToken:

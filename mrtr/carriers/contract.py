@@ -40,6 +40,7 @@ __all__ = [
     "Interim",
     "Outcome",
     "StepStore",
+    "TaskAccess",
     "TaskHost",
     "ToolBinding",
     "TASKS_EXTENSION",
@@ -151,13 +152,22 @@ class ToolBinding(NamedTuple):
 
     ``arguments`` are the decoded arguments the handler is called with; ``shape`` turns
     the handler's value into the ``CallToolResult`` object; ``handler_failed`` turns a
-    failing handler into the result the wire answers for it (a tool error result).
+    failing handler into the result the wire answers for it (a tool error result);
+    ``scopes`` are the OAuth scopes calling the tool needs, recorded with its task.
     """
 
     handler: Any
     arguments: Mapping[str, Any]
     shape: Callable[[Any], dict[str, Any]]
     handler_failed: Callable[[HandlerError], dict[str, Any]]
+    scopes: tuple[str, ...] = ()
+
+
+class TaskAccess(NamedTuple):
+    """What guards a task: the tool it runs and the scopes recorded for that tool at its creation."""
+
+    tool: str
+    scopes: tuple[str, ...]
 
 
 class TaskHost(Carrier, Protocol):
@@ -179,4 +189,8 @@ class TaskHost(Carrier, Protocol):
 
     async def cancel(self, task_id: Any, principal: str | None) -> dict[str, Any]:
         """``tasks/cancel``: the empty acknowledgement."""
+        ...
+
+    async def access(self, task_id: Any, principal: str | None) -> TaskAccess | None:
+        """What guards the task, or ``None`` for an unknown, expired or other principal's task."""
         ...

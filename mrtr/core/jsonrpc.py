@@ -241,8 +241,15 @@ class Dispatcher(Protocol):
         """The resource-server configuration (``mrtr.auth.ResourceServer``) of a protected server, else ``None``."""
         ...
 
-    def required_scopes(self, method: str, name: str | None) -> Sequence[str]:
-        """The OAuth scopes a request for ``method`` on ``name`` needs beyond the server-wide ones."""
+    async def required_scopes(self, message: Mapping[str, Any], *, headers: Mapping[str, str] | None = None,
+                              auth: Any = None) -> Sequence[str]:
+        """The OAuth scopes serving ``message`` needs beyond the server-wide ones.
+
+        Asked by a transport of a protected server before dispatch, with what it would
+        pass to :meth:`handle`, so a lacking scope is answered 403 before any byte of
+        the response. Async because some scopes live with stored state (a task's are
+        those of the tool that created it).
+        """
         ...
 
     async def handle(

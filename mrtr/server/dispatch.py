@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import inspect
 import logging
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from typing import Any, Literal, Protocol, TypeVar
 import msgspec
 
 from ..core import wire
-from ..carriers.contract import TASKS_EXTENSION, Carrier, Interim, Outcome, TaskHost, ToolBinding
+from ..carriers.contract import TASKS_EXTENSION, Carrier, Interim, Outcome, TaskAccess, TaskHost, ToolBinding
 from ..core.context import LOG_LEVELS, Context, LifespanNotRunning
 from ..carriers.token import TokenCarrier
 from ..core.jsonrpc import Notify, Response, RunSync, result_response
@@ -105,9 +106,10 @@ class Broadcast(Protocol):
         """Queue a notification for every listener; callable from any thread."""
         ...
 
-    def listen(self) -> Any:
+    def listen(self, until: float | None = None) -> Any:
         """A new listener (registered at once): an async iterable of ``(method, params)``
-        with a ``close()`` that unregisters it."""
+        with a ``close()`` that unregisters it; its iteration ends at ``until`` (epoch
+        seconds) when given."""
         ...
 
 
@@ -128,6 +130,8 @@ def _takes_argument(fn: Any) -> bool:
 
 
 _Entry = TypeVar("_Entry")
+
+_TASK_GUARDS = 4096  # tasks whose guard is remembered (a few hundred bytes each)
 
 PrincipalSource = Callable[[RequestInfo], "str | None | Awaitable[str | None]"]
 
@@ -226,6 +230,9 @@ class Server(Registry):
             "subscriptions/listen": self._listen,
         }
         self._hubs: list[Broadcast] = []
+        # (task id, principal) -> what guards that task. Both are fixed at creation, so an entry
+        # never goes stale; it spares the store a second read when the transport asked first.
+        self._task_guards: OrderedDict[tuple[str, str | None], TaskAccess] = OrderedDict()
         self.tasks: TaskHost | None = None
         self.tasks_url: str | None = None
         self.task_lease: float | None = None
@@ -401,7 +408,7 @@ class Server(Registry):
         structured = tool.structured
         return ToolBinding(
             tool.fn, self._tool_arguments(tool, raw_arguments), lambda value: tool_result(value, structured),
-            lambda error: self._tool_error(name, error),
+            lambda error: self._tool_error(name, error), tool.scopes,
         )
 
     # -- subscriptions ---------------------------------------------------------------
@@ -459,9 +466,13 @@ class Server(Registry):
                 agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
         subscribed = set(agreed.get("resourceSubscriptions", ()))
         meta = {wire.META_SUBSCRIPTION_ID: request.id}
+        # A stream must not outlive its token: it ends, with its result (the spec's graceful
+        # closure), when a new request with the token would be refused, and the client
+        # listens again with a fresh one.
+        until = None if self._auth is None or request.auth is None else self._auth.accepted_until(request.auth)
         # Registered before the acknowledgement (and before the task checks below), so
         # nothing published after it is missed.
-        listener = self._hubs[-1].listen()
+        listener = self._hubs[-1].listen(until)
         try:
             watched = await self._watched_tasks(request, wanted.get("taskIds"))
             if watched is not None:
@@ -492,18 +503,93 @@ class Server(Registry):
                 f"Task notifications require the {TASKS_EXTENSION} client capability",
                 {"extensions": {TASKS_EXTENSION: {}}},
             )
-        tasks = self.tasks
-        if tasks is None:
+        if self.tasks is None:
             return []
         principal = await self._principal(request)
         watched = []
+        required: dict[str, None] = {}
         for task_id in dict.fromkeys(task_ids):
-            try:
-                await tasks.get(task_id, principal)
-            except InvalidParams:
+            guard = await self._task_guard(task_id, principal, fresh=True)
+            if guard is None:
                 continue
             watched.append(task_id)
+            required.update(dict.fromkeys(guard))
+        if not self._permitted(request, tuple(required)):
+            # Before the acknowledgement: a stream that may not carry a task's news never opens.
+            raise InvalidRequest(f"Forbidden: the tasks listed need the scopes {' '.join(required)}")
         return watched
+
+    # -- scopes of tasks ---------------------------------------------------------------
+
+    async def _task_guard(self, task_id: Any, principal: str | None, *, fresh: bool = False) -> tuple[str, ...] | None:
+        """The scopes guarding a task this principal may see, or ``None`` for any other id.
+
+        The scopes recorded with the task, and those its tool has now: a record stored
+        before scopes were kept, or a tool given more scopes since, still guards its
+        tasks. ``fresh`` asks the store even when the answer is cached (the task may have
+        expired since). Raises the store's error when it cannot be asked.
+        """
+        tasks = self.tasks
+        if tasks is None or not isinstance(task_id, str):
+            return None
+        key = (task_id, principal)
+        found = None if fresh else self._task_guards.get(key)
+        if found is None:
+            found = await tasks.access(task_id, principal)
+            if found is None:
+                self._task_guards.pop(key, None)
+                return None
+            self._task_guards[key] = found
+            while len(self._task_guards) > _TASK_GUARDS:
+                self._task_guards.popitem(last=False)
+        return tuple(dict.fromkeys((*found.scopes, *self.tool_scopes(found.tool))))
+
+    async def _task_scopes(self, task_ids: list[Any], principal: str | None) -> tuple[str, ...]:
+        required: dict[str, None] = {}
+        for task_id in dict.fromkeys(task_ids):
+            guard = await self._task_guard(task_id, principal)
+            if guard is not None:
+                required.update(dict.fromkeys(guard))
+        return tuple(required)
+
+    async def required_scopes(self, message: Mapping[str, Any], *, headers: Mapping[str, str] | None = None,
+                              auth: Any = None) -> tuple[str, ...]:
+        """The OAuth scopes serving ``message`` needs beyond the server-wide ones.
+
+        ``tools/call``: the tool's ``scopes``. ``tasks/get``, ``tasks/update`` and
+        ``tasks/cancel``: the scopes of the tool whose task it is; ``subscriptions/listen``
+        with ``taskIds``: those of every task listed. Only tasks the caller (the
+        principal of ``headers`` and ``auth``, as :meth:`handle` would see it) may see
+        count, so no answer tells another caller's task from an unknown id; an unknown
+        tool or task needs nothing here, and dispatch answers it. The HTTP transports ask
+        this before dispatch to answer 403; dispatch checks the same scopes again, so a
+        lookup that fails here (the task store away) leaves the request guarded.
+        """
+        method = message.get("method")
+        params = message.get("params")
+        if not isinstance(params, Mapping):
+            params = {}
+        if method == "tools/call":
+            return self.tool_scopes(params.get("name"))
+        if method in ("tasks/get", "tasks/update", "tasks/cancel"):
+            task_ids = [params.get("taskId")]
+        elif method == "subscriptions/listen":
+            wanted = params.get("notifications")
+            listed = wanted.get("taskIds") if isinstance(wanted, Mapping) else None
+            if not isinstance(listed, list):
+                return ()
+            task_ids = listed
+        else:
+            return ()
+        if self.tasks is None:
+            return ()
+        try:
+            principal = await self._principal_of(str(method), params, headers or {}, auth)
+            return await self._task_scopes(task_ids, principal)
+        except Exception:
+            # Dispatch meets the same failure and answers it; its own scope check still holds.
+            log.debug("could not look up the scopes of %s before dispatch", method, exc_info=True)
+            return ()
 
     # -- dispatch ------------------------------------------------------------------------
 
@@ -579,9 +665,13 @@ class Server(Registry):
         return result
 
     async def _principal(self, request: _Request) -> str | None:
+        return await self._principal_of(request.method, request.params, request.headers, request.auth)
+
+    async def _principal_of(self, method: str, params: Mapping[str, Any], headers: Mapping[str, str],
+                            auth: Any) -> str | None:
         if self.principal is None:
-            return None if request.auth is None else request.auth.principal
-        value = self.principal(RequestInfo(request.method, request.params, request.headers))
+            return None if auth is None else auth.principal  # type: ignore[no-any-return]
+        value = self.principal(RequestInfo(method, params, headers))
         if inspect.isawaitable(value):
             value = await value
         if value is not None and not isinstance(value, str):
@@ -696,6 +786,11 @@ class Server(Registry):
             raise InternalError("Internal error: no task store is running (enter Server.running())")
         principal = await self._principal(request)
         task_id = request.params.get("taskId")
+        if self._auth is not None:
+            required = await self._task_scopes([task_id], principal)
+            if not self._permitted(request, required):
+                # The HTTP transports answer 403 before dispatch; this guards in-process callers.
+                raise InvalidRequest(f"Forbidden: this task needs the scopes {' '.join(required)}")
         if request.method == "tasks/get":
             return await tasks.get(task_id, principal)
         if request.method == "tasks/update":

@@ -530,15 +530,9 @@ class Registry:
         return [dict(resource.definition) for resource in self._resources.values()] + \
             [dict(template.definition) for template in self._templates]
 
-    def required_scopes(self, method: str, name: str | None) -> tuple[str, ...]:
-        """The scopes a request for ``method`` on ``name`` needs beyond the server-wide ones.
-
-        Only ``tools/call`` of a tool registered with ``scopes`` needs any; an unknown
-        tool needs none here (dispatch answers it ``-32602``).
-        """
-        if method != "tools/call" or name is None:
-            return ()
-        tool = self._tools.get(name)
+    def tool_scopes(self, name: Any) -> tuple[str, ...]:
+        """The scopes calling tool ``name`` needs beyond the server-wide ones (none for an unknown tool)."""
+        tool = self._tools.get(name) if isinstance(name, str) else None
         return tool.scopes if tool else ()
 
     def header_parameters(self, tool_name: str) -> dict[str, str]:

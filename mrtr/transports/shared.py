@@ -13,6 +13,8 @@ with :func:`lifespan`, which also gives it the :class:`Hub` that
 from __future__ import annotations
 
 import logging
+import math
+import time
 import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -23,7 +25,7 @@ import trio
 from ..core.jsonrpc import Notify
 from ..core.errors import EphemeralKeyWarning
 
-__all__ = ["Hub", "lifespan", "run_in_thread", "settle_key", "thread_safe"]
+__all__ = ["Hub", "Listener", "lifespan", "run_in_thread", "settle_key", "thread_safe"]
 
 log = logging.getLogger("mrtr")
 
@@ -91,14 +93,18 @@ class Hub:
             except (trio.ClosedResourceError, trio.BrokenResourceError):
                 self._listeners.discard(channel)
 
-    def listen(self) -> trio.MemoryReceiveChannel[tuple[str, dict[str, Any]]]:
-        """A new listener, registered at once; iterating it ends when the hub closes."""
+    def listen(self, until: float | None = None) -> Listener:
+        """A new listener, registered at once; iterating it ends when the hub closes.
+
+        ``until`` (epoch seconds, as a token's expiry is given) ends it then as well.
+        """
         send, receive = trio.open_memory_channel[tuple[str, dict[str, Any]]](self._backlog)
         if self.closed:
             send.close()
         else:
             self._listeners.add(send)
-        return receive
+        deadline = math.inf if until is None else trio.current_time() + (until - time.time())
+        return Listener(receive, deadline)
 
     def _drop(self, channel: trio.MemorySendChannel[tuple[str, dict[str, Any]]]) -> None:
         self._listeners.discard(channel)
@@ -109,6 +115,36 @@ class Hub:
         self.closed = True
         for channel in list(self._listeners):
             self._drop(channel)
+
+
+class Listener:
+    """One listen stream's notifications from a :class:`Hub`: ``(method, params)`` pairs.
+
+    Iteration ends when the hub closes or drops the listener, or at ``deadline`` (trio
+    time), whichever comes first; :meth:`close` unregisters it.
+    """
+
+    __slots__ = ("_deadline", "_receive")
+
+    def __init__(self, receive: trio.MemoryReceiveChannel[tuple[str, dict[str, Any]]], deadline: float) -> None:
+        self._receive = receive
+        self._deadline = deadline
+
+    def __aiter__(self) -> Listener:
+        return self
+
+    async def __anext__(self) -> tuple[str, dict[str, Any]]:
+        with trio.move_on_at(self._deadline):
+            try:
+                return await self._receive.receive()
+            except trio.EndOfChannel:
+                raise StopAsyncIteration from None
+        log.debug("a subscriptions/listen stream reached its end of validity; ending it")
+        raise StopAsyncIteration
+
+    def close(self) -> None:
+        """Stop receiving: the hub forgets this listener at its next delivery."""
+        self._receive.close()
 
 
 @asynccontextmanager

@@ -137,8 +137,33 @@ class IdentityProvider:
         return self.base + "/introspect"
 
     async def serve(self, nursery: trio.Nursery) -> None:
-        listeners = await nursery.start(partial(trio.serve_tcp, self._connection, 0, host="127.0.0.1"))
+        self._nursery = nursery
+        await self._listen(0)
+
+    async def _listen(self, port: int) -> None:
+        scope = trio.CancelScope()
+        closed = trio.Event()
+
+        async def run(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+            try:
+                with scope:
+                    await trio.serve_tcp(self._connection, port, host="127.0.0.1", task_status=task_status)
+            finally:
+                closed.set()
+
+        listeners = await self._nursery.start(run)
         self.port = listeners[0].socket.getsockname()[1]
+        self._listener = (scope, closed)
+
+    async def down(self) -> None:
+        """Stop listening and drop every connection: fetches are refused until :meth:`up`."""
+        scope, closed = self._listener
+        scope.cancel()
+        await closed.wait()
+
+    async def up(self) -> None:
+        """Listen again on the same port."""
+        await self._listen(self.port)
 
     async def _route(self, request: h11.Request, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         path = request.target.decode()

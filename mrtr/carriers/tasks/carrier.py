@@ -37,7 +37,7 @@ from ...core.jsonrpc import RunSync
 from ...core.ledger import Ledger, merge_answers
 from ...core.replay import Completed, Detached, InputRequired
 from ...core.schema import RequestedSchema
-from ..contract import Interim, ToolBinding, run_handler
+from ..contract import Interim, TaskAccess, ToolBinding, run_handler
 from ..token import TokenCarrier
 from .record import TaskRecord, new_task_id
 from .store import StoreUnavailable, TaskStore, mutate
@@ -171,13 +171,14 @@ class TaskCarrier:
         client_capabilities: Mapping[str, Any] | None,
         ledger: Ledger | None = None,
         result: dict[str, Any] | None = None,
+        scopes: tuple[str, ...] = (),
     ) -> TaskRecord:
         """Store a new working task, start running it, and return the stored record.
 
         ``ledger`` carries answers gathered by MRTR rounds before the task existed;
         ``result`` stores a task that is already completed (the handler finished during
-        those rounds). Returns only once the record is durable, so ``tasks/get``
-        resolves it at once.
+        those rounds); ``scopes`` are the tool's, which its task methods need too.
+        Returns only once the record is durable, so ``tasks/get`` resolves it at once.
         """
         if self._nursery is None:
             raise RuntimeError("TaskCarrier.serve() is not running; start it in a nursery before creating tasks")
@@ -199,6 +200,7 @@ class TaskCarrier:
             lease_expiry=0.0 if result is not None else now + self.lease,
             status="completed" if result is not None else "working",
             result=result,
+            scopes=tuple(scopes),
         )
         await self.store.create(record)
         if result is None:
@@ -229,19 +231,24 @@ class TaskCarrier:
         name = str(params.get("name"))
         raw = params.get("arguments") or {}
         done: dict[str, Any] | None = None
+        binding: ToolBinding | None = None
         try:
             outcome = await self.token.until_step(method, params, handler, arguments, ctx, run_sync=run_sync)
         except HandlerError as error:
             outcome = Completed(None)
-            done = self.resolve(name, raw).handler_failed(error)
+            binding = self.resolve(name, raw)
+            done = binding.handler_failed(error)
         if isinstance(outcome, Interim):
             return outcome
-        common: dict[str, Any] = {"principal": ctx.principal, "client_capabilities": ctx.client_capabilities}
+        if binding is None:
+            binding = self.resolve(name, raw)
+        common: dict[str, Any] = {"principal": ctx.principal, "client_capabilities": ctx.client_capabilities,
+                                  "scopes": binding.scopes}
         if isinstance(outcome, Detached):
             record = await self.create(name, raw, ledger=outcome.ledger, **common)
         else:
             if done is None:
-                done = self.resolve(name, raw).shape(outcome.result)
+                done = binding.shape(outcome.result)
             record = await self.create(name, raw, result=done, **common)
         return Interim({**record.to_wire(), "resultType": "task"})
 
@@ -252,6 +259,14 @@ class TaskCarrier:
         if record is None or record.principal != principal:
             raise UnknownTask()
         return record
+
+    async def access(self, task_id: Any, principal: str | None) -> TaskAccess | None:
+        """The task's tool and recorded scopes, or ``None`` where every method would say "Unknown task"."""
+        try:
+            record = await self._owned(task_id, principal)
+        except InvalidParams:  # unknown, expired, another principal's, or no id at all; a store failure propagates
+            return None
+        return TaskAccess(record.tool, record.scopes)
 
     async def get(self, task_id: Any, principal: str | None) -> dict[str, Any]:
         """The ``GetTaskResult`` for ``tasks/get``."""

@@ -45,8 +45,9 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
     is checked against the asked schema when the replay reaches them).
     ``lease_owner``/``lease_expiry`` name the node running the task while ``working``;
     an expired lease lets another node take the task over. ``expires_at`` is the
-    absolute end of the task's life (``None``: kept until deleted). Times are epoch
-    seconds.
+    absolute end of the task's life (``None``: kept until deleted). ``scopes`` are the
+    OAuth scopes the tool needed when the task was created: every task method needs
+    them too (empty for records stored before they were kept). Times are epoch seconds.
     """
 
     task_id: str
@@ -68,6 +69,7 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
     lease_owner: str | None = None
     lease_expiry: float = 0.0
     version: int = 1
+    scopes: tuple[str, ...] = ()
 
     @property
     def terminal(self) -> bool:

@@ -25,14 +25,17 @@ The rules, in order (see ``docs/http.md``):
    ``WWW-Authenticate`` challenge, ``403`` for missing server-wide scopes, ``503`` when
    the verifier cannot decide), before any MCP header or body is looked at;
 4. ``Content-Type: application/json`` else ``415``; ``Accept`` listing both
-   ``application/json`` and ``text/event-stream`` else ``406``;
+   ``application/json`` and ``text/event-stream`` else ``406``; no
+   ``Content-Encoding`` but ``identity``, else ``415`` with ``Accept-Encoding: identity``
+   (the body is not read);
 5. the body must parse as one JSON-RPC message: ``-32700``/``-32600`` with ``400``;
 6. a notification (or a response, which no server request asked for) is accepted with
    ``202`` and no body;
 7. ``MCP-Protocol-Version``, ``Mcp-Method``, ``Mcp-Name`` and ``Mcp-Param-*`` must be
    present and agree with the body, else ``400`` with ``-32020``; on a protected
-   server, the scopes the named tool needs are then checked (``403``
-   ``insufficient_scope``), before any response byte;
+   server, the scopes the request needs (the called tool's; for a task method or a
+   listen stream naming tasks, the scopes of the tools those tasks run) are then
+   checked (``403`` ``insufficient_scope``), before any response byte;
 8. the request is dispatched; the answer is ``application/json`` unless the handler
    sends a notification first, in which case it becomes a ``text/event-stream``
    that carries the notifications and ends with the response.
@@ -75,7 +78,7 @@ from ..outgoing import Encoded, NotificationSink, encode_response
 from ..shared import run_in_thread, thread_safe
 from .config import ExchangeConfig
 from .cors import cors_headers, preflight_headers, split_request_headers
-from .headers import RawHeader, RequestHeaders, accepts_json_and_sse, check_headers, is_json
+from .headers import RawHeader, RequestHeaders, accepts_json_and_sse, check_headers, identity_encoded, is_json
 
 __all__ = [
     "ClientGone",
@@ -457,6 +460,13 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
         await _reject(out, 406, InvalidRequest(
             "Not Acceptable: Accept must list both application/json and text/event-stream"))
         return True
+    if not identity_encoded(headers.all("content-encoding")):
+        # A compressed body is not the JSON its Content-Type names, and one that only claims an
+        # encoding has a header that lies: neither is read. RFC 9110 §15.5.16 asks for Accept-Encoding.
+        await _reject(out, 415, InvalidRequest(
+            "Unsupported Media Type: Content-Encoding must be identity (compressed request bodies are not accepted)"),
+            extra=[(b"accept-encoding", b"identity")])
+        return True
     try:
         message = parse_message(request.body)
     except ParseError as error:
@@ -483,8 +493,9 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
         params = message.get("params")
         target = params.get("name") if isinstance(params, dict) else None
         name = target if isinstance(target, str) else None
+        required = await server.required_scopes(message, headers=headers, auth=access)
         try:
-            rs.authorize(access, server.required_scopes(method, name), f"{method} {name}" if name else method)
+            rs.authorize(access, required, f"{method} {name}" if name else method)
         except AuthError as error:
             await _send_reply(out, rs.challenge(error))
             return True

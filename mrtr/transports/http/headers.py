@@ -21,8 +21,8 @@ from ...core.errors import HeaderMismatch
 from ...core.jsonrpc import Dispatcher
 from ...core.wire import META_PROTOCOL_VERSION
 
-__all__ = ["RawHeader", "RequestHeaders", "accepts", "accepts_json_and_sse", "check_headers", "is_json",
-           "media_types"]
+__all__ = ["RawHeader", "RequestHeaders", "accepts", "accepts_json_and_sse", "check_headers", "identity_encoded",
+           "is_json", "media_types"]
 
 RawHeader = tuple[bytes, bytes]
 """One header field as it travels: ``(name, value)`` bytes (not :class:`mrtr.Header`, the handler annotation)."""
@@ -122,6 +122,20 @@ def is_json(content_type: str | None) -> bool:
     if content_type is None:
         return False
     return content_type.split(";", 1)[0].strip().lower() == "application/json"
+
+
+def identity_encoded(content_encodings: list[str]) -> bool:
+    """Whether every ``Content-Encoding`` value (all occurrences) names only ``identity``.
+
+    No header at all is identity. Anything else (``gzip``, ``br``, an unknown coding)
+    means the body is not the JSON it claims to be; it is never read as JSON.
+    """
+    for value in content_encodings:
+        for coding in value.split(","):
+            coding = coding.strip(" \t").lower()
+            if coding and coding != "identity":
+                return False
+    return True
 
 
 def _quote(text: str) -> str:
