@@ -797,8 +797,7 @@ async def test_a_round_reads_its_envelope_and_its_token_binding_once(monkeypatch
 
     for module, name in ((dispatch, "_read_envelope"), (token, "target_of"), (token, "arguments_of")):
         count(module, name)
-    server = Server("once", secret=b"s" * 32)
-    server.tasks_url = "memory:"
+    server = Server("once", secret=b"s" * 32, tasks_url="memory:")
 
     @server.tool(task="optional")
     def two():
@@ -817,3 +816,26 @@ async def test_a_round_reads_its_envelope_and_its_token_binding_once(monkeypatch
             **call, "requestState": asked["requestState"], "inputResponses": {"elicit-1": accept(a="x")}}}))
     assert list(again["inputRequests"]) == ["elicit-2"]
     assert reads == {"_read_envelope": 1, "target_of": 1, "arguments_of": 1}
+
+
+async def test_task_settings_come_from_the_constructor_or_a_running_block(tmp_path):
+    from mrtr import Step
+
+    server = Server("settings", secret=b"s" * 32, tasks_url="memory:", task_lease=5)
+
+    @server.tool(task="required")
+    def job():
+        yield Step(str, "x")
+        return "done"
+
+    assert (server.tasks_url, server.task_lease, server.tasks) == ("memory:", 5, None)
+    async with server.running():
+        assert (server.tasks.store.url, server.tasks.lease) == ("memory:", 5.0)
+    url = f"sqlite:///{tmp_path / 'tasks.sqlite3'}"
+    async with server.running(tasks_url=url, task_lease=2):
+        assert (server.tasks.store.url, server.tasks.lease) == (url, 2.0)
+    assert server.tasks is None
+    with pytest.raises(AttributeError):
+        server.tasks_url = "memory:"  # set through the constructor or running(), not on the object
+    with pytest.raises(ValueError, match="task_lease"):
+        Server("bad", secret=b"s" * 32, task_lease=0)

@@ -18,20 +18,22 @@ from __future__ import annotations
 import base64
 import inspect
 import logging
+import warnings
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, TypeVar
 
 import msgspec
 
-from ..core import wire
 from ..carriers.contract import TASKS_EXTENSION, Carrier, Interim, Outcome, TaskAccess, TaskHost, ToolBinding
-from ..core.context import LOG_LEVELS, Context, LifespanNotRunning
 from ..carriers.token import TokenCarrier
-from ..core.jsonrpc import Notify, Response, RunSync, result_response
+from ..core import wire
+from ..core.codec import RequestStateCodec
+from ..core.context import LOG_LEVELS, Context
 from ..core.errors import (
+    EphemeralKeyWarning,
     HandlerError,
     InternalError,
     InvalidParams,
@@ -41,10 +43,11 @@ from ..core.errors import (
     ProtocolError,
     UnsupportedProtocolVersion,
 )
+from ..core.jsonrpc import Broadcast, Notify, Response, RunSync, result_response
+from .lifespan import Lifespan
 from .registry import Header, Registry
-from ..core.replay import Completed
 from .results import prompt_result, resource_result, tool_result
-from ..core.codec import RequestStateCodec
+from .subscriptions import Subscriptions
 
 __all__ = [
     "SUPPORTED_VERSIONS",
@@ -95,40 +98,6 @@ def _decode_cursor(cursor: Any) -> int:
 # -- the server ----------------------------------------------------------------------------
 
 
-class Broadcast(Protocol):
-    """What ``subscriptions/listen`` needs from the transport serving the server.
-
-    :class:`mrtr.transports.shared.Hub` implements it on trio; the server itself imports no
-    event loop.
-    """
-
-    def publish(self, method: str, params: dict[str, Any]) -> None:
-        """Queue a notification for every listener; callable from any thread."""
-        ...
-
-    def listen(self, until: float | None = None) -> Any:
-        """A new listener (registered at once): an async iterable of ``(method, params)``
-        with a ``close()`` that unregisters it; its iteration ends at ``until`` (epoch
-        seconds) when given."""
-        ...
-
-
-# What each filter field of a listen request opts into, and the family that must be offered.
-_LISTEN_FILTERS = {
-    "toolsListChanged": ("notifications/tools/list_changed", "tools"),
-    "promptsListChanged": ("notifications/prompts/list_changed", "prompts"),
-    "resourcesListChanged": ("notifications/resources/list_changed", "resources"),
-}
-
-
-def _takes_argument(fn: Any) -> bool:
-    try:
-        parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)
-
-
 _Entry = TypeVar("_Entry")
 
 _TASK_GUARDS = 4096  # tasks whose guard is remembered (a few hundred bytes each)
@@ -165,6 +134,11 @@ class Server(Registry):
     the verified token, ``requestState`` is bound to the token's issuer, subject and
     client (unless ``principal`` is given), ``tools/list`` leaves out the tools whose
     ``scopes`` the caller lacks, and lists default to ``cache_scope="private"``.
+
+    ``tasks_url`` and ``task_lease`` configure the task store and the runner's lease
+    (seconds) for task tools (see ``docs/tasks.md``); by default ``MRTR_TASKS`` or
+    ``sqlite:///mrtr-tasks.sqlite3``, and ``MRTR_TASK_LEASE`` or 30. :meth:`running`
+    takes the same two arguments for one serving block (``mrtr serve --tasks``).
     """
 
     def __init__(
@@ -185,6 +159,8 @@ class Server(Registry):
         cache_scope: Literal["public", "private"] | None = None,
         auth: Any = None,
         mask_errors: bool = False,
+        tasks_url: str | None = None,
+        task_lease: float | None = None,
     ) -> None:
         super().__init__()
         if answers not in ("strict", "lenient"):
@@ -193,6 +169,8 @@ class Server(Registry):
             raise ValueError(f'sync_handlers must be "inline" or "thread", got {sync_handlers!r}')
         if codec is not None and (secret is not None or ttl is not None):
             raise ValueError("give either codec or secret/ttl, not both")
+        if task_lease is not None and not task_lease > 0:
+            raise ValueError(f"task_lease must be a positive number of seconds, got {task_lease!r}")
         self.name = name
         self.mask_errors = mask_errors
         self.version = version
@@ -210,10 +188,7 @@ class Server(Registry):
         self._auth = auth
         # What a list holds depends on the caller once scopes hide tools, so a shared cache must not reuse it.
         self.cache_scope: Literal["public", "private"] = cache_scope or ("private" if auth is not None else "public")
-        self._lifespan: Callable[..., Any] | None = None
-        self._lifespan_value: Any = None
-        self._lifespan_users = 0
-        self._lifespan_starting = False
+        self._lifespan = Lifespan(self)
         self._methods: dict[str, Callable[[_Request], Awaitable[dict[str, Any]]]] = {
             "server/discover": self._discover,
             "tools/list": self._list_tools,
@@ -229,13 +204,12 @@ class Server(Registry):
             "tasks/cancel": self._task_method,
             "subscriptions/listen": self._listen,
         }
-        self._hubs: list[Broadcast] = []
+        self._subscriptions = Subscriptions()
         # (task id, principal) -> what guards that task. Both are fixed at creation, so an entry
         # never goes stale; it spares the store a second read when the transport asked first.
         self._task_guards: OrderedDict[tuple[str, str | None], TaskAccess] = OrderedDict()
-        self.tasks: TaskHost | None = None
-        self.tasks_url: str | None = None
-        self.task_lease: float | None = None
+        self._tasks: TaskHost | None = None
+        self._task_settings = (tasks_url, task_lease)
 
     # -- lifespan ----------------------------------------------------------------------
 
@@ -255,80 +229,73 @@ class Server(Registry):
         The transports (the native HTTP server, the ASGI app's lifespan events, stdio)
         enter it before serving; elsewhere use ``async with server.running():``.
         """
-        if self._lifespan is not None:
-            raise ValueError("a lifespan is already registered; combine the resources in one")
-        if not callable(fn):
-            raise TypeError(f"@server.lifespan decorates a function, got {type(fn).__name__}")
-        if not inspect.isasyncgenfunction(fn) and (inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn)):
-            kind = "generator function" if inspect.isgeneratorfunction(fn) else "coroutine function"
-            raise TypeError(
-                f"@server.lifespan needs an async generator function (`async def ...: ... yield value`), "
-                f"got the {kind} {fn.__qualname__}"
-            )
-        self._lifespan = asynccontextmanager(fn) if inspect.isasyncgenfunction(fn) else fn
-        self._lifespan_value = LifespanNotRunning(
-            f"the lifespan {fn.__qualname__} is not running: serve the server with a transport "
-            "(mrtr.http, the ASGI app with lifespan events, mrtr.stdio) or inside `async with server.running():`"
-        )
-        return fn
+        return self._lifespan.register(fn)
 
-    def running(self) -> AbstractAsyncContextManager[Any]:
+    def running(self, *, tasks_url: str | None = None,
+                task_lease: float | None = None) -> AbstractAsyncContextManager[Any]:
         """What a serving process keeps running beside its transport, for an ``async with`` block.
 
         The lifespan (its yielded value is what the block gives), then, with task tools
-        registered, the task store (``tasks_url``, ``MRTR_TASKS`` or
-        ``sqlite:///mrtr-tasks.sqlite3``) and this node's task carrier; a store that
-        cannot be reached fails here, at start. Entered once per process: nested or
-        concurrent entries (two transports in one process) share the first one's
-        resources, and the last exit closes them. The transports enter it.
+        registered, the task store and this node's task carrier; a store that cannot be
+        reached fails here, at start. ``tasks_url`` and ``task_lease`` override the
+        constructor's for this block (each defaults, in the end, to ``MRTR_TASKS`` or
+        ``sqlite:///mrtr-tasks.sqlite3`` and to ``MRTR_TASK_LEASE`` or 30 seconds).
+        Entered once per process: nested or concurrent entries (two transports in one
+        process) share the first one's resources, and the last exit closes them. The
+        transports enter it (:class:`~mrtr.core.jsonrpc.Dispatcher`).
         """
-        return self._running()
+        url, lease = self._task_settings
+        return self._running(url if tasks_url is None else tasks_url, lease if task_lease is None else task_lease)
 
     @asynccontextmanager
-    async def _running(self) -> AsyncIterator[Any]:
-        async with self._lifespan_running() as value, self._tasks_running():
+    async def _running(self, tasks_url: str | None, task_lease: float | None) -> AsyncIterator[Any]:
+        async with self._lifespan.running() as value, self._tasks_running(tasks_url, task_lease):
             yield value
 
     @asynccontextmanager
-    async def _lifespan_running(self) -> AsyncIterator[Any]:
-        fn = self._lifespan
-        if fn is None:
-            yield None
+    async def _tasks_running(self, url: str | None, lease: float | None) -> AsyncIterator[None]:
+        if not self.has_task_tools or self._tasks is not None:
+            yield
             return
-        if self._lifespan_users:
-            if self._lifespan_starting:
-                raise RuntimeError("the lifespan is still starting in another task; enter it once, before serving")
-            self._lifespan_users += 1
+        from ..carriers.tasks.host import serve_tasks
+
+        # Status changes go to subscriptions/listen streams that asked for the task.
+        def changed(record: Any) -> None:
+            self._subscriptions.publish("notifications/tasks", record.to_wire())
+
+        async with serve_tasks(self.task_binding, self.token_carrier, url, lease=lease, on_change=changed) as carrier:
+            self._tasks = carrier
             try:
-                yield self._lifespan_value
+                yield
             finally:
-                self._lifespan_users -= 1
-            return
-        manager = fn(self) if _takes_argument(fn) else fn()
-        if not isinstance(manager, AbstractAsyncContextManager) and not hasattr(manager, "__aenter__"):
-            raise TypeError(f"the lifespan returned {type(manager).__name__}, not an async context manager")
-        self._lifespan_users = 1
-        self._lifespan_starting = True
-        not_running = self._lifespan_value
-        try:
-            value = await manager.__aenter__()
-        except BaseException:
-            self._lifespan_users = 0
-            raise
-        finally:
-            self._lifespan_starting = False
-        self._lifespan_value = value
-        try:
-            yield value
-        except BaseException as exc:
-            self._lifespan_users -= 1
-            self._lifespan_value = not_running
-            if not await manager.__aexit__(type(exc), exc, exc.__traceback__):
-                raise
-        else:
-            self._lifespan_users -= 1
-            self._lifespan_value = not_running
-            await manager.__aexit__(None, None, None)
+                self._tasks = None
+
+    def settle_key(self) -> None:
+        """Build the ``requestState`` key ring now, before the first request.
+
+        So a missing ``MRTR_SECRET`` is reported once, at start, as the one log line the
+        codec writes (its :class:`~mrtr.core.errors.EphemeralKeyWarning`, the same news, is
+        not shown again); a transport that forks workers calls it before forking, so every
+        worker seals and opens tokens with the very same key ring.
+        """
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EphemeralKeyWarning)
+            _ = self.token_carrier
+
+    @property
+    def tasks(self) -> TaskHost | None:
+        """This node's tasks carrier while :meth:`running` (with task tools registered), else ``None``."""
+        return self._tasks
+
+    @property
+    def tasks_url(self) -> str | None:
+        """The task store the constructor was given (``None``: ``MRTR_TASKS`` or the default); see :meth:`running`."""
+        return self._task_settings[0]
+
+    @property
+    def task_lease(self) -> float | None:
+        """The task lease in seconds the constructor was given (``None``: ``MRTR_TASK_LEASE`` or 30)."""
+        return self._task_settings[1]
 
     # -- configuration ---------------------------------------------------------------
 
@@ -366,7 +333,7 @@ class Server(Registry):
         if method not in self._methods:
             return False
         if method == "subscriptions/listen":
-            return bool(self._hubs)  # only while a transport can hold the stream
+            return self._subscriptions.available  # only while a transport can hold the stream
         offered = _OFFERED_BY_FAMILY.get(method.split("/", 1)[0])
         return offered is None or offered[1](self)
 
@@ -380,25 +347,13 @@ class Server(Registry):
         if "extensions" in capabilities:
             capabilities["extensions"] = {TASKS_EXTENSION: {}}
         capabilities["logging"] = {}
-        if self._hubs:
+        if self._subscriptions.available:
             for family in ("tools", "prompts", "resources"):
                 if family in capabilities:
                     capabilities[family] = {"listChanged": True}
             if "resources" in capabilities:
                 capabilities["resources"]["subscribe"] = True
         return capabilities
-
-    @asynccontextmanager
-    async def _tasks_running(self) -> AsyncIterator[None]:
-        if not self.has_task_tools or self.tasks is not None:
-            yield
-            return
-        from ..carriers.tasks.host import serve_tasks
-
-        # Status changes go to subscriptions/listen streams that asked for the task.
-        async with serve_tasks(self, self.tasks_url, lease=self.task_lease,
-                               on_change=lambda record: self._publish("notifications/tasks", record.to_wire())):
-            yield
 
     def task_binding(self, name: str, raw_arguments: Mapping[str, Any]) -> ToolBinding:
         """How the tasks carrier runs tool ``name`` with the arguments a call carried."""
@@ -418,75 +373,35 @@ class Server(Registry):
 
         Transports call this when they start serving (see :func:`mrtr.transports.shared.lifespan`).
         """
-        self._hubs.append(hub)
-        return lambda: self._hubs.remove(hub) if hub in self._hubs else None
+        return self._subscriptions.attach(hub)
 
     def notify_tools_changed(self) -> None:
         """Tell listening clients that the tool list changed. Callable from any task or thread."""
-        self._publish("notifications/tools/list_changed", {})
+        self._subscriptions.publish("notifications/tools/list_changed", {})
 
     def notify_prompts_changed(self) -> None:
         """Tell listening clients that the prompt list changed. Callable from any task or thread."""
-        self._publish("notifications/prompts/list_changed", {})
+        self._subscriptions.publish("notifications/prompts/list_changed", {})
 
     def notify_resources_changed(self) -> None:
         """Tell listening clients that the resource list changed. Callable from any task or thread."""
-        self._publish("notifications/resources/list_changed", {})
+        self._subscriptions.publish("notifications/resources/list_changed", {})
 
     def notify_resource_updated(self, uri: str) -> None:
         """Tell the clients subscribed to ``uri`` that it changed and may be read again."""
         if not isinstance(uri, str) or not uri:
             raise ValueError(f"notify_resource_updated needs a resource uri, got {uri!r}")
-        self._publish("notifications/resources/updated", {"uri": uri})
-
-    def _publish(self, method: str, params: dict[str, Any]) -> None:
-        for hub in list(self._hubs):
-            hub.publish(method, params)
+        self._subscriptions.publish("notifications/resources/updated", {"uri": uri})
 
     async def _listen(self, request: _Request) -> dict[str, Any]:
-        wanted = request.params.get("notifications")
-        if not isinstance(wanted, dict):
-            raise InvalidParams('subscriptions/listen needs a "notifications" object naming what to receive')
-        if request.notify is None or not self._hubs:
-            raise InvalidParams("subscriptions/listen needs a transport that streams notifications")
-        agreed: dict[str, Any] = {}
-        methods: set[str] = set()
-        for name, (method, family) in _LISTEN_FILTERS.items():
-            value = wanted.get(name)
-            if value is not None and not isinstance(value, bool):
-                raise InvalidParams(f"subscriptions/listen: notifications.{name} must be a boolean")
-            if value and self.serves(f"{family}/list"):
-                agreed[name] = True
-                methods.add(method)
-        uris = wanted.get("resourceSubscriptions")
-        if uris is not None:
-            if not isinstance(uris, list) or not all(isinstance(uri, str) and uri for uri in uris):
-                raise InvalidParams("subscriptions/listen: notifications.resourceSubscriptions must be a list of uris")
-            if self.serves("resources/read"):
-                agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
-        subscribed = set(agreed.get("resourceSubscriptions", ()))
-        meta = {wire.META_SUBSCRIPTION_ID: request.id}
         # A stream must not outlive its token: it ends, with its result (the spec's graceful
         # closure), when a new request with the token would be refused, and the client
         # listens again with a fresh one.
         until = None if self._auth is None or request.auth is None else self._auth.accepted_until(request.auth)
-        # Registered before the acknowledgement (and before the task checks below), so
-        # nothing published after it is missed.
-        listener = self._hubs[-1].listen(until)
-        try:
-            watched = await self._watched_tasks(request, wanted.get("taskIds"))
-            if watched is not None:
-                agreed["taskIds"] = watched
-            request.notify("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": meta})
-            tasks = set(watched or ())
-            async for method, params in listener:
-                if method in methods or (method == "notifications/resources/updated" and params.get("uri") in subscribed) \
-                        or (method == "notifications/tasks" and params.get("taskId") in tasks):
-                    request.notify(method, {**params, "_meta": meta})
-        finally:
-            listener.close()  # a client that went away stops receiving at once
-        return {"resultType": "complete", "_meta": dict(meta)}
-
+        return await self._subscriptions.listen(
+            request.params.get("notifications"), request_id=request.id, notify=request.notify, offered=self.serves,
+            until=until, watch_tasks=lambda task_ids: self._watched_tasks(request, task_ids),
+        )
 
     async def _watched_tasks(self, request: _Request, task_ids: Any) -> list[str] | None:
         """The ``taskIds`` of a listen request this caller may watch, in order; ``None`` when none were asked.
@@ -503,7 +418,7 @@ class Server(Registry):
                 f"Task notifications require the {TASKS_EXTENSION} client capability",
                 {"extensions": {TASKS_EXTENSION: {}}},
             )
-        if self.tasks is None:
+        if self._tasks is None:
             return []
         principal = await self._principal(request)
         watched = []
@@ -529,7 +444,7 @@ class Server(Registry):
         tasks. ``fresh`` asks the store even when the answer is cached (the task may have
         expired since). Raises the store's error when it cannot be asked.
         """
-        tasks = self.tasks
+        tasks = self._tasks
         if tasks is None or not isinstance(task_id, str):
             return None
         key = (task_id, principal)
@@ -581,7 +496,7 @@ class Server(Registry):
             task_ids = listed
         else:
             return ()
-        if self.tasks is None:
+        if self._tasks is None:
             return ()
         try:
             principal = await self._principal_of(str(method), params, headers or {}, auth)
@@ -692,7 +607,7 @@ class Server(Registry):
             log_level=envelope.log_level,
             notify=request.notify,
             auth=request.auth,
-            lifespan=self._lifespan_value,
+            lifespan=self._lifespan.value,
         )
 
     def _cacheable(self, result: dict[str, Any], ttl_ms: int | None = None) -> dict[str, Any]:

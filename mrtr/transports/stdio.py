@@ -50,7 +50,7 @@ from ..core.errors import InvalidRequest, ParseError, ProtocolError
 from ..core.jsonrpc import Dispatcher, Response, is_request, parse_message
 from .logs import AccessRecord
 from .outgoing import NotificationSink, encode_response
-from .shared import Hub, lifespan, run_in_thread, settle_key, thread_safe
+from .shared import Hub, lifespan, run_in_thread, thread_safe
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD",
@@ -398,7 +398,7 @@ def _refuse_auth(server: Dispatcher) -> None:
     The spec has a stdio server take its credentials from the environment; a server
     that expects a token on every request could only fail every request here.
     """
-    if getattr(server, "auth", None) is not None:
+    if server.auth is not None:
         raise ValueError("a server built with auth= takes bearer tokens over HTTP only; stdio has none "
                          "(a stdio server takes its credentials from the environment): serve it over HTTP, "
                          "or build it without auth= for stdio")
@@ -502,7 +502,7 @@ def run_stdio(
     duplicate of the original stdout.
     """
     _refuse_auth(server)
-    settle_key(server)  # a missing MRTR_SECRET is said once, now, not at the first call
+    server.settle_key()  # a missing MRTR_SECRET is said once, now, not at the first call
     sys.stdout.flush()
     protocol_fd = os.dup(1)
     saved_fd = os.dup(1)

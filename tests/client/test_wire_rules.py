@@ -8,6 +8,7 @@ checks cover the JSON framing of both targets.
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import sys
 from collections.abc import Callable, Mapping
@@ -53,6 +54,18 @@ class Scripted:
 
     async def respond(self, message: Mapping[str, Any], **options: Any) -> Response:
         return Response(await self.handle(message, **options))
+
+    # Nothing to run, no key ring, no listen streams: the lifecycle a transport drives is empty.
+    auth = None
+
+    def running(self) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()
+
+    def settle_key(self) -> None:
+        pass
+
+    def listen_through(self, hub: Any) -> Callable[[], None]:
+        return lambda: None
 
 
 @pytest.fixture(params=["inprocess", "http"])

@@ -69,8 +69,7 @@ class Client:
 
 @pytest.fixture
 async def client(store_url: str, nursery: trio.Nursery) -> AsyncIterator[Client]:
-    app = build()
-    app.tasks_url = store_url
+    app = build(store_url)
     port = await nursery.start(partial(serve, app, "127.0.0.1", 0))
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
         yield Client(http)

@@ -78,8 +78,7 @@ def task_note(task_id: str, status: str) -> Any:
 
 
 async def test_a_listen_stream_hears_the_status_changes_of_the_tasks_it_names():
-    server = build()
-    server.tasks_url = "memory:"
+    server = build("memory:")
     to_server, server_stdin = trio.testing.memory_stream_one_way_pair()
     server_stdout, from_server = trio.testing.memory_stream_one_way_pair()
     peer = Peer(to_server, from_server)
@@ -122,8 +121,7 @@ async def test_a_listen_stream_hears_the_status_changes_of_the_tasks_it_names():
 
 
 async def test_task_notifications_need_the_extension():
-    server = build()
-    server.tasks_url = "memory:"
+    server = build("memory:")
     to_server, server_stdin = trio.testing.memory_stream_one_way_pair()
     server_stdout, from_server = trio.testing.memory_stream_one_way_pair()
     peer = Peer(to_server, from_server)

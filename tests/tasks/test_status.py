@@ -23,8 +23,7 @@ from .test_http import Client, accept
 
 
 def build() -> Server:
-    app = Server("status", secret=b"p" * 32)
-    app.tasks_url = "memory:"
+    app = Server("status", secret=b"p" * 32, tasks_url="memory:")
 
     @app.tool(task="required")
     def counted(ctx: Context) -> Any:

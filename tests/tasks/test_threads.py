@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 import trio
 
 from mrtr import Context, Elicit, Form, Server, Step
@@ -42,9 +43,7 @@ class Runs:
 
 
 def build(runs: Runs, store: str) -> Server:
-    app = Server("threads", secret=SECRET, sync_handlers="thread")
-    app.tasks_url = store
-    app.task_lease = 0.6
+    app = Server("threads", secret=SECRET, sync_handlers="thread", tasks_url=store, task_lease=0.6)
 
     def ticket(plan: str) -> str:
         runs.note("step")
@@ -106,25 +105,22 @@ async def conversation(client: Client) -> dict[str, Any]:
     return task["result"]  # type: ignore[no-any-return]
 
 
-async def test_the_token_carrier_runs_a_sync_task_tool_in_a_worker_thread(tmp_path: Path) -> None:
-    runs = Runs()
-    async with node(runs, f"sqlite:///{tmp_path / 'tasks.sqlite3'}") as client:
-        client.capabilities = WITHOUT_TASKS
+@pytest.mark.parametrize("capabilities, runs", [
+    # The token carrier: three rounds on the call, the Step in the second.
+    (WITHOUT_TASKS, ["onboard", "onboard", "step", "onboard"]),
+    # The tasks carrier: two rounds on the call (the second stops at the Step), the task's run,
+    # and its run after tasks/update.
+    (WITH_TASKS, ["onboard", "onboard", "onboard", "step", "onboard"]),
+], ids=["token carrier", "tasks carrier"])
+async def test_every_round_and_every_run_is_in_a_worker_thread(tmp_path: Path, capabilities: dict[str, Any],
+                                                               runs: list[str]) -> None:
+    seen = Runs()
+    async with node(seen, f"sqlite:///{tmp_path / 'tasks.sqlite3'}") as client:
+        client.capabilities = capabilities
         result = await conversation(client)
     assert result["content"][0]["text"] == "Ada (T-pro) from Oslo"
-    assert [what for what, _ in runs.seen] == ["onboard", "onboard", "step", "onboard"]
-    assert runs.on_the_loop() == []
-
-
-async def test_the_tasks_carrier_runs_every_round_and_every_run_in_a_worker_thread(tmp_path: Path) -> None:
-    runs = Runs()
-    async with node(runs, f"sqlite:///{tmp_path / 'tasks.sqlite3'}") as client:
-        client.capabilities = WITH_TASKS
-        result = await conversation(client)
-    assert result["content"][0]["text"] == "Ada (T-pro) from Oslo"
-    # Two rounds on the call (the second stops at the Step), the task's run, its run after tasks/update.
-    assert [what for what, _ in runs.seen] == ["onboard", "onboard", "onboard", "step", "onboard"]
-    assert runs.on_the_loop() == []
+    assert [what for what, _ in seen.seen] == runs
+    assert seen.on_the_loop() == []
 
 
 async def test_a_task_taken_over_by_another_node_runs_in_a_worker_thread(tmp_path: Path) -> None:

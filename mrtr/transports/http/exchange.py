@@ -416,7 +416,7 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
     if request.path == config.health_path:
         await _health(out, request.method)
         return True
-    rs = getattr(server, "auth", None)
+    rs = server.auth
     if rs is not None and request.path in (rs.metadata_path, WELL_KNOWN + config.path):
         # public, and names the configured resource, not the Host: answered whatever Host says
         await _send_reply(out, rs.metadata_reply(request.method))
