@@ -8,7 +8,6 @@ every message against the official schema.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import httpx
@@ -16,13 +15,11 @@ import pytest
 import trio
 
 from mrtr import Elicit, Form, Step
-from mrtr.transports.http import ASGIApp
-from mrtr.transports.http.native import serve
 from mrtr.server import Server
 from mrtr.core.codec import RequestStateCodec
 from mrtr.testing import accept
 
-from .http.conftest import Endpoint, start_hypercorn
+from .http.conftest import Endpoint, start_front
 from .wire_schema import validate_message
 
 LIMIT = 1024
@@ -119,11 +116,7 @@ async def test_a_prompt_whose_state_is_too_large_is_an_internal_error_that_says_
 
 @pytest.fixture(params=["native", "asgi"])
 async def endpoint(request, nursery):
-    server = build()
-    if request.param == "native":
-        port = await nursery.start(partial(serve, server, "127.0.0.1", 0))
-    else:
-        port = await start_hypercorn(nursery, ASGIApp(server), trio.Event())
+    port = await start_front(nursery, request.param, build())
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10.0) as client:
         del client.headers["accept"]
         yield Endpoint(request.param, port, client)

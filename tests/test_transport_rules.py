@@ -15,18 +15,15 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import httpx
 import pytest
 import trio
 
-from mrtr.transports.http import ASGIApp
-from mrtr.transports.http.native import serve
 from mrtr.transports.outgoing import UNENCODABLE
 
-from .http.conftest import BASE_HEADERS, decode_reply, mcp_headers, start_hypercorn
+from .http.conftest import BASE_HEADERS, decode_reply, mcp_headers, start_front
 from .rules_app import server as rules_server
 from .test_stdio import REPO, StdioProcess, call
 from .wire_schema import validate_message
@@ -133,10 +130,7 @@ async def front(request: pytest.FixtureRequest, nursery: trio.Nursery,
                 await process.wait()
         return
     caplog.set_level(logging.INFO, logger="mrtr")
-    if request.param == "native":
-        port = await nursery.start(partial(serve, rules_server, "127.0.0.1", 0))
-    else:
-        port = await start_hypercorn(nursery, ASGIApp(rules_server), trio.Event())
+    port = await start_front(nursery, request.param, rules_server)
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10.0) as client:
         yield HttpFront(request.param, client, caplog)
 

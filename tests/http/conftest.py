@@ -238,6 +238,13 @@ async def start_hypercorn(nursery: trio.Nursery, app: Any, shutdown: trio.Event)
     return int(binds[0].rsplit(":", 1)[1])
 
 
+async def start_front(nursery: trio.Nursery, kind: str, server: Any) -> int:
+    """Serve ``server`` behind one front end, ``"native"`` or ``"asgi"`` (under hypercorn); the port."""
+    if kind == "native":
+        return int(await nursery.start(partial(serve, server, "127.0.0.1", 0)))
+    return await start_hypercorn(nursery, ASGIApp(server), trio.Event())
+
+
 @pytest.fixture(params=["native", "asgi"])
 async def endpoint(request, nursery):
     """The test server behind one front end, and a client for it."""

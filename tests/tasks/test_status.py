@@ -7,7 +7,6 @@ just before a mid-task question, and the last one before the handler completed.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from functools import partial
 from typing import Any
 
 import httpx
@@ -15,10 +14,8 @@ import pytest
 import trio
 
 from mrtr import Context, Elicit, Form, Server, Step
-from mrtr.transports.http import ASGIApp
-from mrtr.transports.http.native import serve
 
-from ..http.conftest import start_hypercorn
+from ..http.conftest import start_front
 from .test_http import Client, accept
 
 
@@ -47,11 +44,7 @@ def build() -> Server:
 
 @pytest.fixture(params=["native", "asgi"])
 async def client(request: pytest.FixtureRequest, nursery: trio.Nursery) -> AsyncIterator[Client]:
-    app = build()
-    if request.param == "native":
-        port = await nursery.start(partial(serve, app, "127.0.0.1", 0))
-    else:
-        port = await start_hypercorn(nursery, ASGIApp(app), trio.Event())
+    port = await start_front(nursery, request.param, build())
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
         yield Client(http)
 
