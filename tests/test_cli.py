@@ -61,6 +61,8 @@ def test_an_attribute_that_is_not_a_server_is_a_usage_error(attribute: str, caps
     ["serve", "--port", "70000"],
     ["serve", "--port", "-1"],
     ["serve", "--workers", "0"],
+    ["serve", "--task-ttl", "0"],
+    ["serve", "--task-ttl", "soon"],
     ["serve", "--no-such-option"],
     [],  # no command
 ])
@@ -268,7 +270,7 @@ def test_task_flags_go_to_the_servers_running_and_win_over_its_constructor(
     monkeypatch.setattr(http, "run_http", lambda dispatcher, *args, **options: served.append(dispatcher))
     root_handlers = list(logging.getLogger().handlers)
     try:
-        assert main(["serve", "cli_app_tasks:server", "--tasks", "memory:", "--task-lease", "2"]) == 0
+        assert main(["serve", "cli_app_tasks:server", "--tasks", "memory:", "--task-lease", "2", "--task-ttl", "none"]) == 0
     finally:
         for handler in logging.getLogger().handlers:
             if handler not in root_handlers:
@@ -279,7 +281,7 @@ def test_task_flags_go_to_the_servers_running_and_win_over_its_constructor(
 
     async def check() -> None:
         async with dispatcher.running():
-            assert server.tasks.store.url == "memory:" and server.tasks.lease == 2.0
+            assert server.tasks.store.url == "memory:" and server.tasks.lease == 2.0 and server.tasks.ttl_ms is None
         assert server.tasks is None
 
     trio.run(check)

@@ -821,7 +821,7 @@ async def test_a_round_reads_its_envelope_and_its_token_binding_once(monkeypatch
 async def test_task_settings_come_from_the_constructor_or_a_running_block(tmp_path):
     from mrtr import Step
 
-    server = Server("settings", secret=b"s" * 32, tasks_url="memory:", task_lease=5)
+    server = Server("settings", secret=b"s" * 32, tasks_url="memory:", task_lease=5, task_ttl=60)
 
     @server.tool(task="required")
     def job():
@@ -830,12 +830,13 @@ async def test_task_settings_come_from_the_constructor_or_a_running_block(tmp_pa
 
     assert (server.tasks_url, server.task_lease, server.tasks) == ("memory:", 5, None)
     async with server.running():
-        assert (server.tasks.store.url, server.tasks.lease) == ("memory:", 5.0)
+        assert (server.tasks.store.url, server.tasks.lease, server.tasks.ttl_ms) == ("memory:", 5.0, 60_000)
     url = f"sqlite:///{tmp_path / 'tasks.sqlite3'}"
     async with server.running(tasks_url=url, task_lease=2):
-        assert (server.tasks.store.url, server.tasks.lease) == (url, 2.0)
+        assert (server.tasks.store.url, server.tasks.lease, server.tasks.ttl_ms) == (url, 2.0, 60_000)
     assert server.tasks is None
     with pytest.raises(AttributeError):
         server.tasks_url = "memory:"  # set through the constructor or running(), not on the object
-    with pytest.raises(ValueError, match="task_lease"):
-        Server("bad", secret=b"s" * 32, task_lease=0)
+    for bad in ({"task_lease": 0}, {"task_ttl": -1}, {"task_max_bytes": 0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            Server("bad", secret=b"s" * 32, **bad)

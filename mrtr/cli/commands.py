@@ -270,6 +270,15 @@ def _lease(text: str) -> float:
     return value
 
 
+def _ttl(text: str) -> float:
+    from ..carriers.tasks.host import parse_ttl
+
+    try:
+        return parse_ttl(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mrtr",
@@ -327,6 +336,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--task-lease", type=_lease, default=None, metavar="SECONDS",
         help="how long a task runner's lease lasts without renewal (default: MRTR_TASK_LEASE or 30)",
+    )
+    serve.add_argument(
+        "--task-ttl", type=_ttl, default=None, metavar="SECONDS",
+        help="how long a task is kept after its last activity (a running task is kept while it runs); "
+             "none: until deleted (default: MRTR_TASK_TTL or 3600)",
     )
     serve.add_argument(
         "--log-level", default="info", choices=["debug", "info", "warning", "error"],
@@ -409,8 +423,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 0
     server = load_server(args.app or DEFAULT_APP)
     served: Dispatcher = server
-    if args.tasks is not None or args.task_lease is not None:
-        served = _WithTaskSettings(server, args.tasks, args.task_lease)
+    if args.tasks is not None or args.task_lease is not None or args.task_ttl is not None:
+        served = _WithTaskSettings(server, args.tasks, args.task_lease, args.task_ttl)
     host = args.host or DEFAULT_HOST
     port = DEFAULT_PORT if args.port is None else args.port
     workers = args.workers or 1
@@ -448,19 +462,21 @@ def _serve(args: argparse.Namespace) -> int:
 class _WithTaskSettings:
     """The loaded server as the transports run it, with the task settings of the command line.
 
-    ``--tasks`` and ``--task-lease`` are arguments of ``Server.running()``, which the
-    transports enter (in each worker, after the fork); every other part of the
-    dispatcher protocol is the server's own.
+    ``--tasks``, ``--task-lease`` and ``--task-ttl`` are arguments of
+    ``Server.running()``, which the transports enter (in each worker, after the fork);
+    every other part of the dispatcher protocol is the server's own.
     """
 
-    def __init__(self, server: Server, tasks_url: str | None, task_lease: float | None) -> None:
+    def __init__(self, server: Server, tasks_url: str | None, task_lease: float | None,
+                 task_ttl: float | None) -> None:
         self.server = server
         self.tasks_url = tasks_url
         self.task_lease = task_lease
+        self.task_ttl = task_ttl
 
     def running(self) -> AbstractAsyncContextManager[Any]:
-        """The server's ``running()`` with the command line's task store and lease."""
-        return self.server.running(tasks_url=self.tasks_url, task_lease=self.task_lease)
+        """The server's ``running()`` with the command line's task store, lease and TTL."""
+        return self.server.running(tasks_url=self.tasks_url, task_lease=self.task_lease, task_ttl=self.task_ttl)
 
     def serves(self, method: str) -> bool:
         """The server's."""

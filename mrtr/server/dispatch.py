@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import msgspec
 
@@ -51,6 +51,7 @@ from .subscriptions import Subscriptions
 
 __all__ = [
     "SUPPORTED_VERSIONS",
+    "MAX_LISTEN_TASK_IDS",
     "Header",
     "RequestInfo",
     "Server",
@@ -98,7 +99,36 @@ def _decode_cursor(cursor: Any) -> int:
 # -- the server ----------------------------------------------------------------------------
 
 
+MAX_LISTEN_TASK_IDS = 1000
+"""The most ``taskIds`` one ``subscriptions/listen`` may name (each is looked up in the task store)."""
+
+
 _Entry = TypeVar("_Entry")
+
+
+class _TaskSettings(NamedTuple):
+    """How task tools are served; ``None`` leaves a setting to the next source (environment, default)."""
+
+    url: str | None
+    lease: float | None
+    ttl: float | None
+    max_bytes: int | None
+
+    def check(self) -> None:
+        if self.lease is not None and not self.lease > 0:
+            raise ValueError(f"task_lease must be a positive number of seconds, got {self.lease!r}")
+        if self.ttl is not None and not self.ttl > 0:
+            raise ValueError(f"task_ttl must be a positive number of seconds (math.inf: no limit), got {self.ttl!r}")
+        if self.max_bytes is not None and (isinstance(self.max_bytes, bool) or not isinstance(self.max_bytes, int)
+                                           or self.max_bytes < 1):
+            raise ValueError(f"task_max_bytes must be a positive number of bytes, got {self.max_bytes!r}")
+
+    def over(self, other: _TaskSettings) -> _TaskSettings:
+        """These settings where given, ``other``'s elsewhere."""
+        return _TaskSettings(
+            other.url if self.url is None else self.url, other.lease if self.lease is None else self.lease,
+            other.ttl if self.ttl is None else self.ttl, other.max_bytes if self.max_bytes is None else self.max_bytes,
+        )
 
 _TASK_GUARDS = 4096  # tasks whose guard is remembered (a few hundred bytes each)
 
@@ -135,10 +165,13 @@ class Server(Registry):
     client (unless ``principal`` is given), ``tools/list`` leaves out the tools whose
     ``scopes`` the caller lacks, and lists default to ``cache_scope="private"``.
 
-    ``tasks_url`` and ``task_lease`` configure the task store and the runner's lease
-    (seconds) for task tools (see ``docs/tasks.md``); by default ``MRTR_TASKS`` or
-    ``sqlite:///mrtr-tasks.sqlite3``, and ``MRTR_TASK_LEASE`` or 30. :meth:`running`
-    takes the same two arguments for one serving block (``mrtr serve --tasks``).
+    ``tasks_url``, ``task_lease``, ``task_ttl`` and ``task_max_bytes`` configure task
+    tools (see ``docs/tasks.md``): the task store (``MRTR_TASKS`` or
+    ``sqlite:///mrtr-tasks.sqlite3``), the runner's lease in seconds (``MRTR_TASK_LEASE``
+    or 30), how long a task lives after its last activity in seconds (``MRTR_TASK_TTL``
+    or one hour; ``math.inf``: no limit) and the cap on one task record
+    (``mrtr.tasks.MAX_RECORD_BYTES``). :meth:`running` takes the same arguments for one
+    serving block (``mrtr serve --tasks``, ``--task-lease``, ``--task-ttl``).
     """
 
     def __init__(
@@ -161,6 +194,8 @@ class Server(Registry):
         mask_errors: bool = False,
         tasks_url: str | None = None,
         task_lease: float | None = None,
+        task_ttl: float | None = None,
+        task_max_bytes: int | None = None,
     ) -> None:
         super().__init__()
         if answers not in ("strict", "lenient"):
@@ -169,8 +204,7 @@ class Server(Registry):
             raise ValueError(f'sync_handlers must be "inline" or "thread", got {sync_handlers!r}')
         if codec is not None and (secret is not None or ttl is not None):
             raise ValueError("give either codec or secret/ttl, not both")
-        if task_lease is not None and not task_lease > 0:
-            raise ValueError(f"task_lease must be a positive number of seconds, got {task_lease!r}")
+        _TaskSettings(tasks_url, task_lease, task_ttl, task_max_bytes).check()
         self.name = name
         self.mask_errors = mask_errors
         self.version = version
@@ -209,7 +243,7 @@ class Server(Registry):
         # never goes stale; it spares the store a second read when the transport asked first.
         self._task_guards: OrderedDict[tuple[str, str | None], TaskAccess] = OrderedDict()
         self._tasks: TaskHost | None = None
-        self._task_settings = (tasks_url, task_lease)
+        self._task_settings = _TaskSettings(tasks_url, task_lease, task_ttl, task_max_bytes)
 
     # -- lifespan ----------------------------------------------------------------------
 
@@ -231,29 +265,29 @@ class Server(Registry):
         """
         return self._lifespan.register(fn)
 
-    def running(self, *, tasks_url: str | None = None,
-                task_lease: float | None = None) -> AbstractAsyncContextManager[Any]:
+    def running(self, *, tasks_url: str | None = None, task_lease: float | None = None,
+                task_ttl: float | None = None, task_max_bytes: int | None = None) -> AbstractAsyncContextManager[Any]:
         """What a serving process keeps running beside its transport, for an ``async with`` block.
 
         The lifespan (its yielded value is what the block gives), then, with task tools
         registered, the task store and this node's task carrier; a store that cannot be
-        reached fails here, at start. ``tasks_url`` and ``task_lease`` override the
-        constructor's for this block (each defaults, in the end, to ``MRTR_TASKS`` or
-        ``sqlite:///mrtr-tasks.sqlite3`` and to ``MRTR_TASK_LEASE`` or 30 seconds).
-        Entered once per process: nested or concurrent entries (two transports in one
-        process) share the first one's resources, and the last exit closes them. The
-        transports enter it (:class:`~mrtr.core.jsonrpc.Dispatcher`).
+        reached fails here, at start. The task arguments, where given, override the
+        constructor's for this block. Entered once per process: nested or concurrent
+        entries (two transports in one process) share the first one's resources (and
+        task settings), and the last exit closes them. The transports enter it
+        (:class:`~mrtr.core.jsonrpc.Dispatcher`).
         """
-        url, lease = self._task_settings
-        return self._running(url if tasks_url is None else tasks_url, lease if task_lease is None else task_lease)
+        given = _TaskSettings(tasks_url, task_lease, task_ttl, task_max_bytes)
+        given.check()
+        return self._running(given.over(self._task_settings))
 
     @asynccontextmanager
-    async def _running(self, tasks_url: str | None, task_lease: float | None) -> AsyncIterator[Any]:
-        async with self._lifespan.running() as value, self._tasks_running(tasks_url, task_lease):
+    async def _running(self, settings: _TaskSettings) -> AsyncIterator[Any]:
+        async with self._lifespan.running() as value, self._tasks_running(settings):
             yield value
 
     @asynccontextmanager
-    async def _tasks_running(self, url: str | None, lease: float | None) -> AsyncIterator[None]:
+    async def _tasks_running(self, settings: _TaskSettings) -> AsyncIterator[None]:
         if not self.has_task_tools or self._tasks is not None:
             yield
             return
@@ -263,7 +297,8 @@ class Server(Registry):
         def changed(record: Any) -> None:
             self._subscriptions.publish("notifications/tasks", record.to_wire())
 
-        async with serve_tasks(self.task_binding, self.token_carrier, url, lease=lease, on_change=changed) as carrier:
+        async with serve_tasks(self.task_binding, self.token_carrier, settings.url, lease=settings.lease,
+                               ttl=settings.ttl, max_record_bytes=settings.max_bytes, on_change=changed) as carrier:
             self._tasks = carrier
             try:
                 yield
@@ -289,13 +324,23 @@ class Server(Registry):
 
     @property
     def tasks_url(self) -> str | None:
-        """The task store the constructor was given (``None``: ``MRTR_TASKS`` or the default); see :meth:`running`."""
-        return self._task_settings[0]
+        """The task store the constructor was given (``None``: ``MRTR_TASKS`` or the default)."""
+        return self._task_settings.url
 
     @property
     def task_lease(self) -> float | None:
         """The task lease in seconds the constructor was given (``None``: ``MRTR_TASK_LEASE`` or 30)."""
-        return self._task_settings[1]
+        return self._task_settings.lease
+
+    @property
+    def task_ttl(self) -> float | None:
+        """The task TTL in seconds the constructor was given (``None``: ``MRTR_TASK_TTL`` or one hour)."""
+        return self._task_settings.ttl
+
+    @property
+    def task_max_bytes(self) -> int | None:
+        """The cap on one task record the constructor was given (``None``: ``mrtr.tasks.MAX_RECORD_BYTES``)."""
+        return self._task_settings.max_bytes
 
     # -- configuration ---------------------------------------------------------------
 
@@ -406,11 +451,18 @@ class Server(Registry):
     async def _watched_tasks(self, request: _Request, task_ids: Any) -> list[str] | None:
         """The ``taskIds`` of a listen request this caller may watch, in order; ``None`` when none were asked.
 
-        Asking needs the tasks extension (``-32021``). Unknown, expired and other
-        callers' tasks are left out of the acknowledgement, with no way to tell which.
+        Asking needs the tasks extension (``-32021``); more than :data:`MAX_LISTEN_TASK_IDS`
+        ids is ``-32602``. Unknown, expired and other callers' tasks are left out of the
+        acknowledgement, with no way to tell which.
         """
         if task_ids is None:
             return None
+        if isinstance(task_ids, list) and len(task_ids) > MAX_LISTEN_TASK_IDS:
+            # Checked first: each id costs a store lookup, and 200,000 of them cost a node seconds.
+            raise InvalidParams(
+                f"subscriptions/listen: notifications.taskIds may name at most {MAX_LISTEN_TASK_IDS} task ids, "
+                f"got {len(task_ids)}; open several streams to watch more"
+            )
         if not isinstance(task_ids, list) or not all(isinstance(task_id, str) and task_id for task_id in task_ids):
             raise InvalidParams("subscriptions/listen: notifications.taskIds must be a list of task ids")
         if not _declares_tasks(request.envelope):

@@ -5,6 +5,7 @@ its stores live in :mod:`mrtr.carriers.tasks`.
 """
 
 from ..carriers.tasks import (
+    MAX_RECORD_BYTES,
     TERMINAL,
     Status,
     StoreUnavailable,
@@ -12,6 +13,7 @@ from ..carriers.tasks import (
     TaskExists,
     TaskRecord,
     TaskStore,
+    TaskTooLarge,
     ToolBinding,
     UnknownTask,
     mutate,
@@ -25,6 +27,8 @@ __all__ = [
     "ToolBinding",
     "UnknownTask",
     "TaskRecord",
+    "TaskTooLarge",
+    "MAX_RECORD_BYTES",
     "Status",
     "TERMINAL",
     "new_task_id",

@@ -157,7 +157,9 @@ server = Server("life", "1", secret=b"w" * 32)
 @server.lifespan
 async def resources():
     yield os.getpid()  # the process that opened it
-    print("lifespan closed in", os.getpid(), file=sys.stderr, flush=True)
+    # One write of the whole line: two workers print at once, and a pipe keeps a write of
+    # less than PIPE_BUF bytes whole, where print's several writes interleave.
+    os.write(2, f"lifespan closed in {os.getpid()}\\n".encode())
 
 @server.tool
 def owner(ctx: Context) -> str:

@@ -44,6 +44,12 @@ def build(tasks_url: str | None = None) -> Server:
         yield Step(_long, str(journal))
         return "journal done"
 
+    @app.tool(task="required")
+    def gated(path: str) -> Any:
+        """Works until the file ``path`` exists (the test creates it when it wants the task to end)."""
+        opened = yield Step(_wait_for, path)
+        return f"gated {opened}"
+
     @app.tool
     def plain(x: int) -> int:
         """Not a task tool."""
@@ -58,6 +64,12 @@ def _append(path: str, line: str) -> str:
         file.flush()
         os.fsync(file.fileno())
     return line
+
+
+def _wait_for(path: str) -> str:
+    while not Path(path).exists():
+        time.sleep(0.02)
+    return "open"
 
 
 def _long(path: str) -> str:

@@ -8,12 +8,13 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
 
-__all__ = ["redis_server", "free_port"]
+__all__ = ["redis_server", "free_port", "redis_cli"]
 
 
 def free_port() -> int:
@@ -25,12 +26,13 @@ def free_port() -> int:
 
 @contextmanager
 def redis_server(port: int | None = None, workdir: str | None = None, *,
-                 persist: bool = False) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+                 persist: bool = False, password: str | None = None) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """Start redis-server and yield its URL and process; stop it after.
 
     Without ``persist`` nothing is written to disk; with it, every write is in an
     append-only file in ``workdir`` before Redis acknowledges it, so a restart on the same
-    ``port`` and ``workdir`` finds the data again.
+    ``port`` and ``workdir`` finds the data again. With ``password`` Redis requires it
+    (``requirepass``) and the URL carries it (``redis://:password@host:port/0``).
 
     Without a redis-server binary the test is skipped, except in CI (``CI=true``), where
     Redis is part of what must be tested and a missing binary is a failure.
@@ -44,8 +46,9 @@ def redis_server(port: int | None = None, workdir: str | None = None, *,
     owned = workdir is None
     workdir = workdir or tempfile.mkdtemp(prefix="mrtr-redis-")
     durability = ["--appendonly", "yes", "--appendfsync", "always"] if persist else ["--appendonly", "no"]
+    auth = [] if password is None else ["--requirepass", password]
     process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", *durability, "--dir", workdir],
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", *durability, "--dir", workdir, *auth],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -55,14 +58,15 @@ def redis_server(port: int | None = None, workdir: str | None = None, *,
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=0.5) as conn:
                     conn.sendall(b"PING\r\n")
-                    if conn.recv(16).startswith(b"+PONG"):
+                    if conn.recv(64).startswith((b"+PONG", b"-NOAUTH")):
                         break
             except OSError:
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"redis-server did not start on port {port}")
             time.sleep(0.02)
-        yield f"redis://127.0.0.1:{port}/0", process
+        userinfo = "" if password is None else f":{password}@"
+        yield f"redis://{userinfo}127.0.0.1:{port}/0", process
     finally:
         process.terminate()
         try:
@@ -72,3 +76,14 @@ def redis_server(port: int | None = None, workdir: str | None = None, *,
             process.wait()
         if owned:
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def redis_cli(url: str, *command: str) -> str:
+    """Run one command against the Redis at ``url`` with redis-cli (the operator's tool) and return its reply."""
+    parts = urllib.parse.urlsplit(url)
+    auth = [] if parts.password is None else ["-a", parts.password, "--no-auth-warning"]
+    done = subprocess.run(
+        ["redis-cli", "-h", parts.hostname or "127.0.0.1", "-p", str(parts.port), *auth, *command],
+        capture_output=True, text=True, timeout=10, check=True,
+    )
+    return done.stdout.strip()

@@ -221,6 +221,37 @@ async def test_expired_tasks_are_unknown(store: TaskStore) -> None:
             await carrier.update(task_id, ALICE, {"elicit-1": accept(name="late")})
 
 
+async def test_a_task_working_past_its_ttl_completes_and_its_outcome_stays_readable(store: TaskStore) -> None:
+    gate = trio.Event()
+
+    async def slow(ctx: Context) -> Any:
+        opened = yield Step(gate.wait)
+        yield f"finished after its ttl {opened}"
+
+    ttl, lease = 0.5, 0.6
+    async with node(store, {"slow": slow}, ttl_ms=int(ttl * 1000), lease=lease) as carrier:
+        task_id = await start(carrier, "slow")
+        created = trio.current_time()
+        with trio.fail_after(10):
+            # The condition is the time itself: past the ttl, and past ttl and lease together.
+            while trio.current_time() < created + 2 * (ttl + lease):
+                task = validate_task("GetTaskResult", await carrier.get(task_id, ALICE))
+                assert task["status"] == "working"
+                await trio.sleep(0.02)
+        gate.set()
+        done = await until(carrier, task_id, status("completed"))
+        assert done["result"]["content"][0]["text"] == "finished after its ttl None"
+        assert done["ttlMs"] == 500
+        # A finished task lives its ttl from the end, then is unknown like any expired one.
+        with trio.fail_after(5):
+            while True:
+                try:
+                    await carrier.get(task_id, ALICE)
+                except UnknownTask:
+                    break
+                await trio.sleep(0.02)
+
+
 async def test_another_principal_sees_an_unknown_task(store: TaskStore) -> None:
     async with node(store, {"ask": two_questions}) as carrier:
         task_id = await start(carrier, "ask")
@@ -334,3 +365,142 @@ async def test_redis_going_away_mid_run_loses_nothing(tmp_path: Any) -> None:
                 task = await until(carrier, task_id, status("completed"), timeout=20)
     assert task["result"]["content"][0]["text"] == "prepared+waited"
     assert calls == ["prepare", "wait", "wait"]  # the recorded Step did not run again
+
+
+class Faulty:
+    """A memory store whose writes, renewals and lease scans raise RuntimeError while ``broken``: a bug, not an outage."""
+
+    def __init__(self) -> None:
+        from mrtr.carriers.tasks.memory import MemoryStore
+
+        self.inner = MemoryStore()
+        self.url = self.inner.url
+        self.broken = False
+        self.failed: list[str] = []
+
+    def _check(self, name: str) -> None:
+        if self.broken:
+            self.failed.append(name)
+            raise RuntimeError(f"{name} is broken")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def replace(self, record: Any) -> bool:
+        self._check("replace")
+        return await self.inner.replace(record)
+
+    async def renew(self, record: Any) -> bool:
+        self._check("renew")
+        return await self.inner.renew(record)
+
+    async def claimable(self, now: float, limit: int = 100) -> list[str]:
+        self._check("claimable")
+        return await self.inner.claimable(now, limit)
+
+
+async def test_an_unexpected_error_in_the_background_loops_leaves_the_node_serving() -> None:
+    gate = trio.Event()
+
+    async def gated(ctx: Context) -> Any:
+        opened = yield Step(gate.wait)
+        yield f"opened {opened}"
+
+    store = Faulty()
+    async with node(store, {"gated": gated}, lease=0.3) as carrier:  # type: ignore[arg-type]
+        task_id = await start(carrier, "gated")
+        store.broken = True
+        with trio.fail_after(10):
+            while not {"renew", "claimable"} <= set(store.failed):  # the lease keeper and the scan both hit it
+                await trio.sleep(0.01)
+        store.broken = False
+        gate.set()
+        task = await until(carrier, task_id, status("completed"))
+        assert task["result"]["content"][0]["text"] == "opened None"
+        assert (await until(carrier, await start(carrier, "gated"), status("completed")))["status"] == "completed"
+
+
+CAP = 20_000
+
+
+@asynccontextmanager
+async def capped(store_url: str) -> AsyncIterator[TaskStore]:
+    """The store of each kind, holding records of at most ``CAP`` bytes."""
+    async with open_store(store_url, max_record_bytes=CAP) as opened:
+        yield opened
+
+
+async def test_a_task_over_the_size_cap_is_refused_at_creation(store_url: str) -> None:
+    from mrtr.tasks import TaskTooLarge
+
+    async with capped(store_url) as store, node(store, {"quick": lambda blob: "ok"}) as carrier:
+        with pytest.raises(TaskTooLarge) as caught:
+            await start(carrier, "quick", {"blob": "x" * CAP})
+        error = caught.value.to_error_object()
+        assert error["code"] == -32602
+        assert f"over the limit of {CAP} bytes" in error["message"]
+        assert error["data"]["limit"] == CAP and error["data"]["size"] > CAP
+        assert not carrier._runs
+        task_id = await start(carrier, "quick", {"blob": "x" * (CAP // 2)})  # under the cap: fine
+        assert (await until(carrier, task_id, status("completed")))["result"]["content"][0]["text"] == "ok"
+
+
+async def test_a_step_result_over_the_size_cap_fails_the_task_clearly(store_url: str) -> None:
+    after: list[str] = []
+
+    def bloated(ctx: Context) -> Any:
+        yield Step(lambda: "x" * CAP)
+        after.append("went on")  # never: the result could not be saved, so the handler must not go on
+        return "never"
+
+    def big_answer(ctx: Context) -> Any:
+        yield Step(lambda: 1)
+        return "y" * CAP  # the outcome itself is over the cap
+
+    async with capped(store_url) as store, node(store, {"bloated": bloated, "big": big_answer}) as carrier:
+        for tool in ("bloated", "big"):
+            task = await until(carrier, await start(carrier, tool), status("completed", "failed"))
+            assert task["status"] == "failed", task
+            assert task["error"]["code"] == -32603
+            assert f"over the limit of {CAP} bytes" in task["error"]["message"]
+        assert after == []
+        # The node is fine: the next task runs.
+        assert (await until(carrier, await start(carrier, "big"), status("failed")))["status"] == "failed"
+
+
+async def test_answers_over_the_size_cap_are_refused_and_the_task_keeps_waiting(store_url: str) -> None:
+    from mrtr.tasks import TaskTooLarge
+
+    async with capped(store_url) as store, node(store, {"ask": two_questions}) as carrier:
+        task_id = await start(carrier, "ask")
+        before = await until(carrier, task_id, status("input_required"))
+        with pytest.raises(TaskTooLarge):
+            await carrier.update(task_id, ALICE, {"elicit-1": accept(name="z" * CAP)})
+        assert await carrier.get(task_id, ALICE) == before
+        await carrier.update(task_id, ALICE, {"elicit-1": accept(name="Ada")})
+        await until(carrier, task_id, lambda t: "elicit-2" in t.get("inputRequests", {}))
+
+
+async def test_lease_renewals_of_a_large_running_task_do_not_rewrite_it(shared_url: str, tmp_path: Any) -> None:
+    from .test_store import store_bytes_written
+
+    gate = trio.Event()
+
+    async def gated(ctx: Context, pad: str) -> Any:
+        opened = yield Step(gate.wait)
+        yield f"opened {opened}"
+
+    async with open_store(shared_url) as store, node(store, {"gated": gated}, lease=0.3) as carrier:
+        written = store_bytes_written(shared_url)
+        task_id = await start(carrier, "gated", {"pad": "x" * 900_000})
+        first = await store.get(task_id)
+        assert first is not None
+        before = written()
+        with trio.fail_after(10):
+            while (current := await store.get(task_id)) is not None and current.version < first.version + 10:
+                await trio.sleep(0.02)
+        assert current is not None and current.updated_at == first.updated_at  # nothing a client sees changed
+        renewals = current.version - first.version
+        assert written() - before < renewals * 16_000, (written() - before, renewals)
+        gate.set()
+        assert (await until(carrier, task_id, status("completed")))["result"]["content"][0]["text"] == "opened None"

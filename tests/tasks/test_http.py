@@ -150,3 +150,36 @@ async def test_mcp_name_must_mirror_the_task_id(client: Client) -> None:
                  "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tasks/get", "Mcp-Name": "other", "X-User": "alice"})
     assert response.status_code == 400
     assert json.loads(response.content)["error"]["code"] == -32020
+
+
+@pytest.mark.parametrize(("setting", "ttl_ms"), [("2.5", 2500), ("none", None), ("", 3_600_000)])
+async def test_mrtr_task_ttl_sets_the_ttl_of_new_tasks(setting: str, ttl_ms: int | None,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MRTR_TASK_TTL", setting)
+    app = build("memory:")
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": WITH_TASKS}
+    async with app.running():
+        reply = await app.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                                  "params": {"name": "report", "arguments": {}, "_meta": meta}})
+    assert validate_task("CreateTaskResult", reply["result"])["ttlMs"] == ttl_ms
+
+
+async def test_an_unusable_mrtr_task_ttl_fails_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MRTR_TASK_TTL", "-5")
+    app = build("memory:")
+    with pytest.raises(ValueError, match="MRTR_TASK_TTL must be a positive number of seconds or none"):
+        async with app.running():
+            pass
+
+
+async def test_a_call_whose_task_would_exceed_the_size_cap_gets_a_clear_400(client: Client) -> None:
+    from mrtr.tasks import MAX_RECORD_BYTES
+
+    padding = "x" * (MAX_RECORD_BYTES + 1000)  # fits an HTTP body (4 MiB), not a task record (1 MiB)
+    status, reply = await client.post("tools/call", {"name": "report", "arguments": {"padding": padding}})
+    assert status == 400
+    assert reply["error"]["code"] == -32602
+    assert f"over the limit of {MAX_RECORD_BYTES} bytes" in reply["error"]["message"]
+    status, reply = await client.post("tools/call", {"name": "report", "arguments": {}})
+    assert reply["result"]["resultType"] == "task"

@@ -135,3 +135,66 @@ async def test_task_notifications_need_the_extension():
         await peer.send(2, "subscriptions/listen", {"_meta": meta(), "notifications": {"taskIds": "nope"}})
         assert (await peer.reply(2))["error"]["code"] == -32602
         await to_server.aclose()
+
+
+async def test_the_status_observer_forgets_tasks_that_expired_while_waiting():
+    """One entry per task waiting for input was kept forever once the task expired (about 110 B each)."""
+    from mrtr.carriers.tasks.memory import MemoryStore
+    from mrtr.carriers.tasks.store import Observed
+
+    from .test_carrier import ALICE, node, start, status, two_questions, until
+
+    reported: list[tuple[str, str]] = []
+    observed = Observed(MemoryStore(), lambda record: reported.append((record.task_id, record.status)))
+    async with node(observed, {"ask": two_questions}, ttl_ms=1500) as carrier:  # type: ignore[arg-type]
+        waiting = [await start(carrier, "ask") for _ in range(20)]
+        for task_id in waiting:
+            await until(carrier, task_id, status("input_required"))
+        assert observed.tracked == 20
+        with trio.fail_after(10):
+            while observed.tracked > 1:  # they expire; the writes of a newer task let the observer notice
+                fresh = await start(carrier, "ask")
+                await until(carrier, fresh, status("input_required"))
+                await carrier.cancel(fresh, ALICE)
+                await trio.sleep(0.05)
+        assert all((task_id, "input_required") in reported for task_id in waiting)
+
+
+async def test_the_status_observer_keeps_a_bounded_number_of_tasks():
+    from mrtr.carriers.tasks.memory import MemoryStore
+    from mrtr.carriers.tasks.store import Observed
+
+    from .test_carrier import node, start, status, two_questions, until
+
+    reported: list[tuple[str, str]] = []
+    observed = Observed(MemoryStore(), lambda record: reported.append((record.task_id, record.status)), limit=5)
+    async with node(observed, {"ask": two_questions}) as carrier:  # type: ignore[arg-type]
+        waiting = [await start(carrier, "ask") for _ in range(12)]
+        for task_id in waiting:
+            await until(carrier, task_id, status("input_required"))
+        assert observed.tracked == 5
+        assert all((task_id, "input_required") in reported for task_id in waiting)  # every change still reported
+
+
+async def test_a_listen_stream_names_at_most_max_listen_task_ids():
+    from mrtr.server.dispatch import MAX_LISTEN_TASK_IDS
+
+    server = build("memory:")
+    to_server, server_stdin = trio.testing.memory_stream_one_way_pair()
+    server_stdout, from_server = trio.testing.memory_stream_one_way_pair()
+    peer = Peer(to_server, from_server)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(partial(serve_stdio, server, stdin=server_stdin, stdout=server_stdout))
+        # 150,000 ids fit in one 4 MiB line; looking each up cost the node seconds of work.
+        for request_id, count in ((1, MAX_LISTEN_TASK_IDS + 1), (2, 150_000)):
+            await peer.send(request_id, "subscriptions/listen",
+                            {"_meta": meta(), "notifications": {"taskIds": [f"t{i}" for i in range(count)]}})
+            with trio.fail_after(2):
+                error = (await peer.reply(request_id))["error"]
+            assert error["code"] == -32602
+            assert f"at most {MAX_LISTEN_TASK_IDS} task ids" in error["message"]
+        await peer.send(3, "subscriptions/listen",
+                        {"_meta": meta(), "notifications": {"taskIds": [f"t{i}" for i in range(MAX_LISTEN_TASK_IDS)]}})
+        ack = await peer.until(lambda message: message.get("method") == "notifications/subscriptions/acknowledged")
+        assert ack["params"]["notifications"] == {"taskIds": []}  # at the cap it is served (none of them exists)
+        await to_server.aclose()

@@ -24,14 +24,19 @@ CAPABILITIES = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 
 
 @contextmanager
-def mrtr_serve(store_url: str, secret: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+def mrtr_serve(store_url: str, secret: str, *options: str,
+               log: Path | None = None) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """``mrtr serve`` of the tasks app on a free port, with a 1 s lease; its stderr in ``log`` when given."""
     port = free_port()
     env = {**os.environ, "MRTR_SECRET": secret, "PYTHONPATH": str(ROOT)}
+    stderr: Any = subprocess.PIPE if log is None else open(log, "wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "mrtr", "serve", "tests.tasks.app:server", "--port", str(port),
-         "--tasks", store_url, "--task-lease", "1", "--log-level", "warning"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+         "--tasks", store_url, "--task-lease", "1", "--log-level", "warning", *options],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
     )
+    if log is not None:
+        stderr.close()  # the child holds its own descriptor
     try:
         yield process, port
     finally:
@@ -47,6 +52,7 @@ def mrtr_serve(store_url: str, secret: str) -> Iterator[tuple[subprocess.Popen[b
 
 
 async def post(port: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One JSON-RPC request declaring the tasks extension; the response message."""
     params = {**params, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                                   "io.modelcontextprotocol/clientCapabilities": CAPABILITIES}}
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
@@ -59,6 +65,7 @@ async def post(port: int, method: str, params: dict[str, Any]) -> dict[str, Any]
 
 
 async def ready(process: subprocess.Popen[bytes], port: int) -> None:
+    """Wait until the process answers HTTP."""
     with trio.fail_after(30):
         while True:
             assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
@@ -104,11 +111,33 @@ async def test_a_killed_process_task_is_finished_by_the_other_on_redis(tmp_path:
 
 
 async def test_an_unreachable_store_fails_at_start(tmp_path: Path) -> None:
-    url = f"redis://127.0.0.1:{free_port()}/0"
+    port = free_port()
+    url = f"redis://:hunter2-pass@127.0.0.1:{port}/0"
     with mrtr_serve(url, base64.b64encode(os.urandom(32)).decode()) as (process, _port):
         with trio.fail_after(30):
             while process.poll() is None:
                 await trio.sleep(0.05)
         assert process.returncode == 1
         assert process.stderr is not None
-        assert f"task store {url} cannot be reached" in process.stderr.read().decode()
+        said = process.stderr.read().decode()
+        assert f"task store redis://:***@127.0.0.1:{port}/0 cannot be reached" in said
+        assert "hunter2" not in said
+
+
+async def test_task_ttl_sets_how_long_a_finished_task_is_kept(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'tasks.sqlite3'}"
+    with mrtr_serve(url, base64.b64encode(os.urandom(32)).decode(), "--task-ttl", "0.5") as (process, port):
+        await ready(process, port)
+        reply = await post(port, "tools/call", {"name": "report", "arguments": {}})
+        created = validate_task("CreateTaskResult", reply["result"])
+        assert created["ttlMs"] == 500
+        seen = []
+        with trio.fail_after(20):
+            while True:  # completed, then kept half a second, then unknown
+                reply = await post(port, "tasks/get", {"taskId": created["taskId"]})
+                if "error" in reply:
+                    break
+                seen.append(validate_task("GetTaskResult", reply["result"])["status"])
+                await trio.sleep(0.02)
+        assert reply["error"] == {"code": -32602, "message": "Unknown task"}
+        assert "completed" in seen

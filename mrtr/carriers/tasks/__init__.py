@@ -10,7 +10,7 @@ node that takes over a task whose runner died replays without running it again.
 from ..contract import ToolBinding
 from .carrier import TaskCarrier, UnknownTask
 from .host import serve_tasks
-from .record import TERMINAL, Status, TaskRecord, new_task_id
+from .record import MAX_RECORD_BYTES, TERMINAL, Status, TaskRecord, TaskTooLarge, new_task_id
 from .store import StoreUnavailable, TaskExists, TaskStore, mutate
 from .urls import open_store
 
@@ -19,6 +19,8 @@ __all__ = [
     "ToolBinding",
     "UnknownTask",
     "TaskRecord",
+    "TaskTooLarge",
+    "MAX_RECORD_BYTES",
     "Status",
     "TERMINAL",
     "new_task_id",

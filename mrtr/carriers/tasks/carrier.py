@@ -39,7 +39,7 @@ from ...core.replay import Completed, Detached, InputRequired
 from ...core.schema import RequestedSchema
 from ..contract import Interim, TaskAccess, ToolBinding, run_handler
 from ..token import TokenCarrier
-from .record import TaskRecord, new_task_id
+from .record import TaskRecord, TaskTooLarge, new_task_id
 from .store import StoreUnavailable, TaskStore, mutate
 
 __all__ = ["TaskCarrier", "Resolve", "UnknownTask", "status_message"]
@@ -86,10 +86,11 @@ async def _in_thread(run: Callable[[], Any]) -> Any:
 class TaskCarrier:
     """Creates, runs, resumes and takes over tasks kept in ``store``.
 
-    ``lease`` is the lease length in seconds; ``ttl_ms`` the life of a task from its
-    creation (``None``: unlimited); ``poll_interval_ms`` the polling pace suggested to
-    clients. ``token`` is the server's token carrier, which holds the call's ledger while
-    its rounds before the task last (see :meth:`execute`). :meth:`serve` must be running (in a
+    ``lease`` is the lease length in seconds; ``ttl_ms`` how long a task lives after
+    its last activity (``None``: unlimited; see :meth:`TaskRecord.lifetime_end`);
+    ``poll_interval_ms`` the polling pace suggested to clients. ``token`` is the server's
+    token carrier, which holds the call's ledger while its rounds before the task last
+    (see :meth:`execute`). :meth:`serve` must be running (in a
     nursery) for tasks to run. Implements :class:`mrtr.carriers.contract.TaskHost`.
     """
 
@@ -125,7 +126,12 @@ class TaskCarrier:
             try:
                 task_status.started()
                 while True:
-                    await self.take_over_abandoned()
+                    try:
+                        await self.take_over_abandoned()
+                    except Exception:
+                        # Store errors are handled inside; anything else is a bug, and the node
+                        # serving everything else must not die of it.
+                        log.exception("looking for abandoned tasks failed")
                     await trio.sleep(self.lease / 3)
             finally:
                 self._nursery = None
@@ -134,21 +140,34 @@ class TaskCarrier:
         """Take every working task whose lease expired and run it here; returns how many."""
         try:
             ids = await self.store.claimable(time.time())
-        except StoreUnavailable as exc:
-            log.warning("cannot look for abandoned tasks: %s", exc)
+        except StoreUnavailable:
+            log.warning("cannot look for abandoned tasks while the task store is unavailable")
             return 0
         taken = 0
         for task_id in ids:
             try:
                 record, changed = await mutate(self.store, task_id, self._claim)
-            except StoreUnavailable as exc:
-                log.warning("cannot take over task: %s", exc)
+            except StoreUnavailable:
+                log.warning("task %s: cannot take over while the task store is unavailable", task_id)
                 return taken
+            except TaskTooLarge as error:  # stored under a larger cap than this node's: it can never run here
+                log.warning("task %s: cannot take over: %s", task_id, error.message)
+                await self._fail_too_large(task_id, error)
+                continue
             if changed and record is not None:
                 log.info("task %s: lease expired, resuming by replay on node %s", task_id, self.node)
                 self._start(record)
                 taken += 1
         return taken
+
+    async def _fail_too_large(self, task_id: str, error: TaskTooLarge) -> None:
+        def fail(record: TaskRecord, now: float) -> TaskRecord | None:
+            return record.evolve(now, **_too_large(error)) if record.lease_free(now) else None
+
+        try:
+            await mutate(self.store, task_id, fail)
+        except (StoreUnavailable, TaskTooLarge):
+            log.warning("task %s: cannot record that it is too large", task_id)
 
     def _claim(self, record: TaskRecord, now: float) -> TaskRecord | None:
         if not record.lease_free(now):
@@ -201,7 +220,7 @@ class TaskCarrier:
             status="completed" if result is not None else "working",
             result=result,
             scopes=tuple(scopes),
-        )
+        ).with_lifetime(now)
         await self.store.create(record)
         if result is None:
             self._start(record)
@@ -332,9 +351,21 @@ class TaskCarrier:
         self._runs[record.task_id] = run
         try:
             await run.execute()
+        except Exception:
+            # A bug in one run must not take the node's other runs and requests with it; the
+            # task's lease runs out and a node takes it over.
+            log.exception("task %s: its run failed unexpectedly; left for takeover", record.task_id)
         finally:
             if self._runs.get(record.task_id) is run:
                 del self._runs[record.task_id]
+
+
+def _too_large(error: TaskTooLarge) -> dict[str, Any]:
+    """The changes that fail a task whose record would not fit; they drop what made it large."""
+    message = f"Internal error: the task could not be saved: {error.message[len('Task too large: ') :]}"
+    return {"status": "failed", "error": {"code": -32603, "message": message, "data": error.data},
+            "status_message": "The task failed", "arguments": {}, "ledger": (), "fresh": (), "input_requests": {},
+            "result": None}
 
 
 def _check_form_answer(key: str, request: Any, answer: Any) -> None:
@@ -372,8 +403,13 @@ class _Run:
         self.lost = True
         self.scope.cancel()
 
-    async def write(self, change: Callable[[TaskRecord, float], TaskRecord]) -> None:
-        """Compare-and-set the next version; give up the run if the task is no longer ours."""
+    async def write(self, change: Callable[[TaskRecord, float], TaskRecord], *, lease_only: bool = False) -> None:
+        """Compare-and-set the next version; give up the run if the task is no longer ours.
+
+        ``lease_only``: ``change`` moves nothing but the lease (:meth:`TaskRecord.renewed`),
+        so the store writes only that (:meth:`TaskStore.renew`).
+        """
+        save = self.store.renew if lease_only else self.store.replace
         async with self.lock:
             if self.lost:
                 raise _Lost()
@@ -383,7 +419,7 @@ class _Run:
                     self.abandon()
                     raise _Lost()
                 changed = change(current, time.time())
-                if await self.store.replace(changed):
+                if await save(changed):
                     self.record = changed
                     return
                 latest = await self.store.get(current.task_id)
@@ -400,19 +436,25 @@ class _Run:
                 await self.wake.wait()
             self.wake = trio.Event()
             message = self.message
+            lease = self.carrier.lease
+            # While it works, this run is the task's only writer, so its own copy says what is stored.
+            reported = message is None or message == self.record.status_message
 
             def renew(record: TaskRecord, now: float) -> TaskRecord:
-                changes: dict[str, Any] = {"lease_expiry": now + self.carrier.lease}
-                if message is not None and message != record.status_message:
-                    changes["status_message"] = message
-                return record.evolve(now, **changes)
+                return record.renewed(now, now + lease)
+
+            def publish(record: TaskRecord, now: float) -> TaskRecord:
+                return record.evolve(now, lease_expiry=now + lease, status_message=message)
 
             try:
-                await self.write(renew)
+                if reported:
+                    await self.write(renew, lease_only=True)
+                else:
+                    await self.write(publish)
             except _Lost:
                 return
-            except StoreUnavailable as exc:
-                log.warning("task %s: cannot renew the lease: %s", self.record.task_id, exc)
+            except StoreUnavailable:
+                log.warning("task %s: cannot renew the lease while the task store is unavailable", self.record.task_id)
 
     def notify(self, method: str, params: Mapping[str, Any]) -> None:
         """The Context's notify: progress becomes the status message (thread-safe)."""
@@ -447,18 +489,24 @@ class _Run:
             return
         # The lease renewal that would have published the last progress was cancelled with the
         # run, or never woke up: the write that ends the run carries it.
-        done = final if self.message is None or "status_message" in final else {**final, "status_message": self.message}
+        ended = final if self.message is None or "status_message" in final else {**final, "status_message": self.message}
 
         def finish(current: TaskRecord, now: float) -> TaskRecord:
-            return current.evolve(now, lease_owner=None, lease_expiry=0.0, **done)
+            return current.evolve(now, lease_owner=None, lease_expiry=0.0, **ended)
 
         task_id = self.record.task_id
         try:
-            await self.write(finish)
+            try:
+                await self.write(finish)
+            except TaskTooLarge as error:  # the outcome does not fit: the task fails, saying why
+                log.warning("task %s: %s", task_id, error.message)
+                done = {"lease_owner": None, "lease_expiry": 0.0, **_too_large(error)}
+                await self.write(lambda current, now: current.evolve(now, **done))
         except _Lost:
             log.info("task %s: finished after it was cancelled or taken over; outcome dropped", task_id)
-        except StoreUnavailable as exc:
-            log.warning("task %s: cannot save the outcome, left for takeover: %s", task_id, exc)
+        except StoreUnavailable:
+            log.warning("task %s: cannot save the outcome while the task store is unavailable; left for takeover",
+                        task_id)
 
     async def attempt(self) -> dict[str, Any] | None:
         """The record changes that end this run, or ``None`` when it must end without a write."""
@@ -473,10 +521,13 @@ class _Run:
         except _Lost:
             log.info("task %s: no longer owned by node %s; its run stops", task_id, self.carrier.node)
             return None
-        except StoreUnavailable as exc:
+        except StoreUnavailable:
             # The lease runs out; this node or another takes the task over once the store is back.
-            log.warning("task %s: store failed mid-run, left for takeover: %s", task_id, exc)
+            log.warning("task %s: the task store failed mid-run; left for takeover", task_id)
             return None
+        except TaskTooLarge as error:  # a Step's result cannot be saved: the handler must not go on
+            log.warning("task %s: %s", task_id, error.message)
+            return _too_large(error)
         except HandlerError as error:
             log.warning("task %s: handler failed: %s", task_id, error.message, exc_info=error.__cause__)
             return {"status": "completed", "result": binding.handler_failed(error)}

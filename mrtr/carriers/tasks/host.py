@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -11,14 +12,45 @@ import trio
 
 from ..token import TokenCarrier
 from .carrier import Resolve, TaskCarrier
-from .record import TaskRecord
+from .record import MAX_RECORD_BYTES, TaskRecord
 from .store import Observed, TaskStore
 from .urls import DEFAULT_URL, open_store
 
-__all__ = ["serve_tasks", "DEFAULT_LEASE"]
+__all__ = ["serve_tasks", "DEFAULT_LEASE", "DEFAULT_TTL", "parse_ttl"]
 
 DEFAULT_LEASE = 30.0
 """Seconds a runner's lease lasts without renewal."""
+
+DEFAULT_TTL = 3600.0
+"""Seconds a task lives after its last activity (see :meth:`~mrtr.tasks.TaskRecord.lifetime_end`)."""
+
+
+def parse_ttl(text: str) -> float:
+    """A TTL as ``--task-ttl`` and ``MRTR_TASK_TTL`` take it: positive seconds, or ``none`` for no limit (``inf``)."""
+    if text.strip().lower() == "none":
+        return math.inf
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"must be a number of seconds or none, got {text!r}") from None
+    if not value > 0 or math.isnan(value):
+        raise ValueError(f"must be a positive number of seconds or none, got {text!r}")
+    return value
+
+
+def _ttl_ms(ttl: float | None) -> int | None:
+    """``ttl`` seconds (``None``: ``MRTR_TASK_TTL`` or one hour) as the ``ttlMs`` tasks carry (``None``: no limit)."""
+    if ttl is None:
+        text = os.environ.get("MRTR_TASK_TTL")
+        try:
+            ttl = DEFAULT_TTL if not text else parse_ttl(text)
+        except ValueError as exc:
+            raise ValueError(f"MRTR_TASK_TTL {exc}") from None
+    if math.isinf(ttl):
+        return None
+    if not ttl > 0:
+        raise ValueError(f"a task ttl must be a positive number of seconds, got {ttl!r}")
+    return max(1, round(ttl * 1000))
 
 
 def _lease_from_env() -> float:
@@ -37,21 +69,26 @@ def _lease_from_env() -> float:
 @asynccontextmanager
 async def serve_tasks(
     resolve: Resolve, token: TokenCarrier, url: str | None = None, *, lease: float | None = None,
-    ttl_ms: int | None = 3_600_000, on_change: Callable[[TaskRecord], None] | None = None,
+    ttl: float | None = None, max_record_bytes: int | None = None,
+    on_change: Callable[[TaskRecord], None] | None = None,
 ) -> AsyncIterator[TaskCarrier]:
     """Open the task store and run this node's task carrier for the block; gives the carrier.
 
     ``resolve`` binds a tool name and a call's arguments to what runs (the server's
     ``task_binding``); ``token`` is the server's token carrier, for a call's rounds
     before its task exists. ``url`` defaults to ``MRTR_TASKS`` or
-    ``sqlite:///mrtr-tasks.sqlite3``; ``lease`` to ``MRTR_TASK_LEASE`` or 30 seconds. A
-    store that cannot be reached fails here, at start, with
-    :class:`~mrtr.tasks.StoreUnavailable` naming it. ``on_change`` is told of every
-    status change this node writes (see :class:`~mrtr.carriers.tasks.store.Observed`).
+    ``sqlite:///mrtr-tasks.sqlite3``; ``lease`` to ``MRTR_TASK_LEASE`` or 30 seconds;
+    ``ttl``, the seconds a task lives after its last activity (``math.inf``: no limit),
+    to ``MRTR_TASK_TTL`` or one hour. A store that cannot be reached fails here, at
+    start, with :class:`~mrtr.tasks.StoreUnavailable` naming it. ``max_record_bytes``
+    caps one task's record (default :data:`~mrtr.tasks.MAX_RECORD_BYTES`, 1 MiB).
+    ``on_change`` is told of every status change this node writes (see
+    :class:`~mrtr.carriers.tasks.store.Observed`).
     """
     chosen = url or os.environ.get("MRTR_TASKS") or DEFAULT_URL
     length = lease if lease is not None else _lease_from_env()
-    async with open_store(chosen) as opened:
+    ttl_ms = _ttl_ms(ttl)
+    async with open_store(chosen, max_record_bytes=max_record_bytes or MAX_RECORD_BYTES) as opened:
         store: TaskStore = opened if on_change is None else Observed(opened, on_change)
         carrier = TaskCarrier(store, resolve, lease=length, ttl_ms=ttl_ms, token=token)
         async with trio.open_nursery() as nursery:

@@ -4,34 +4,42 @@ from __future__ import annotations
 
 import time
 
-from .record import TaskRecord, decode, encode
+from .record import MAX_RECORD_BYTES, TaskRecord, encode, restore
 from .store import TaskExists
 
 __all__ = ["MemoryStore"]
 
 
 class MemoryStore:
-    """Records kept as encoded bytes, so a caller never aliases a stored record and encoding bugs show at once."""
+    """Records kept as encoded bytes, so a caller never aliases a stored record and encoding bugs show at once.
 
-    def __init__(self) -> None:
+    Each entry is the body of the record's last full write and its lease fields
+    (version, lease expiry, expiry), kept apart as the other stores keep them.
+    """
+
+    def __init__(self, *, max_record_bytes: int = MAX_RECORD_BYTES) -> None:
         self.url = "memory:"
-        self._records: dict[str, bytes] = {}
+        self.max_record_bytes = max_record_bytes
+        self._records: dict[str, tuple[bytes, int, float, float | None]] = {}
 
     def _live(self, task_id: str) -> TaskRecord | None:
-        data = self._records.get(task_id)
-        if data is None:
+        entry = self._records.get(task_id)
+        if entry is None:
             return None
-        record = decode(data)
+        record = restore(*entry)
         if record.expired(time.time()):
             del self._records[task_id]
             return None
         return record
 
+    def _store(self, record: TaskRecord, body: bytes) -> None:
+        self._records[record.task_id] = (body, record.version, record.lease_expiry, record.expires_at)
+
     async def create(self, record: TaskRecord) -> None:
         """See :meth:`TaskStore.create`."""
         if self._live(record.task_id) is not None:
             raise TaskExists(record.task_id)
-        self._records[record.task_id] = encode(record)
+        self._store(record, encode(record, self.max_record_bytes))
 
     async def get(self, task_id: str) -> TaskRecord | None:
         """See :meth:`TaskStore.get`."""
@@ -40,9 +48,19 @@ class MemoryStore:
     async def replace(self, record: TaskRecord) -> bool:
         """See :meth:`TaskStore.replace`; atomic because nothing here awaits."""
         current = self._live(record.task_id)
+        data = encode(record, self.max_record_bytes)
         if current is None or current.version != record.version - 1:
             return False
-        self._records[record.task_id] = encode(record)
+        self._store(record, data)
+        return True
+
+    async def renew(self, record: TaskRecord) -> bool:
+        """See :meth:`TaskStore.renew`: the body stays as it is."""
+        current = self._live(record.task_id)
+        if current is None or current.version != record.version - 1:
+            return False
+        body = self._records[record.task_id][0]
+        self._store(record, body)
         return True
 
     async def claimable(self, now: float, limit: int = 100) -> list[str]:

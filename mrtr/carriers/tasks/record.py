@@ -14,9 +14,14 @@ from typing import Any, Literal
 
 import msgspec
 
+from ...core.errors import InvalidParams
 from ...core.ledger import Ledger, Slot
 
-__all__ = ["Status", "TERMINAL", "TaskRecord", "new_task_id", "encode", "decode", "iso"]
+__all__ = ["Status", "TERMINAL", "TaskRecord", "TaskTooLarge", "MAX_RECORD_BYTES", "new_task_id", "encode", "decode",
+           "restore", "iso"]
+
+MAX_RECORD_BYTES = 1 << 20
+"""The default cap on one encoded task record (1 MiB): arguments, ledger, pending requests and outcome together."""
 
 Status = Literal["working", "input_required", "completed", "failed", "cancelled"]
 """The five task states of the tasks extension."""
@@ -45,7 +50,8 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
     is checked against the asked schema when the replay reaches them).
     ``lease_owner``/``lease_expiry`` name the node running the task while ``working``;
     an expired lease lets another node take the task over. ``expires_at`` is the
-    absolute end of the task's life (``None``: kept until deleted). ``scopes`` are the
+    absolute end of the task's life (``None``: kept until deleted), ``ttl_ms`` after its
+    last activity (see :meth:`lifetime_end`); every write moves it. ``scopes`` are the
     OAuth scopes the tool needed when the task was created: every task method needs
     them too (empty for records stored before they were kept). Times are epoch seconds.
     """
@@ -68,6 +74,7 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
     error: dict[str, Any] | None = None
     lease_owner: str | None = None
     lease_expiry: float = 0.0
+    expires_at: float | None = None
     version: int = 1
     scopes: tuple[str, ...] = ()
 
@@ -76,10 +83,23 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
         """Completed, failed or cancelled: no later change is accepted."""
         return self.status in TERMINAL
 
-    @property
-    def expires_at(self) -> float | None:
-        """When the task stops existing (creation plus TTL), or ``None`` for no limit."""
-        return None if self.ttl_ms is None else self.created_at + self.ttl_ms / 1000
+    def lifetime_end(self, now: float) -> float | None:
+        """When a task written at ``now`` stops existing: ``ttl_ms`` after its last activity.
+
+        The activity is the write itself, except while ``working``: then the runner's
+        lease counts too, so a task is never dropped while a node runs it (each renewal
+        moves it on), and one whose runner died stays for ``ttl_ms`` after the lease ran
+        out, for another node to take over. A task waiting for input lives ``ttl_ms`` from
+        its last update, a finished one ``ttl_ms`` from its end. ``None``: no limit.
+        """
+        if self.ttl_ms is None:
+            return None
+        active = max(now, self.lease_expiry) if self.status == "working" else now
+        return active + self.ttl_ms / 1000
+
+    def with_lifetime(self, now: float) -> TaskRecord:
+        """This record with ``expires_at`` set for a write at ``now``."""
+        return msgspec.structs.replace(self, expires_at=self.lifetime_end(now))
 
     def expired(self, now: float) -> bool:
         """Past its TTL: stores treat it as unknown."""
@@ -91,8 +111,18 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
         return self.status == "working" and self.lease_expiry <= now
 
     def evolve(self, now: float, **changes: Any) -> TaskRecord:
-        """The next version of this record with ``changes`` applied."""
-        return msgspec.structs.replace(self, updated_at=now, version=self.version + 1, **changes)
+        """The next version of this record with ``changes`` applied, its life counted from ``now``."""
+        changed = msgspec.structs.replace(self, updated_at=now, version=self.version + 1, **changes)
+        return changed.with_lifetime(now)
+
+    def renewed(self, now: float, lease_expiry: float) -> TaskRecord:
+        """The next version with only the lease moved to ``lease_expiry`` (and the task's life with it).
+
+        What :meth:`TaskStore.renew` writes: nothing a client sees changes, so neither
+        does ``updated_at`` (``lastUpdatedAt``).
+        """
+        changed = msgspec.structs.replace(self, lease_expiry=lease_expiry, version=self.version + 1)
+        return changed.with_lifetime(now)
 
     def restored_ledger(self) -> Ledger:
         """The ledger to replay against."""
@@ -119,15 +149,48 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
         return task
 
 
+class TaskTooLarge(InvalidParams):
+    """A write would store a record over its store's size cap (``-32602``, HTTP 400); nothing was written.
+
+    Raised to the caller whose input made it too large (the call that creates the task,
+    a ``tasks/update`` with large answers); a run whose Step result or outcome is too
+    large fails its task with it instead (see :class:`~mrtr.tasks.TaskCarrier`).
+    ``data`` carries ``size`` and ``limit`` in bytes.
+    """
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"Task too large: its record would take {size} bytes, over the limit of {limit} bytes",
+                         data={"size": size, "limit": limit})
+        self.size = size
+        self.limit = limit
+
+
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(TaskRecord)
 
 
-def encode(record: TaskRecord) -> bytes:
-    """A record as JSON bytes (what SQLite and Redis store)."""
-    return _encoder.encode(record)
+def encode(record: TaskRecord, limit: int | None = None) -> bytes:
+    """A record as JSON bytes (what the stores keep); :class:`TaskTooLarge` when longer than ``limit``.
+
+    The one place the size cap is checked: every store encodes each record it writes
+    here, so no path (creation, update, Step save, outcome, takeover) can store more.
+    """
+    data = _encoder.encode(record)
+    if limit is not None and len(data) > limit:
+        raise TaskTooLarge(len(data), limit)
+    return data
 
 
 def decode(data: bytes | str) -> TaskRecord:
     """The record ``encode`` produced."""
     return _decoder.decode(data)
+
+
+def restore(body: bytes | str, version: int, lease_expiry: float, expires_at: float | None) -> TaskRecord:
+    """A record as a store keeps it: the body of its last full write, with the lease fields kept beside it.
+
+    A renewal (:meth:`TaskRecord.renewed`) writes only ``version``, ``lease_expiry``
+    and ``expires_at``; they are stored apart from the body so a renewal never rewrites
+    it, and win over the body's copies when the record is read.
+    """
+    return msgspec.structs.replace(decode(body), version=version, lease_expiry=lease_expiry, expires_at=expires_at)

@@ -1,18 +1,21 @@
 """The Redis store: several nodes share one Redis, through ``coredis`` (anyio, runs on trio).
 
-Each task is a hash (``version``, ``status``, ``body``) that expires with the task's TTL;
-working tasks also sit in one sorted set scored by lease expiry, which is how a node
-finds tasks whose runner died. Create and compare-and-set are Lua scripts, so the
-version check and the write are one atomic step on the server: two nodes never both
-win the same transition.
+Each task is a hash (``version``, ``status``, ``lease_expiry``, ``expires_at``, ``body``)
+that Redis expires at the task's ``expires_at`` (moved by every write); a lease renewal
+writes the three small fields and leaves ``body`` alone. Working tasks also sit in one
+sorted set scored by lease expiry, which is how a node finds tasks whose runner died.
+Create, compare-and-set and renewal are Lua scripts, so the version check and the write
+are one atomic step on the server: two nodes never both win the same transition.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .record import TaskRecord, decode, encode
-from .store import StoreUnavailable, TaskExists
+import msgspec
+
+from .record import MAX_RECORD_BYTES, TaskRecord, decode, encode, restore
+from .store import StoreUnavailable, TaskExists, masked, reason, store_failed
 
 try:
     import coredis
@@ -22,23 +25,39 @@ except ImportError:  # pragma: no cover - exercised by the missing-extra message
 
 __all__ = ["RedisStore", "require_coredis"]
 
+_FIELDS = ["body", "version", "lease_expiry", "expires_at"]  # what a read takes of a task's hash
+
+# ARGV of every script: version, status, lease_expiry, expires_at ('' for none), PEXPIREAT ('' for none),
+# task id, then the body for create and replace.
 _CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'version', ARGV[1], 'status', ARGV[2], 'body', ARGV[3])
+redis.call('HSET', KEYS[1], 'version', ARGV[1], 'status', ARGV[2], 'lease_expiry', ARGV[3], 'expires_at', ARGV[4],
+           'body', ARGV[7])
 if ARGV[5] ~= '' then redis.call('PEXPIREAT', KEYS[1], ARGV[5]) end
-if ARGV[2] == 'working' then redis.call('ZADD', KEYS[2], ARGV[4], ARGV[6]) end
+if ARGV[2] == 'working' then redis.call('ZADD', KEYS[2], ARGV[3], ARGV[6]) end
 return 1
 """
 
 _REPLACE = """
 local stored = redis.call('HGET', KEYS[1], 'version')
 if not stored or tonumber(stored) ~= tonumber(ARGV[1]) - 1 then return 0 end
-redis.call('HSET', KEYS[1], 'version', ARGV[1], 'status', ARGV[2], 'body', ARGV[3])
+redis.call('HSET', KEYS[1], 'version', ARGV[1], 'status', ARGV[2], 'lease_expiry', ARGV[3], 'expires_at', ARGV[4],
+           'body', ARGV[7])
+if ARGV[5] ~= '' then redis.call('PEXPIREAT', KEYS[1], ARGV[5]) else redis.call('PERSIST', KEYS[1]) end
 if ARGV[2] == 'working' then
-  redis.call('ZADD', KEYS[2], ARGV[4], ARGV[5])
+  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[6])
 else
-  redis.call('ZREM', KEYS[2], ARGV[5])
+  redis.call('ZREM', KEYS[2], ARGV[6])
 end
+return 1
+"""
+
+_RENEW = """
+local stored = redis.call('HGET', KEYS[1], 'version')
+if not stored or tonumber(stored) ~= tonumber(ARGV[1]) - 1 then return 0 end
+redis.call('HSET', KEYS[1], 'version', ARGV[1], 'lease_expiry', ARGV[3], 'expires_at', ARGV[4])
+if ARGV[5] ~= '' then redis.call('PEXPIREAT', KEYS[1], ARGV[5]) else redis.call('PERSIST', KEYS[1]) end
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[6])
 return 1
 """
 
@@ -54,9 +73,10 @@ def require_coredis() -> None:
 class RedisStore:
     """Task records in Redis hashes under ``<prefix>task:<id>``; enter with ``async with``."""
 
-    def __init__(self, url: str, *, prefix: str = "mrtr:") -> None:
+    def __init__(self, url: str, *, prefix: str = "mrtr:", max_record_bytes: int = MAX_RECORD_BYTES) -> None:
         require_coredis()
         self.url = url
+        self.max_record_bytes = max_record_bytes
         self._prefix = prefix
         self._leases = prefix + "leases"
         self._client: Any = coredis.Redis.from_url(url, connect_timeout=5, stream_timeout=10)
@@ -67,49 +87,68 @@ class RedisStore:
     async def __aenter__(self) -> RedisStore:
         try:
             await self._client.__aenter__()
-        except BaseException as exc:
-            raise StoreUnavailable(f"task store {self.url} cannot be reached: {_reason(exc)}") from None
+        except Exception as exc:
+            raise StoreUnavailable(f"task store {masked(self.url)} cannot be reached: {reason(exc)}") from None
         try:
             await self._client.ping()
-        except BaseException as exc:
+        except Exception as exc:
             await self._client.__aexit__(None, None, None)
-            raise StoreUnavailable(f"task store {self.url} cannot be reached: {_reason(exc)}") from None
+            raise StoreUnavailable(f"task store {masked(self.url)} cannot be reached: {reason(exc)}") from None
         return self
 
     async def __aexit__(self, *exc_info: Any) -> None:
         await self._client.__aexit__(*exc_info)
 
     async def _call(self, request: Any) -> Any:
+        # Any failure is the store's: connection errors, and error replies too (-OOM when Redis
+        # is full, -READONLY on a replica after a failover, -BUSY, -LOADING...). None may escape
+        # as anything but StoreUnavailable, which every caller, background loops included, handles.
         try:
             return await request
-        except (coredis.exceptions.ConnectionError, TimeoutError, OSError) as exc:
-            raise StoreUnavailable(f"task store {self.url} failed: {_reason(exc)}") from None
+        except Exception as exc:
+            raise store_failed(self.url, exc) from None
 
-    async def create(self, record: TaskRecord) -> None:
-        """See :meth:`TaskStore.create`."""
+    def _restore(self, fields: list[Any]) -> TaskRecord:
+        body, version, lease_expiry, expires_at = fields
+        try:
+            if lease_expiry is None:  # written before the lease fields were kept beside the body
+                return msgspec.structs.replace(decode(body), version=int(version))
+            return restore(body, int(version), float(lease_expiry), float(expires_at) if expires_at else None)
+        except (msgspec.DecodeError, ValueError, TypeError) as exc:
+            raise store_failed(self.url, exc) from None
+
+    def _args(self, record: TaskRecord) -> list[Any]:
         expires = record.expires_at
-        args = [
+        return [
             record.version,
             record.status,
-            encode(record),
-            record.lease_expiry,
+            repr(record.lease_expiry),
+            "" if expires is None else repr(expires),
             "" if expires is None else int(expires * 1000),
             record.task_id,
         ]
-        created = await self._call(self._client.eval(_CREATE, [self._key(record.task_id), self._leases], args))
-        if not created:
+
+    async def _script(self, script: str, record: TaskRecord, *extra: Any) -> Any:
+        keys = [self._key(record.task_id), self._leases]
+        return await self._call(self._client.eval(script, keys, [*self._args(record), *extra]))
+
+    async def create(self, record: TaskRecord) -> None:
+        """See :meth:`TaskStore.create`."""
+        if not await self._script(_CREATE, record, encode(record, self.max_record_bytes)):
             raise TaskExists(record.task_id)
 
     async def get(self, task_id: str) -> TaskRecord | None:
         """See :meth:`TaskStore.get`; Redis drops expired hashes by itself."""
-        body = await self._call(self._client.hget(self._key(task_id), "body"))
-        return None if body is None else decode(body)
+        fields = await self._call(self._client.hmget(self._key(task_id), _FIELDS))
+        return None if fields[0] is None else self._restore(list(fields))
 
     async def replace(self, record: TaskRecord) -> bool:
         """See :meth:`TaskStore.replace`."""
-        args = [record.version, record.status, encode(record), record.lease_expiry, record.task_id]
-        replaced = await self._call(self._client.eval(_REPLACE, [self._key(record.task_id), self._leases], args))
-        return bool(replaced)
+        return bool(await self._script(_REPLACE, record, encode(record, self.max_record_bytes)))
+
+    async def renew(self, record: TaskRecord) -> bool:
+        """See :meth:`TaskStore.renew`: the hash's small fields, the key's expiry and the lease set; not the body."""
+        return bool(await self._script(_RENEW, record))
 
     async def claimable(self, now: float, limit: int = 100) -> list[str]:
         """See :meth:`TaskStore.claimable`; ids of expired tasks are dropped from the lease set here."""
@@ -133,9 +172,3 @@ class RedisStore:
     async def aclose(self) -> None:
         """Connections close when the ``async with`` block ends."""
 
-
-def _reason(exc: BaseException) -> str:
-    # anyio reports a failed connect as a group holding the real error.
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return str(exc) or type(exc).__name__

@@ -1,112 +1,184 @@
 """The SQLite store: the embedded default, durable, safe for several processes on one host.
 
-WAL mode lets readers run beside the one writer; every change is a single statement,
-so SQLite's own locking makes the compare-and-set atomic across processes. Calls run
-in a worker thread (``trio.to_thread``) so a busy database never stalls the event loop.
+WAL mode lets readers run beside the one writer; every change is one transaction whose
+first statement is the compare-and-set on the version, so SQLite's own locking makes it
+atomic across processes. A record's small fields (version, status, lease, expiry) and
+its body live in two tables: a lease renewal updates one short row, where updating a
+column of a row that holds a large body rewrites pages of it. Calls run in a worker
+thread (``trio.to_thread``) so a busy database never stalls the event loop.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
+import msgspec
 import trio
 
-from .record import TaskRecord, decode, encode
-from .store import StoreUnavailable, TaskExists
+from .record import MAX_RECORD_BYTES, TaskRecord, encode, restore
+from .store import StoreUnavailable, TaskExists, masked, store_failed
 
 __all__ = ["SQLiteStore"]
 
 T = TypeVar("T")
 
-_SCHEMA = """
+_TASKS = """
 CREATE TABLE IF NOT EXISTS mrtr_tasks (
     id TEXT PRIMARY KEY,
     version INTEGER NOT NULL,
     status TEXT NOT NULL,
     lease_expiry REAL NOT NULL,
-    expires_at REAL,
-    body BLOB NOT NULL
-);
-CREATE INDEX IF NOT EXISTS mrtr_tasks_lease ON mrtr_tasks (status, lease_expiry);
-"""
+    expires_at REAL
+)"""
+_LEASE_INDEX = "CREATE INDEX IF NOT EXISTS mrtr_tasks_lease ON mrtr_tasks (status, lease_expiry)"
+_BODIES = "CREATE TABLE IF NOT EXISTS mrtr_task_bodies (id TEXT PRIMARY KEY, body BLOB NOT NULL)"
+
+
+@contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """One write transaction, taking the write lock at once (so a compare-and-set never has to upgrade it)."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if db.in_transaction:
+            try:
+                db.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass  # the original error says more; SQLite may have rolled back already
+        raise
+    db.execute("COMMIT")
+
+
+def _create_schema(db: sqlite3.Connection) -> None:
+    with _transaction(db):
+        columns = [row[1] for row in db.execute("PRAGMA table_info(mrtr_tasks)")]
+        db.execute(_BODIES)
+        if "body" in columns:  # a file of the first layout, body beside the lease: move the bodies out
+            db.execute("INSERT OR REPLACE INTO mrtr_task_bodies SELECT id, body FROM mrtr_tasks")
+            db.execute("ALTER TABLE mrtr_tasks RENAME TO mrtr_tasks_old")
+            db.execute("DROP INDEX IF EXISTS mrtr_tasks_lease")
+            db.execute(_TASKS)
+            db.execute("INSERT INTO mrtr_tasks "
+                       "SELECT id, version, status, lease_expiry, expires_at FROM mrtr_tasks_old")
+            db.execute("DROP TABLE mrtr_tasks_old")
+        db.execute(_TASKS)
+        db.execute(_LEASE_INDEX)
+
+
+def _drop_expired(db: sqlite3.Connection, now: float, task_id: str | None = None) -> None:
+    only = "" if task_id is None else " AND id = ?"
+    args = (now,) if task_id is None else (now, task_id)
+    db.execute(f"DELETE FROM mrtr_task_bodies WHERE id IN (SELECT id FROM mrtr_tasks WHERE expires_at < ?{only})", args)
+    db.execute(f"DELETE FROM mrtr_tasks WHERE expires_at < ?{only}", args)
 
 
 class SQLiteStore:
     """Task records in one SQLite file; open with :meth:`open`."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES) -> None:
         self.path = str(path)
         self.url = f"sqlite:///{self.path}"
+        self.max_record_bytes = max_record_bytes
         self._db: sqlite3.Connection | None = None
         # One connection, used by one thread at a time; other processes have their own.
         self._limiter = trio.CapacityLimiter(1)
 
     @classmethod
-    async def open(cls, path: str | Path) -> SQLiteStore:
+    async def open(cls, path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES) -> SQLiteStore:
         """Open (creating if needed) the database; :class:`StoreUnavailable` if that fails."""
-        store = cls(path)
+        store = cls(path, max_record_bytes=max_record_bytes)
         try:
             await trio.to_thread.run_sync(store._connect, limiter=store._limiter)
         except (sqlite3.Error, OSError) as exc:
-            raise StoreUnavailable(f"task store {store.url} cannot be opened: {exc}") from None
+            raise StoreUnavailable(f"task store {masked(store.url)} cannot be opened: {exc}") from None
         return store
 
     def _connect(self) -> None:
         db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL mode
-        db.executescript(_SCHEMA)
+        _create_schema(db)
         self._db = db
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         db = self._db
         if db is None:
-            raise StoreUnavailable(f"task store {self.url} is closed")
+            raise StoreUnavailable(f"task store {masked(self.url)} is closed")
 
         def call() -> T:
+            # Every sqlite3 error is the store's, not only OperationalError (locked, read-only, disk
+            # full): a corrupt file raises DatabaseError, an unreadable record a decoding error.
             try:
                 return fn(db)
-            except sqlite3.OperationalError as exc:
-                raise StoreUnavailable(f"task store {self.url} failed: {exc}") from None
+            except (sqlite3.Error, OSError, msgspec.DecodeError) as exc:
+                raise store_failed(self.url, exc) from None
 
         return await trio.to_thread.run_sync(call, limiter=self._limiter)
 
     async def create(self, record: TaskRecord) -> None:
         """See :meth:`TaskStore.create`."""
-        row = (record.task_id, record.version, record.status, record.lease_expiry, record.expires_at, encode(record))
+        body = encode(record, self.max_record_bytes)
+        row = (record.task_id, record.version, record.status, record.lease_expiry, record.expires_at)
 
-        def insert(db: sqlite3.Connection) -> None:
-            db.execute("DELETE FROM mrtr_tasks WHERE id = ? AND expires_at < ?", (record.task_id, time.time()))
-            db.execute("INSERT INTO mrtr_tasks VALUES (?, ?, ?, ?, ?, ?)", row)
+        def insert(db: sqlite3.Connection) -> bool:
+            with _transaction(db):
+                _drop_expired(db, time.time(), record.task_id)
+                try:
+                    db.execute("INSERT INTO mrtr_tasks VALUES (?, ?, ?, ?, ?)", row)
+                except sqlite3.IntegrityError:
+                    return False
+                db.execute("INSERT OR REPLACE INTO mrtr_task_bodies VALUES (?, ?)", (record.task_id, body))
+            return True
 
-        try:
-            await self._run(insert)
-        except sqlite3.IntegrityError:
-            raise TaskExists(record.task_id) from None
+        if not await self._run(insert):
+            raise TaskExists(record.task_id)
 
     async def get(self, task_id: str) -> TaskRecord | None:
         """See :meth:`TaskStore.get`."""
 
-        def select(db: sqlite3.Connection) -> Any:
-            return db.execute(
-                "SELECT body FROM mrtr_tasks WHERE id = ? AND (expires_at IS NULL OR expires_at >= ?)",
+        def select(db: sqlite3.Connection) -> TaskRecord | None:
+            row = db.execute(
+                "SELECT b.body, t.version, t.lease_expiry, t.expires_at FROM mrtr_tasks t "
+                "JOIN mrtr_task_bodies b ON b.id = t.id WHERE t.id = ? AND (t.expires_at IS NULL OR t.expires_at >= ?)",
                 (task_id, time.time()),
             ).fetchone()
+            return None if row is None else restore(*row)
 
-        row = await self._run(select)
-        return None if row is None else decode(row[0])
+        return await self._run(select)
 
     async def replace(self, record: TaskRecord) -> bool:
-        """See :meth:`TaskStore.replace`: one conditional UPDATE on the version column."""
-        values = (record.version, record.status, record.lease_expiry, encode(record), record.task_id, record.version - 1)
+        """See :meth:`TaskStore.replace`: a conditional UPDATE on the version, then the body, in one transaction."""
+        body = encode(record, self.max_record_bytes)
+        values = (record.version, record.status, record.lease_expiry, record.expires_at, record.task_id,
+                  record.version - 1)
+
+        def update(db: sqlite3.Connection) -> bool:
+            with _transaction(db):
+                cursor = db.execute(
+                    "UPDATE mrtr_tasks SET version = ?, status = ?, lease_expiry = ?, expires_at = ? "
+                    "WHERE id = ? AND version = ? AND (expires_at IS NULL OR expires_at >= ?)",
+                    (*values, time.time()),
+                )
+                if cursor.rowcount != 1:
+                    return False
+                db.execute("UPDATE mrtr_task_bodies SET body = ? WHERE id = ?", (body, record.task_id))
+            return True
+
+        return await self._run(update)
+
+    async def renew(self, record: TaskRecord) -> bool:
+        """See :meth:`TaskStore.renew`: one conditional UPDATE of the short row; the body is not touched."""
+        values = (record.version, record.lease_expiry, record.expires_at, record.task_id, record.version - 1)
 
         def update(db: sqlite3.Connection) -> bool:
             cursor = db.execute(
-                "UPDATE mrtr_tasks SET version = ?, status = ?, lease_expiry = ?, body = ? "
+                "UPDATE mrtr_tasks SET version = ?, lease_expiry = ?, expires_at = ? "
                 "WHERE id = ? AND version = ? AND (expires_at IS NULL OR expires_at >= ?)",
                 (*values, time.time()),
             )
@@ -118,7 +190,8 @@ class SQLiteStore:
         """See :meth:`TaskStore.claimable`; also drops expired records, since every node calls it now and then."""
 
         def select(db: sqlite3.Connection) -> list[str]:
-            db.execute("DELETE FROM mrtr_tasks WHERE expires_at < ?", (now,))
+            with _transaction(db):
+                _drop_expired(db, now)
             rows = db.execute(
                 "SELECT id FROM mrtr_tasks WHERE status = 'working' AND lease_expiry <= ? LIMIT ?", (now, limit)
             ).fetchall()
@@ -128,7 +201,13 @@ class SQLiteStore:
 
     async def delete(self, task_id: str) -> None:
         """See :meth:`TaskStore.delete`."""
-        await self._run(lambda db: db.execute("DELETE FROM mrtr_tasks WHERE id = ?", (task_id,)))
+
+        def remove(db: sqlite3.Connection) -> None:
+            with _transaction(db):
+                db.execute("DELETE FROM mrtr_task_bodies WHERE id = ?", (task_id,))
+                db.execute("DELETE FROM mrtr_tasks WHERE id = ?", (task_id,))
+
+        await self._run(remove)
 
     async def aclose(self) -> None:
         """Close the connection."""

@@ -1,21 +1,26 @@
 """One store protocol, three implementations, and the compare-and-set loop over it.
 
 A store keeps task records by id. It knows no task semantics beyond three rules:
-``replace`` succeeds only if the stored version is the one the new record was based
-on (compare-and-set); an expired record is unknown to every read; ``claimable``
-lists working tasks whose lease has run out, so a node can take them over.
+``replace`` and ``renew`` succeed only if the stored version is the one the new record
+was based on (compare-and-set); an expired record is unknown to every read;
+``claimable`` lists working tasks whose lease has run out, so a node can take them over.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+import urllib.parse
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
 
 from ...core.errors import InternalError
 from .record import TaskRecord
 
-__all__ = ["Observed", "TaskStore", "TaskExists", "StoreUnavailable", "mutate"]
+__all__ = ["Observed", "TaskStore", "TaskExists", "StoreUnavailable", "mutate", "masked", "store_failed"]
+
+log = logging.getLogger("mrtr.tasks")
 
 
 class TaskExists(Exception):
@@ -23,11 +28,64 @@ class TaskExists(Exception):
 
 
 class StoreUnavailable(InternalError):
-    """The task store cannot be reached or used; the message names the store.
+    """The task store cannot be reached or used: every failure of a store call, of any kind.
 
-    A ``-32603`` protocol error, so a request that needs the store while it is away gets
-    this message rather than a bare internal error.
+    A ``-32603`` protocol error. What a client gets (``message``, the JSON-RPC error) is
+    the same fixed text whatever went wrong: a store URL can carry a password, and its
+    host, port or file path are nobody's business outside. The server-side ``detail``
+    (also ``str()`` of the error, what logs and ``mrtr serve`` print) names the store
+    with its password masked (see :func:`masked`) and says why.
     """
+
+    CLIENT_MESSAGE = "Internal error: the task store is unavailable"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(self.CLIENT_MESSAGE)
+        self.detail = detail
+
+    def __str__(self) -> str:
+        return self.detail
+
+
+def masked(url: str) -> str:
+    """``url`` with any password (in the user info or a ``password`` query parameter) shown as ``***``."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        password = parts.password
+    except ValueError:  # not parseable as a URL: show nothing of it rather than risk a secret
+        return "<unparseable store URL>"
+    if "@" in url and "@" not in parts.netloc:
+        # A password with an unescaped "/", "?" or "#" ends the authority early: hide all before the last "@".
+        scheme, _, rest = url.partition("://")
+        return f"{scheme}://***@{rest.rpartition('@')[2]}"
+    shown = url  # edited in place: rebuilding would normalize the URL (sqlite:////abs loses a slash)
+    if password is not None:
+        userinfo, _, host = parts.netloc.rpartition("@")
+        shown = shown.replace(parts.netloc, f"{userinfo.split(':', 1)[0]}:***@{host}", 1)
+    pairs = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    if any(key.lower() == "password" for key, _ in pairs):
+        query = "&".join("password=***" if key.lower() == "password" else urllib.parse.urlencode({key: value})
+                         for key, value in pairs)
+        shown = shown.replace("?" + parts.query, "?" + query, 1)
+    return shown
+
+
+def reason(exc: BaseException) -> str:
+    """The text of a store client's exception; anyio reports a failed connect as a group holding the real one."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def store_failed(url: str, exc: BaseException) -> StoreUnavailable:
+    """The one translation of a failed store call (any reply, I/O or decoding error) into :class:`StoreUnavailable`.
+
+    Logged here, once per failure, with the reason and the URL masked, since the client
+    is told nothing but that the store is unavailable.
+    """
+    error = StoreUnavailable(f"task store {masked(url)} failed: {reason(exc)}")
+    log.warning("%s", error.detail)
+    return error
 
 
 class TaskStore(Protocol):
@@ -45,6 +103,15 @@ class TaskStore(Protocol):
 
     async def replace(self, record: TaskRecord) -> bool:
         """Store ``record`` if the stored version is ``record.version - 1``; ``False`` otherwise."""
+        ...
+
+    async def renew(self, record: TaskRecord) -> bool:
+        """Like :meth:`replace` for a record made by :meth:`TaskRecord.renewed`, writing only its lease.
+
+        Stores ``version``, ``lease_expiry`` and ``expires_at`` if the stored version is
+        ``record.version - 1``, without rewriting the rest of the record: a running
+        task's renewals cost the store a few bytes each, whatever the task's size.
+        """
         ...
 
     async def claimable(self, now: float, limit: int = 100) -> list[str]:
@@ -69,22 +136,56 @@ class Observed:
     the one place task status notifications come from, whichever code path wrote the
     change (a run, ``tasks/update``, ``tasks/cancel``, a take-over). Changes written by
     other processes or nodes are not seen.
+
+    To stay silent on writes that change nothing a client sees, it remembers what it
+    last reported of each unfinished task. That memory is bounded: a task is forgotten
+    when it ends, when it expires (found by a sweep, at most once a second, of the
+    entries past their ``expires_at``) and, beyond ``limit`` tasks, oldest report first.
+    A forgotten task that is still alive costs at most one repeated notification.
     """
 
-    def __init__(self, store: TaskStore, on_change: Callable[[TaskRecord], None]) -> None:
+    SWEEP_INTERVAL = 1.0
+    """Seconds between two sweeps for expired tasks."""
+
+    def __init__(self, store: TaskStore, on_change: Callable[[TaskRecord], None], *, limit: int = 10_000) -> None:
         self.store = store
         self.url = store.url
         self._on_change = on_change
-        self._seen: dict[str, tuple[str, str | None]] = {}  # task id -> what was last reported
+        self._limit = limit
+        # task id -> (what was last reported, when the task expires), oldest report first
+        self._seen: OrderedDict[str, tuple[tuple[str, str | None], float | None]] = OrderedDict()
+        self._next_sweep = 0.0
+
+    @property
+    def tracked(self) -> int:
+        """How many tasks' last reported state is remembered."""
+        return len(self._seen)
+
+    def _sweep(self) -> None:
+        now = time.time()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + self.SWEEP_INTERVAL
+        for task_id in [task_id for task_id, (_, end) in self._seen.items() if end is not None and end < now]:
+            del self._seen[task_id]
+
+    def _remember(self, record: TaskRecord, shown: tuple[str, str | None]) -> None:
+        self._seen[record.task_id] = (shown, record.expires_at)
+        self._seen.move_to_end(record.task_id)
+        while len(self._seen) > self._limit:
+            self._seen.popitem(last=False)
 
     def _report(self, record: TaskRecord) -> None:
+        self._sweep()
         shown = (record.status, record.status_message)
-        if self._seen.get(record.task_id) == shown:
+        last = self._seen.get(record.task_id)
+        if last is not None and last[0] == shown:
+            self._remember(record, shown)  # its life moved on
             return
         if record.terminal:
             self._seen.pop(record.task_id, None)  # a terminal state never changes again
         else:
-            self._seen[record.task_id] = shown
+            self._remember(record, shown)
         self._on_change(record)
 
     async def create(self, record: TaskRecord) -> None:
@@ -101,6 +202,15 @@ class Observed:
         if not await self.store.replace(record):
             return False
         self._report(record)
+        return True
+
+    async def renew(self, record: TaskRecord) -> bool:
+        """As the wrapped store: a renewal changes nothing a client sees, only how long the task lives."""
+        if not await self.store.renew(record):
+            return False
+        last = self._seen.get(record.task_id)
+        if last is not None:
+            self._remember(record, last[0])
         return True
 
     async def claimable(self, now: float, limit: int = 100) -> list[str]:
