@@ -22,6 +22,7 @@ and returns ``"{e1},{e2},{e3}:{plan}"``.
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 
@@ -180,9 +181,9 @@ def main() -> None:
         import logging
 
         logging.basicConfig(level=logging.WARNING)
-        server = make_task_server()
-        server.tasks_url = sys.argv[4]
-        _run_http()(server, "127.0.0.1", port, workers=workers)
+        # The store goes through the environment, which every checkout reads (--before included).
+        os.environ["MRTR_TASKS"] = sys.argv[4]
+        _run_http()(make_task_server(), "127.0.0.1", port, workers=workers)
     elif kind == "asgi":
         import trio
         from hypercorn.config import Config

@@ -3,7 +3,7 @@
 A conversation of N sequential questions takes N + 1 rounds, and round j replays the
 j - 1 answers recorded before it, so the replay work of the whole conversation grows as
 N squared. Three handler shapes, timed in turns for each N (CPU time of the whole
-conversation, all rounds through the wire carrier: unseal, merge, replay, seal):
+conversation, all rounds through the token carrier: unseal, merge, replay, seal):
 
 - ``plain``: N questions, nothing else;
 - ``work inline``: 1 ms of CPU work before the first question, written as plain code,
@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 from mrtr import Context, Elicit, Form, Step
-from mrtr.carriers.token import Engine
+from mrtr.carriers.token import TokenBinding, TokenCarrier
 from mrtr.core.replay import Completed, replay
 from mrtr.core.codec import RequestStateCodec
 
@@ -87,19 +87,20 @@ def answer(i: int) -> dict[str, Any]:
 
 
 class Conversation:
-    """Plays whole conversations through the wire carrier, as a client would."""
+    """Plays whole conversations through the token carrier, as a client would."""
 
     def __init__(self) -> None:
-        self.engine = Engine(RequestStateCodec([b"k" * 32]))
+        self.carrier = TokenCarrier(RequestStateCodec([b"k" * 32]))
 
     def round(self, handler: Any, params: dict[str, Any]) -> Any:
         arguments = params["arguments"]
         ctx = Context(arguments, client_capabilities=CAPS)
-        ledger, unmatched = self.engine.restore("tools/call", params, None)
+        binding = TokenBinding("tools/call", params)
+        ledger, unmatched = self.carrier.restore(binding, params, None)
         outcome = replay(handler, arguments, ctx, ledger, unmatched)
         if isinstance(outcome, Completed):
             return outcome
-        return self.engine.seal("tools/call", params, None, outcome)
+        return self.carrier.seal(binding, None, outcome)
 
     def play(self, handler: Any, n: int, tokens: list[int] | None = None) -> list[Any]:
         """Every round of one conversation; checks the result against the answers given."""

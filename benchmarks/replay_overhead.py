@@ -7,8 +7,8 @@ every candidate does: unseal, validate the fresh answer, replay (or resume), sea
 
 Candidates, timed in turns (A B C D, D C B A, ...), the median of the batches:
 
-- ``(a) mrtr``: the wire carrier (``Engine.restore``, :func:`mrtr.core.replay.replay`,
-  ``Engine.seal``), which is what every transport calls.
+- ``(a) mrtr``: the token carrier (``TokenCarrier.execute``: restore,
+  :func:`mrtr.core.replay.replay`, seal), which is what the server calls.
 - ``(a) mrtr, full dispatch``: the same round through ``Server.handle`` (JSON-RPC
   message in, response message out: envelope, argument decoding, result shaping), the
   level the SDK's in-process entry works at.
@@ -41,7 +41,7 @@ from typing import Any
 import msgspec
 
 from mrtr import Context, Elicit, ElicitResult, Form, Server
-from mrtr.carriers.token import Engine
+from mrtr.carriers.token import TokenCarrier
 from mrtr.core.ledger import Ledger, merge_answers
 from mrtr.core.replay import replay
 from mrtr.core.codec import RequestStateCodec, arguments_digest
@@ -232,30 +232,30 @@ class MrtrRounds:
     def __init__(self, k: int) -> None:
         self.k = k
         self.codec = RequestStateCodec([b"k" * 32])
-        self.engine = Engine(self.codec)
+        self.carrier = TokenCarrier(self.codec)
         self.server = Server("bench", codec=self.codec)
         self.server.tool(name="questions")(questions)
         self.arguments = {"n": k + 1}
         params: dict[str, Any] = {"name": "questions", "arguments": self.arguments}
         for i in range(k):
             outcome = self.wire_round(params)
-            token = outcome.request_state
+            token = outcome.result["requestState"]
             params = {"name": "questions", "arguments": self.arguments, "requestState": token,
                       "inputResponses": {f"elicit-{i + 1}": answer(i)}}
         self.params = params
         self.message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {**params, "_meta": META}}
         check = self.wire_round(params)
-        self.token_chars = len(check.request_state)
-        sealed = self.codec.decode(check.request_state).ledger
+        self.token_chars = len(check.result["requestState"])
+        sealed = self.codec.decode(check.result["requestState"]).ledger
         assert len(sealed) == k + 1 and all(slot.answered for slot in sealed[:k]), sealed
         result = drive(self.server.handle(self.message))["result"]
         assert result["resultType"] == "input_required" and f"elicit-{k + 1}" in result["inputRequests"], result
 
     def wire_round(self, params: dict[str, Any]) -> Any:
-        # The wire carrier's own entry point (unseal, check, merge, replay, seal), as the
+        # The token carrier's own entry point (unseal, check, merge, replay, seal), as the
         # server calls it; a sync handler never suspends, so no event loop is needed.
         ctx = Context(self.arguments, client_capabilities=CAPS)
-        return drive(self.engine.execute("tools/call", params, questions, self.arguments, ctx))
+        return drive(self.carrier.execute("tools/call", params, questions, self.arguments, ctx))
 
     def full_round(self) -> Any:
         return drive(self.server.handle(self.message))

@@ -6,6 +6,7 @@ pytest loads this module once as ``tests.conftest``, so both spellings are the s
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import subprocess
 import sys
@@ -117,3 +118,32 @@ async def mrtr_process(args: Sequence[str], *, cwd: Path | str, env: Mapping[str
             if process.returncode is None:
                 process.kill()
                 await process.wait()
+
+
+class StaticDispatcher:
+    """The transport-facing half of a test dispatcher that answers from a script, not a Server.
+
+    A subclass gives ``serves``, ``header_parameters`` and ``handle``; this adds what a
+    transport also drives (``respond`` with the message's status, and a lifecycle with
+    nothing to run, no key ring and no listen streams), so a fake server keeps up with
+    :class:`mrtr.core.jsonrpc.Dispatcher` in one place.
+    """
+
+    auth = None
+
+    async def handle(self, message: Mapping[str, Any], **options: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def respond(self, message: Mapping[str, Any], **options: Any) -> Any:
+        from mrtr.core.jsonrpc import Response
+
+        return Response(await self.handle(message, **options))
+
+    def running(self) -> contextlib.nullcontext[None]:
+        return contextlib.nullcontext()
+
+    def settle_key(self) -> None:
+        pass
+
+    def listen_through(self, hub: Any) -> Callable[[], None]:
+        return lambda: None

@@ -262,3 +262,40 @@ def test_no_access_log_silences_the_access_logger_only():
         for handler in logging.getLogger().handlers:
             if handler not in root_handlers:
                 logging.getLogger().removeHandler(handler)
+
+
+def test_task_flags_go_to_the_servers_running_and_win_over_its_constructor(
+        monkeypatch: pytest.MonkeyPatch, isolated_imports: Path, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    import mrtr.transports.http as http
+
+    (isolated_imports / "cli_app_tasks.py").write_text(
+        "from mrtr import Step\n"
+        "from mrtr.server import Server\n"
+        "server = Server('tasks-cli', secret=b'c' * 32, tasks_url='sqlite:///never-opened.sqlite3', task_lease=9)\n"
+        "@server.tool(task='required')\n"
+        "def job():\n"
+        "    yield Step(str, 'x')\n"
+        "    return 'done'\n"
+    )
+    served: list = []
+    monkeypatch.setattr(http, "run_http", lambda dispatcher, *args, **options: served.append(dispatcher))
+    root_handlers = list(logging.getLogger().handlers)
+    try:
+        assert main(["serve", "cli_app_tasks:server", "--tasks", "memory:", "--task-lease", "2", "--task-ttl", "none"]) == 0
+    finally:
+        for handler in logging.getLogger().handlers:
+            if handler not in root_handlers:
+                logging.getLogger().removeHandler(handler)
+    (dispatcher,) = served
+    server = sys.modules["cli_app_tasks"].server
+    assert dispatcher.serves("tools/call") and dispatcher.header_parameters("job") == server.header_parameters("job")
+
+    async def check() -> None:
+        async with dispatcher.running():
+            assert server.tasks.store.url == "memory:" and server.tasks.lease == 2.0 and server.tasks.ttl_ms is None
+        assert server.tasks is None
+
+    trio.run(check)
+    assert not (isolated_imports / "never-opened.sqlite3").exists()

@@ -77,7 +77,7 @@ async def test_stdio_listen_then_cancel_and_a_second_stream_ending_at_eof():
 
         # The client ends one stream with notifications/cancelled: nothing more is sent for it.
         await send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})
-        (hub,) = server._hubs
+        (hub,) = server._subscriptions._hubs
         with trio.fail_after(5):
             while True:  # the cancelled stream's listener is gone once the next publish finds it closed
                 server.notify_prompts_changed()

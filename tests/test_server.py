@@ -562,15 +562,15 @@ async def test_a_hand_written_input_schema_is_enforced_before_the_handler_runs()
 def test_ttl_from_the_environment_applies_to_a_secret_given_in_code(monkeypatch):
     monkeypatch.setenv("MRTR_TTL", "7")
     for secret in (base64.b64encode(b"k" * 32).decode(), b"k" * 32, [b"k" * 32]):
-        assert Server("a", secret=secret).engine.codec.ttl == 7.0
-    assert Server("b", secret=b"k" * 32, ttl=3).engine.codec.ttl == 3.0
+        assert Server("a", secret=secret).token_carrier.codec.ttl == 7.0
+    assert Server("b", secret=b"k" * 32, ttl=3).token_carrier.codec.ttl == 3.0
 
 
 def test_a_codec_excludes_secret_and_ttl():
     codec = RequestStateCodec([b"k" * 32])
     with pytest.raises(ValueError, match="either codec or secret"):
         Server("a", codec=codec, ttl=5)
-    assert Server("b", codec=codec).engine.codec is codec
+    assert Server("b", codec=codec).token_carrier.codec is codec
 
 
 def threaded_server(mode: str, release: threading.Event | None = None,
@@ -776,3 +776,65 @@ async def test_a_typed_read_resource_result_keeps_its_own_caching_hints():
 
     result = result_of(await rpc(server, "resources/read", {"uri": "file:///mine"}, result_def="ReadResourceResult"))
     assert (result["ttlMs"], result["cacheScope"]) == (60_000, "private")
+
+
+async def test_a_round_reads_its_envelope_and_its_token_binding_once(monkeypatch):
+    from mrtr.carriers import token
+    from mrtr.server import dispatch
+
+    reads: dict[str, int] = {}
+
+    def count(module, name):
+        original = getattr(module, name)
+
+        def counted(*args, **kwargs):
+            reads[name] = reads.get(name, 0) + 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+    for module, name in ((dispatch, "_read_envelope"), (token, "target_of"), (token, "arguments_of")):
+        count(module, name)
+    server = Server("once", secret=b"s" * 32, tasks_url="memory:")
+
+    @server.tool(task="optional")
+    def two():
+        first = yield Elicit("First?", Form().string("a"))
+        second = yield Elicit("Second?", Form().string("b"))
+        return first.content["a"] + second.content["b"]
+
+    meta = {**META, "io.modelcontextprotocol/clientCapabilities": {
+        "elicitation": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}}
+    call = {"name": "two", "arguments": {}, "_meta": meta}
+    async with server.running():
+        asked = result_of(await server.handle({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}))
+        reads.clear()
+        # A retry that restores a token and seals the next one: one envelope, one binding.
+        again = result_of(await server.handle({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            **call, "requestState": asked["requestState"], "inputResponses": {"elicit-1": accept(a="x")}}}))
+    assert list(again["inputRequests"]) == ["elicit-2"]
+    assert reads == {"_read_envelope": 1, "target_of": 1, "arguments_of": 1}
+
+
+async def test_task_settings_come_from_the_constructor_or_a_running_block(tmp_path):
+    from mrtr import Step
+
+    server = Server("settings", secret=b"s" * 32, tasks_url="memory:", task_lease=5, task_ttl=60)
+
+    @server.tool(task="required")
+    def job():
+        yield Step(str, "x")
+        return "done"
+
+    assert (server.tasks_url, server.task_lease, server.tasks) == ("memory:", 5, None)
+    async with server.running():
+        assert (server.tasks.store.url, server.tasks.lease, server.tasks.ttl_ms) == ("memory:", 5.0, 60_000)
+    url = f"sqlite:///{tmp_path / 'tasks.sqlite3'}"
+    async with server.running(tasks_url=url, task_lease=2):
+        assert (server.tasks.store.url, server.tasks.lease, server.tasks.ttl_ms) == (url, 2.0, 60_000)
+    assert server.tasks is None
+    with pytest.raises(AttributeError):
+        server.tasks_url = "memory:"  # set through the constructor or running(), not on the object
+    for bad in ({"task_lease": 0}, {"task_ttl": -1}, {"task_max_bytes": 0}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            Server("bad", secret=b"s" * 32, **bad)

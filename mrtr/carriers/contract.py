@@ -1,33 +1,68 @@
-"""The carrier interface: where a conversation's ledger lives between rounds.
+"""The carrier contract: where a conversation's ledger lives between rounds.
 
 The replay core (:mod:`mrtr.core.replay`) runs a handler against a ledger and returns
 ``Completed`` or ``InputRequired``; it does not care where the ledger came from. A
-carrier does: it restores the ledger for a request, runs the core, and stores what the
-core returns. One carrier implements this interface today:
+carrier does: it restores the ledger for a request, runs the core, and keeps what the
+core returns. Two carriers implement :class:`Carrier`:
 
-- the wire carrier, :class:`mrtr.carriers.token.Engine`: the ledger travels in the sealed
-  ``requestState`` token the client echoes (stateless; any worker serves any round).
+- the token carrier, :class:`mrtr.carriers.token.TokenCarrier`: the ledger travels in
+  the sealed ``requestState`` token the client echoes (stateless; any worker serves any
+  round). It serves every ``tools/call``, ``prompts/get`` and ``resources/read`` that
+  no other carrier claims;
+- the tasks carrier, :class:`mrtr.carriers.tasks.TaskCarrier`: the ledger lives in a
+  task record in a store, for a ``tools/call`` to a task tool from a client that
+  declared the tasks extension. The call's rounds before the handler's first Step go
+  through the token carrier; from that Step on the handler runs as a task.
 
-The interface exists so that a second one, a tasks carrier keeping the ledger in a task
-record in a store, can be added without touching dispatch.
+Every carrier's :meth:`Carrier.execute` returns a :data:`CarrierOutcome`: the handler's value
+(:class:`~mrtr.core.replay.Completed`), which the server shapes, or an :class:`Interim`
+result the server sends as it is. A new carrier (a 2025-era session holding the
+generator suspended live, say) is one more class with that method.
 
-The server reaches handlers only through :class:`Carrier`, so ordinals, fingerprints,
-Step memoization and error mapping behave the same whichever carrier holds the ledger.
+Every carrier runs handler code through :func:`run_handler`, the one place that decides
+whether a sync handler runs in a worker thread, so the server's ``sync_handlers``
+setting means the same whichever carrier holds the ledger.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol, overload
 
 from ..core.context import Context
 from ..core.errors import HandlerError
 from ..core.jsonrpc import RunSync
+from ..core.ledger import Ledger
+from ..core.replay import Completed, Detached, InputRequired, handler_spec, replay, replay_async
 
-__all__ = ["Carrier", "TaskAccess", "TaskHost", "ToolBinding", "TASKS_EXTENSION"]
+__all__ = [
+    "Carrier",
+    "Interim",
+    "CarrierOutcome",
+    "StepStore",
+    "TaskAccess",
+    "TaskHost",
+    "ToolBinding",
+    "TASKS_EXTENSION",
+    "run_handler",
+]
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 """The tasks extension's key in client and server capabilities."""
+
+
+class Interim(NamedTuple):
+    """A result the server sends as it is while the handler has not completed.
+
+    ``result`` is the result object in wire shape: an ``InputRequiredResult`` from the
+    token carrier, a ``CreateTaskResult`` from the tasks carrier.
+    """
+
+    result: dict[str, Any]
+
+
+CarrierOutcome = Completed | Interim
+"""What :meth:`Carrier.execute` returns: the handler's value, or a result to send as it is."""
 
 
 class Carrier(Protocol):
@@ -42,18 +77,74 @@ class Carrier(Protocol):
         ctx: Context,
         *,
         run_sync: RunSync | None = None,
-    ) -> Any:
+    ) -> CarrierOutcome:
         """Restore the ledger ``params`` point at, replay ``handler`` and return the outcome.
 
         ``params`` are the request's raw params; ``arguments`` the decoded arguments the
-        handler is called with; ``run_sync`` runs a sync handler away from the event
-        loop when given. Returns :class:`~mrtr.core.replay.Completed` with the handler's
-        value, or a result message the server sends as it is (an
-        ``InputRequiredResult``, for the wire carrier). Raises
+        handler is called with; ``run_sync``, when given, runs a sync handler away from
+        the event loop (see :func:`run_handler`). Raises
         :class:`~mrtr.core.errors.ProtocolError` for requests it cannot trust and
         :class:`~mrtr.core.errors.HandlerError` when handler code fails.
         """
         ...
+
+
+class StepStore(Protocol):
+    """Where a carrier saves the ledger each time a Step's result is recorded.
+
+    :meth:`save` is awaited on the event loop (async handlers); :meth:`save_from_thread`
+    is called from the worker thread a sync handler runs in, and returns once saved.
+    """
+
+    async def save(self, ledger: Ledger) -> None:
+        """Save ``ledger`` before the handler goes on."""
+        ...
+
+    def save_from_thread(self, ledger: Ledger) -> None:
+        """Save ``ledger`` from a worker thread before the handler goes on."""
+        ...
+
+
+@overload
+async def run_handler(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, ledger: Ledger,
+                      unmatched: Mapping[str, Any] | None = None, *, run_sync: RunSync | None,
+                      until_step: Literal[False] = False, steps: StepStore | None = None) -> Completed | InputRequired: ...
+@overload
+async def run_handler(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, ledger: Ledger,
+                      unmatched: Mapping[str, Any] | None = None, *, run_sync: RunSync | None,
+                      until_step: bool, steps: StepStore | None = None) -> Completed | InputRequired | Detached: ...
+
+
+async def run_handler(
+    handler: Any,
+    arguments: Mapping[str, Any] | None,
+    ctx: Context,
+    ledger: Ledger,
+    unmatched: Mapping[str, Any] | None = None,
+    *,
+    run_sync: RunSync | None,
+    until_step: bool = False,
+    steps: StepStore | None = None,
+) -> Completed | InputRequired | Detached:
+    """Replay ``handler`` against ``ledger``: the one place deciding where handler code runs.
+
+    A sync handler (plain function or sync generator) runs through ``run_sync`` when one
+    is given (a worker thread: the server passes its transport's with
+    ``sync_handlers="thread"``, the tasks carrier its own for every run of a task);
+    async handlers, and sync ones without ``run_sync``, run on the event loop.
+    ``until_step`` stops before the first Step that has not run yet
+    (:class:`~mrtr.core.replay.Detached`); ``steps`` saves the ledger after each Step.
+    """
+    is_async = handler_spec(handler).is_async
+    if run_sync is not None and not is_async:
+        on_thread = None if steps is None else steps.save_from_thread
+        return await run_sync(  # type: ignore[no-any-return]
+            lambda: replay(handler, arguments, ctx, ledger, unmatched, on_step=on_thread, until_step=until_step))
+    if steps is not None and not is_async:
+        # A sync generator cannot wait for an asynchronous save between two of its lines.
+        raise ValueError(f"the sync handler {handler_spec(handler).name} saves its Steps, so it needs run_sync")
+    on_loop = None if steps is None else steps.save
+    return await replay_async(handler, arguments, ctx, ledger, unmatched, on_step=on_loop, until_step=until_step)
 
 
 class ToolBinding(NamedTuple):
@@ -82,9 +173,10 @@ class TaskAccess(NamedTuple):
 class TaskHost(Carrier, Protocol):
     """The tasks carrier as the server sees it: a carrier for ``tools/call`` plus the ``tasks/*`` methods.
 
-    ``execute`` answers ``CreateTaskResult`` (or an ``InputRequiredResult`` while the
-    call's MRTR rounds last). Each method takes the caller's principal and raises
-    ``-32602 "Unknown task"`` for unknown, expired and other principals' tasks alike.
+    ``execute`` answers an :class:`Interim` ``CreateTaskResult`` (or an
+    ``InputRequiredResult`` while the call's rounds before the task last). Each method
+    takes the caller's principal and raises ``-32602 "Unknown task"`` for unknown,
+    expired and other principals' tasks alike.
     """
 
     async def get(self, task_id: Any, principal: str | None) -> dict[str, Any]:

@@ -1,8 +1,8 @@
-"""The wire carrier: the replay core behind a sealed ``requestState`` token.
+"""The token carrier: the replay core behind a sealed ``requestState`` token.
 
 For ``tools/call``, ``prompts/get`` and ``resources/read`` (the only methods that may
-answer ``input_required``), the engine checks everything a retry carries before any
-handler code runs, in this order:
+answer ``input_required``), the token carrier checks everything a retry carries before
+any handler code runs, in this order:
 
 1. ``inputResponses`` without ``requestState`` (strict policy only);
 2. the token itself (Base64URL, length, authentication, payload, expiry);
@@ -12,9 +12,14 @@ handler code runs, in this order:
 6. the arguments (a digest sealed in the token);
 7. each answer, merged into the ledger.
 
-Then it replays the handler. A completed handler's result goes back unchanged; a
-handler that needs more input gets a fresh token (new nonce, new ``issuedAt``, the
-current request's binding) inside an ``InputRequiredResult``.
+Then it replays the handler. A completed handler's value goes back to the server,
+which shapes it; a handler that needs more input gets a fresh token (new nonce, new
+``issuedAt``, the current request's binding) inside an ``InputRequiredResult``. What
+a request binds a token to is read from it once (:class:`TokenBinding`) and serves both
+the checks and the sealing.
+
+The tasks carrier (:mod:`mrtr.carriers.tasks`) uses the same rounds for a task call's
+questions before its first Step (:meth:`TokenCarrier.until_step`).
 
 Two answer policies: ``"strict"`` (the default) refuses answers to keys the server
 never issued or already recorded, and answers without a token; ``"lenient"`` follows
@@ -26,17 +31,20 @@ binding failure are errors under both.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, overload
+
+import msgspec
 
 from ..core import wire
-from ..core.context import Context
-from ..core.jsonrpc import RunSync
-from ..core.errors import InvalidParams
-from ..core.ledger import Ledger, merge_answers
-from ..core.replay import Completed, InputRequired, handler_spec, replay, replay_async
 from ..core.codec import RequestStateCodec, arguments_digest
+from ..core.context import Context
+from ..core.errors import InvalidParams
+from ..core.jsonrpc import RunSync
+from ..core.ledger import Ledger, merge_answers
+from ..core.replay import Completed, Detached, InputRequired
+from .contract import Interim, run_handler
 
-__all__ = ["MRTR_METHODS", "AnswerPolicy", "Engine", "target_of", "arguments_of"]
+__all__ = ["MRTR_METHODS", "AnswerPolicy", "TokenBinding", "TokenCarrier", "target_of", "arguments_of"]
 
 MRTR_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 """The methods whose result may be an ``InputRequiredResult``."""
@@ -62,8 +70,34 @@ def _present(value: Any) -> bool:
     return value is not None and not (isinstance(value, dict) and not value)
 
 
-class Engine:
-    """The wire carrier: runs handlers for the three MRTR methods against the ledger a token carries.
+class TokenBinding:
+    """What a request binds a ``requestState`` token to, besides the principal: read once per request.
+
+    ``method``, ``target`` (:func:`target_of`), ``arguments`` (:func:`arguments_of`) and
+    their :attr:`digest`, computed on first use: a retry checks it against its token and
+    a pause seals it again, from one hash.
+    """
+
+    __slots__ = ("method", "target", "arguments", "_digest")
+
+    def __init__(self, method: str, params: Mapping[str, Any]) -> None:
+        if method not in MRTR_METHODS:
+            raise ValueError(f"{method} cannot carry input responses")
+        self.method = method
+        self.target = target_of(method, params)
+        self.arguments = arguments_of(method, params)
+        self._digest: bytes | None = None
+
+    @property
+    def digest(self) -> bytes:
+        """The :func:`~mrtr.core.codec.arguments_digest` of :attr:`arguments`."""
+        if self._digest is None:
+            self._digest = arguments_digest(self.arguments)
+        return self._digest
+
+
+class TokenCarrier:
+    """The token carrier: runs handlers for the three MRTR methods against the ledger a token carries.
 
     Implements :class:`mrtr.carriers.contract.Carrier`.
     """
@@ -76,16 +110,14 @@ class Engine:
         self.codec = codec
         self.policy: AnswerPolicy = answers
 
-    def restore(self, method: str, params: Mapping[str, Any], principal: str | None, *,
-                digest: bytes | None = None) -> tuple[Ledger, dict[str, Any]]:
+    def restore(self, binding: TokenBinding, params: Mapping[str, Any],
+                principal: str | None) -> tuple[Ledger, dict[str, Any]]:
         """Checks 1-7: the ledger to replay against and the answers that matched no slot.
 
-        ``digest`` is the request's :func:`~mrtr.core.codec.arguments_digest` when the caller
-        already has it. Raises :class:`~mrtr.core.errors.InvalidParams` (``-32602``) for
-        anything that cannot be trusted. Runs no handler code.
+        ``binding`` is what the request binds a token to (read from the same ``params``).
+        Raises :class:`~mrtr.core.errors.InvalidParams` (``-32602``) for anything that
+        cannot be trusted. Runs no handler code.
         """
-        if method not in MRTR_METHODS:
-            raise ValueError(f"{method} cannot carry input responses")
         responses = params.get("inputResponses")
         token = params.get("requestState")
         lenient = self.policy == "lenient"
@@ -99,30 +131,27 @@ class Engine:
         state = self.codec.decode(token)
         if state.principal != principal:
             raise InvalidParams("requestState was issued for a different principal; it cannot be replayed by another caller")
-        if state.method != method:
-            raise InvalidParams(f"requestState was issued for {state.method} but the retry arrived on {method}")
-        if state.target != target_of(method, params):
+        if state.method != binding.method:
+            raise InvalidParams(f"requestState was issued for {state.method} but the retry arrived on {binding.method}")
+        if state.target != binding.target:
             raise InvalidParams(
                 "requestState was issued for a different target; retries must re-send the original request parameters"
             )
-        if digest is None:
-            digest = arguments_digest(arguments_of(method, params))
-        if state.arguments_digest != digest:
+        if state.arguments_digest != binding.digest:
             raise InvalidParams(
                 "requestState was issued for different arguments; retries must re-send the original arguments unchanged"
             )
         return merge_answers(Ledger(tuple(state.ledger)), responses, lenient=lenient)
 
-    def seal(self, method: str, params: Mapping[str, Any], principal: str | None, outcome: InputRequired, *,
-             digest: bytes | None = None) -> wire.InputRequiredResult:
+    def seal(self, binding: TokenBinding, principal: str | None, outcome: InputRequired) -> wire.InputRequiredResult:
         """The ``InputRequiredResult`` for a paused round, with a freshly minted token."""
         token = self.codec.mint(
-            method=method,
-            target=target_of(method, params),
-            arguments=arguments_of(method, params),
+            method=binding.method,
+            target=binding.target,
+            arguments=binding.arguments,
             principal=principal,
             ledger=outcome.ledger.slots,
-            digest=digest,
+            digest=binding.digest,
         )
         # The requests are already in wire shape; msgspec encodes the dicts as they are.
         requests: Any = outcome.to_wire()
@@ -137,22 +166,47 @@ class Engine:
         ctx: Context,
         *,
         run_sync: RunSync | None = None,
-    ) -> Completed | wire.InputRequiredResult:
-        """Validate the retry, replay ``handler`` and shape the outcome.
+    ) -> Completed | Interim:
+        """Validate the retry, replay ``handler`` and return its value or the ``InputRequiredResult``.
 
         ``params`` are the request's raw params (with ``inputResponses`` and
         ``requestState``); ``arguments`` are the decoded arguments the handler is called
-        with. The principal is ``ctx.principal``. ``run_sync``, when given, runs the
-        replay of a sync handler (for example in a worker thread, so blocking handler
-        code does not stall the event loop); async handlers always run in the caller.
+        with. The principal is ``ctx.principal``. ``run_sync`` is passed to
+        :func:`~mrtr.carriers.contract.run_handler`.
         """
-        # A retry checks its arguments against the token and a pause seals them again: hash them once.
-        digest = None if params.get("requestState") is None else arguments_digest(arguments_of(method, params))
-        ledger, unmatched = self.restore(method, params, ctx.principal, digest=digest)
-        if run_sync is not None and not handler_spec(handler).is_async:
-            outcome = await run_sync(lambda: replay(handler, arguments, ctx, ledger, unmatched))
-        else:
-            outcome = await replay_async(handler, arguments, ctx, ledger, unmatched)
-        if isinstance(outcome, Completed):
-            return outcome
-        return self.seal(method, params, ctx.principal, outcome, digest=digest)
+        return await self._round(method, params, handler, arguments, ctx, run_sync, until_step=False)
+
+    async def until_step(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        handler: Any,
+        arguments: Mapping[str, Any] | None,
+        ctx: Context,
+        *,
+        run_sync: RunSync | None = None,
+    ) -> Completed | Detached | Interim:
+        """Like :meth:`execute`, but stop before the handler's first Step that has not run yet.
+
+        The tasks carrier answers a task call's questions before that Step in rounds on
+        the call, and runs the rest as a task from the :class:`~mrtr.core.replay.Detached`
+        ledger.
+        """
+        return await self._round(method, params, handler, arguments, ctx, run_sync, until_step=True)
+
+    @overload
+    async def _round(self, method: str, params: Mapping[str, Any], handler: Any, arguments: Mapping[str, Any] | None,
+                     ctx: Context, run_sync: RunSync | None, *, until_step: Literal[False]) -> Completed | Interim: ...
+    @overload
+    async def _round(self, method: str, params: Mapping[str, Any], handler: Any, arguments: Mapping[str, Any] | None,
+                     ctx: Context, run_sync: RunSync | None, *, until_step: bool) -> Completed | Detached | Interim: ...
+
+    async def _round(self, method: str, params: Mapping[str, Any], handler: Any, arguments: Mapping[str, Any] | None,
+                     ctx: Context, run_sync: RunSync | None, *, until_step: bool) -> Completed | Detached | Interim:
+        binding = TokenBinding(method, params)
+        ledger, unmatched = self.restore(binding, params, ctx.principal)
+        outcome = await run_handler(handler, arguments, ctx, ledger, unmatched, run_sync=run_sync,
+                                    until_step=until_step)
+        if isinstance(outcome, InputRequired):
+            return Interim(msgspec.to_builtins(self.seal(binding, ctx.principal, outcome)))
+        return outcome

@@ -25,17 +25,21 @@ import os
 import shlex
 import sys
 import traceback
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from .._version import __version__
 from ..core import wire
-from ..core.jsonrpc import request
+from ..core.jsonrpc import Broadcast, Dispatcher, Notify, Response, RunSync, request
 from ..core.mirroring import InvalidHeaderSchema, mirrored_parameters
-from ..transports.shared import settle_key
 from ..core.wire import PROTOCOL_VERSION
+
+if TYPE_CHECKING:
+    from ..server.dispatch import Server
 
 __all__ = ["DEFAULT_APP", "AppImportError", "UsageError", "banner", "curl_example", "inventory", "load_server", "main"]
 
@@ -426,12 +430,9 @@ def _serve(args: argparse.Namespace) -> int:
         run_stdio(server)
         return 0
     server = load_server(args.app or DEFAULT_APP)
-    if args.tasks is not None:
-        server.tasks_url = args.tasks
-    if args.task_lease is not None:
-        server.task_lease = args.task_lease
-    if args.task_ttl is not None:
-        server.task_ttl = args.task_ttl
+    served: Dispatcher = server
+    if args.tasks is not None or args.task_lease is not None or args.task_ttl is not None:
+        served = _WithTaskSettings(server, args.tasks, args.task_lease, args.task_ttl)
     host = args.host or DEFAULT_HOST
     port = DEFAULT_PORT if args.port is None else args.port
     workers = args.workers or 1
@@ -441,11 +442,11 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"mrtr: the HTTP transport is not available: {exc}", file=sys.stderr)
         return 1
     if workers == 1:  # with more, run() shares one generated key among the workers and says so
-        settle_key(server)
+        server.settle_key()
     _announce(server, args.log_format, banner(server, host, port, workers))
     try:
         options: dict[str, Any] = {} if args.allowed_hosts is None else {"allowed_hosts": tuple(args.allowed_hosts)}
-        run(server, host, port, workers=workers, **options)
+        run(served, host, port, workers=workers, **options)
     except KeyboardInterrupt:  # a Ctrl+C before the server installed its signal handlers
         pass
     except ValueError as exc:  # an option the HTTP server refuses, e.g. a malformed --allowed-host
@@ -464,6 +465,62 @@ def _serve(args: argparse.Namespace) -> int:
             return 1
         raise
     return 0
+
+
+class _WithTaskSettings:
+    """The loaded server as the transports run it, with the task settings of the command line.
+
+    ``--tasks``, ``--task-lease`` and ``--task-ttl`` are arguments of
+    ``Server.running()``, which the transports enter (in each worker, after the fork);
+    every other part of the dispatcher protocol is the server's own.
+    """
+
+    def __init__(self, server: Server, tasks_url: str | None, task_lease: float | None,
+                 task_ttl: float | None) -> None:
+        self.server = server
+        self.tasks_url = tasks_url
+        self.task_lease = task_lease
+        self.task_ttl = task_ttl
+
+    def running(self) -> AbstractAsyncContextManager[Any]:
+        """The server's ``running()`` with the command line's task store, lease and TTL."""
+        return self.server.running(tasks_url=self.tasks_url, task_lease=self.task_lease, task_ttl=self.task_ttl)
+
+    def serves(self, method: str) -> bool:
+        """The server's."""
+        return self.server.serves(method)
+
+    def header_parameters(self, tool_name: str) -> Mapping[str, str]:
+        """The server's."""
+        return self.server.header_parameters(tool_name)
+
+    @property
+    def auth(self) -> Any:
+        """The server's."""
+        return self.server.auth
+
+    async def required_scopes(self, message: Mapping[str, Any], *, headers: Mapping[str, str] | None = None,
+                              auth: Any = None) -> Sequence[str]:
+        """The server's."""
+        return await self.server.required_scopes(message, headers=headers, auth=auth)
+
+    async def handle(self, message: Mapping[str, Any], *, headers: Mapping[str, str] | None = None,
+                     notify: Notify | None = None, run_sync: RunSync | None = None, auth: Any = None) -> dict[str, Any]:
+        """The server's."""
+        return await self.server.handle(message, headers=headers, notify=notify, run_sync=run_sync, auth=auth)
+
+    async def respond(self, message: Mapping[str, Any], *, headers: Mapping[str, str] | None = None,
+                      notify: Notify | None = None, run_sync: RunSync | None = None, auth: Any = None) -> Response:
+        """The server's."""
+        return await self.server.respond(message, headers=headers, notify=notify, run_sync=run_sync, auth=auth)
+
+    def settle_key(self) -> None:
+        """The server's."""
+        self.server.settle_key()
+
+    def listen_through(self, hub: Broadcast) -> Callable[[], None]:
+        """The server's."""
+        return self.server.listen_through(hub)
 
 
 def _add_client_commands(commands: Any) -> None:

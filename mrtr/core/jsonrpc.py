@@ -10,7 +10,9 @@ response dict and back, and it holds the two JSON encodings the package uses:
 
 It also declares :class:`Dispatcher`, the small interface transports depend on
 instead of the server class: anything that can say which methods it serves, which
-``Mcp-Param-*`` headers a tool mirrors, and turn one request into one response.
+``Mcp-Param-*`` headers a tool mirrors, turn one request into one response, and be
+run by a transport (its lifecycle: what it keeps running while served, its key ring
+built before the first request, the :class:`Broadcast` hub its listen streams use).
 
 The rule for ids: a request's ``id`` is a string or an integer. An error that cannot
 be tied to a request (unreadable JSON, an id of the wrong type) is sent without an
@@ -21,8 +23,9 @@ has to.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Final, NamedTuple, Protocol
 
 import msgspec
 
@@ -30,9 +33,12 @@ from .errors import InvalidRequest, ParseError, ProtocolError
 
 __all__ = [
     "JSONRPC_VERSION",
+    "Broadcast",
     "Dispatcher",
+    "Listener",
     "Notify",
     "RequestId",
+    "Response",
     "RunSync",
     "canonical",
     "encode",
@@ -204,12 +210,61 @@ def error_response(request_id: RequestId | None, error: ProtocolError) -> dict[s
     return message
 
 
+class Response(NamedTuple):
+    """A response message and the HTTP status a transport that has statuses sends it with.
+
+    ``status`` is 200 for a result and the error's own
+    :attr:`~mrtr.core.errors.ProtocolError.status_hint` for an error, so a transport
+    renders the status the error was raised with instead of deriving one from its code.
+    """
+
+    message: dict[str, Any]
+    status: int = 200
+
+    @classmethod
+    def refusing(cls, request_id: RequestId | None, error: ProtocolError) -> Response:
+        """The :func:`error_response` for ``error``, with its status hint."""
+        return cls(error_response(request_id, error), error.status_hint)
+
+
+class Listener(Protocol):
+    """One ``subscriptions/listen`` stream's queue: ``(method, params)`` pairs until it ends."""
+
+    def __aiter__(self) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """The notifications published after the listener was registered, in order."""
+        ...
+
+    def close(self) -> None:
+        """Unregister: nothing more is queued for this stream."""
+        ...
+
+
+class Broadcast(Protocol):
+    """Server-wide notifications, fanned out to listen streams: what a transport gives its dispatcher.
+
+    ``mrtr.transports.shared.Hub`` implements it on trio; the server imports no event loop.
+    """
+
+    def publish(self, method: str, params: dict[str, Any]) -> None:
+        """Queue a notification for every listener; callable from any thread."""
+        ...
+
+    def listen(self, until: float | None = None) -> Listener:
+        """A new listener, registered at once; its iteration ends at ``until`` (epoch seconds) when given."""
+        ...
+
+
 class Dispatcher(Protocol):
     """What a transport needs of a server. :class:`mrtr.Server` implements it.
 
     A transport parses a message with :func:`parse_message`, answers notifications
     itself, checks transport-level rules with :meth:`serves` and
-    :meth:`header_parameters`, and hands each request to :meth:`handle`.
+    :meth:`header_parameters`, and hands each request to :meth:`respond`; an
+    in-process caller that needs no status uses :meth:`handle`.
+
+    Its lifecycle, as a transport runs it: :meth:`settle_key` before anything else
+    (before forking workers), then, around serving, :meth:`listen_through` with the
+    transport's hub and ``async with`` :meth:`running`.
     """
 
     def serves(self, method: str) -> bool:
@@ -250,4 +305,29 @@ class Dispatcher(Protocol):
         ``auth`` is the caller's verified token (``mrtr.auth.AccessToken``) when the
         transport authenticated the request.
         """
+        ...
+
+    async def respond(
+        self,
+        message: Mapping[str, Any],
+        *,
+        headers: Mapping[str, str] | None = None,
+        notify: Notify | None = None,
+        run_sync: RunSync | None = None,
+        auth: Any = None,
+    ) -> Response:
+        """:meth:`handle`, with the status hint of the answer: what transports call."""
+        ...
+
+    def running(self) -> AbstractAsyncContextManager[Any]:
+        """What the dispatcher keeps running while a transport serves it (its lifespan, its task
+        carrier), entered around serving; nested and concurrent entries share the first one."""
+        ...
+
+    def settle_key(self) -> None:
+        """Build the key ring now, before the first request (and before a transport forks workers)."""
+        ...
+
+    def listen_through(self, hub: Broadcast) -> Callable[[], None]:
+        """Let listen streams use ``hub`` while the transport serves; returns what detaches it."""
         ...

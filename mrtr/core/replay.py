@@ -2,10 +2,10 @@
 
 This module is sans-IO. Given a handler, its arguments, a :class:`~mrtr.Context` and
 a :class:`~mrtr.core.ledger.Ledger`, :func:`replay` (sync handlers) or :func:`replay_async`
-(any handler) returns :class:`Completed` or :class:`InputRequired`, or raises a typed
-:class:`~mrtr.core.errors.ProtocolError`. Every carrier (:mod:`mrtr.carriers.contract`; today the
-wire carrier, :mod:`mrtr.carriers.token`) calls it, so ordinals, fingerprints and error mapping
-exist exactly once.
+(any handler) returns :class:`Completed` or :class:`InputRequired` (or, asked to stop
+before a Step, :class:`Detached`), or raises a typed :class:`~mrtr.core.errors.ProtocolError`.
+Every carrier (:mod:`mrtr.carriers`: the token carrier and the tasks carrier) calls it, so
+ordinals, fingerprints and error mapping exist exactly once.
 
 Pausing is the runtime not resuming the generator: nothing is thrown through handler
 code, so a ``try: ... except Exception:`` around a ``yield`` cannot swallow it. The
@@ -28,7 +28,7 @@ from .errors import HandlerError, InvalidParams, MissingRequiredClientCapability
 from .kinds import KINDS, Kind, decode_input_response
 from .ledger import ACTIONS, Ledger, Slot, decode_answer, default_key
 
-__all__ = ["Completed", "InputRequired", "Detached", "HandlerSpec", "replay", "replay_async", "replay_until_step"]
+__all__ = ["Completed", "InputRequired", "Detached", "HandlerSpec", "replay", "replay_async"]
 
 
 class Completed:
@@ -769,6 +769,16 @@ def _check_result(spec: HandlerSpec, result: Any) -> Completed:
     return Completed(result)
 
 
+@typing.overload
+def replay(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, ledger: Ledger | None = None,
+           unmatched: Mapping[str, Any] | None = None, *, on_step: Callable[[Ledger], Any] | None = None,
+           until_step: typing.Literal[False] = False) -> Completed | InputRequired: ...
+@typing.overload
+def replay(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, ledger: Ledger | None = None,
+           unmatched: Mapping[str, Any] | None = None, *, on_step: Callable[[Ledger], Any] | None = None,
+           until_step: bool) -> Completed | InputRequired | Detached: ...
+
+
 def replay(
     handler: Any,
     arguments: Mapping[str, Any] | None,
@@ -777,7 +787,8 @@ def replay(
     unmatched: Mapping[str, Any] | None = None,
     *,
     on_step: Callable[[Ledger], Any] | None = None,
-) -> Completed | InputRequired:
+    until_step: bool = False,
+) -> Completed | InputRequired | Detached:
     """Run a sync handler (generator or plain function) against ``ledger``.
 
     ``unmatched`` holds answers that matched no ledger slot (the lenient policy): one
@@ -786,6 +797,10 @@ def replay(
     been recorded, before the handler resumes: a carrier that keeps the ledger in a
     store saves it there, so a Step that finished is never run again after a crash.
     Its exceptions propagate to the caller and are never thrown into handler code.
+    ``until_step`` stops before running any Step that has not run yet and returns
+    :class:`Detached`: the questions a handler asks before its first Step are answered
+    in rounds on the request itself, and what comes from that Step on can run
+    elsewhere (as a task).
     Raises :class:`~mrtr.core.errors.ProtocolError` subclasses for runtime conditions
     (replay mismatch, missing client capability, malformed answers) and
     :class:`~mrtr.core.errors.HandlerError` when handler code fails.
@@ -793,11 +808,21 @@ def replay(
     spec = handler_spec(handler)
     if spec.is_async:
         raise TypeError(f"handler {spec.name} is async; use replay_async")
-    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched, on_step)
+    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched, on_step, until_step)
     started = _start(spec, ctx, arguments or {})
     if spec.shape == _SYNC_GEN:
-        return _drive(started, execution)  # type: ignore[return-value]  # Detached needs detach=True
+        return _drive(started, execution)
     return _check_result(spec, started)
+
+
+@typing.overload
+async def replay_async(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, ledger: Ledger | None = None,
+                       unmatched: Mapping[str, Any] | None = None, *, on_step: Callable[[Ledger], Any] | None = None,
+                       until_step: typing.Literal[False] = False) -> Completed | InputRequired: ...
+@typing.overload
+async def replay_async(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, ledger: Ledger | None = None,
+                       unmatched: Mapping[str, Any] | None = None, *, on_step: Callable[[Ledger], Any] | None = None,
+                       until_step: bool) -> Completed | InputRequired | Detached: ...
 
 
 async def replay_async(
@@ -808,29 +833,14 @@ async def replay_async(
     unmatched: Mapping[str, Any] | None = None,
     *,
     on_step: Callable[[Ledger], Any] | None = None,
-) -> Completed | InputRequired:
+    until_step: bool = False,
+) -> Completed | InputRequired | Detached:
     """Run any handler (sync or async) against ``ledger``; see :func:`replay`.
 
     ``on_step`` may return an awaitable, which is awaited before an async handler
     resumes; for a sync generator handler it must be a plain function.
     """
-    outcome = await _run_async(handler, arguments, ctx, ledger, unmatched, on_step, False)
-    return outcome  # type: ignore[return-value]  # Detached needs detach=True
-
-
-async def replay_until_step(
-    handler: Any,
-    arguments: Mapping[str, Any] | None,
-    ctx: Context,
-    ledger: Ledger | None = None,
-    unmatched: Mapping[str, Any] | None = None,
-) -> Completed | InputRequired | Detached:
-    """Like :func:`replay_async`, but stop before running any Step: :class:`Detached`.
-
-    The questions a handler asks before its first Step are answered in MRTR rounds on
-    the request itself; what comes from the first Step on can run elsewhere (as a task).
-    """
-    return await _run_async(handler, arguments, ctx, ledger, unmatched, None, True)
+    return await _run_async(handler, arguments, ctx, ledger, unmatched, on_step, until_step)
 
 
 async def _run_async(

@@ -1,14 +1,16 @@
 """An MCP 2026-07-28 server: a registry of tools, prompts and resources, and stateless dispatch.
 
 :class:`Server` knows nothing about sockets. A transport parses a JSON-RPC message with
-:func:`mrtr.core.jsonrpc.parse_message` and hands requests to :meth:`Server.handle`, which returns the
-response message as a dict. Request-scoped notifications (progress, log messages) go
-to the ``notify`` callable the transport passes in.
+:func:`mrtr.core.jsonrpc.parse_message` and hands requests to :meth:`Server.respond`, which
+returns the response message with the status to send it with (:meth:`Server.handle`: the
+message alone, for callers in this process). Request-scoped notifications (progress, log
+messages) go to the ``notify`` callable the transport passes in.
 
 Every request stands alone: its ``_meta`` must carry the protocol version and the
 client's capabilities, and nothing is remembered between requests. The three methods
 that may ask the user for input (``tools/call``, ``prompts/get``, ``resources/read``)
-run through the wire carrier (:mod:`mrtr.carriers.token`).
+run through a carrier (:mod:`mrtr.carriers`): the token carrier, or the tasks carrier for a
+task tool called by a client that declared the tasks extension.
 """
 
 from __future__ import annotations
@@ -16,20 +18,22 @@ from __future__ import annotations
 import base64
 import inspect
 import logging
+import warnings
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, NamedTuple, TypeVar
 
 import msgspec
 
+from ..carriers.contract import TASKS_EXTENSION, Carrier, Interim, CarrierOutcome, TaskAccess, TaskHost, ToolBinding
+from ..carriers.token import TokenCarrier
 from ..core import wire
-from ..carriers.contract import TASKS_EXTENSION, Carrier, TaskAccess, TaskHost, ToolBinding
-from ..core.context import LOG_LEVELS, Context, LifespanNotRunning
-from ..carriers.token import Engine
-from ..core.jsonrpc import Notify, RunSync, error_response, result_response
+from ..core.codec import RequestStateCodec
+from ..core.context import LOG_LEVELS, Context
 from ..core.errors import (
+    EphemeralKeyWarning,
     HandlerError,
     InternalError,
     InvalidParams,
@@ -39,10 +43,11 @@ from ..core.errors import (
     ProtocolError,
     UnsupportedProtocolVersion,
 )
+from ..core.jsonrpc import Broadcast, Notify, Response, RunSync, result_response
+from .lifespan import Lifespan
 from .registry import Header, Registry
-from ..core.replay import Completed
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
-from ..core.codec import RequestStateCodec
+from .subscriptions import Subscriptions
 
 __all__ = [
     "SUPPORTED_VERSIONS",
@@ -94,44 +99,36 @@ def _decode_cursor(cursor: Any) -> int:
 # -- the server ----------------------------------------------------------------------------
 
 
-class Broadcast(Protocol):
-    """What ``subscriptions/listen`` needs from the transport serving the server.
-
-    :class:`mrtr.transports.shared.Hub` implements it on trio; the server itself imports no
-    event loop.
-    """
-
-    def publish(self, method: str, params: dict[str, Any]) -> None:
-        """Queue a notification for every listener; callable from any thread."""
-        ...
-
-    def listen(self, until: float | None = None) -> Any:
-        """A new listener (registered at once): an async iterable of ``(method, params)``
-        with a ``close()`` that unregisters it; its iteration ends at ``until`` (epoch
-        seconds) when given."""
-        ...
-
-
 MAX_LISTEN_TASK_IDS = 1000
 """The most ``taskIds`` one ``subscriptions/listen`` may name (each is looked up in the task store)."""
 
-# What each filter field of a listen request opts into, and the family that must be offered.
-_LISTEN_FILTERS = {
-    "toolsListChanged": ("notifications/tools/list_changed", "tools"),
-    "promptsListChanged": ("notifications/prompts/list_changed", "prompts"),
-    "resourcesListChanged": ("notifications/resources/list_changed", "resources"),
-}
-
-
-def _takes_argument(fn: Any) -> bool:
-    try:
-        parameters = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return False
-    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in parameters)
-
 
 _Entry = TypeVar("_Entry")
+
+
+class _TaskSettings(NamedTuple):
+    """How task tools are served; ``None`` leaves a setting to the next source (environment, default)."""
+
+    url: str | None
+    lease: float | None
+    ttl: float | None
+    max_bytes: int | None
+
+    def check(self) -> None:
+        if self.lease is not None and not self.lease > 0:
+            raise ValueError(f"task_lease must be a positive number of seconds, got {self.lease!r}")
+        if self.ttl is not None and not self.ttl > 0:
+            raise ValueError(f"task_ttl must be a positive number of seconds (math.inf: no limit), got {self.ttl!r}")
+        if self.max_bytes is not None and (isinstance(self.max_bytes, bool) or not isinstance(self.max_bytes, int)
+                                           or self.max_bytes < 1):
+            raise ValueError(f"task_max_bytes must be a positive number of bytes, got {self.max_bytes!r}")
+
+    def over(self, other: _TaskSettings) -> _TaskSettings:
+        """These settings where given, ``other``'s elsewhere."""
+        return _TaskSettings(
+            other.url if self.url is None else self.url, other.lease if self.lease is None else self.lease,
+            other.ttl if self.ttl is None else self.ttl, other.max_bytes if self.max_bytes is None else self.max_bytes,
+        )
 
 _TASK_GUARDS = 4096  # tasks whose guard is remembered (a few hundred bytes each)
 
@@ -167,6 +164,14 @@ class Server(Registry):
     the verified token, ``requestState`` is bound to the token's issuer, subject and
     client (unless ``principal`` is given), ``tools/list`` leaves out the tools whose
     ``scopes`` the caller lacks, and lists default to ``cache_scope="private"``.
+
+    ``tasks_url``, ``task_lease``, ``task_ttl`` and ``task_max_bytes`` configure task
+    tools (see ``docs/tasks.md``): the task store (``MRTR_TASKS`` or
+    ``sqlite:///mrtr-tasks.sqlite3``), the runner's lease in seconds (``MRTR_TASK_LEASE``
+    or 30), how long a task lives after its last activity in seconds (``MRTR_TASK_TTL``
+    or one hour; ``math.inf``: no limit) and the cap on one task record
+    (``mrtr.tasks.MAX_RECORD_BYTES``). :meth:`running` takes the same arguments for one
+    serving block (``mrtr serve --tasks``, ``--task-lease``, ``--task-ttl``).
     """
 
     def __init__(
@@ -187,6 +192,10 @@ class Server(Registry):
         cache_scope: Literal["public", "private"] | None = None,
         auth: Any = None,
         mask_errors: bool = False,
+        tasks_url: str | None = None,
+        task_lease: float | None = None,
+        task_ttl: float | None = None,
+        task_max_bytes: int | None = None,
     ) -> None:
         super().__init__()
         if answers not in ("strict", "lenient"):
@@ -195,6 +204,7 @@ class Server(Registry):
             raise ValueError(f'sync_handlers must be "inline" or "thread", got {sync_handlers!r}')
         if codec is not None and (secret is not None or ttl is not None):
             raise ValueError("give either codec or secret/ttl, not both")
+        _TaskSettings(tasks_url, task_lease, task_ttl, task_max_bytes).check()
         self.name = name
         self.mask_errors = mask_errors
         self.version = version
@@ -203,7 +213,7 @@ class Server(Registry):
         if title:
             self.server_info["title"] = title
         self._codec_args = (secret, codec, ttl)
-        self._engine: Engine | None = None
+        self._token_carrier: TokenCarrier | None = None
         self._answers = answers
         self.sync_handlers = sync_handlers
         self.principal = principal
@@ -212,10 +222,7 @@ class Server(Registry):
         self._auth = auth
         # What a list holds depends on the caller once scopes hide tools, so a shared cache must not reuse it.
         self.cache_scope: Literal["public", "private"] = cache_scope or ("private" if auth is not None else "public")
-        self._lifespan: Callable[..., Any] | None = None
-        self._lifespan_value: Any = None
-        self._lifespan_users = 0
-        self._lifespan_starting = False
+        self._lifespan = Lifespan(self)
         self._methods: dict[str, Callable[[_Request], Awaitable[dict[str, Any]]]] = {
             "server/discover": self._discover,
             "tools/list": self._list_tools,
@@ -231,15 +238,12 @@ class Server(Registry):
             "tasks/cancel": self._task_method,
             "subscriptions/listen": self._listen,
         }
-        self._hubs: list[Broadcast] = []
+        self._subscriptions = Subscriptions()
         # (task id, principal) -> what guards that task. Both are fixed at creation, so an entry
         # never goes stale; it spares the store a second read when the transport asked first.
         self._task_guards: OrderedDict[tuple[str, str | None], TaskAccess] = OrderedDict()
-        self.tasks: TaskHost | None = None
-        self.tasks_url: str | None = None
-        self.task_lease: float | None = None
-        self.task_ttl: float | None = None  # seconds after a task's last activity; math.inf: no limit
-        self.task_max_bytes: int | None = None  # the cap on one task record; None: mrtr.tasks.MAX_RECORD_BYTES
+        self._tasks: TaskHost | None = None
+        self._task_settings = _TaskSettings(tasks_url, task_lease, task_ttl, task_max_bytes)
 
     # -- lifespan ----------------------------------------------------------------------
 
@@ -259,94 +263,99 @@ class Server(Registry):
         The transports (the native HTTP server, the ASGI app's lifespan events, stdio)
         enter it before serving; elsewhere use ``async with server.running():``.
         """
-        if self._lifespan is not None:
-            raise ValueError("a lifespan is already registered; combine the resources in one")
-        if not callable(fn):
-            raise TypeError(f"@server.lifespan decorates a function, got {type(fn).__name__}")
-        if not inspect.isasyncgenfunction(fn) and (inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn)):
-            kind = "generator function" if inspect.isgeneratorfunction(fn) else "coroutine function"
-            raise TypeError(
-                f"@server.lifespan needs an async generator function (`async def ...: ... yield value`), "
-                f"got the {kind} {fn.__qualname__}"
-            )
-        self._lifespan = asynccontextmanager(fn) if inspect.isasyncgenfunction(fn) else fn
-        self._lifespan_value = LifespanNotRunning(
-            f"the lifespan {fn.__qualname__} is not running: serve the server with a transport "
-            "(mrtr.http, the ASGI app with lifespan events, mrtr.stdio) or inside `async with server.running():`"
-        )
-        return fn
+        return self._lifespan.register(fn)
 
-    def running(self) -> AbstractAsyncContextManager[Any]:
+    def running(self, *, tasks_url: str | None = None, task_lease: float | None = None,
+                task_ttl: float | None = None, task_max_bytes: int | None = None) -> AbstractAsyncContextManager[Any]:
         """What a serving process keeps running beside its transport, for an ``async with`` block.
 
         The lifespan (its yielded value is what the block gives), then, with task tools
-        registered, the task store (``tasks_url``, ``MRTR_TASKS`` or
-        ``sqlite:///mrtr-tasks.sqlite3``) and this node's task carrier; a store that
-        cannot be reached fails here, at start. Entered once per process: nested or
-        concurrent entries (two transports in one process) share the first one's
-        resources, and the last exit closes them. The transports enter it.
+        registered, the task store and this node's task carrier; a store that cannot be
+        reached fails here, at start. The task arguments, where given, override the
+        constructor's for this block. Entered once per process: nested or concurrent
+        entries (two transports in one process) share the first one's resources (and
+        task settings), and the last exit closes them. The transports enter it
+        (:class:`~mrtr.core.jsonrpc.Dispatcher`).
         """
-        return self._running()
+        given = _TaskSettings(tasks_url, task_lease, task_ttl, task_max_bytes)
+        given.check()
+        return self._running(given.over(self._task_settings))
 
     @asynccontextmanager
-    async def _running(self) -> AsyncIterator[Any]:
-        async with self._lifespan_running() as value, self._tasks_running():
+    async def _running(self, settings: _TaskSettings) -> AsyncIterator[Any]:
+        async with self._lifespan.running() as value, self._tasks_running(settings):
             yield value
 
     @asynccontextmanager
-    async def _lifespan_running(self) -> AsyncIterator[Any]:
-        fn = self._lifespan
-        if fn is None:
-            yield None
+    async def _tasks_running(self, settings: _TaskSettings) -> AsyncIterator[None]:
+        if not self.has_task_tools or self._tasks is not None:
+            yield
             return
-        if self._lifespan_users:
-            if self._lifespan_starting:
-                raise RuntimeError("the lifespan is still starting in another task; enter it once, before serving")
-            self._lifespan_users += 1
+        from ..carriers.tasks.host import serve_tasks
+
+        # Status changes go to subscriptions/listen streams that asked for the task.
+        def changed(record: Any) -> None:
+            self._subscriptions.publish("notifications/tasks", record.to_wire())
+
+        async with serve_tasks(self.task_binding, self.token_carrier, settings.url, lease=settings.lease,
+                               ttl=settings.ttl, max_record_bytes=settings.max_bytes, on_change=changed) as carrier:
+            self._tasks = carrier
             try:
-                yield self._lifespan_value
+                yield
             finally:
-                self._lifespan_users -= 1
-            return
-        manager = fn(self) if _takes_argument(fn) else fn()
-        if not isinstance(manager, AbstractAsyncContextManager) and not hasattr(manager, "__aenter__"):
-            raise TypeError(f"the lifespan returned {type(manager).__name__}, not an async context manager")
-        self._lifespan_users = 1
-        self._lifespan_starting = True
-        not_running = self._lifespan_value
-        try:
-            value = await manager.__aenter__()
-        except BaseException:
-            self._lifespan_users = 0
-            raise
-        finally:
-            self._lifespan_starting = False
-        self._lifespan_value = value
-        try:
-            yield value
-        except BaseException as exc:
-            self._lifespan_users -= 1
-            self._lifespan_value = not_running
-            if not await manager.__aexit__(type(exc), exc, exc.__traceback__):
-                raise
-        else:
-            self._lifespan_users -= 1
-            self._lifespan_value = not_running
-            await manager.__aexit__(None, None, None)
+                self._tasks = None
+
+    def settle_key(self) -> None:
+        """Build the ``requestState`` key ring now, before the first request.
+
+        So a missing ``MRTR_SECRET`` is reported once, at start, as the one log line the
+        codec writes (its :class:`~mrtr.core.errors.EphemeralKeyWarning`, the same news, is
+        not shown again); a transport that forks workers calls it before forking, so every
+        worker seals and opens tokens with the very same key ring.
+        """
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EphemeralKeyWarning)
+            _ = self.token_carrier
+
+    @property
+    def tasks(self) -> TaskHost | None:
+        """This node's tasks carrier while :meth:`running` (with task tools registered), else ``None``."""
+        return self._tasks
+
+    @property
+    def tasks_url(self) -> str | None:
+        """The task store the constructor was given (``None``: ``MRTR_TASKS`` or the default)."""
+        return self._task_settings.url
+
+    @property
+    def task_lease(self) -> float | None:
+        """The task lease in seconds the constructor was given (``None``: ``MRTR_TASK_LEASE`` or 30)."""
+        return self._task_settings.lease
+
+    @property
+    def task_ttl(self) -> float | None:
+        """The task TTL in seconds the constructor was given (``None``: ``MRTR_TASK_TTL`` or one hour)."""
+        return self._task_settings.ttl
+
+    @property
+    def task_max_bytes(self) -> int | None:
+        """The cap on one task record the constructor was given (``None``: ``mrtr.tasks.MAX_RECORD_BYTES``)."""
+        return self._task_settings.max_bytes
 
     # -- configuration ---------------------------------------------------------------
 
     @property
-    def engine(self) -> Engine:
-        """The wire carrier, built on first use so an unused server never warns about keys.
+    def token_carrier(self) -> TokenCarrier:
+        """The token carrier (its key ring), built on first use so an unused server never warns about keys.
 
         A transport that forks workers builds it before forking, so every worker seals
         and opens tokens with the very same key ring.
         """
-        if self._engine is None:
+        if self._token_carrier is None:
             secret, codec, ttl = self._codec_args
-            self._engine = Engine(codec or RequestStateCodec.configure(secret, ttl=ttl), answers=self._answers)
-        return self._engine
+            self._token_carrier = TokenCarrier(codec or RequestStateCodec.configure(secret, ttl=ttl),
+                                               answers=self._answers)
+        return self._token_carrier
 
     @property
     def auth(self) -> Any:
@@ -369,7 +378,7 @@ class Server(Registry):
         if method not in self._methods:
             return False
         if method == "subscriptions/listen":
-            return bool(self._hubs)  # only while a transport can hold the stream
+            return self._subscriptions.available  # only while a transport can hold the stream
         offered = _OFFERED_BY_FAMILY.get(method.split("/", 1)[0])
         return offered is None or offered[1](self)
 
@@ -383,26 +392,13 @@ class Server(Registry):
         if "extensions" in capabilities:
             capabilities["extensions"] = {TASKS_EXTENSION: {}}
         capabilities["logging"] = {}
-        if self._hubs:
+        if self._subscriptions.available:
             for family in ("tools", "prompts", "resources"):
                 if family in capabilities:
                     capabilities[family] = {"listChanged": True}
             if "resources" in capabilities:
                 capabilities["resources"]["subscribe"] = True
         return capabilities
-
-    @asynccontextmanager
-    async def _tasks_running(self) -> AsyncIterator[None]:
-        if not self.has_task_tools or self.tasks is not None:
-            yield
-            return
-        from ..carriers.tasks.host import serve_tasks
-
-        # Status changes go to subscriptions/listen streams that asked for the task.
-        async with serve_tasks(self, self.tasks_url, lease=self.task_lease, ttl=self.task_ttl,
-                               max_record_bytes=self.task_max_bytes,
-                               on_change=lambda record: self._publish("notifications/tasks", record.to_wire())):
-            yield
 
     def task_binding(self, name: str, raw_arguments: Mapping[str, Any]) -> ToolBinding:
         """How the tasks carrier runs tool ``name`` with the arguments a call carried."""
@@ -422,75 +418,35 @@ class Server(Registry):
 
         Transports call this when they start serving (see :func:`mrtr.transports.shared.lifespan`).
         """
-        self._hubs.append(hub)
-        return lambda: self._hubs.remove(hub) if hub in self._hubs else None
+        return self._subscriptions.attach(hub)
 
     def notify_tools_changed(self) -> None:
         """Tell listening clients that the tool list changed. Callable from any task or thread."""
-        self._publish("notifications/tools/list_changed", {})
+        self._subscriptions.publish("notifications/tools/list_changed", {})
 
     def notify_prompts_changed(self) -> None:
         """Tell listening clients that the prompt list changed. Callable from any task or thread."""
-        self._publish("notifications/prompts/list_changed", {})
+        self._subscriptions.publish("notifications/prompts/list_changed", {})
 
     def notify_resources_changed(self) -> None:
         """Tell listening clients that the resource list changed. Callable from any task or thread."""
-        self._publish("notifications/resources/list_changed", {})
+        self._subscriptions.publish("notifications/resources/list_changed", {})
 
     def notify_resource_updated(self, uri: str) -> None:
         """Tell the clients subscribed to ``uri`` that it changed and may be read again."""
         if not isinstance(uri, str) or not uri:
             raise ValueError(f"notify_resource_updated needs a resource uri, got {uri!r}")
-        self._publish("notifications/resources/updated", {"uri": uri})
-
-    def _publish(self, method: str, params: dict[str, Any]) -> None:
-        for hub in list(self._hubs):
-            hub.publish(method, params)
+        self._subscriptions.publish("notifications/resources/updated", {"uri": uri})
 
     async def _listen(self, request: _Request) -> dict[str, Any]:
-        wanted = request.params.get("notifications")
-        if not isinstance(wanted, dict):
-            raise InvalidParams('subscriptions/listen needs a "notifications" object naming what to receive')
-        if request.notify is None or not self._hubs:
-            raise InvalidParams("subscriptions/listen needs a transport that streams notifications")
-        agreed: dict[str, Any] = {}
-        methods: set[str] = set()
-        for name, (method, family) in _LISTEN_FILTERS.items():
-            value = wanted.get(name)
-            if value is not None and not isinstance(value, bool):
-                raise InvalidParams(f"subscriptions/listen: notifications.{name} must be a boolean")
-            if value and self.serves(f"{family}/list"):
-                agreed[name] = True
-                methods.add(method)
-        uris = wanted.get("resourceSubscriptions")
-        if uris is not None:
-            if not isinstance(uris, list) or not all(isinstance(uri, str) and uri for uri in uris):
-                raise InvalidParams("subscriptions/listen: notifications.resourceSubscriptions must be a list of uris")
-            if self.serves("resources/read"):
-                agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
-        subscribed = set(agreed.get("resourceSubscriptions", ()))
-        meta = {wire.META_SUBSCRIPTION_ID: request.id}
         # A stream must not outlive its token: it ends, with its result (the spec's graceful
         # closure), when a new request with the token would be refused, and the client
         # listens again with a fresh one.
         until = None if self._auth is None or request.auth is None else self._auth.accepted_until(request.auth)
-        # Registered before the acknowledgement (and before the task checks below), so
-        # nothing published after it is missed.
-        listener = self._hubs[-1].listen(until)
-        try:
-            watched = await self._watched_tasks(request, wanted.get("taskIds"))
-            if watched is not None:
-                agreed["taskIds"] = watched
-            request.notify("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": meta})
-            tasks = set(watched or ())
-            async for method, params in listener:
-                if method in methods or (method == "notifications/resources/updated" and params.get("uri") in subscribed) \
-                        or (method == "notifications/tasks" and params.get("taskId") in tasks):
-                    request.notify(method, {**params, "_meta": meta})
-        finally:
-            listener.close()  # a client that went away stops receiving at once
-        return {"resultType": "complete", "_meta": dict(meta)}
-
+        return await self._subscriptions.listen(
+            request.params.get("notifications"), request_id=request.id, notify=request.notify, offered=self.serves,
+            until=until, watch_tasks=lambda task_ids: self._watched_tasks(request, task_ids),
+        )
 
     async def _watched_tasks(self, request: _Request, task_ids: Any) -> list[str] | None:
         """The ``taskIds`` of a listen request this caller may watch, in order; ``None`` when none were asked.
@@ -514,7 +470,7 @@ class Server(Registry):
                 f"Task notifications require the {TASKS_EXTENSION} client capability",
                 {"extensions": {TASKS_EXTENSION: {}}},
             )
-        if self.tasks is None:
+        if self._tasks is None:
             return []
         principal = await self._principal(request)
         watched = []
@@ -540,7 +496,7 @@ class Server(Registry):
         tasks. ``fresh`` asks the store even when the answer is cached (the task may have
         expired since). Raises the store's error when it cannot be asked.
         """
-        tasks = self.tasks
+        tasks = self._tasks
         if tasks is None or not isinstance(task_id, str):
             return None
         key = (task_id, principal)
@@ -592,7 +548,7 @@ class Server(Registry):
             task_ids = listed
         else:
             return ()
-        if self.tasks is None:
+        if self._tasks is None:
             return ()
         try:
             principal = await self._principal_of(str(method), params, headers or {}, auth)
@@ -604,6 +560,37 @@ class Server(Registry):
 
     # -- dispatch ------------------------------------------------------------------------
 
+    async def respond(
+        self,
+        message: Mapping[str, Any],
+        *,
+        headers: Mapping[str, str] | None = None,
+        notify: Notify | None = None,
+        run_sync: RunSync | None = None,
+        auth: Any = None,
+    ) -> Response:
+        """Serve one parsed JSON-RPC request: its response message and the status to send it with.
+
+        ``headers`` are the transport's request headers (for the principal source),
+        ``notify`` receives the request's notifications, and ``run_sync`` runs a sync
+        handler away from the event loop when the server was built with
+        ``sync_handlers="thread"`` (``notify`` must then accept calls from that thread;
+        see :mod:`mrtr.transports.shared`). Without ``run_sync`` every handler runs inline.
+        Protocol errors become error responses with their status hint; an unexpected
+        failure becomes ``-32603`` (logged with its traceback, never sent to the
+        client). ``auth`` is the caller's verified token; a protected server refuses a
+        request without one.
+        """
+        request_id: Any = message.get("id")
+        try:
+            result = await self._dispatch(message, headers or {}, notify, run_sync, auth)
+        except ProtocolError as error:
+            return Response.refusing(request_id, error)
+        except Exception:
+            log.exception("unexpected failure serving %s", message.get("method"))
+            return Response.refusing(request_id, InternalError("Internal error"))
+        return Response(result_response(request_id, result))
+
     async def handle(
         self,
         message: Mapping[str, Any],
@@ -613,26 +600,11 @@ class Server(Registry):
         run_sync: RunSync | None = None,
         auth: Any = None,
     ) -> dict[str, Any]:
-        """Serve one parsed JSON-RPC request and return its response message.
+        """Serve one parsed JSON-RPC request and return its response message (see :meth:`respond`).
 
-        ``headers`` are the transport's request headers (for the principal source),
-        ``notify`` receives the request's notifications, and ``run_sync`` runs a sync
-        handler away from the event loop when the server was built with
-        ``sync_handlers="thread"`` (``notify`` must then accept calls from that thread;
-        see :mod:`mrtr.transports.shared`). Without ``run_sync`` every handler runs inline.
-        Protocol errors become error responses; an unexpected failure becomes
-        ``-32603`` (logged with its traceback, never sent to the client). ``auth`` is
-        the caller's verified token; a protected server refuses a request without one.
+        For callers in this process, which have no status to send.
         """
-        request_id: Any = message.get("id")
-        try:
-            result = await self._dispatch(message, headers or {}, notify, run_sync, auth)
-        except ProtocolError as error:
-            return error_response(request_id, error)
-        except Exception:
-            log.exception("unexpected failure serving %s", message.get("method"))
-            return error_response(request_id, InternalError("Internal error"))
-        return result_response(request_id, result)
+        return (await self.respond(message, headers=headers, notify=notify, run_sync=run_sync, auth=auth)).message
 
     async def _dispatch(self, message: Mapping[str, Any], headers: Mapping[str, str], notify: Notify | None,
                         run_sync: RunSync | None, auth: Any) -> Any:
@@ -687,7 +659,7 @@ class Server(Registry):
             log_level=envelope.log_level,
             notify=request.notify,
             auth=request.auth,
-            lifespan=self._lifespan_value,
+            lifespan=self._lifespan.value,
         )
 
     def _cacheable(self, result: dict[str, Any], ttl_ms: int | None = None) -> dict[str, Any]:
@@ -753,8 +725,8 @@ class Server(Registry):
             outcome = await self._execute(request, tool.fn, arguments, ctx)
         except HandlerError as error:
             return self._tool_error(name, error)
-        if not isinstance(outcome, Completed):
-            return msgspec.to_builtins(outcome)
+        if isinstance(outcome, Interim):
+            return outcome.result
         return shape_tool_result(outcome.result, tool.structured)
 
     def _tool_arguments(self, tool: Any, raw: Any) -> dict[str, Any]:
@@ -805,8 +777,8 @@ class Server(Registry):
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
         outcome = await self._run_protocol_handler(request, prompt.fn, arguments, ctx)
-        if not isinstance(outcome, Completed):
-            return msgspec.to_builtins(outcome)
+        if isinstance(outcome, Interim):
+            return outcome.result
         return shape_prompt_result(outcome.result, prompt.definition.get("description"))
 
     async def _read_resource(self, request: _Request) -> dict[str, Any]:
@@ -821,29 +793,29 @@ class Server(Registry):
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, uri)
         outcome = await self._run_protocol_handler(request, fn, arguments, ctx)
-        if not isinstance(outcome, Completed):
-            return msgspec.to_builtins(outcome)
+        if isinstance(outcome, Interim):
+            return outcome.result
         return self._cacheable(shape_resource_result(outcome.result, uri, mime_type), ttl_ms=0)
 
-    def carrier_for(self, method: str, params: Mapping[str, Any]) -> Carrier:
+    def _carrier_for(self, request: _Request) -> Carrier:
         """The carrier that holds this request's ledger.
 
         The tasks carrier for ``tools/call`` to a task tool from a client that declared
-        the tasks extension (when a task store is running); the wire carrier
-        (:attr:`engine`) for everything else.
+        the tasks extension (when a task store is running); the token carrier
+        (:attr:`token_carrier`) for everything else. Reads the envelope dispatch parsed.
         """
-        if method == "tools/call" and self.tasks is not None:
-            tool = self._tools.get(params.get("name"))  # type: ignore[arg-type]
-            if tool is not None and tool.task and _declares_tasks(_read_envelope(params)):
+        if request.method == "tools/call" and self.tasks is not None and _declares_tasks(request.envelope):
+            tool = self._tools.get(request.params.get("name"))  # type: ignore[arg-type]
+            if tool is not None and tool.task:
                 return self.tasks
-        return self.engine
+        return self.token_carrier
 
-    async def _execute(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> Any:
-        carrier = self.carrier_for(request.method, request.params)
+    async def _execute(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> CarrierOutcome:
+        carrier = self._carrier_for(request)
         return await carrier.execute(request.method, request.params, fn, arguments, ctx, run_sync=request.run_sync)
 
     async def _run_protocol_handler(self, request: _Request, fn: Any, arguments: Mapping[str, Any],
-                                    ctx: Context) -> Any:
+                                    ctx: Context) -> CarrierOutcome:
         try:
             return await self._execute(request, fn, arguments, ctx)
         except HandlerError as error:

@@ -1,13 +1,14 @@
-"""What every transport on trio shares: blocking handlers in worker threads, the lifespan.
+"""What every transport on trio shares: blocking handlers in worker threads, the dispatcher's lifecycle.
 
 A :class:`~mrtr.Server` built with ``sync_handlers="thread"`` runs sync handlers
 through the ``run_sync`` callable its transport passes to
 :meth:`~mrtr.core.jsonrpc.Dispatcher.handle`, so the server itself imports no event loop.
 The HTTP servers and the stdio transport pass :func:`run_in_thread`, and wrap their
 notification sink with :func:`thread_safe` so a handler running in a worker thread can
-still report progress. Each transport runs its dispatcher's lifespan around serving
-with :func:`lifespan`, which also gives it the :class:`Hub` that
-``subscriptions/listen`` streams use.
+still report progress. Each transport runs its dispatcher's lifecycle (part of the
+:class:`~mrtr.core.jsonrpc.Dispatcher` protocol) around serving with :func:`lifespan`,
+which also gives it the :class:`Hub` that ``subscriptions/listen`` streams use. What
+goes into each message a transport writes is in :mod:`mrtr.transports.outgoing`.
 """
 
 from __future__ import annotations
@@ -15,17 +16,15 @@ from __future__ import annotations
 import logging
 import math
 import time
-import warnings
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
 
-from ..core.jsonrpc import Notify
-from ..core.errors import EphemeralKeyWarning
+from ..core.jsonrpc import Dispatcher, Notify
 
-__all__ = ["Hub", "Listener", "lifespan", "run_in_thread", "settle_key", "thread_safe"]
+__all__ = ["Hub", "HubListener", "lifespan", "run_in_thread", "thread_safe"]
 
 log = logging.getLogger("mrtr")
 
@@ -93,7 +92,7 @@ class Hub:
             except (trio.ClosedResourceError, trio.BrokenResourceError):
                 self._listeners.discard(channel)
 
-    def listen(self, until: float | None = None) -> Listener:
+    def listen(self, until: float | None = None) -> HubListener:
         """A new listener, registered at once; iterating it ends when the hub closes.
 
         ``until`` (epoch seconds, as a token's expiry is given) ends it then as well.
@@ -104,7 +103,7 @@ class Hub:
         else:
             self._listeners.add(send)
         deadline = math.inf if until is None else trio.current_time() + (until - time.time())
-        return Listener(receive, deadline)
+        return HubListener(receive, deadline)
 
     def _drop(self, channel: trio.MemorySendChannel[tuple[str, dict[str, Any]]]) -> None:
         self._listeners.discard(channel)
@@ -117,7 +116,7 @@ class Hub:
             self._drop(channel)
 
 
-class Listener:
+class HubListener:
     """One listen stream's notifications from a :class:`Hub`: ``(method, params)`` pairs.
 
     Iteration ends when the hub closes or drops the listener, or at ``deadline`` (trio
@@ -130,7 +129,7 @@ class Listener:
         self._receive = receive
         self._deadline = deadline
 
-    def __aiter__(self) -> Listener:
+    def __aiter__(self) -> HubListener:
         return self
 
     async def __anext__(self) -> tuple[str, dict[str, Any]]:
@@ -148,44 +147,23 @@ class Listener:
 
 
 @asynccontextmanager
-async def lifespan(dispatcher: Any) -> AsyncIterator[Hub]:
-    """Run the dispatcher's lifespan (``Server.running()``) around serving, if it has one.
+async def lifespan(dispatcher: Dispatcher) -> AsyncIterator[Hub]:
+    """Run the dispatcher's lifecycle around serving: its hub attached, ``running()`` entered.
 
     Cancelling the transport's scope cancels the lifespan's close as well, as trio
     cancels any cleanup: code after the lifespan's ``yield`` that must finish shields
-    itself (``with trio.CancelScope(shield=True):``). Dispatchers without a
-    lifespan are served as they are. The :class:`Hub` it gives is attached to the
-    dispatcher (``listen_through``) so ``subscriptions/listen`` streams work while it
-    serves; the transport calls ``hub.close()`` when its shutdown begins, so listen
-    streams end before the requests in flight are drained.
+    itself (``with trio.CancelScope(shield=True):``). The :class:`Hub` it gives is
+    attached to the dispatcher (``listen_through``) so ``subscriptions/listen`` streams
+    work while it serves; the transport calls ``hub.close()`` when its shutdown begins,
+    so listen streams end before the requests in flight are drained.
     """
     hub = Hub()
-    attach = getattr(dispatcher, "listen_through", None)
-    detach = attach(hub) if attach is not None else None
+    detach = dispatcher.listen_through(hub)
     try:
-        running = getattr(dispatcher, "running", None)
-        if running is None:
-            yield hub
-            return
         # Entered as a block, not by hand: what runs inside (the task carrier's nursery, a
         # lifespan that opens one) holds cancel scopes that must close in order.
-        async with running():
+        async with dispatcher.running():
             yield hub
     finally:
         hub.close()
-        if detach is not None:
-            detach()
-
-
-def settle_key(server: Any) -> None:
-    """Build a server's ``requestState`` key ring now, before the first request.
-
-    So a missing ``MRTR_SECRET`` is reported once, at start, as the one log line the
-    codec writes (its :class:`~mrtr.core.errors.EphemeralKeyWarning`, the same news, is not
-    shown again). A dispatcher without a key ring is left alone.
-    """
-    if not hasattr(type(server), "engine"):
-        return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", EphemeralKeyWarning)
-        _ = server.engine
+        detach()

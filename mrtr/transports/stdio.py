@@ -18,7 +18,10 @@ protocol messages and nothing else; logs go to stderr.
   behind a stalled stdout are capped too (``notification_buffer``); beyond it they are
   dropped, never the responses.
 - Each answered request gets an access line on the ``mrtr.access`` logger (see
-  :mod:`mrtr.transports.logs`).
+  :mod:`mrtr.transports.logs`). What goes into a line (a notification JSON cannot hold
+  is dropped, a response JSON cannot hold becomes one ``-32603``, the access record
+  notes what was sent) is the rule every transport shares, in
+  :mod:`mrtr.transports.outgoing`.
 - On EOF the server stops reading, lets the requests in flight finish (up to a grace
   period, 10 s by default, after which they are cancelled without a response) and
   returns.
@@ -41,14 +44,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
 import trio
 
-from ..core.errors import InternalError, InvalidRequest, ParseError, ProtocolError
-from ..core.jsonrpc import JSONRPC_VERSION, Dispatcher, error_response, is_request, parse_message
-from ..core.jsonrpc import encode as _encode_json
+from ..core.errors import InvalidRequest, ParseError, ProtocolError
+from ..core.jsonrpc import Dispatcher, Response, is_request, parse_message
 from .logs import AccessRecord
-from .shared import Hub, lifespan, run_in_thread, settle_key, thread_safe
+from .outgoing import NotificationSink, encode_response
+from .shared import Hub, lifespan, run_in_thread, thread_safe
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD",
@@ -241,9 +243,28 @@ class _InFlight:
     id: Any
     message: Mapping[str, Any]
     slot: _Slot
+    notes: NotificationSink
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     cancelled: bool = False
     done: bool = False
+
+
+class _Notifications(NotificationSink):
+    """One request's notifications, queued in order before its response; bounded for the whole session."""
+
+    __slots__ = ("session", "entry")
+
+    def __init__(self, session: _Session) -> None:
+        super().__init__()
+        self.session = session
+        self.entry: _InFlight | None = None
+
+    def full(self) -> bool:
+        return self.session.queued_notifications >= self.session.notification_buffer
+
+    def deliver(self, data: bytes) -> None:
+        self.session.queued_notifications += 1
+        self.session.queue(self.entry, data, None)
 
 
 _Line = tuple["_InFlight | None", bytes, "_Slot | None"]
@@ -257,7 +278,6 @@ class _Session:
         self.limit = trio.Semaphore(max_in_flight)
         self.notification_buffer = notification_buffer
         self.queued_notifications = 0
-        self.dropped_notifications = 0
         # Unbounded as a channel, bounded by what feeds it: one final line per slot and
         # at most ``notification_buffer`` notifications (queued from sync code, so
         # ``send_nowait``).
@@ -265,24 +285,19 @@ class _Session:
 
     # writing
 
-    def queue(self, entry: _InFlight | None, message: Mapping[str, Any], slot: _Slot | None) -> None:
-        """Queue a line; ``slot`` marks the final line of what holds it (released once written)."""
-        self.send_channel.send_nowait((entry, _encode_json(message) + b"\n", slot))
+    def queue(self, entry: _InFlight | None, data: bytes, slot: _Slot | None) -> None:
+        """Queue one encoded message as a line; ``slot`` marks the final line of what holds it
+        (released once written)."""
+        self.send_channel.send_nowait((entry, data + b"\n", slot))
+
+    def queue_response(self, entry: _InFlight | None, response: Response, slot: _Slot) -> None:
+        """Queue the final line for ``slot``, noted on its access record."""
+        if slot.record is None:
+            slot.record = AccessRecord("stdio")
+        self.queue(entry, encode_response(response, slot.record).body, slot)
 
     def queue_error(self, request_id: Any, error: ProtocolError, slot: _Slot) -> None:
-        record = AccessRecord("stdio")
-        record.error(error.code)
-        slot.record = record
-        self.queue(None, error_response(request_id, error), slot)
-
-    def queue_notification(self, entry: _InFlight, message: Mapping[str, Any]) -> None:
-        if self.queued_notifications >= self.notification_buffer:
-            self.dropped_notifications += 1
-            if self.dropped_notifications == 1:
-                log.warning("the client reads stdout too slowly; dropping %s notifications", message.get("method"))
-            return
-        self.queued_notifications += 1
-        self.queue(entry, message, None)
+        self.queue_response(None, Response.refusing(request_id, error), slot)
 
     async def writer(self, stop: trio.CancelScope) -> None:
         async with self.receive_channel:
@@ -323,6 +338,8 @@ class _Session:
             slot.release()
             log.debug("ignoring a response to id %r: this server sends no requests", message["id"])
             return
+        slot.record = AccessRecord("stdio")
+        slot.record.request(message)
         request_id = message["id"]
         if request_id in self.in_flight:
             self.queue_error(
@@ -331,9 +348,8 @@ class _Session:
                 slot,
             )
             return
-        slot.record = AccessRecord("stdio")
-        slot.record.request(message)
-        entry = _InFlight(request_id, message, slot)
+        notes = _Notifications(self)
+        entry = notes.entry = _InFlight(request_id, message, slot, notes)
         self.in_flight[request_id] = entry
         nursery.start_soon(self.run_request, entry, name=f"mrtr.stdio request {request_id!r}")
 
@@ -353,33 +369,22 @@ class _Session:
         reason = params.get("reason")
         log.info("cancelling request %r%s", request_id, f" ({reason})" if isinstance(reason, str) else "")
         entry.cancelled = True
+        entry.notes.close()
         entry.scope.cancel()
 
     async def run_request(self, entry: _InFlight) -> None:
-        def notify(method: str, params: dict[str, Any]) -> None:
-            if entry.cancelled or entry.done:
-                return
-            self.queue_notification(entry, {"jsonrpc": JSONRPC_VERSION, "method": method, "params": params})
-
         queued = False
         try:
             with entry.scope:
-                response = await self.server.handle(entry.message, notify=thread_safe(notify),
-                                                    run_sync=run_in_thread)
+                response = await self.server.respond(entry.message, notify=thread_safe(entry.notes),
+                                                      run_sync=run_in_thread)
             if entry.cancelled:
                 return
-            record = entry.slot.record
-            try:
-                self.queue(entry, response, entry.slot)
-                if record is not None:
-                    record.response(response)
-            except (TypeError, msgspec.EncodeError):
-                log.exception("cannot encode the response to request %r", entry.id)
-                if record is not None:
-                    record.error(InternalError.code)
-                self.queue(entry, error_response(entry.id, InternalError("Internal error")), entry.slot)
+            entry.notes.close()
+            self.queue_response(entry, response, entry.slot)
             queued = True
         finally:
+            entry.notes.close()
             entry.done = True
             if self.in_flight.get(entry.id) is entry:
                 del self.in_flight[entry.id]
@@ -393,7 +398,7 @@ def _refuse_auth(server: Dispatcher) -> None:
     The spec has a stdio server take its credentials from the environment; a server
     that expects a token on every request could only fail every request here.
     """
-    if getattr(server, "auth", None) is not None:
+    if server.auth is not None:
         raise ValueError("a server built with auth= takes bearer tokens over HTTP only; stdio has none "
                          "(a stdio server takes its credentials from the environment): serve it over HTTP, "
                          "or build it without auth= for stdio")
@@ -497,7 +502,7 @@ def run_stdio(
     duplicate of the original stdout.
     """
     _refuse_auth(server)
-    settle_key(server)  # a missing MRTR_SECRET is said once, now, not at the first call
+    server.settle_key()  # a missing MRTR_SECRET is said once, now, not at the first call
     sys.stdout.flush()
     protocol_fd = os.dup(1)
     saved_fd = os.dup(1)

@@ -50,8 +50,7 @@ def guarded_server(idp: IdentityProvider, written: list[str]) -> Server:
     verifier = JWTVerifier(jwks_uri=idp.jwks_uri, issuer=ISSUER, audience=RESOURCE, leeway=0)
     server = Server("files", "1.0.0", secret=SECRET, auth=ResourceServer(
         verifier, resource=RESOURCE, authorization_servers=[ISSUER],
-        scopes_supported=["mcp:read", "files:write"], required_scopes=["mcp:read"]))
-    server.tasks_url = "memory:"
+        scopes_supported=["mcp:read", "files:write"], required_scopes=["mcp:read"]), tasks_url="memory:")
 
     @server.tool(task="required", scopes=["files:write"])
     def write_file(path: str) -> Any:
@@ -257,7 +256,7 @@ async def test_a_task_stored_without_scopes_is_guarded_by_its_tools_scopes(idp: 
         assert await store.replace(legacy)
         fresh = Server("files", secret=SECRET, auth=server.auth)  # a node that never saw this task
         fresh._tools = server._tools
-        fresh.tasks = server.tasks
+        fresh._tasks = server.tasks
         get = {"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": task_id, "_meta": META}}
         assert await fresh.required_scopes(get, auth=reader) == ("files:write",)
         assert (await fresh.handle(get, auth=reader))["error"]["code"] == -32600

@@ -26,6 +26,8 @@ from mrtr.client.targets import _parse, _result_of
 from mrtr.client.terminal import ArgumentError, Terminal, parse_arguments, show_error, show_listing, show_result
 from mrtr.core.jsonrpc import encode
 
+from ..conftest import StaticDispatcher
+
 from .hostile import head, serve_http
 
 SCALARS = (st.none() | st.booleans() | st.integers(min_value=-(2**63), max_value=2**63 - 1)
@@ -110,7 +112,7 @@ ERROR = mostly(st.fixed_dictionaries({"code": mostly(st.integers(min_value=-(2**
 FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-class Generated:
+class Generated(StaticDispatcher):
     """A Dispatcher whose answers come from ``answer(method, params)``: a result, or an ``error`` object."""
 
     def __init__(self, answer: Callable[[str, dict[str, Any]], Any]) -> None:

@@ -19,6 +19,8 @@ import trio
 import mrtr
 from mrtr.client import ClientError
 
+from ..conftest import StaticDispatcher
+
 from .hostile import DISCOVER, STDIO, listing, result, scripted, send_json, serve_http
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,7 +70,7 @@ async def test_an_error_without_an_id_is_the_requests_error(nursery: trio.Nurser
 
 
 async def test_a_result_with_another_id_is_refused_in_process() -> None:
-    class WrongId:
+    class WrongId(StaticDispatcher):
         def serves(self, method: str) -> bool:
             return True
 

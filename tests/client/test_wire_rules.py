@@ -22,12 +22,14 @@ from mrtr.core.mirroring import encode_value, mirrored_parameters
 from mrtr.transports.http.native import serve
 from mrtr.core.jsonrpc import result_response
 
+from ..conftest import StaticDispatcher
+
 from .conftest import check_sent
 
 Script = Callable[[dict[str, Any], Mapping[str, str]], dict[str, Any]]
 
 
-class Scripted:
+class Scripted(StaticDispatcher):
     """A Dispatcher whose results come from ``script(params, headers)``; it records what arrived."""
 
     def __init__(self, script: Script, tools: list[dict[str, Any]] | None = None) -> None:

@@ -32,6 +32,7 @@ from mrtr import Elicit, Form, ListRoots, Sample
 from mrtr.core import content, wire
 from mrtr.server import Header, Server
 
+from .tasks_tools import TASKS_URL
 from .tasks_tools import register as register_task_tools
 
 __all__ = ["SECRET", "lenient_server", "make_server", "server"]
@@ -95,6 +96,7 @@ def make_server(answers: Literal["strict", "lenient"] = "strict") -> Server:
         instructions="Fixtures for the MCP conformance suite; every tool takes no arguments unless stated.",
         secret=SECRET,
         answers=answers,
+        tasks_url=TASKS_URL,
     )
 
     # -- plain tools (listed first: some scenarios call the first listed tool) ------------

@@ -14,7 +14,10 @@ import trio
 from mrtr import Elicit, Form, InvalidParams, Step
 from mrtr.server import Server
 
-__all__ = ["register"]
+__all__ = ["TASKS_URL", "register"]
+
+TASKS_URL = os.environ.get("MRTR_TASKS") or "memory:"
+"""Where the fixture server keeps its tasks: in memory unless ``MRTR_TASKS`` says otherwise."""
 
 
 async def _pause(seconds: float) -> float:
@@ -23,8 +26,7 @@ async def _pause(seconds: float) -> float:
 
 
 def register(server: Server) -> None:
-    """Add the tasks fixtures to ``server`` and keep its tasks in memory unless ``MRTR_TASKS`` says otherwise."""
-    server.tasks_url = os.environ.get("MRTR_TASKS") or "memory:"
+    """Add the tasks fixtures to ``server`` (built with ``tasks_url=TASKS_URL``)."""
 
     @server.tool
     def greet(name: str) -> str:

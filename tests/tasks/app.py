@@ -20,11 +20,11 @@ def _user(info: RequestInfo) -> str | None:
     return info.headers.get("x-user")
 
 
-def build() -> Server:
-    """A fresh server: each test attaches its own task store."""
+def build(tasks_url: str | None = None) -> Server:
+    """A fresh server keeping its tasks at ``tasks_url`` (by default where ``mrtr serve --tasks`` or ``MRTR_TASKS`` says)."""
     # Every process of the multi-process tests gets the same MRTR_SECRET; in process, a fixed test key.
     secret = None if os.environ.get("MRTR_SECRET") else base64.b64encode(b"k" * 32).decode()
-    app = Server("tasks-test", "1.0.0", principal=_user, secret=secret)
+    app = Server("tasks-test", "1.0.0", principal=_user, secret=secret, tasks_url=tasks_url)
 
     @app.tool(task="optional")
     def onboard(ctx: Context, plan: str) -> Any:

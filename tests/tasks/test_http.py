@@ -70,8 +70,7 @@ class Client:
 
 @pytest.fixture
 async def client(store_url: str, nursery: trio.Nursery) -> AsyncIterator[Client]:
-    app = build()
-    app.tasks_url = store_url
+    app = build(store_url)
     port = await nursery.start(partial(serve, app, "127.0.0.1", 0))
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
         yield Client(http)
@@ -165,8 +164,7 @@ async def test_mcp_name_must_mirror_the_task_id(client: Client) -> None:
 async def test_mrtr_task_ttl_sets_the_ttl_of_new_tasks(setting: str, ttl_ms: int | None,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MRTR_TASK_TTL", setting)
-    app = build()
-    app.tasks_url = "memory:"
+    app = build("memory:")
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": WITH_TASKS}
     async with app.running():
@@ -177,8 +175,7 @@ async def test_mrtr_task_ttl_sets_the_ttl_of_new_tasks(setting: str, ttl_ms: int
 
 async def test_an_unusable_mrtr_task_ttl_fails_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MRTR_TASK_TTL", "-5")
-    app = build()
-    app.tasks_url = "memory:"
+    app = build("memory:")
     with pytest.raises(ValueError, match="MRTR_TASK_TTL must be a positive number of seconds or none"):
         async with app.running():
             pass

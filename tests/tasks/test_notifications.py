@@ -82,8 +82,7 @@ def task_note(task_id: str, status: str) -> Any:
 @asynccontextmanager
 async def serving() -> AsyncIterator[Peer]:
     """The tasks test app over in-memory stdio streams with a memory store, and the client's end of them."""
-    server = build()
-    server.tasks_url = "memory:"
+    server = build("memory:")
     to_server, server_stdin = trio.testing.memory_stream_one_way_pair()
     server_stdout, from_server = trio.testing.memory_stream_one_way_pair()
     async with trio.open_nursery() as nursery:

@@ -3,10 +3,13 @@
 Lifecycle of one task, as store transitions (each one compare-and-set on the version):
 
 - ``create``: stored ``working`` with a lease held by this node, then run here.
-- a run replays the handler from the record's ledger with :func:`~mrtr.core.replay.replay_async`
-  (the same core as the wire carrier). Each Step's result is saved before the handler
-  goes on; progress becomes ``statusMessage``; the lease is renewed every third of its
-  length. The run ends ``completed``, ``failed`` or ``input_required`` (lease dropped).
+- a run replays the handler from the record's ledger through
+  :func:`~mrtr.carriers.contract.run_handler` (the same core as the token carrier; a
+  sync handler runs in a worker thread, so lease renewal and other tasks go on). Each
+  Step's result is saved before the handler goes on; progress becomes
+  ``statusMessage``; the lease is renewed every third of its length. The run ends
+  ``completed``, ``failed`` or ``input_required`` (lease dropped), and that last write
+  carries the last progress reported.
 - ``update``: answers merged leniently into the ledger (:func:`~mrtr.core.ledger.merge_answers`);
   when no key is pending any more, the same write sets ``working`` and takes the lease,
   so whichever update wins that write is the only one that resumes the task.
@@ -26,17 +29,16 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import msgspec
 import trio
 
-from ..contract import TaskAccess, ToolBinding
 from ...core.context import Context
-from ..token import Engine
 from ...core.errors import HandlerError, InvalidParams, ProtocolError
 from ...core.jsonrpc import RunSync
 from ...core.ledger import Ledger, merge_answers
-from ...core.replay import Completed, Detached, InputRequired, handler_spec, replay, replay_async, replay_until_step
+from ...core.replay import Completed, Detached, InputRequired
 from ...core.schema import RequestedSchema
+from ..contract import Interim, TaskAccess, ToolBinding, run_handler
+from ..token import TokenCarrier
 from .record import TaskRecord, TaskTooLarge, new_task_id
 from .store import StoreUnavailable, TaskStore, mutate
 
@@ -72,15 +74,25 @@ class _Lost(Exception):
     """This node no longer owns the task (cancelled, taken over or expired)."""
 
 
+async def _in_thread(run: Callable[[], Any]) -> Any:
+    """How a task runs sync handler code: in a worker thread, abandoned when the run is cancelled.
+
+    A task runs off any request, beside its lease renewal and other tasks, and saves
+    each Step before going on: sync code on the event loop would stall all of them.
+    """
+    return await trio.to_thread.run_sync(run, abandon_on_cancel=True)
+
+
 class TaskCarrier:
     """Creates, runs, resumes and takes over tasks kept in ``store``.
 
     ``lease`` is the lease length in seconds; ``ttl_ms`` how long a task lives after
     its last activity (``None``: unlimited; see :meth:`TaskRecord.lifetime_end`);
-    ``poll_interval_ms`` the polling pace suggested to clients. ``wire`` is the server's wire carrier, which holds the call's ledger while
-    its MRTR rounds last (see :meth:`execute`). ``clock`` gives the time (epoch seconds)
-    that timestamps, leases and expiry are reckoned in. :meth:`serve` must be running (in
-    a nursery) for tasks to run. Implements :class:`mrtr.carriers.contract.TaskHost`.
+    ``poll_interval_ms`` the polling pace suggested to clients. ``token`` is the server's
+    token carrier, which holds the call's ledger while its rounds before the task last
+    (see :meth:`execute`). ``clock`` gives the time (epoch seconds) that timestamps,
+    leases and expiry are reckoned in. :meth:`serve` must be running (in a nursery) for
+    tasks to run. Implements :class:`mrtr.carriers.contract.TaskHost`.
     """
 
     def __init__(
@@ -92,7 +104,7 @@ class TaskCarrier:
         ttl_ms: int | None = 3_600_000,
         poll_interval_ms: int = 1000,
         node: str | None = None,
-        wire: Engine | None = None,
+        token: TokenCarrier | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if not lease > 0:
@@ -104,7 +116,7 @@ class TaskCarrier:
         self.ttl_ms = ttl_ms
         self.poll_interval_ms = poll_interval_ms
         self.node = node or secrets.token_hex(8)
-        self.wire = wire
+        self.token = token
         self._nursery: trio.Nursery | None = None
         self._runs: dict[str, _Run] = {}
 
@@ -226,40 +238,41 @@ class TaskCarrier:
         ctx: Context,
         *,
         run_sync: RunSync | None = None,
-    ) -> Any:
+    ) -> Interim:
         """``tools/call`` for a task tool from a client that declared the extension.
 
-        The handler's questions before its first Step are MRTR rounds on the call itself
-        (the wire carrier checks and seals the ledger, as for any call); once it reaches
-        a Step, or finishes, the task is stored and ``CreateTaskResult`` answered. The
-        Step and everything after it run in the task, on this node or a later one.
+        The handler's questions before its first Step are rounds on the call itself
+        (the token carrier checks and seals the ledger, as for any call, and runs the
+        handler where :func:`~mrtr.carriers.contract.run_handler` says for ``run_sync``);
+        once it reaches a Step, or finishes, the task is stored and ``CreateTaskResult``
+        answered. The Step and everything after it run in the task, on this node or a
+        later one.
         """
-        if self.wire is None:
-            raise RuntimeError("TaskCarrier.execute needs the wire carrier (wire=server.engine)")
-        name = params.get("name")
+        if self.token is None:
+            raise RuntimeError("TaskCarrier.execute needs the token carrier (token=server.token_carrier)")
+        name = str(params.get("name"))
         raw = params.get("arguments") or {}
-        ledger, unmatched = self.wire.restore(method, params, ctx.principal)
         done: dict[str, Any] | None = None
         binding: ToolBinding | None = None
         try:
-            outcome = await replay_until_step(handler, arguments, ctx, ledger, unmatched)
+            outcome = await self.token.until_step(method, params, handler, arguments, ctx, run_sync=run_sync)
         except HandlerError as error:
             outcome = Completed(None)
-            binding = self.resolve(str(name), raw)
+            binding = self.resolve(name, raw)
             done = binding.handler_failed(error)
-        if isinstance(outcome, InputRequired):
-            return msgspec.to_builtins(self.wire.seal(method, params, ctx.principal, outcome))
+        if isinstance(outcome, Interim):
+            return outcome
         if binding is None:
-            binding = self.resolve(str(name), raw)
+            binding = self.resolve(name, raw)
         common: dict[str, Any] = {"principal": ctx.principal, "client_capabilities": ctx.client_capabilities,
                                   "scopes": binding.scopes}
         if isinstance(outcome, Detached):
-            record = await self.create(str(name), raw, ledger=outcome.ledger, **common)
+            record = await self.create(name, raw, ledger=outcome.ledger, **common)
         else:
             if done is None:
                 done = binding.shape(outcome.result)
-            record = await self.create(str(name), raw, result=done, **common)
-        return {**record.to_wire(), "resultType": "task"}
+            record = await self.create(name, raw, result=done, **common)
+        return Interim({**record.to_wire(), "resultType": "task"})
 
     async def _owned(self, task_id: Any, principal: str | None) -> TaskRecord:
         if not isinstance(task_id, str) or not task_id:
@@ -386,7 +399,7 @@ class _Run:
         self.lock = trio.Lock()
         self.wake = trio.Event()
         self.message: str | None = None
-        self.token = trio.lowlevel.current_trio_token()
+        self.trio_token = trio.lowlevel.current_trio_token()
 
     def abandon(self) -> None:
         """Stop this run without writing anything more."""
@@ -451,21 +464,21 @@ class _Run:
         if method != "notifications/progress":
             return
         self.message = status_message(params["progress"], params.get("total"), params.get("message"))
-        self.token.run_sync_soon(self._wake)
+        self.trio_token.run_sync_soon(self._wake)
 
     def _wake(self) -> None:
         self.wake.set()
 
-    async def save_step(self, ledger: Ledger) -> None:
+    async def save(self, ledger: Ledger) -> None:
         """Save the ledger after a Step, before the handler goes on."""
         slots, fresh = ledger.slots, tuple(sorted(ledger.fresh))
         await self.write(lambda record, now: record.evolve(now, ledger=slots, fresh=fresh))
 
-    def save_step_from_thread(self, ledger: Ledger) -> None:
-        """:meth:`save_step` for a sync handler running in a worker thread."""
+    def save_from_thread(self, ledger: Ledger) -> None:
+        """:meth:`save` for a sync handler running in a worker thread."""
         if self.lost:
             raise _Lost()
-        trio.from_thread.run(self.save_step, ledger, trio_token=self.token)
+        trio.from_thread.run(self.save, ledger, trio_token=self.trio_token)
 
     async def execute(self) -> None:
         """Replay the handler while renewing the lease, then record how it ended."""
@@ -477,9 +490,12 @@ class _Run:
                 nursery.cancel_scope.cancel()
         if final is None or self.lost:
             return
+        # The lease renewal that would have published the last progress was cancelled with the
+        # run, or never woke up: the write that ends the run carries it.
+        ended = final if self.message is None or "status_message" in final else {**final, "status_message": self.message}
 
         def finish(current: TaskRecord, now: float) -> TaskRecord:
-            return current.evolve(now, lease_owner=None, lease_expiry=0.0, **final)
+            return current.evolve(now, lease_owner=None, lease_expiry=0.0, **ended)
 
         task_id = self.record.task_id
         try:
@@ -537,14 +553,9 @@ class _Run:
             progress_token=record.task_id,
             notify=self.notify,
         )
-        ledger = record.restored_ledger()
-        if handler_spec(binding.handler).is_async:
-            return await replay_async(binding.handler, binding.arguments, ctx, ledger, on_step=self.save_step)
-        # Sync handlers block; run them in a thread so lease renewal and other tasks go on.
-        return await trio.to_thread.run_sync(
-            lambda: replay(binding.handler, binding.arguments, ctx, ledger, on_step=self.save_step_from_thread),
-            abandon_on_cancel=True,
-        )
+        outcome = await run_handler(binding.handler, binding.arguments, ctx, record.restored_ledger(),
+                                    run_sync=_in_thread, steps=self)
+        return outcome
 
     def conclude(self, binding: ToolBinding, outcome: Completed | InputRequired) -> dict[str, Any]:
         if isinstance(outcome, Completed):

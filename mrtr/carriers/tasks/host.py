@@ -1,4 +1,4 @@
-"""Attach the tasks carrier to a server for the lifetime of a serving process."""
+"""Run the tasks carrier (its store and its background work) for the lifetime of a serving process."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 import trio
 
-from .carrier import TaskCarrier
+from ..token import TokenCarrier
+from .carrier import Resolve, TaskCarrier
 from .record import MAX_RECORD_BYTES, TaskRecord
 from .store import Observed, TaskStore
 from .urls import DEFAULT_URL, open_store
@@ -67,17 +68,21 @@ def _lease_from_env() -> float:
 
 @asynccontextmanager
 async def serve_tasks(
-    server: Any, url: str | None = None, *, lease: float | None = None, ttl: float | None = None,
-    max_record_bytes: int | None = None, on_change: Callable[[TaskRecord], None] | None = None,
+    resolve: Resolve, token: TokenCarrier, url: str | None = None, *, lease: float | None = None,
+    ttl: float | None = None, max_record_bytes: int | None = None,
+    on_change: Callable[[TaskRecord], None] | None = None,
 ) -> AsyncIterator[TaskCarrier]:
-    """Open the task store, run this node's task carrier and attach it to ``server``.
+    """Open the task store and run this node's task carrier for the block; gives the carrier.
 
-    ``url`` defaults to ``MRTR_TASKS`` or ``sqlite:///mrtr-tasks.sqlite3``; ``lease`` to
-    ``MRTR_TASK_LEASE`` or 30 seconds; ``ttl``, the seconds a task lives after its last
-    activity (``math.inf``: no limit), to ``MRTR_TASK_TTL`` or one hour. A store that
-    cannot be reached fails here, at start, with :class:`~mrtr.tasks.StoreUnavailable`
-    naming it. ``max_record_bytes`` caps one task's record (default
-    :data:`~mrtr.tasks.MAX_RECORD_BYTES`, 1 MiB). ``on_change`` is told of every status change this node writes (see
+    ``resolve`` binds a tool name and a call's arguments to what runs (the server's
+    ``task_binding``); ``token`` is the server's token carrier, for a call's rounds
+    before its task exists. ``url`` defaults to ``MRTR_TASKS`` or
+    ``sqlite:///mrtr-tasks.sqlite3``; ``lease`` to ``MRTR_TASK_LEASE`` or 30 seconds;
+    ``ttl``, the seconds a task lives after its last activity (``math.inf``: no limit),
+    to ``MRTR_TASK_TTL`` or one hour. A store that cannot be reached fails here, at
+    start, with :class:`~mrtr.tasks.StoreUnavailable` naming it. ``max_record_bytes``
+    caps one task's record (default :data:`~mrtr.tasks.MAX_RECORD_BYTES`, 1 MiB).
+    ``on_change`` is told of every status change this node writes (see
     :class:`~mrtr.carriers.tasks.store.Observed`).
     """
     chosen = url or os.environ.get("MRTR_TASKS") or DEFAULT_URL
@@ -85,12 +90,10 @@ async def serve_tasks(
     ttl_ms = _ttl_ms(ttl)
     async with open_store(chosen, max_record_bytes=max_record_bytes or MAX_RECORD_BYTES) as opened:
         store: TaskStore = opened if on_change is None else Observed(opened, on_change)
-        carrier = TaskCarrier(store, server.task_binding, lease=length, ttl_ms=ttl_ms, wire=server.engine)
+        carrier = TaskCarrier(store, resolve, lease=length, ttl_ms=ttl_ms, token=token)
         async with trio.open_nursery() as nursery:
             await nursery.start(carrier.serve)
-            server.tasks = carrier
             try:
                 yield carrier
             finally:
-                server.tasks = None
                 nursery.cancel_scope.cancel()

@@ -44,7 +44,7 @@ def iso(timestamp: float) -> str:
 class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
     """One task as a store holds it.
 
-    ``ledger`` is the same slot list the wire carrier seals in a token; ``input_requests``
+    ``ledger`` is the same slot list the token carrier seals in a token; ``input_requests``
     holds the wire form of every request still pending while ``input_required``;
     ``fresh`` the ledger positions answered since the handler last ran (their content
     is checked against the asked schema when the replay reaches them).

@@ -28,7 +28,7 @@ from typing import Any
 import trio
 
 from ...core.jsonrpc import Dispatcher
-from ..shared import lifespan, settle_key
+from ..shared import lifespan
 from .config import ExchangeConfig, exchange_config
 from .exchange import ClientGone, HttpRequest, exchange
 from .headers import RawHeader
@@ -142,7 +142,7 @@ class ASGIApp:
         message = await receive()
         if message["type"] != "lifespan.startup":
             return
-        settle_key(self.server)  # a missing MRTR_SECRET is said now, once, not at the first call
+        self.server.settle_key()  # a missing MRTR_SECRET is said now, once, not at the first call
         started = False
         try:
             async with lifespan(self.server) as hub:

@@ -46,7 +46,10 @@ that suspends and cancels the handler when it returns. A handler that finishes w
 suspending (a sync handler running inline) is answered with no helper task at all.
 
 Every answered request gets an access line (:class:`mrtr.transports.logs.AccessRecord`) once it
-is written, or marked ``aborted`` when the client went away before it was whole.
+is written, or marked ``aborted`` when the client went away before it was whole. What goes
+into the frames (a notification JSON cannot hold is dropped, a response JSON cannot hold
+becomes one ``-32603``, the access record notes what was sent) is the rule every transport
+shares, in :mod:`mrtr.transports.outgoing`.
 
 The header rules live in :mod:`mrtr.transports.http.headers`, the origin and CORS rules in
 :mod:`mrtr.transports.http.cors`, the Host rule in :mod:`mrtr.transports.http.hosts`, the options in
@@ -67,10 +70,11 @@ import trio
 from ...auth.resource import Reply
 from ...auth.token import AccessToken, AuthError
 from ...auth.urls import WELL_KNOWN
-from ...core.errors import HeaderMismatch, InvalidRequest, ParseError, ProtocolError, status_for_code
-from ...core.jsonrpc import JSONRPC_VERSION, Dispatcher, error_response, is_request, parse_message
+from ...core.errors import HeaderMismatch, InvalidRequest, ParseError, ProtocolError
+from ...core.jsonrpc import Dispatcher, Response, error_response, is_request, parse_message
 from ...core.jsonrpc import encode as _encode_json
 from ..logs import AccessRecord
+from ..outgoing import Encoded, NotificationSink, encode_response
 from ..shared import run_in_thread, thread_safe
 from .config import ExchangeConfig
 from .cors import cors_headers, preflight_headers, split_request_headers
@@ -198,33 +202,13 @@ async def _preflight(out: _Tracked, origin: str, headers: RequestHeaders) -> Non
     await out.respond(204, preflight_headers(allowed), b"")
 
 
-async def _reject(out: _Tracked, status: int, error: ProtocolError, request_id: Any = None,
+async def _reject(out: _Tracked, status: int | None, error: ProtocolError, request_id: Any = None,
                   extra: Iterable[RawHeader] = ()) -> None:
+    """Answer ``error``, with ``status`` where HTTP itself refuses the request, else the error's own hint."""
     if out.record is not None:
         out.record.error(error.code)
     body = _error_body(error, request_id)
-    await out.respond(status, _json_headers(body, extra), body)
-
-
-class _Final:
-    __slots__ = ("body", "status")
-
-    def __init__(self, body: bytes, status: int) -> None:
-        self.body = body
-        self.status = status
-
-
-def _encode_response(response: dict[str, Any]) -> _Final:
-    error = response.get("error")
-    code = error.get("code") if isinstance(error, dict) else None
-    status = status_for_code(code) if isinstance(code, int) else 200
-    try:
-        return _Final(_encode_json(response), status)
-    except (TypeError, ValueError, OverflowError):
-        log.exception("cannot encode the response to %r", response.get("id"))
-        fallback = {"jsonrpc": JSONRPC_VERSION, "id": response.get("id"),
-                    "error": {"code": -32603, "message": "Internal error: the result could not be encoded"}}
-        return _Final(_encode_json(fallback), 200)
+    await out.respond(error.status_hint if status is None else status, _json_headers(body, extra), body)
 
 
 async def _send_reply(out: _Tracked, reply: Reply) -> None:
@@ -245,37 +229,28 @@ async def _authenticate(rs: Any, headers: RequestHeaders, out: _Tracked) -> Acce
         return None
 
 
-class _Notifications:
-    """A request's notification sink: a bounded buffer, drained by a stream once one runs.
+class _Notifications(NotificationSink):
+    """A request's notification sink (:class:`~mrtr.transports.outgoing.NotificationSink`):
+    a bounded buffer, drained by a stream once one runs.
 
     Handler code never blocks on it: past ``notification_buffer`` queued items further
-    notifications are dropped (and logged once); after the response they are ignored.
+    notifications are dropped.
     """
 
-    __slots__ = ("buffer", "cap", "closed", "dropped", "on_first", "stream")
+    __slots__ = ("buffer", "cap", "on_first", "stream")
 
     def __init__(self, cap: int) -> None:
+        super().__init__()
         self.buffer: deque[bytes] = deque()
         self.cap = cap
-        self.closed = False
-        self.dropped = 0
         self.on_first: Callable[[], None] | None = None
         self.stream: _Stream | None = None
 
-    def __call__(self, method: str, params: dict[str, Any]) -> None:
-        if self.closed:
-            return  # the response is out: notifications must stop after completion
-        try:
-            encoded = _encode_json({"jsonrpc": JSONRPC_VERSION, "method": method, "params": params})
-        except (TypeError, ValueError, OverflowError) as exc:
-            log.warning("dropping a %s notification that cannot be encoded: %s", method, exc)
-            return
-        if len(self.buffer) >= self.cap:
-            self.dropped += 1
-            if self.dropped == 1:
-                log.warning("the client reads notifications too slowly; dropping %s notifications", method)
-            return
-        self.buffer.append(encoded)
+    def full(self) -> bool:
+        return len(self.buffer) >= self.cap
+
+    def deliver(self, data: bytes) -> None:
+        self.buffer.append(data)
         if self.stream is not None:
             self.stream.wake()
         elif self.on_first is not None:
@@ -292,7 +267,7 @@ class _Stream:
         self.keepalive = config.sse_keepalive
         self.handler = handler
         self.scope = trio.CancelScope()
-        self.final: _Final | None = None
+        self.final: Encoded | None = None
         self.done = trio.Event()
         self.gone = False
         self._wake = trio.Event()
@@ -369,9 +344,9 @@ async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], head
     handler = trio.CancelScope()
     stream: _Stream | None = None
     watcher: trio.CancelScope | None = None
-    response: dict[str, Any] | None = None
+    response: Response | None = None
     extra = {} if auth is None else {"auth": auth}
-    coro = server.handle(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread, **extra)
+    coro = server.respond(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread, **extra)
 
     def start_stream() -> None:
         nonlocal stream
@@ -398,14 +373,12 @@ async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], head
                 notes.on_first = None
                 if watcher is not None:
                     watcher.cancel()
-    notes.closed = True
+    notes.close()
     if response is None:  # the client went away and the handler was cancelled
         if stream is not None:
             stream.scope.cancel()
         raise ClientGone()
-    if out.record is not None:
-        out.record.response(response)
-    final = _encode_response(response)
+    final = encode_response(response, out.record)
     if stream is not None:
         stream.final = final
         stream.wake()
@@ -443,7 +416,7 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
     if request.path == config.health_path:
         await _health(out, request.method)
         return True
-    rs = getattr(server, "auth", None)
+    rs = server.auth
     if rs is not None and request.path in (rs.metadata_path, WELL_KNOWN + config.path):
         # public, and names the configured resource, not the Host: answered whatever Host says
         await _send_reply(out, rs.metadata_reply(request.method))
@@ -497,10 +470,10 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
     try:
         message = parse_message(request.body)
     except ParseError as error:
-        await _reject(out, 400, error)
+        await _reject(out, None, error)
         return True
     except InvalidRequest as error:
-        await _reject(out, 400, error, error.request_id)
+        await _reject(out, None, error, error.request_id)
         return True
     if out.record is not None:
         out.record.request(message)
@@ -512,7 +485,7 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
     try:
         check_headers(server, message, headers)
     except HeaderMismatch as error:
-        await _reject(out, error.status_hint, error, message["id"])
+        await _reject(out, None, error, message["id"])
         return True
     if rs is not None and access is not None:
         # Mcp-Method and Mcp-Name now agree with the body; read the decoded values from it.

@@ -32,7 +32,8 @@ from typing import Any
 import httptools
 import trio
 
-from ..shared import lifespan, settle_key
+from ...core.jsonrpc import Dispatcher
+from ..shared import lifespan
 from .config import ServerConfig
 from .exchange import ClientGone, HttpRequest, exchange
 from .headers import RawHeader
@@ -73,7 +74,7 @@ def _head(status: int, headers: list[RawHeader], extra: bytes = b"") -> bytes:
 class _State:
     """What the listener and all connections of one :func:`serve` share."""
 
-    def __init__(self, server: Any, config: ServerConfig) -> None:
+    def __init__(self, server: Dispatcher, config: ServerConfig) -> None:
         self.server = server
         self.config = config
         self.exchange_config = config.exchange
@@ -633,7 +634,7 @@ def bind(host: str, port: int, config: ServerConfig, *, reuse_port: bool | None 
 
 
 async def serve_socket(
-    server: Any,
+    server: Dispatcher,
     sock: socket.socket,
     config: ServerConfig,
     *,
@@ -641,7 +642,7 @@ async def serve_socket(
     shutdown_event: trio.Event | None = None,
 ) -> None:
     """Serve on an already listening socket (see :func:`serve`); the socket is closed on return."""
-    settle_key(server)  # a missing MRTR_SECRET is said once, at start, not at the first call
+    server.settle_key()  # a missing MRTR_SECRET is said once, at start, not at the first call
     sock.setblocking(False)
     state = _State(server, config)
     host, port = sock.getsockname()[:2]
@@ -678,7 +679,7 @@ def _show_host(host: str) -> str:
 
 
 async def serve(
-    server: Any,
+    server: Dispatcher,
     host: str = "127.0.0.1",
     port: int = 8000,
     *,

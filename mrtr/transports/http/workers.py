@@ -41,7 +41,6 @@ from typing import Any
 import trio
 
 from ...core.jsonrpc import Dispatcher
-from ..shared import settle_key
 from .config import ServerConfig
 from .native import bind, serve_socket
 
@@ -296,7 +295,7 @@ def _describe(status: int) -> str:
     return f"exit code {code}"
 
 
-def run(server: Any, host: str = "127.0.0.1", port: int = 8000, *, workers: int = 1,
+def run(server: Dispatcher, host: str = "127.0.0.1", port: int = 8000, *, workers: int = 1,
         sock: socket.socket | None = None, **options: Any) -> None:
     """Serve ``server`` until SIGINT or SIGTERM, then shut down gracefully and return.
 
@@ -319,7 +318,7 @@ def run(server: Any, host: str = "127.0.0.1", port: int = 8000, *, workers: int 
     else:
         raise RuntimeError("run() starts its own trio loop; inside trio, use mrtr.http.serve_http()")
     config = ServerConfig.from_options(options)
-    settle_key(server)  # before any fork: every worker gets this key ring; a missing key is said once
+    server.settle_key()  # before any fork: every worker gets this key ring; a missing key is said once
     if sock is None:
         # With workers the supervisor only holds the port; the workers listen and accept.
         sock = bind(host, port, config, reuse_port=True if workers > 1 else None, listen=workers == 1)

@@ -1,0 +1,109 @@
+"""``subscriptions/listen`` and the server-wide notifications it carries.
+
+A transport that can hold a stream attaches its hub (a
+:class:`~mrtr.core.jsonrpc.Broadcast`) while it serves; :class:`Subscriptions` keeps the
+attached hubs, fans each server-wide notification out to all of them (list changes,
+resource updates, task status changes), and serves one listen request: it checks what
+the request asks to hear, registers a listener before acknowledging (so nothing
+published after the acknowledgement is missed), and relays what matches until the
+stream ends. The server decides what a caller may hear (which families are offered,
+which tasks it may watch, when its token expires) and passes that in; no event loop
+is imported here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..core import wire
+from ..core.errors import InvalidParams
+from ..core.jsonrpc import Broadcast, Notify
+
+__all__ = ["LISTEN_FILTERS", "Subscriptions"]
+
+LISTEN_FILTERS = {
+    "toolsListChanged": ("notifications/tools/list_changed", "tools"),
+    "promptsListChanged": ("notifications/prompts/list_changed", "prompts"),
+    "resourcesListChanged": ("notifications/resources/list_changed", "resources"),
+}
+"""What each boolean filter of a listen request opts into, and the method family that must be offered."""
+
+
+class Subscriptions:
+    """The hubs transports attached while serving, and the listen streams that use them."""
+
+    __slots__ = ("_hubs",)
+
+    def __init__(self) -> None:
+        self._hubs: list[Broadcast] = []
+
+    def attach(self, hub: Broadcast) -> Callable[[], None]:
+        """Let listen streams use ``hub``; returns the function that detaches it."""
+        self._hubs.append(hub)
+        return lambda: self._hubs.remove(hub) if hub in self._hubs else None
+
+    @property
+    def available(self) -> bool:
+        """Whether a transport that can hold a listen stream is serving."""
+        return bool(self._hubs)
+
+    def publish(self, method: str, params: dict[str, Any]) -> None:
+        """Queue a notification for every listener of every attached hub; callable from any thread."""
+        for hub in list(self._hubs):
+            hub.publish(method, params)
+
+    async def listen(
+        self,
+        wanted: Any,
+        *,
+        request_id: Any,
+        notify: Notify | None,
+        offered: Callable[[str], bool],
+        until: float | None,
+        watch_tasks: Callable[[Any], Awaitable[list[str] | None]],
+    ) -> dict[str, Any]:
+        """Serve one ``subscriptions/listen`` until its stream ends; returns the request's result.
+
+        ``wanted`` is the request's ``notifications`` object; ``offered(method)`` says
+        whether the server serves a method; ``until`` (epoch seconds) ends the stream when
+        the caller's token would be refused; ``watch_tasks(task_ids)`` returns the asked
+        ``taskIds`` the caller may watch (``None`` when none were asked), or raises.
+        """
+        if not isinstance(wanted, dict):
+            raise InvalidParams('subscriptions/listen needs a "notifications" object naming what to receive')
+        if notify is None or not self._hubs:
+            raise InvalidParams("subscriptions/listen needs a transport that streams notifications")
+        agreed: dict[str, Any] = {}
+        methods: set[str] = set()
+        for name, (method, family) in LISTEN_FILTERS.items():
+            value = wanted.get(name)
+            if value is not None and not isinstance(value, bool):
+                raise InvalidParams(f"subscriptions/listen: notifications.{name} must be a boolean")
+            if value and offered(f"{family}/list"):
+                agreed[name] = True
+                methods.add(method)
+        uris = wanted.get("resourceSubscriptions")
+        if uris is not None:
+            if not isinstance(uris, list) or not all(isinstance(uri, str) and uri for uri in uris):
+                raise InvalidParams("subscriptions/listen: notifications.resourceSubscriptions must be a list of uris")
+            if offered("resources/read"):
+                agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
+        subscribed = set(agreed.get("resourceSubscriptions", ()))
+        meta = {wire.META_SUBSCRIPTION_ID: request_id}
+        # Registered before the acknowledgement (and before the task checks below), so
+        # nothing published after it is missed.
+        listener = self._hubs[-1].listen(until)
+        try:
+            watched = await watch_tasks(wanted.get("taskIds"))
+            if watched is not None:
+                agreed["taskIds"] = watched
+            notify("notifications/subscriptions/acknowledged", {"notifications": agreed, "_meta": meta})
+            tasks = set(watched or ())
+            async for method, params in listener:
+                if method in methods or (method == "notifications/resources/updated" and params.get("uri") in subscribed) \
+                        or (method == "notifications/tasks" and params.get("taskId") in tasks):
+                    notify(method, {**params, "_meta": meta})
+        finally:
+            listener.close()  # a client that went away stops receiving at once
+        return {"resultType": "complete", "_meta": dict(meta)}
