@@ -15,7 +15,9 @@ import httpx
 import pytest
 import trio
 
-from mrtr.cli.commands import banner, curl_example, load_server, main
+from mrtr.cli import main
+from mrtr.cli.app import load_server
+from mrtr.cli.serve import banner, curl_example
 from mrtr.core.mirroring import encode_value
 from mrtr.server import Header, Server
 
@@ -246,15 +248,16 @@ async def test_http_serve_on_port_0_names_the_bound_port_answers_and_stops_on_si
 def test_no_access_log_silences_the_access_logger_only():
     import logging
 
-    from mrtr.cli import commands as cli
+    from mrtr.cli import serve
+    from mrtr.cli.commands import build_parser
     from mrtr.transports.logs import ACCESS_LOGGER
 
-    assert cli.build_parser().parse_args(["serve"]).access_log is True
-    args = cli.build_parser().parse_args(["serve", "--no-access-log"])
+    assert build_parser().parse_args(["serve"]).access_log is True
+    args = build_parser().parse_args(["serve", "--no-access-log"])
     assert args.access_log is False
     root_handlers, level = list(logging.getLogger().handlers), ACCESS_LOGGER.level
     try:
-        cli._configure_logging("info", "text", args.access_log)
+        serve._configure_logging("info", "text", args.access_log)
         assert not ACCESS_LOGGER.isEnabledFor(logging.INFO)
         assert logging.getLogger("mrtr.http").isEnabledFor(logging.INFO)
     finally:

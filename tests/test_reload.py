@@ -12,7 +12,7 @@ import httpx
 import pytest
 import trio
 
-from mrtr.cli.commands import main
+from mrtr.cli import main
 
 from .conftest import mrtr_process, until
 from .test_stdio import REPO, call

@@ -17,7 +17,7 @@ from typing import Any
 import trio
 
 import mrtr
-from mrtr.cli.commands import example_arguments
+from mrtr.cli.serve import example_arguments
 from mrtr.client import ElicitationRequest
 
 

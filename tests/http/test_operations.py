@@ -248,7 +248,7 @@ async def test_mrtr_serve_allowed_host_flag():
 
 
 def test_a_malformed_allowed_host_is_a_usage_error(capsys):
-    from mrtr.cli.commands import main
+    from mrtr.cli import main
 
     assert main(["serve", "tests.stdio_server:server", "--port", "1", "--allowed-host", "host:notaport"]) == 2
     assert "allowed_hosts" in capsys.readouterr().err

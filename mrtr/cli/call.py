@@ -1,0 +1,128 @@
+"""``mrtr call`` and ``mrtr list``: a client for people at a terminal (the ``client`` extra)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from functools import partial
+from typing import Any
+
+from .arguments import UsageError, positive_int, seconds
+
+__all__ = ["add_client_commands"]
+
+
+def add_client_commands(commands: Any) -> None:
+    """Add ``mrtr call`` and ``mrtr list`` and their options to the command parser's subcommands."""
+    target_help = "the server: its URL (http://host:port/mcp), or use --stdio COMMAND instead"
+    stdio_help = 'start the server with this command and talk to it over stdio (e.g. "mrtr serve app:server --stdio")'
+    from ..client.session import DEFAULT_DEADLINE
+
+    timeout_help = (f"give up on the server when one request and its answer take longer than this (default: "
+                    f"{DEFAULT_DEADLINE:g}); the time you take to answer is not counted")
+    call = commands.add_parser(
+        "call",
+        help="call a tool, prompt or resource and answer the server's questions in the terminal",
+        usage="mrtr call [options] (URL | --stdio COMMAND) (TOOL [name=value ...] | --prompt NAME [name=value ...] "
+              "| --resource URI)",
+        description=(
+            "Call a tool (or get a prompt, or read a resource) and answer the questions the server\n"
+            "asks on the way. Arguments are name=value, typed by the tool's input schema (JSON for\n"
+            "objects and arrays). When standard input is not a terminal, each question's field is\n"
+            "read as one line, in order. Type !decline or !cancel at any question."
+        ),
+        epilog=(
+            "examples:\n"
+            "  mrtr call http://127.0.0.1:8000/mcp book_table restaurant=Luigi people=4\n"
+            "  mrtr call --stdio 'mrtr serve myapp:server --stdio' book_table restaurant=Luigi\n"
+            "  mrtr call http://127.0.0.1:8000/mcp --prompt onboarding\n"
+            "  printf 'a@b.c\\nred\\n' | mrtr call http://127.0.0.1:8000/mcp two_questions plan=pro"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    call.add_argument("words", nargs="*", metavar="URL/TOOL/name=value", help=target_help)
+    call.add_argument("--stdio", metavar="COMMAND", help=stdio_help)
+    what = call.add_mutually_exclusive_group()
+    what.add_argument("--prompt", metavar="NAME", help="get this prompt instead of calling a tool")
+    what.add_argument("--resource", metavar="URI", help="read this resource instead of calling a tool")
+    call.add_argument("--root", action="append", default=[], metavar="PATH",
+                      help="answer roots requests with this directory (repeatable)")
+    call.add_argument("--sample-reply", metavar="TEXT", help="answer sampling requests with this text")
+    call.add_argument("--max-rounds", type=positive_int, default=10, metavar="N",
+                      help="give up after N rounds of questions (default: 10)")
+    call.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS", help=timeout_help)
+    call.set_defaults(run=_call)
+    listing = commands.add_parser(
+        "list", help="list a server's tools (with their arguments), prompts and resources",
+        usage="mrtr list [--timeout SECONDS] (URL | --stdio COMMAND)",
+    )
+    listing.add_argument("words", nargs="*", metavar="URL", help=target_help)
+    listing.add_argument("--stdio", metavar="COMMAND", help=stdio_help)
+    listing.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS", help=timeout_help)
+    listing.set_defaults(run=_list)
+
+
+def _client_target(args: argparse.Namespace) -> tuple[str | list[str], list[str]]:
+    words = list(args.words)
+    if args.stdio is not None:
+        command = shlex.split(args.stdio)
+        if not command:
+            raise UsageError("--stdio needs a command")
+        return command, words
+    if not words:
+        raise UsageError("give the server's URL (http://host:port/mcp) or --stdio COMMAND")
+    url = words.pop(0)
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"{url!r} is not an http(s) URL; to start a server yourself use --stdio COMMAND")
+    try:
+        from ..client.targets import HTTPTarget
+
+        HTTPTarget(url)  # the client's own URL check, said as a usage error before anything starts
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    except ImportError:
+        pass  # the missing extra is reported where the client is built
+    return url, words
+
+
+def _call(args: argparse.Namespace) -> int:
+    import trio
+
+    try:
+        from ..client.terminal import ArgumentError, Terminal, output_console, run_call
+    except ImportError as exc:
+        print(f"mrtr call: {exc}", file=sys.stderr)
+        return 1
+    target, words = _client_target(args)
+    terminal = Terminal(sample_reply=args.sample_reply, roots=args.root)
+    out = output_console(terminal.interactive and sys.stdout.isatty())
+    try:
+        return trio.run(partial(run_call, target, words, prompt=args.prompt, resource=args.resource,
+                                terminal=terminal, out=out, max_rounds=args.max_rounds, deadline=args.timeout))
+    except ArgumentError as exc:
+        raise UsageError(str(exc)) from None
+    except KeyboardInterrupt:
+        terminal.pause()
+        print("mrtr call: interrupted", file=sys.stderr)
+        return 130
+
+
+def _list(args: argparse.Namespace) -> int:
+    import trio
+
+    try:
+        from ..client.terminal import output_console, run_list
+    except ImportError as exc:
+        print(f"mrtr list: {exc}", file=sys.stderr)
+        return 1
+    target, words = _client_target(args)
+    if words:
+        raise UsageError(f"unexpected arguments: {' '.join(words)}")
+    interactive = sys.stdout.isatty()
+    try:
+        return trio.run(partial(run_list, target, out=output_console(interactive),
+                                errors=output_console(interactive and sys.stderr.isatty(), stderr=True),
+                                deadline=args.timeout))
+    except KeyboardInterrupt:
+        return 130

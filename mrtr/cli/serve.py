@@ -1,0 +1,387 @@
+"""``mrtr serve``: serve a :class:`~mrtr.server.Server` over Streamable HTTP or stdio."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import shlex
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ..core import wire
+from ..core.jsonrpc import Broadcast, Dispatcher, Notify, Response, RunSync, request
+from ..core.mirroring import InvalidHeaderSchema, mirrored_parameters
+from ..core.wire import PROTOCOL_VERSION
+from .app import DEFAULT_APP, load_server
+from .arguments import UsageError, lease, port, positive_int, ttl
+
+if TYPE_CHECKING:
+    from ..server.dispatch import Server
+
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ENDPOINT", "add_serve_command", "banner", "curl_example",
+           "example_arguments", "inventory"]
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8000
+ENDPOINT = "/mcp"
+
+log = logging.getLogger("mrtr.cli")
+
+
+def _url(host: str, port: int) -> str:
+    shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    return f"http://{shown}:{port}{ENDPOINT}"
+
+
+def _example_value(name: str, schema: Any) -> Any:
+    if not isinstance(schema, dict):
+        return "example"
+    if "default" in schema:
+        return schema["default"]
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    for union in ("anyOf", "oneOf"):
+        options = schema.get(union)
+        if isinstance(options, list):
+            concrete = [option for option in options if isinstance(option, dict) and option.get("type") != "null"]
+            if concrete:
+                return _example_value(name, concrete[0])
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((item for item in kind if item != "null"), None)
+    if kind == "integer":
+        return schema.get("minimum", 1)
+    if kind == "number":
+        return schema.get("minimum", 1.5)
+    if kind == "boolean":
+        return True
+    if kind == "array":
+        return []
+    if kind == "object":
+        return {}
+    if schema.get("format") == "email":
+        return "user@example.com"
+    if schema.get("format") == "uri":
+        return "https://example.com"
+    return "example"
+
+
+def example_arguments(input_schema: Any) -> dict[str, Any]:
+    """Placeholder values for the required properties of a tool's ``inputSchema``."""
+    if not isinstance(input_schema, dict):
+        return {}
+    properties = input_schema.get("properties") or {}
+    required = input_schema.get("required") or []
+    return {name: _example_value(name, properties.get(name)) for name in required if isinstance(name, str)}
+
+
+def curl_example(server: Any, url: str) -> str:
+    """A ready-to-paste ``curl`` command calling the server's first tool (or ``server/discover``).
+
+    Its MCP headers are the ones :class:`mrtr.Client` would send for the same body,
+    Base64 form included where a value needs it.
+    """
+    from ..client.headers import request_headers  # loaded here, so serving loads no client
+
+    meta = {
+        wire.META_PROTOCOL_VERSION: PROTOCOL_VERSION,
+        wire.META_CLIENT_CAPABILITIES: {"elicitation": {}},
+    }
+    tools = server.tool_definitions()
+    parameters = None
+    if tools:
+        definition = tools[0]
+        arguments = example_arguments(definition.get("inputSchema"))
+        body = request(1, "tools/call", {"name": definition["name"], "arguments": arguments, "_meta": meta})
+        try:
+            parameters = mirrored_parameters(definition)
+        except InvalidHeaderSchema:
+            pass  # a client leaves such a tool out; the example still shows the call
+    else:
+        body = request(1, "server/discover", {"_meta": meta})
+    headers = [
+        "Content-Type: application/json",
+        "Accept: application/json, text/event-stream",
+        *(f"{name}: {value}" for name, value in request_headers(body, parameters).items()),
+    ]
+    lines = [f"  curl -sS -X POST {shlex.quote(url)}"]
+    lines += [f"    -H {shlex.quote(header)}" for header in headers]
+    lines.append(f"    -d {shlex.quote(msgspec.json.encode(body).decode())}")
+    return " \\\n".join(lines)
+
+
+def banner(server: Any, host: str, port: int, workers: int) -> str:
+    """What ``mrtr serve`` prints to stderr when it starts serving HTTP.
+
+    With ``port`` 0 the system picks the port only when the socket is bound, after the
+    banner: the URL then shows ``PORT``, and the ``serving MCP on`` log line names it.
+    """
+    url = _url(host, port) if port else _url(host, 0).replace(":0/", ":PORT/", 1)
+    name = getattr(server, "name", "server")
+    version = getattr(server, "version", "")
+    plural = "s" if workers != 1 else ""
+    tools = [tool["name"] for tool in server.tool_definitions()]
+    what = f'tool "{tools[0]}"' if tools else "server/discover"
+    return "\n".join([
+        f"mrtr: serving {name} {version} at {url} ({workers} worker{plural}); press Ctrl+C to stop",
+        *(["The system picks PORT: the \"serving MCP on\" line below names it."] if not port else []),
+        f"Try it ({what}):",
+        curl_example(server, url),
+        (
+            'If the answer has "resultType":"input_required", send the same call again with a new "id", '
+            'adding to "params" the "requestState" copied verbatim from the result and "inputResponses" '
+            'with one answer per key of "inputRequests", e.g. '
+            '"inputResponses":{"elicit-1":{"action":"accept","content":{...}}}; '
+            'repeat until "resultType" is "complete".'
+        ),
+    ])
+
+
+def inventory(server: Any) -> str:
+    """What ``mrtr serve`` lists at start: the registered tools, prompts and resources."""
+
+    def names(kind: str, items: list[dict[str, Any]], member: str) -> str:
+        shown = ", ".join(str(item.get(member) or item.get("uriTemplate") or item.get("name")) for item in items)
+        return f"  {kind} ({len(items)}): {shown or '-'}"
+
+    return "\n".join([
+        "mrtr: registered",
+        names("tools", server.tool_definitions(), "name"),
+        names("prompts", server.prompt_definitions(), "name"),
+        names("resources", server.resource_definitions(), "uri"),
+    ])
+
+
+def add_serve_command(commands: Any) -> None:
+    """Add ``mrtr serve`` and its options to the command parser's subcommands."""
+    serve = commands.add_parser(
+        "serve",
+        help="serve an mrtr Server over Streamable HTTP or stdio",
+        description=(
+            "Serve an mrtr Server over Streamable HTTP (the MCP endpoint is /mcp) or, with\n"
+            "--stdio, over newline-delimited JSON-RPC on stdin/stdout. Logs go to stderr."
+        ),
+        epilog=(
+            "examples:\n"
+            "  mrtr serve                                  # the bundled example server on http://127.0.0.1:8000/mcp\n"
+            "  mrtr serve myapp.main:server --port 9000\n"
+            "  mrtr serve myapp.main:server --host 0.0.0.0 --workers 4\n"
+            "  mrtr serve myapp.main:server --stdio        # for clients that spawn the server\n"
+            "\n"
+            "Set MRTR_SECRET (Base64 of 32 random bytes) so requestState tokens survive restarts and\n"
+            "work across workers; without it an ephemeral key is generated."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serve.add_argument(
+        "app", nargs="?", default=None, metavar="MODULE:ATTRIBUTE",
+        help=f"the Server to serve, e.g. myapp.main:server (default: the bundled example, {DEFAULT_APP})",
+    )
+    serve.add_argument("--host", default=None, help=f"address to bind for HTTP (default: {DEFAULT_HOST})")
+    serve.add_argument(
+        "--port", type=port, default=None,
+        help=f"port to bind for HTTP; 0 lets the system pick a free one, named in the log (default: {DEFAULT_PORT})",
+    )
+    serve.add_argument(
+        "--workers", type=positive_int, default=None, metavar="N",
+        help="HTTP worker processes sharing the port (default: 1)",
+    )
+    serve.add_argument(
+        "--allowed-host", action="append", default=None, metavar="HOST[:PORT]", dest="allowed_hosts",
+        help="a Host the server answers (repeat for several; '*' for any); by default a loopback bind answers "
+             "only localhost, 127.0.0.1 and [::1] at its port. Set it behind a reverse proxy to the public name",
+    )
+    serve.add_argument(
+        "--stdio", action="store_true",
+        help="serve on stdin/stdout instead of HTTP (stdout then carries protocol messages only)",
+    )
+    serve.add_argument(
+        "--tasks", default=None, metavar="URL",
+        help="task store for task tools: memory:, sqlite:///path or redis://host:port/db "
+             "(default: MRTR_TASKS or sqlite:///mrtr-tasks.sqlite3)",
+    )
+    serve.add_argument(
+        "--task-lease", type=lease, default=None, metavar="SECONDS",
+        help="how long a task runner's lease lasts without renewal (default: MRTR_TASK_LEASE or 30)",
+    )
+    serve.add_argument(
+        "--task-ttl", type=ttl, default=None, metavar="SECONDS",
+        help="how long a task is kept after its last activity (a running task is kept while it runs); "
+             "none: until deleted (default: MRTR_TASK_TTL or 3600)",
+    )
+    serve.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"],
+        help="log level for messages on stderr (default: info)",
+    )
+    serve.add_argument(
+        "--log-format", default="text", choices=["text", "json"],
+        help="text lines, or one JSON object per line for log shippers (default: text)",
+    )
+    serve.add_argument(
+        "--no-access-log", dest="access_log", action="store_false",
+        help="no line per request on the mrtr.access logger (each costs tens of microseconds)",
+    )
+    serve.add_argument(
+        "--reload", action="store_true",
+        help="development: restart the server when a .py file under the current directory changes "
+             "(needs the dev extra: pip install 'mrtr[dev]')",
+    )
+    serve.set_defaults(run=_serve)
+
+
+def _configure_logging(level: str, fmt: str = "text", access_log: bool = True) -> None:
+    from ..transports.logs import ACCESS_LOGGER, configure
+
+    configure(level, fmt)
+    if not access_log:
+        ACCESS_LOGGER.setLevel(logging.WARNING)
+
+
+# -- the commands ------------------------------------------------------------------------------
+
+
+def _announce(server: Any, log_format: str, text: str | None = None) -> None:
+    """Say what is served: plain lines on stderr, or one JSON record each with ``--log-format json``."""
+    if log_format == "json":
+        fields = {
+            "tools": [item["name"] for item in server.tool_definitions()],
+            "prompts": [item["name"] for item in server.prompt_definitions()],
+            "resources": [item.get("uri") or item.get("uriTemplate") for item in server.resource_definitions()],
+        }
+        log.info("registered %d tools, %d prompts, %d resources", *map(len, fields.values()), extra={"mrtr": fields})
+        if text is not None:
+            log.info("%s", text.splitlines()[0])
+        return
+    print(inventory(server), file=sys.stderr, flush=True)
+    if text is not None:
+        print(text, file=sys.stderr, flush=True)
+
+
+def _without_reload(argv: list[str]) -> list[str]:
+    return [arg for arg in argv if arg != "--reload"]
+
+
+def _serve(args: argparse.Namespace) -> int:
+    argv: list[str] | None = getattr(args, "argv", None)  # the command line, for --reload to restart with
+    if args.stdio:
+        given = [flag for flag, value in (("--host", args.host), ("--port", args.port), ("--workers", args.workers),
+                                          ("--allowed-host", args.allowed_hosts)) if value is not None]
+        if given:
+            raise UsageError(f"--stdio cannot be combined with {', '.join(given)} (those are HTTP options)")
+    if args.reload:
+        if args.stdio:
+            raise UsageError("--reload cannot be combined with --stdio (a restart would cut the client's session)")
+        if (args.workers or 1) > 1:
+            raise UsageError("--reload serves one worker; drop --workers")
+        from .reload import run_with_reload
+
+        return run_with_reload(_without_reload(sys.argv[1:] if argv is None else argv))
+    _configure_logging(args.log_level, args.log_format, args.access_log)
+    if args.stdio:
+        from ..transports.stdio import run_stdio
+
+        # Keep anything the application prints while importing off the protocol stream.
+        with contextlib.redirect_stdout(sys.stderr):
+            server = load_server(args.app or DEFAULT_APP)
+        _announce(server, args.log_format)
+        run_stdio(server)
+        return 0
+    server = load_server(args.app or DEFAULT_APP)
+    served: Dispatcher = server
+    if args.tasks is not None or args.task_lease is not None or args.task_ttl is not None:
+        served = _WithTaskSettings(server, args.tasks, args.task_lease, args.task_ttl)
+    host = args.host or DEFAULT_HOST
+    port = DEFAULT_PORT if args.port is None else args.port
+    workers = args.workers or 1
+    try:
+        from ..transports.http import run_http as run
+    except ImportError as exc:
+        print(f"mrtr: the HTTP transport is not available: {exc}", file=sys.stderr)
+        return 1
+    if workers == 1:  # with more, run() shares one generated key among the workers and says so
+        server.settle_key()
+    _announce(server, args.log_format, banner(server, host, port, workers))
+    try:
+        options: dict[str, Any] = {} if args.allowed_hosts is None else {"allowed_hosts": tuple(args.allowed_hosts)}
+        run(served, host, port, workers=workers, **options)
+    except KeyboardInterrupt:  # a Ctrl+C before the server installed its signal handlers
+        pass
+    except ValueError as exc:  # an option the HTTP server refuses, e.g. a malformed --allowed-host
+        raise UsageError(str(exc)) from None
+    except OSError as exc:  # typically: the address is in use or cannot be bound
+        print(f"mrtr serve: cannot serve on {_url(host, port)}: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        from ..carriers.tasks import StoreUnavailable
+
+        cause: BaseException = exc
+        while isinstance(cause, BaseExceptionGroup) and len(cause.exceptions) == 1:
+            cause = cause.exceptions[0]  # trio reports it from inside the serving nursery
+        if isinstance(cause, StoreUnavailable):
+            print(f"mrtr serve: {cause}", file=sys.stderr)
+            return 1
+        raise
+    return 0
+
+
+class _WithTaskSettings:
+    """The loaded server as the transports run it, with the task settings of the command line.
+
+    ``--tasks``, ``--task-lease`` and ``--task-ttl`` are arguments of
+    ``Server.running()``, which the transports enter (in each worker, after the fork);
+    every other part of the dispatcher protocol is the server's own.
+    """
+
+    def __init__(self, server: Server, tasks_url: str | None, task_lease: float | None,
+                 task_ttl: float | None) -> None:
+        self.server = server
+        self.tasks_url = tasks_url
+        self.task_lease = task_lease
+        self.task_ttl = task_ttl
+
+    def running(self) -> AbstractAsyncContextManager[Any]:
+        """The server's ``running()`` with the command line's task store, lease and TTL."""
+        return self.server.running(tasks_url=self.tasks_url, task_lease=self.task_lease, task_ttl=self.task_ttl)
+
+    def serves(self, method: str) -> bool:
+        """The server's."""
+        return self.server.serves(method)
+
+    def header_parameters(self, tool_name: str) -> Mapping[str, str]:
+        """The server's."""
+        return self.server.header_parameters(tool_name)
+
+    @property
+    def auth(self) -> Any:
+        """The server's."""
+        return self.server.auth
+
+    async def required_scopes(self, message: Mapping[str, Any], *, headers: Mapping[str, str] | None = None,
+                              auth: Any = None) -> Sequence[str]:
+        """The server's."""
+        return await self.server.required_scopes(message, headers=headers, auth=auth)
+
+    async def handle(self, message: Mapping[str, Any], *, headers: Mapping[str, str] | None = None,
+                     notify: Notify | None = None, run_sync: RunSync | None = None, auth: Any = None) -> dict[str, Any]:
+        """The server's."""
+        return await self.server.handle(message, headers=headers, notify=notify, run_sync=run_sync, auth=auth)
+
+    async def respond(self, message: Mapping[str, Any], *, headers: Mapping[str, str] | None = None,
+                      notify: Notify | None = None, run_sync: RunSync | None = None, auth: Any = None) -> Response:
+        """The server's."""
+        return await self.server.respond(message, headers=headers, notify=notify, run_sync=run_sync, auth=auth)
+
+    def settle_key(self) -> None:
+        """The server's."""
+        self.server.settle_key()
+
+    def listen_through(self, hub: Broadcast) -> Callable[[], None]:
+        """The server's."""
+        return self.server.listen_through(hub)
