@@ -285,6 +285,7 @@ class Client:
         self._stack: contextlib.AsyncExitStack | None = None
         self._era: Era | None = Era.MODERN if isinstance(self.target, InProcessTarget) or era == "modern" else None
         self._era_lock = trio.Lock()
+        self._era_cached = False  # the era came from another client's probe of the same endpoint
         self._discovered: dict[str, Any] | None = None
         self.server: InitializeResult | None = None
         """What a legacy server answered to ``initialize`` (``None`` in the modern era)."""
@@ -385,6 +386,7 @@ class Client:
                 key = getattr(self.target, "url", None)
                 cached = _ERAS.get(key) if key is not None else None
                 self._era = Era.LEGACY if self.era_choice == "legacy" else cached or await self._probe()
+                self._era_cached = cached is not None and self.era_choice == "auto"
                 if key is not None:
                     _ERAS[key] = self._era
             if self._era is Era.LEGACY and self.server is None:
@@ -623,8 +625,19 @@ class Client:
             meta = self._meta(request_id)
             message = request(request_id, method, {**params, "_meta": meta} if meta else params)
             try:
-                return await self._exchange(message, parameters, seconds)
+                result = await self._exchange(message, parameters, seconds)
+                self._era_cached = False
+                return result
             except ClientError as error:
+                if self._era_cached and error.status in (400, 404, 405) and not is_modern_error(error.code, method):
+                    # The era this process remembered for the endpoint no longer holds: probe again.
+                    self._era_cached = False
+                    _ERAS.pop(getattr(self.target, "url", ""), None)
+                    self._era, self.server = None, None
+                    self.target.era = Era.MODERN  # type: ignore[attr-defined]
+                    await self._settle_era()
+                    parameters = await self._parameters(method, params)
+                    continue
                 if attempt == 2 or not self._worth_retrying(error):
                     raise
                 if error.code == HEADER_MISMATCH:

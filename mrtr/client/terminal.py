@@ -446,8 +446,9 @@ def _json(console: Console, value: Any) -> None:
 
 
 def _same_json(block: Mapping[str, Any], value: Any) -> bool:
+    text = block.get("text", "")
     try:
-        return bool(json.loads(block.get("text", "")) == value)
+        return bool(json.loads(text) == value)
     except ValueError:
         return False
 
@@ -457,12 +458,17 @@ def show_result(console: Console, result: ToolResult | PromptResult | ResourceRe
     if isinstance(result, ToolResult):
         if result.is_error:
             _say(console, "the tool reported an error:", style="bold red")
+        structured = result.structured
+        texts = [block for block in result.content if block.get("type") == "text"]
+        if isinstance(structured, dict) and list(structured) == ["result"] and len(texts) == 1 \
+                and structured["result"] == texts[0].get("text"):
+            structured = None  # a wrapped plain value the text block already shows
         for block in result.content:
-            if result.structured is not None and block.get("type") == "text" and _same_json(block, result.structured):
+            if structured is not None and block.get("type") == "text" and _same_json(block, structured):
                 continue  # the usual text copy of the structured content: shown once, below
             _block(console, block)
-        if result.structured is not None:
-            _json(console, result.structured)
+        if structured is not None:
+            _json(console, structured)
     elif isinstance(result, PromptResult):
         if result.description:
             _say(console, result.description, style="dim")
