@@ -287,6 +287,7 @@ class Client:
         self._era_lock = trio.Lock()
         self._era_cached = False  # the era came from another client's probe of the same endpoint
         self._discovered: dict[str, Any] | None = None
+        self._notes: trio.MemorySendChannel[dict[str, Any]] | None = None
         self.server: InitializeResult | None = None
         """What a legacy server answered to ``initialize`` (``None`` in the modern era)."""
         if hasattr(self.target, "on_request"):
@@ -316,6 +317,8 @@ class Client:
                 # Unwound last-in first-out: close the target, then stop background tasks.
                 stack.callback(nursery.cancel_scope.cancel)
                 stack.push_async_callback(self.target.aclose)
+                self._notes, notes = trio.open_memory_channel[dict[str, Any]](math.inf)
+                nursery.start_soon(self._handle_notes, notes)
                 await self.target.open(nursery)
                 serving = getattr(self.target, "serving", None)  # an in-process server's lifespan
                 if serving is not None:
@@ -510,9 +513,16 @@ class Client:
         return result_response(request_id, answers[item.key])
 
     def _session_notification(self, note: dict[str, Any]) -> None:
-        """A notification that belongs to no call: logging and list changes."""
-        if self._nursery is not None:
-            self._nursery.start_soon(self._notified, note)
+        """A notification that belongs to no call: logging and list changes, handled in order of arrival."""
+        if self._notes is not None:
+            self._notes.send_nowait(note)
+
+    async def _handle_notes(self, receiver: trio.MemoryReceiveChannel[dict[str, Any]]) -> None:
+        async for note in receiver:
+            try:
+                await self._notified(note)
+            except Exception:  # a callback's failure must not end the session's other notifications
+                log.exception("on_log or on_list_changed failed")
 
     async def _notified(self, note: dict[str, Any]) -> None:
         method = note.get("method")

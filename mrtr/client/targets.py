@@ -349,8 +349,8 @@ class HTTPTarget:
             if "id" in received:
                 answer = await (on_request or self.on_request)(received)
                 await self.post(answer)
-            elif received["method"] == "notifications/progress" or not legacy:
-                on_notification(received)
+            elif received["method"] in ("notifications/progress", "notifications/message") or not legacy:
+                on_notification(received)  # a log message on a request's stream is that request's
             else:
                 self.on_notification(received)
             return None

@@ -400,6 +400,10 @@ class Registry:
                 definition["annotations"] = dict(annotations)
             if meta:
                 definition["_meta"] = dict(meta)
+            if task is not None:
+                # The 2026 schema has no member for it; the 2025 one's Tool.execution says it,
+                # and clients (mrtr list) read it there to tell a task tool before calling it.
+                definition["execution"] = {"taskSupport": task}
             if tool_name in self._tools:
                 raise ValueError(f"a tool named {tool_name!r} is already registered")
             self._tools[tool_name] = ToolEntry(

@@ -44,13 +44,24 @@ def piped(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
 def test_arguments_are_typed_by_the_input_schema():
     schema = {"properties": {"people": {"type": "integer"}, "ratio": {"type": "number"}, "vip": {"type": "boolean"},
                              "name": {"type": "string"}, "tags": {"type": "array"}, "when": {"type": ["string", "null"]}}}
-    assert parse_arguments(["people=4", "ratio=0.5", "vip=yes", "name=42", "tags=[\"a\"]", "when=7", "extra=3"],
+    assert parse_arguments(["people=4", "ratio=0.5", "vip=yes", "name=42", "tags=[\"a\"]", "when=7"],
                            schema) == {"people": 4, "ratio": 0.5, "vip": True, "name": "42", "tags": ["a"],
-                                       "when": "7", "extra": 3}
-    assert parse_arguments(["free=hello world"], schema) == {"free": "hello world"}
+                                       "when": "7"}
+    open_schema = {**schema, "additionalProperties": True}  # names beyond the listed ones are welcome
+    assert parse_arguments(["extra=3", "free=hello world"], open_schema) == {"extra": 3, "free": "hello world"}
     for bad in (["people=four"], ["vip=perhaps"], ["tags=[1"], ["novalue"]):
         with pytest.raises(ArgumentError):
             parse_arguments(bad, schema)
+
+
+def test_an_unknown_argument_is_refused_with_the_tools_parameters():
+    schema = {"type": "object", "properties": {"people": {"type": "integer", "description": "how many"}},
+              "required": ["people"]}
+    with pytest.raises(ArgumentError) as refused:
+        parse_arguments(["people=2", "peple=3"], schema)
+    assert "no argument 'peple'" in str(refused.value) and "people=<integer, required>: how many" in str(refused.value)
+    done = piped("call", "--stdio", SERVER, "pair", "nonsense=1", stdin="")  # a tool without parameters
+    assert done.returncode == 2 and "no argument 'nonsense'" in done.stderr and "(none)" in done.stderr
 
 
 # -- piped standard input ------------------------------------------------------------------------
@@ -143,7 +154,7 @@ def test_call_and_list_over_http(http_server):
     assert "client-test 1.0.0" in listed.stdout
     assert "  regional - Arguments mirrored in Mcp-Param-* headers; returns structured content." in listed.stdout
     assert "    people=<integer, optional, default 1>" in listed.stdout
-    assert "  menu - A prompt that asks a question first." in listed.stdout and "    course=<required>" in listed.stdout
+    assert "  menu - A prompt that asks a question first." in listed.stdout and "    course=<string, required>" in listed.stdout
     assert "  notes://secret - A resource behind a question." in listed.stdout
 
 
