@@ -644,11 +644,11 @@ async def _call_tool(client: Client, words: Sequence[str], *, terminal: Terminal
             known = ", ".join(sorted(tools)) or "none"
             raise ArgumentError(f"the server has no tool {name!r} (tools: {known})")
         handle = await client.start_task(name, parse_arguments(pairs, tools[name].get("inputSchema")))
-    if handle.id is not None:
-        terminal.pause()
-        _say(terminal.console, f"task {handle.id} (resume with: {resume} --task {handle.id})", style="dim",
-             line=True)
-    try:
+    try:  # from the first line that names the task: Ctrl-C may come at any moment after it
+        if handle.id is not None:
+            terminal.pause()
+            _say(terminal.console, f"task {handle.id} (resume with: {resume} --task={handle.id})", style="dim",
+                 line=True)
         return await handle.wait()
     except BaseException as error:
         if handle.id is None or not _interrupted(error):
@@ -659,7 +659,7 @@ async def _call_tool(client: Client, words: Sequence[str], *, terminal: Terminal
                 await handle.cancel()
             _say(terminal.console, f"task {handle.id} cancelled", line=True)
         else:
-            _say(terminal.console, f"task {handle.id} goes on; resume with: {resume} --task {handle.id}",
+            _say(terminal.console, f"task {handle.id} goes on; resume with: {resume} --task={handle.id}",
                  line=True)
         raise
 
