@@ -253,6 +253,9 @@ class Client:
             raise ValueError(f'era must be "auto", "modern" or "legacy", not {era!r}')
         if isinstance(target, str):
             self.target: Target = HTTPTarget(target, headers=headers, timeout=timeout, auth=auth)
+        elif auth is not None:
+            raise ValueError("auth= authorizes HTTP requests: give the server's URL (over stdio a server takes its "
+                             "credentials from its environment)")
         elif hasattr(target, "send") and hasattr(target, "open"):
             self.target = target  # type: ignore[assignment]
         elif hasattr(target, "handle"):

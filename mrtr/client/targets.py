@@ -222,8 +222,11 @@ class HTTPTarget:
         return self._client
 
     async def open(self, nursery: trio.Nursery) -> None:
-        """Create the connection pool."""
+        """Create the connection pool (and give the authorizer the endpoint it authorizes for)."""
         self._client = self._httpx.AsyncClient(timeout=self._timeout, headers=self._headers)
+        bind = getattr(self.auth, "bind", None)
+        if bind is not None:
+            bind(self.url, nursery)
 
     def _mcp_headers(self, message: dict[str, Any], parameters: Mapping[str, tuple[str, ...]] | None
                      ) -> dict[str, str]:
@@ -449,6 +452,9 @@ class HTTPTarget:
                     except Exception as exc:  # the session ends with this process either way
                         log.debug("DELETE of the session at %s failed: %s", self.url, exc)
             await client.aclose()
+            closing = getattr(self.auth, "aclose", None)
+            if closing is not None:
+                await closing()
 
 
 # -- stdio subprocess ----------------------------------------------------------------------
