@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .arguments import UsageError, positive_int, seconds
+from .arguments import port as port_number
 
 __all__ = ["add_client_commands"]
 
@@ -61,6 +62,7 @@ def add_client_commands(commands: Any) -> None:
     call.add_argument("--server-log", metavar="FILE",
                       help="with --stdio, where the server's own log goes (default: kept aside, and its last lines "
                            "shown if the call fails)")
+    _add_auth_options(call)
     call.set_defaults(run=_call)
     listing = commands.add_parser(
         "list", help="list a server's tools (with their arguments), prompts and resources",
@@ -71,7 +73,57 @@ def add_client_commands(commands: Any) -> None:
     listing.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS", help=timeout_help)
     listing.add_argument("--era", choices=("auto", "modern", "legacy"), default="auto",
                          help="the protocol era to speak (default: probe the server)")
+    _add_auth_options(listing)
     listing.set_defaults(run=_list)
+    logout = commands.add_parser(
+        "logout", help="forget the tokens kept for a server (they are kept per server, owner-only)",
+        usage="mrtr logout URL",
+        description="Forget the OAuth tokens and client registrations mrtr call and mrtr list keep for the server "
+                    "at URL (in $MRTR_TOKENS, else $XDG_STATE_HOME/mrtr/oauth).")
+    logout.add_argument("url", metavar="URL", help="the server's URL, as given to mrtr call")
+    logout.set_defaults(run=_logout)
+
+
+def _add_auth_options(parser: Any) -> None:
+    auth = parser.add_argument_group("authorization (servers that answer 401)")
+    auth.add_argument("--client-id", metavar="ID", help="a client id registered with the authorization server "
+                                                        "(else the client registers itself where it can)")
+    auth.add_argument("--client-secret", metavar="SECRET",
+                      help="that client's secret (better: the MRTR_CLIENT_SECRET environment variable)")
+    auth.add_argument("--client-metadata-url", metavar="URL",
+                      help="the https URL of this client's metadata document, used as its client id where the "
+                           "authorization server supports client ID metadata documents")
+    auth.add_argument("--scope", action="append", default=[], metavar="SCOPE",
+                      help="ask for this scope too (repeatable)")
+    auth.add_argument("--redirect-port", type=port_number, default=0, metavar="PORT",
+                      help="the loopback port the browser comes back to (default: any free one)")
+
+
+def _auth(args: argparse.Namespace, target: str | list[str]) -> dict[str, Any]:
+    """The ``auth=`` option of the Client: the authorization code flow, tokens kept per server."""
+    if not isinstance(target, str):
+        return {}
+    import os
+
+    from ..client.oauth import AuthorizationCode
+
+    return {"auth": AuthorizationCode(client_id=args.client_id,
+                                      client_secret=args.client_secret or os.environ.get("MRTR_CLIENT_SECRET"),
+                                      client_metadata_url=args.client_metadata_url, scopes=args.scope,
+                                      redirect_port=args.redirect_port, client_name="mrtr call")}
+
+
+def _logout(args: argparse.Namespace) -> int:
+    from ..client.tokens import FileTokenStore
+
+    store = FileTokenStore()
+    try:
+        forgot = store.delete(args.url)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"mrtr logout: {'forgot the tokens of' if forgot else 'no tokens were kept for'} {args.url}",
+          file=sys.stderr)
+    return 0
 
 
 def _client_target(args: argparse.Namespace) -> tuple[str | list[str], list[str]]:
@@ -109,7 +161,7 @@ def _call(args: argparse.Namespace) -> int:
     terminal = Terminal(sample_reply=args.sample_reply, roots=args.root)
     out = output_console(terminal.interactive and sys.stdout.isatty())
     resume = "mrtr call " + (f"--stdio {shlex.quote(args.stdio)}" if args.stdio is not None else str(target))
-    options: dict[str, Any] = {"era": args.era}
+    options: dict[str, Any] = {"era": args.era, **_auth(args, target)}
     server_log = None
     if isinstance(target, list):
         # The server's own log (access lines, warnings) must not land among the questions.
@@ -165,6 +217,6 @@ def _list(args: argparse.Namespace) -> int:
     try:
         return trio.run(partial(run_list, target, out=output_console(interactive),
                                 errors=output_console(interactive and sys.stderr.isatty(), stderr=True),
-                                deadline=args.timeout, era=args.era))
+                                deadline=args.timeout, era=args.era, **_auth(args, target)))
     except KeyboardInterrupt:
         return 130

@@ -295,7 +295,7 @@ class OAuth:
                 if attempt > 1 + MAX_STEP_UPS:
                     return False
                 return await self._authorize(params, refreshed_first=attempt == 1)
-            if status == 403 and params.get("error") == "insufficient_scope" and attempt <= 1 + MAX_STEP_UPS:
+            if status == 403 and params.get("error") == "insufficient_scope" and attempt <= MAX_STEP_UPS:
                 if self.grant == "client_credentials" and not self.step_up:
                     return False
                 record = self._record()
@@ -591,14 +591,21 @@ class AuthorizationCode(OAuth):
     async def _authorize(self, params: Mapping[str, str], *, scopes: Sequence[str] | None = None,
                          refreshed_first: bool) -> bool:
         assert self._nursery is not None, "bind() the authorizer to a nursery first"
-        async with trio.open_nursery() as nursery:
-            self._redirect = await receive_redirect(nursery, port=self.redirect_port,
-                                                    timeout=self.redirect_timeout)
-            try:
-                return await super()._authorize(params, scopes=scopes, refreshed_first=refreshed_first)
-            finally:
-                nursery.cancel_scope.cancel()
-                self._redirect = None
+        try:
+            async with trio.open_nursery() as nursery:
+                self._redirect = await receive_redirect(nursery, port=self.redirect_port,
+                                                        timeout=self.redirect_timeout)
+                try:
+                    return await super()._authorize(params, scopes=scopes, refreshed_first=refreshed_first)
+                finally:
+                    nursery.cancel_scope.cancel()
+                    self._redirect = None
+        except BaseExceptionGroup as group:
+            # The listener's nursery wraps what failed: let it leave as it was raised.
+            error: BaseException = group
+            while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+                error = error.exceptions[0]
+            raise error from None
 
     async def _grant(self, server_metadata: Mapping[str, Any], registration: Mapping[str, Any], resource: str,
                      scopes: Sequence[str]) -> dict[str, Any]:

@@ -271,9 +271,8 @@ class HTTPTarget:
                     status = response.status_code
                     if status in (401, 403) and self.auth is not None:
                         challenge = response.headers.get("www-authenticate", "")
-                        await response.aclose()
                         if await self.auth.challenged(self._client, status, challenge, attempt):
-                            continue
+                            continue  # leaving the block closes this answer; the request goes again
                     if legacy and message.get("method") == "initialize" and status == 200:
                         self._take_session_id(response.headers.get("mcp-session-id"))
                     return await self._read(response, message, on_notification, on_request, legacy)

@@ -261,6 +261,8 @@ class AuthorizationServer:
     codes: dict[str, dict[str, Any]] = field(default_factory=dict)
     refresh_tokens: dict[str, dict[str, Any]] = field(default_factory=dict)
     grants: list[str] = field(default_factory=list)
+    grantable: frozenset[str] | None = None
+    """The scopes it ever grants (``None``: whatever is asked); the rest of a request is dropped."""
 
     def metadata(self, provider: IdentityProvider) -> dict[str, Any]:
         base = provider.base
@@ -332,8 +334,10 @@ class AuthorizationServer:
 
     def _issue(self, provider: IdentityProvider, client_id: str, scope: str, resource: str
                ) -> tuple[int, list[tuple[str, str]], bytes]:
+        if self.grantable is not None:
+            scope = " ".join(part for part in scope.split() if part in self.grantable)
         token = mint(provider.keys[0], iss=provider.base, aud=resource, client_id=client_id, scope=scope,
-                     exp=int(time.time()) + self.token_ttl)
+                     exp=int(time.time()) + self.token_ttl, jti=secrets_token())
         refresh = secrets_token()
         self.refresh_tokens[refresh] = {"client_id": client_id, "scope": scope, "resource": resource}
         return _json_reply(200, {"access_token": token, "token_type": "Bearer", "expires_in": self.token_ttl,
