@@ -43,7 +43,7 @@ from ..core.eras import LATEST_LEGACY_VERSION, Era
 from ..core.errors import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, ProtocolError
 from ..core.jsonrpc import JSONRPC_VERSION, Dispatcher, encode, notification, parse_message, parse_response
 from ..transports.shared import lifespan, run_in_thread, thread_safe
-from .errors import ClientError, ConnectionFailed
+from .errors import ClientError, ConnectionFailed, RoundLimitExceeded
 from .framing import ACCEPT_ENCODING, Decoded, Events, Lines, too_large
 from .headers import request_headers
 
@@ -275,7 +275,15 @@ class HTTPTarget:
                             continue  # leaving the block closes this answer; the request goes again
                     if legacy and message.get("method") == "initialize" and status == 200:
                         self._take_session_id(response.headers.get("mcp-session-id"))
-                    return await self._read(response, message, on_notification, on_request, legacy)
+                    if not legacy:
+                        return await self._read(response, message, on_notification, on_request, legacy)
+                    try:
+                        return await self._read(response, message, on_notification, on_request, legacy)
+                    except BaseException as error:
+                        # A 2025 server does not take a closed stream for a cancel: say it.
+                        if not isinstance(error, ClientError) or isinstance(error, RoundLimitExceeded):
+                            await self._cancel(message)
+                        raise
             except self._httpx.HTTPError as exc:
                 raise ConnectionFailed(INTERNAL_ERROR, f"HTTP request to {self.url} failed: "
                                                        f"{exc or type(exc).__name__}") from exc
@@ -373,6 +381,16 @@ class HTTPTarget:
             decoded = Decoded(response.headers.get("content-encoding", ""))
             return await self._events(response, decoded, events, message, on_notification, on_request, True)
 
+    async def _cancel(self, message: dict[str, Any]) -> None:
+        if message.get("method") == "initialize":
+            return  # never cancelled, as the 2025 lifecycle says
+        with trio.CancelScope(shield=True), trio.move_on_after(5):
+            try:
+                await self.post(notification("notifications/cancelled", {"requestId": message["id"],
+                                                                          "reason": "abandoned by the client"}))
+            except ClientError as error:
+                log.debug("notifications/cancelled was not taken: %s", error)
+
     async def post(self, message: dict[str, Any]) -> None:
         """POST a notification or a response (legacy session): the server answers 202 with no body."""
         if self._client is None:
@@ -467,6 +485,7 @@ class _Pending:
     response: dict[str, Any] | None = None
     failure: ClientError | None = None
     wait: trio.CancelScope = field(default_factory=trio.CancelScope)
+    cancel_sent: bool = False
 
 
 class StdioTarget:
@@ -507,10 +526,11 @@ class StdioTarget:
 
     async def _read(self) -> None:
         assert self._process is not None and self._process.stdout is not None
+        stdout = self._process.stdout  # held: aclose() drops the process while this may still read
         lines = Lines(MAX_MESSAGE_SIZE)
         try:
             while True:
-                chunk = await self._process.stdout.receive_some(65536)
+                chunk = await stdout.receive_some(65536)
                 if not chunk:
                     break
                 for line in lines.feed(bytes(chunk)):
@@ -562,9 +582,19 @@ class StdioTarget:
         try:
             answer = await handler(message)
         except BaseException as exc:
+            abandoned = next((request_id for request_id, pending in self._pending.items()
+                              if len(waiting) == 1 and pending is waiting[0]), None)
             with trio.CancelScope(shield=True), trio.move_on_after(self._close_timeout):
-                await self._write({"jsonrpc": JSONRPC_VERSION, "id": message["id"],
-                                   "error": {"code": INTERNAL_ERROR, "message": "the client could not answer"}})
+                try:
+                    if abandoned is not None and isinstance(exc, Exception):
+                        # The call is given up first, so the server asks nothing more for it.
+                        waiting[0].cancel_sent = True
+                        await self._write(notification("notifications/cancelled", {
+                            "requestId": abandoned, "reason": "abandoned by the client"}))
+                    await self._write({"jsonrpc": JSONRPC_VERSION, "id": message["id"],
+                                       "error": {"code": INTERNAL_ERROR, "message": "the client could not answer"}})
+                except ClientError:
+                    pass
             if len(waiting) == 1 and isinstance(exc, Exception):
                 waiting[0].failure = exc if isinstance(exc, ClientError) else _Abandoned(exc)
                 waiting[0].done.set()
@@ -578,10 +608,12 @@ class StdioTarget:
             pass  # the reader finds the process gone and fails what waits
 
     async def _write(self, message: dict[str, Any]) -> None:
-        assert self._process is not None and self._process.stdin is not None
+        process = self._process
+        if process is None or process.stdin is None:  # closed while an answer was on its way
+            raise ConnectionFailed(INTERNAL_ERROR, f"the server process {self.argv[0]!r} is closed")
         async with self._send_lock:
             try:
-                await self._process.stdin.send_all(encode(message) + b"\n")
+                await process.stdin.send_all(encode(message) + b"\n")
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 raise ConnectionFailed(INTERNAL_ERROR, f"the server process {self.argv[0]!r} is not reading its "
                                                        "input") from None
@@ -621,6 +653,14 @@ class StdioTarget:
             raise
         finally:
             del self._pending[request_id]
+        if pending.failure is not None and pending.failure is not self._gone and not pending.cancel_sent:
+            # The call is abandoned (an answerer failed, the question cap was met): tell the server.
+            with trio.CancelScope(shield=True), trio.move_on_after(self._close_timeout):
+                try:
+                    await self._write(notification("notifications/cancelled",
+                                                   {"requestId": request_id, "reason": "abandoned by the client"}))
+                except ClientError:
+                    pass
         if isinstance(pending.failure, _Abandoned):
             raise pending.failure.cause
         if pending.failure is not None:
