@@ -266,3 +266,40 @@ def test_url_mode_prints_the_address_and_waits():
     assert done.stdout.strip() == "url accept"
     refused = piped("call", "--stdio", SERVER, "visit", stdin="!decline\n")
     assert refused.stdout.strip() == "url decline"
+
+
+# -- what surrounds the questions ----------------------------------------------------------------
+
+
+def test_a_stdio_servers_log_stays_off_the_questions(tmp_path):
+    chatty = f"{sys.executable} -m mrtr serve tests.client.app:server --stdio"  # logs every request at info
+    done = piped("call", "--stdio", chatty, "ask_name", "tag=x", stdin="Ada\n")
+    assert done.returncode == 0, done.stderr
+    assert "mrtr.access" not in done.stderr and "registered" not in done.stderr
+    kept = tmp_path / "server.log"
+    done = piped("call", "--server-log", str(kept), "--stdio", chatty, "ask_name", "tag=x", stdin="Ada\n")
+    assert done.returncode == 0 and "mrtr.access: tools/call" in kept.read_text()
+    failing = piped("call", "--stdio", f"{sys.executable} -m mrtr serve no.such.module:app --stdio", "x")
+    assert failing.returncode == 1
+    assert "the server's log ended with:" in failing.stderr and "no.such" in failing.stderr
+
+
+def test_a_404_names_the_usual_path():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    import threading
+
+    def not_found() -> None:
+        for _ in range(4):
+            connection, _ = server.accept()
+            with connection:
+                connection.recv(65536)
+                connection.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot found")
+
+    threading.Thread(target=not_found, daemon=True).start()
+    done = piped("list", f"http://127.0.0.1:{port}/")
+    server.close()
+    assert done.returncode == 1
+    assert f"MCP servers usually answer on the path /mcp: try http://127.0.0.1:{port}/mcp" in done.stderr
