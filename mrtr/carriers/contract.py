@@ -47,8 +47,7 @@ __all__ = [
     "run_handler",
 ]
 
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
-"""The tasks extension's key in client and server capabilities."""
+from ..core.wire import TASKS_EXTENSION  # noqa: E402 - re-exported: the one id the server and the client share
 
 
 class Interim(NamedTuple):

@@ -39,7 +39,7 @@ from .requests import ElicitationRequest, InputRequest, RootsRequest, SamplingRe
 from .targets import HTTPTarget, InProcessTarget, OnRequest, StdioTarget, Target, log
 from .tasks import TaskHandle, TaskStatus
 
-__all__ = ["CLIENT_DEADLINE", "DEFAULT_DEADLINE", "DEFAULT_MAX_ROUNDS", "PROBE_TIMEOUT", "TASKS_EXTENSION", "Client",
+__all__ = ["CLIENT_DEADLINE", "DEFAULT_DEADLINE", "DEFAULT_MAX_ROUNDS", "PROBE_TIMEOUT", "Client",
            "PromptResult", "ResourceResult", "ToolResult"]
 
 DEFAULT_MAX_ROUNDS = 10
@@ -72,8 +72,6 @@ _STATE_ONLY_BACKOFF = (0.05, 0.25)  # first and longest pause before a retry wit
 PROBE_TIMEOUT = 5.0
 """Seconds the era probe (``server/discover``) waits before taking a silent server for a legacy one."""
 
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
-"""The id of the tasks extension, declared in ``clientCapabilities.extensions``."""
 
 LogCallback = Callable[[str, str | None, Any], Any]
 """``on_log(level, logger, data)``, sync or async."""
@@ -291,6 +289,8 @@ class Client:
         self._era_cached = False  # the era came from another client's probe of the same endpoint
         self._discovered: dict[str, Any] | None = None
         self._notes: trio.MemorySendChannel[dict[str, Any]] | None = None
+        self.listening = False
+        """Whether the server acknowledged the stream ``on_list_changed`` is fed from (modern era)."""
         self.server: InitializeResult | None = None
         """What a legacy server answered to ``initialize`` (``None`` in the modern era)."""
         if hasattr(self.target, "on_request"):
@@ -327,6 +327,8 @@ class Client:
                 if serving is not None:
                     await stack.enter_async_context(serving())
                 self._nursery = nursery
+                if self.on_list_changed is not None:
+                    nursery.start_soon(self._listen)
                 self._stack = stack.pop_all()
         except BaseExceptionGroup as group:
             raise _unwrapped(group) from None
@@ -363,7 +365,7 @@ class Client:
             else:
                 capabilities[row.capability] = {}
         if self.tasks and self._era is not Era.LEGACY:
-            capabilities["extensions"] = {TASKS_EXTENSION: {}}
+            capabilities["extensions"] = {wire.TASKS_EXTENSION: {}}
         return capabilities
 
     def _meta(self, request_id: int) -> dict[str, Any]:
@@ -486,6 +488,35 @@ class Client:
         if self.on_log is not None and "logging" in answered.capabilities:
             await self.call_once("logging/setLevel", {"level": self.log_level})
 
+    async def _listen(self) -> None:
+        """Keep a ``subscriptions/listen`` stream open for the list changes the server announces (modern era).
+
+        A legacy server sends its list changes on its own (the session's stream), so
+        nothing is asked of it. A stream the server ends is opened again.
+        """
+        pause = 1.0
+        while True:
+            try:
+                await self._settle_era()
+                if self._era is not Era.MODERN:
+                    return
+                capabilities = (await self.discover()).get("capabilities") or {}
+                wanted = {f"{what}ListChanged": True for what in ("tools", "prompts", "resources")
+                          if isinstance(capabilities.get(what), dict) and capabilities[what].get("listChanged")}
+                if not wanted:
+                    return
+                request_id = next(self._ids)
+                message = request(request_id, "subscriptions/listen",
+                                  {"notifications": wanted, "_meta": self._meta(request_id)})
+                await self.target.send(message, self._session_notification, None,  # type: ignore[call-arg]
+                                       patient=True)
+                self.listening = False
+                pause = 1.0
+            except ClientError as error:
+                log.warning("the list-changes stream of %s failed: %s", self._where(), error)
+                pause = min(pause * 2, 30.0)
+            await trio.sleep(pause)
+
     # -- what a legacy server asks and tells ------------------------------------------------------
 
     async def _answer_server_request(self, message: dict[str, Any], rounds: list[int] | None = None
@@ -530,7 +561,9 @@ class Client:
     async def _notified(self, note: dict[str, Any]) -> None:
         method = note.get("method")
         params = note.get("params") or {}
-        if method == "notifications/message" and self.on_log is not None:
+        if method == "notifications/subscriptions/acknowledged":
+            self.listening = True
+        elif method == "notifications/message" and self.on_log is not None:
             await self._log(params)
         elif method in _LIST_CHANGED:
             if method == "notifications/tools/list_changed":

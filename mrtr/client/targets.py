@@ -41,6 +41,7 @@ import trio
 
 from ..core.eras import LATEST_LEGACY_VERSION, Era
 from ..core.errors import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, ProtocolError
+from ..core.wire import META_SUBSCRIPTION_ID
 from ..core.jsonrpc import JSONRPC_VERSION, Dispatcher, encode, notification, parse_message, parse_response
 from ..transports.shared import lifespan, run_in_thread, thread_safe
 from .errors import ClientError, ConnectionFailed, RoundLimitExceeded
@@ -161,8 +162,12 @@ class InProcessTarget:
         return lifespan(self.server)
 
     async def send(self, message: dict[str, Any], on_notification: OnNotification,
-                   parameters: Mapping[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
-        """Dispatch ``message`` through the server, with the MCP headers a transport would pass."""
+                   parameters: Mapping[str, tuple[str, ...]] | None = None, patient: bool = False
+                   ) -> dict[str, Any]:
+        """Dispatch ``message`` through the server, with the MCP headers a transport would pass.
+
+        ``patient`` is accepted for the other targets' sake: in process nothing times out.
+        """
         arrived = parse_message(encode(message))
         headers = {name.lower(): value for name, value in request_headers(message, parameters).items()}
 
@@ -246,12 +251,14 @@ class HTTPTarget:
 
     async def send(self, message: dict[str, Any], on_notification: OnNotification,
                    parameters: Mapping[str, tuple[str, ...]] | None = None,
-                   on_request: OnRequest | None = None) -> dict[str, Any]:
+                   on_request: OnRequest | None = None, patient: bool = False) -> dict[str, Any]:
         """POST ``message``; read one JSON response or an SSE stream ending with it.
 
         In a legacy session, requests the server sends on that stream go to
         ``on_request`` and their answers are POSTed back; a stream that ends before the
         response is resumed with ``GET`` and ``Last-Event-ID`` when the server gave ids.
+        ``patient`` waits without a read timeout (a ``subscriptions/listen`` stream is quiet
+        for as long as nothing changes).
         """
         if self._client is None:
             raise RuntimeError("use the Client in 'async with' before sending")
@@ -266,8 +273,9 @@ class HTTPTarget:
                 **self._mcp_headers(message, parameters),
             })
             try:
-                async with self._client.stream("POST", self.url, content=encode(message), headers=headers) \
-                        as response:
+                extra = {"timeout": self._httpx.Timeout(self._timeout, read=None)} if patient else {}
+                async with self._client.stream("POST", self.url, content=encode(message), headers=headers,
+                                               **extra) as response:
                     status = response.status_code
                     if status in (401, 403) and self.auth is not None:
                         challenge = response.headers.get("www-authenticate", "")
@@ -486,6 +494,7 @@ class _Pending:
     failure: ClientError | None = None
     wait: trio.CancelScope = field(default_factory=trio.CancelScope)
     cancel_sent: bool = False
+    patient: bool = False
 
 
 class StdioTarget:
@@ -559,8 +568,13 @@ class StdioTarget:
                 assert self._nursery is not None
                 self._nursery.start_soon(self._answer, message)
                 return
-            token = (message.get("params") or {}).get("progressToken")
+            params = message.get("params") or {}
+            token = params.get("progressToken")
             pending = self._pending.get(token) if message["method"] == "notifications/progress" else None
+            subscription = (params.get("_meta") or {}).get(META_SUBSCRIPTION_ID) if isinstance(
+                params.get("_meta"), dict) else None
+            if subscription is not None and pending is None:
+                pending = self._pending.get(subscription)  # a listen stream's notification
             if pending is not None and not pending.done.is_set():
                 self._extend(pending)  # a server reporting progress is still at work
                 pending.on_notification(message)
@@ -626,14 +640,18 @@ class StdioTarget:
 
     async def send(self, message: dict[str, Any], on_notification: OnNotification,
                    parameters: Mapping[str, tuple[str, ...]] | None = None,
-                   on_request: OnRequest | None = None) -> dict[str, Any]:
-        """Write ``message`` and wait for the response with its id (progress tokens are request ids)."""
+                   on_request: OnRequest | None = None, patient: bool = False) -> dict[str, Any]:
+        """Write ``message`` and wait for the response with its id (progress tokens are request ids).
+
+        ``patient`` waits without a timeout (a ``subscriptions/listen`` stream), and hands it the
+        notifications whose ``subscriptionId`` is its id.
+        """
         if self._process is None:
             raise RuntimeError("use the Client in 'async with' before sending")
         if self._gone is not None:
             raise self._gone
         request_id = message["id"]
-        pending = self._pending[request_id] = _Pending(on_notification, on_request)
+        pending = self._pending[request_id] = _Pending(on_notification, on_request, patient=patient)
         try:
             await self._write(message)
             self._extend(pending)
@@ -669,7 +687,7 @@ class StdioTarget:
         return _result_of(pending.response, request_id)
 
     def _extend(self, pending: _Pending) -> None:
-        if self._timeout is not None:
+        if self._timeout is not None and not pending.patient:
             pending.wait.deadline = trio.current_time() + self._timeout
         else:
             pending.wait.deadline = math.inf
