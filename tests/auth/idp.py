@@ -374,3 +374,19 @@ def secrets_token() -> str:
     import secrets
 
     return secrets.token_urlsafe(24)
+
+
+async def approve_in_browser(url: str) -> None:
+    """A browser whose person approves: follow the authorization server's redirects, to the client's loopback one.
+
+    The loopback authorization server (and the official suite's) approves at once, so
+    following its redirect delivers the code to the client's listener, as a browser would.
+    """
+    import httpx
+
+    async with httpx.AsyncClient(follow_redirects=False, timeout=10) as client:
+        for _ in range(5):
+            response = await client.get(url)
+            if not response.is_redirect:
+                return
+            url = response.headers["location"]

@@ -21,7 +21,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 import trio
 
@@ -32,20 +31,11 @@ from mrtr.client.oauth import AuthorizationCode, AuthorizationError, parse_chall
 from mrtr.client.tokens import FileTokenStore, MemoryTokenStore
 from mrtr.transports.http.native import serve
 
-from ..auth.idp import AuthorizationServer, IdentityProvider, make_key
+from ..auth.idp import AuthorizationServer, IdentityProvider, approve_in_browser, make_key
 from .hostile import head, serve_http
 
 REPO = Path(__file__).resolve().parents[2]
 GUARD = 20
-
-
-async def browser(url: str) -> None:
-    async with httpx.AsyncClient(follow_redirects=False, timeout=10) as client:
-        for _ in range(5):
-            response = await client.get(url)
-            if not response.is_redirect:
-                return
-            url = response.headers["location"]
 
 
 def _free_port() -> int:
@@ -95,7 +85,7 @@ def _seen(provider: IdentityProvider, path: str) -> list[dict[str, Any]]:
 
 
 async def test_step_up_asks_for_the_scopes_had_and_the_scopes_challenged(protected, provider):
-    async with mrtr.Client(protected, auth=AuthorizationCode(open_url=browser, store=MemoryTokenStore())) as client:
+    async with mrtr.Client(protected, auth=AuthorizationCode(open_url=approve_in_browser, store=MemoryTokenStore())) as client:
         assert (await client.call_tool("read")).text == "read ok"
         assert (await client.call_tool("write")).text == "write ok"
     first, second = (set(entry["form"]["scope"].split()) for entry in _seen(provider, "/authorize"))
@@ -105,7 +95,7 @@ async def test_step_up_asks_for_the_scopes_had_and_the_scopes_challenged(protect
 
 async def test_step_up_is_limited(protected, provider):
     provider.authorization.grantable = frozenset({"mcp:read", "offline_access"})  # never mcp:admin
-    async with mrtr.Client(protected, auth=AuthorizationCode(open_url=browser, store=MemoryTokenStore())) as client:
+    async with mrtr.Client(protected, auth=AuthorizationCode(open_url=approve_in_browser, store=MemoryTokenStore())) as client:
         with trio.fail_after(GUARD), pytest.raises(mrtr.ClientError) as refused:
             await client.call_tool("admin")
     assert refused.value.status == 403
@@ -119,7 +109,7 @@ async def test_step_up_is_limited(protected, provider):
 ])
 async def test_a_lying_authorization_server_gets_no_code_and_no_token(protected, provider, mode, message):
     provider.authorization.mode = mode
-    async with mrtr.Client(protected, auth=AuthorizationCode(open_url=browser, store=MemoryTokenStore())) as client:
+    async with mrtr.Client(protected, auth=AuthorizationCode(open_url=approve_in_browser, store=MemoryTokenStore())) as client:
         with trio.fail_after(GUARD), pytest.raises(AuthorizationError, match=message):
             await client.call_tool("read")
     assert _seen(provider, "/token") == []  # the code (if any) went nowhere
@@ -155,7 +145,7 @@ async def _metadata_server(nursery: trio.Nursery, resource: str, authorization_s
 
 async def test_metadata_for_another_resource_is_refused(nursery, provider):
     url = await _metadata_server(nursery, "https://evil.example/mcp", provider.base)
-    async with mrtr.Client(url, auth=AuthorizationCode(open_url=browser, store=MemoryTokenStore())) as client:
+    async with mrtr.Client(url, auth=AuthorizationCode(open_url=approve_in_browser, store=MemoryTokenStore())) as client:
         with trio.fail_after(GUARD), pytest.raises(AuthorizationError, match="not for"):
             await client.call_tool("read")
     assert _seen(provider, "/authorize") == []
@@ -163,7 +153,7 @@ async def test_metadata_for_another_resource_is_refused(nursery, provider):
 
 async def test_a_token_never_follows_a_redirect_elsewhere(nursery, protected, provider):
     store = MemoryTokenStore()
-    async with mrtr.Client(protected, auth=AuthorizationCode(open_url=browser, store=store)) as client:
+    async with mrtr.Client(protected, auth=AuthorizationCode(open_url=approve_in_browser, store=store)) as client:
         await client.call_tool("read")
     token = store.load(protected)["tokens"]["access_token"]
     stolen: list[bytes] = []
@@ -178,7 +168,7 @@ async def test_a_token_never_follows_a_redirect_elsewhere(nursery, protected, pr
 
     moved = await serve_http(nursery, redirect)
     store.save(moved, store.load(protected))  # the same tokens, kept for an endpoint that redirects
-    async with mrtr.Client(moved, auth=AuthorizationCode(open_url=browser, store=store), era="modern") as client:
+    async with mrtr.Client(moved, auth=AuthorizationCode(open_url=approve_in_browser, store=store), era="modern") as client:
         with trio.fail_after(GUARD), pytest.raises(mrtr.ClientError):
             await client.call_tool("read")
     assert stolen == []

@@ -11,13 +11,10 @@ import fcntl
 import os
 import pty
 import re
-import socket
 import subprocess
 import sys
 import termios
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +23,7 @@ import trio
 
 import mrtr
 
-from ..conftest import stop
+from ..conftest import free_port, http_server
 from .test_terminal import MRTR, REPO, TIMEOUT, Terminal, _env, piped
 
 TASK_ID = re.compile(r"task ([A-Za-z0-9_-]{16,}) \(resume with: ")
@@ -57,32 +54,21 @@ class ControllingTerminal(Terminal):
 
 @pytest.fixture(scope="module")
 def task_server() -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = _env(MRTR_SECRET="Y2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2M=")
-    process = subprocess.Popen([*MRTR, "serve", "tests.client.tasks_app:server", "--port", str(port), "--tasks",
-                                "memory:", "--log-level", "warning"], cwd=REPO, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    deadline = time.monotonic() + 30
-    try:
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=1)
-                break
-            except urllib.error.HTTPError:
-                break
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    process.kill()
-                    pytest.fail(f"mrtr serve did not start:\n{process.communicate()[1].decode()}")
-                time.sleep(0.05)
+    env = _env(MRTR_SECRET="Y2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2NjY2M=")
+    with http_server([*MRTR, "serve", "tests.client.tasks_app:server", "--port", str(port), "--tasks", "memory:",
+                      "--log-level", "warning"], url, env=env, cwd=REPO):
         yield url
-    finally:
-        stop(process)
-        if process.stderr is not None:
-            process.stderr.close()
+
+
+def _interrupt_once_started(term: ControllingTerminal, gate: Path) -> None:
+    """Wait until the task's first Step ran on the server, then type Ctrl-C."""
+    deadline = time.monotonic() + TIMEOUT
+    while not Path(f"{gate}.started").exists():
+        assert time.monotonic() < deadline, term.text
+        time.sleep(0.02)
+    os.write(term.master, b"\x03")  # Ctrl-C, through the terminal's line discipline
 
 
 def _status(url: str, task_id: str) -> str:
@@ -112,11 +98,7 @@ def test_ctrl_c_asks_and_a_kept_task_is_picked_up_by_id(task_server, tmp_path: P
     gate = tmp_path / "gate"
     term = ControllingTerminal("call", task_server, "slow", f"path={gate}")
     task_id = term.task_id()
-    deadline = time.monotonic() + TIMEOUT
-    while not Path(f"{gate}.started").exists():
-        assert time.monotonic() < deadline, term.text
-        time.sleep(0.02)
-    os.write(term.master, b"\x03")  # Ctrl-C, through the terminal's line discipline
+    _interrupt_once_started(term, gate)
     term.expect(f"Cancel task {task_id} on the server? [y/N]")
     term.type("n")
     term.expect(f"--task={task_id}")
@@ -132,11 +114,7 @@ def test_ctrl_c_cancels_the_task_when_told_to(task_server, tmp_path: Path):
     gate = tmp_path / "gate"
     term = ControllingTerminal("call", task_server, "slow", f"path={gate}")
     task_id = term.task_id()
-    deadline = time.monotonic() + TIMEOUT
-    while not Path(f"{gate}.started").exists():
-        assert time.monotonic() < deadline, term.text
-        time.sleep(0.02)
-    os.write(term.master, b"\x03")
+    _interrupt_once_started(term, gate)
     term.expect("Cancel task")
     term.type("y")
     term.expect(f"task {task_id} cancelled")

@@ -48,27 +48,11 @@ def accept_everything(request: ElicitationRequest) -> dict[str, Any]:
 CIMD_URL = "https://conformance-test.local/client-metadata.json"  # the client id the basic-cimd scenario expects
 
 
-async def headless_browser(url: str) -> None:
-    """What a person's browser does with the authorization URL here: follow its redirects to the loopback one.
-
-    The suite's authorization server approves at once, so following its redirect
-    delivers the code to the client's loopback listener, as a browser would.
-    """
-    import httpx
-
-    async with httpx.AsyncClient(follow_redirects=False, timeout=10) as browser:
-        for _ in range(5):
-            response = await browser.get(url)
-            location = response.headers.get("location")
-            if not response.is_redirect or not location:
-                return
-            url = location
-
-
 def authorizer(scenario: str, context: dict[str, Any]) -> Any:
     """The OAuth flow a scenario calls for, from what the suite passed in ``MCP_CONFORMANCE_CONTEXT``."""
     from mrtr.client.oauth import AuthorizationCode, ClientCredentials
     from mrtr.client.tokens import MemoryTokenStore
+    from tests.auth.idp import approve_in_browser  # the suite's authorization server approves at once
 
     store = MemoryTokenStore()
     if scenario.startswith("auth/client-credentials"):
@@ -78,8 +62,8 @@ def authorizer(scenario: str, context: dict[str, Any]) -> Any:
         return ClientCredentials(context["client_id"], client_secret=context["client_secret"], store=store)
     if scenario == "auth/pre-registration":
         return AuthorizationCode(client_id=context["client_id"], client_secret=context["client_secret"],
-                                 issuer=context.get("issuer"), open_url=headless_browser, store=store)
-    return AuthorizationCode(client_metadata_url=CIMD_URL, open_url=headless_browser, store=store)
+                                 issuer=context.get("issuer"), open_url=approve_in_browser, store=store)
+    return AuthorizationCode(client_metadata_url=CIMD_URL, open_url=approve_in_browser, store=store)
 
 
 async def run(url: str, scenario: str, context: dict[str, Any]) -> None:

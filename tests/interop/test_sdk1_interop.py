@@ -31,7 +31,7 @@ from mrtr.client import ElicitationRequest
 from mrtr.core.eras import Era
 
 from ..client.conftest import Checked
-from ..conftest import stop
+from ..conftest import free_port, http_server
 from .test_interop import _clean_env, _tail
 
 HERE = Path(__file__).resolve().parent
@@ -77,30 +77,10 @@ def sdk1_python() -> Path:
 
 @pytest.fixture(scope="module")
 def sdk1_url(sdk1_python: Path) -> Iterator[str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([str(sdk1_python), str(SERVER), "http", str(port)], env=_clean_env(),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    deadline = time.monotonic() + 30
-    try:
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=1)
-                break
-            except urllib.error.HTTPError:
-                break  # an HTTP answer: it serves
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    process.kill()
-                    pytest.fail(f"the SDK 1.x server did not start:\n{_tail(process.communicate()[1])}")
-                time.sleep(0.05)
+    with http_server([str(sdk1_python), str(SERVER), "http", str(port)], url, env=_clean_env()):
         yield url
-    finally:
-        stop(process)
-        if process.stderr is not None:
-            process.stderr.close()
 
 
 def answer(request: ElicitationRequest) -> dict[str, Any]:

@@ -25,21 +25,11 @@ import mrtr
 from mrtr.client.oauth import AuthorizationCode, ClientCredentials
 from mrtr.client.tokens import FileTokenStore, MemoryTokenStore
 
-from ..auth.idp import AuthorizationServer, IdentityProvider, make_key
+from ..auth.idp import AuthorizationServer, IdentityProvider, approve_in_browser, make_key
 from ..conftest import until
 from .test_interop import _clean_env, interop_python  # noqa: F401 - the fixture is used by name
 
 HERE = Path(__file__).resolve().parent
-
-
-async def browser(url: str) -> None:
-    """A browser whose person approves: follow the authorization server's redirects (to the loopback one)."""
-    async with httpx.AsyncClient(follow_redirects=False, timeout=10) as client:
-        for _ in range(5):
-            response = await client.get(url)
-            if not response.is_redirect:
-                return
-            url = response.headers["location"]
 
 
 @pytest.fixture
@@ -85,7 +75,7 @@ async def test_the_authorization_code_grant_end_to_end(protected, tmp_path: Path
     authorization = provider.authorization
     store = FileTokenStore(tmp_path / "tokens")
     caplog.set_level(logging.DEBUG)
-    async with mrtr.Client(url, auth=AuthorizationCode(open_url=browser, store=store)) as client:
+    async with mrtr.Client(url, auth=AuthorizationCode(open_url=approve_in_browser, store=store)) as client:
         assert (await client.call_tool("whoami")).text == "client client-1 with mcp:read offline_access"
     paths = [entry["path"] for entry in authorization.seen]
     assert paths == ["/.well-known/oauth-authorization-server", "/register", "/authorize", "/token"]
@@ -104,7 +94,7 @@ async def test_the_authorization_code_grant_end_to_end(protected, tmp_path: Path
     secrets_kept = [record["tokens"]["access_token"], record["tokens"]["refresh_token"]]
     assert not [line for line in caplog.text.splitlines() if any(secret in line for secret in secrets_kept)]
     # A later client (a later process) finds the tokens and authorizes nothing.
-    async with mrtr.Client(url, auth=AuthorizationCode(open_url=browser, store=FileTokenStore(store.directory))) \
+    async with mrtr.Client(url, auth=AuthorizationCode(open_url=approve_in_browser, store=FileTokenStore(store.directory))) \
             as again:
         assert (await again.call_tool("whoami")).text.startswith("client client-1")
     assert len(authorization.seen) == 4
@@ -114,7 +104,7 @@ async def test_an_expiring_token_is_refreshed(protected):
     url, provider = protected
     provider.authorization.token_ttl = 29  # inside the client's 30 s margin: due for refresh at every use
     store = MemoryTokenStore()
-    async with mrtr.Client(url, auth=AuthorizationCode(open_url=browser, store=store)) as client:
+    async with mrtr.Client(url, auth=AuthorizationCode(open_url=approve_in_browser, store=store)) as client:
         await client.call_tool("whoami")
         first = store.load(url)["tokens"]["access_token"]
         assert (await client.call_tool("whoami")).text.startswith("client client-1")
@@ -126,7 +116,7 @@ async def test_an_expiring_token_is_refreshed(protected):
 async def test_a_refused_token_is_replaced(protected):
     url, provider = protected
     store = MemoryTokenStore()
-    async with mrtr.Client(url, auth=AuthorizationCode(open_url=browser, store=store)) as client:
+    async with mrtr.Client(url, auth=AuthorizationCode(open_url=approve_in_browser, store=store)) as client:
         await client.call_tool("whoami")
         record = store.load(url)
         record["tokens"]["access_token"] = "not-a-token"  # revoked, say: the server answers 401
