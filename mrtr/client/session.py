@@ -408,6 +408,16 @@ class Client:
                         log.info("%s refused initialize with a modern error: a modern server", self._where())
                         self._era = self.target.era = Era.MODERN  # type: ignore[attr-defined]
                         return
+                    if self._era_cached and not isinstance(error, ConnectionFailed):
+                        # What this process remembered of the endpoint no longer holds: ask it.
+                        self._era_cached = False
+                        self.target.era = Era.MODERN  # type: ignore[attr-defined]
+                        self._era = await self._probe()
+                        if key is not None:
+                            _ERAS[key] = self._era
+                        if self._era is Era.LEGACY:
+                            await self._initialize()
+                        return
                     raise
 
     async def _probe(self) -> Era:
