@@ -29,7 +29,7 @@ import msgspec
 
 from ..carriers.contract import TASKS_EXTENSION, Carrier, Interim, CarrierOutcome, TaskAccess, TaskHost, ToolBinding
 from ..carriers.token import TokenCarrier
-from ..core import wire
+from ..core import models, wire
 from ..core.codec import RequestStateCodec
 from ..core.context import LOG_LEVELS, Context
 from ..core.errors import (
@@ -740,7 +740,12 @@ class Server(Registry):
             decoded = msgspec.convert(raw, tool.arguments_type, strict=False)
         except msgspec.ValidationError as exc:
             raise InvalidParams(f"Invalid arguments for tool {tool.name}: {exc}") from None
-        return {field_name: getattr(decoded, field_name) for field_name in tool.parameter_names}
+        arguments = {field_name: getattr(decoded, field_name) for field_name in tool.parameter_names}
+        for field_name, model in tool.models.items():
+            if arguments[field_name] is not None:
+                arguments[field_name] = models.validate(
+                    model, arguments[field_name], f"Invalid arguments for tool {tool.name}: `{field_name}`")
+        return arguments
 
     async def _task_method(self, request: _Request) -> dict[str, Any]:
         if not _declares_tasks(request.envelope):
