@@ -159,8 +159,8 @@ class Outcome:
             found = round_.request(question)
             if found is not None:
                 return found
-        asked = [f"{key} {getattr(request, 'message', '')!r}".rstrip(" '") for round_ in self.rounds
-                 for key, request in round_.requests.items()]
+        asked = ", ".join(f"{key} ({request.message!r})" if isinstance(getattr(request, "message", None), str)
+                          else key for round_ in self.rounds for key, request in round_.requests.items())
         raise KeyError(f"no request with the key or message {question!r} was asked; asked: {asked or 'nothing'}")
 
     def answer(self, question: str) -> Any:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import linecache
+import logging
 import os
 import re
 import sys
@@ -297,7 +298,10 @@ def _unanswered_use(spec: HandlerSpec, exc: Exception, location: str | None) -> 
     path, result = candidates[scores.index(best)]
     assert result.question is not None
     key, question = result.question
-    used = re.search(r"\.\s*(content|value)\b", line)
+    variable, _, member = path.partition("[")
+    near = (rf"\b{re.escape(variable)}\s*\[\s*['\"]?{re.escape(member[:-1].strip(chr(39)))}['\"]?\s*\]" if member
+            else rf"\b{re.escape(variable)}")
+    used = re.search(near + r"\s*\.\s*(content|value)\b", line) or re.search(r"\.\s*(content|value)\b", line)
     attribute = used.group(1) if used else "content"
     what = "declined" if result.action == "decline" else "cancelled"
     return (
@@ -747,9 +751,30 @@ def _quiet_finalizer(gen: Any) -> None:
     if code is None or len(_REPORTED) >= _REPORTED_MAX:
         return
     _REPORTED.add(code)
+    if hasattr(gen, "ag_code"):
+        # An event loop finalizes async generators itself and logs what fails there (trio
+        # on this logger, naming the generator "module.qualname").
+        frame = getattr(gen, "ag_frame", None)
+        module = frame.f_globals.get("__name__", "?") if frame is not None else "?"
+        _REPORTED_NAMES.add(f"{module}.{gen.__qualname__}")
+        if not _REPORTED_NAMES_FILTERED:
+            _REPORTED_NAMES_FILTERED.append(True)
+            logging.getLogger("trio.async_generator_errors").addFilter(_LoopFinalizerFilter())
     if sys.unraisablehook is not _unraisable:
         _next_hook = sys.unraisablehook
         sys.unraisablehook = _unraisable
+
+
+_REPORTED_NAMES: set[str] = set()
+_REPORTED_NAMES_FILTERED: list[bool] = []
+
+
+class _LoopFinalizerFilter(logging.Filter):
+    """Drops an event loop's report of finalizing an async handler already reported for ignoring GeneratorExit."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (args and str(args[0]) in _REPORTED_NAMES)
 
 
 def _unraisable(unraisable: Any) -> None:

@@ -868,7 +868,13 @@ class Server(Registry):
         The runtime's own diagnostics (a replay mismatch) keep their code, data and
         contract, and leave out the handler's files, source lines and values.
         """
-        return error.masked() if self.mask_errors else error
+        if not self.mask_errors:
+            return error
+        masked = error.masked()
+        if masked is not error:
+            # The client gets the brief form; whoever runs the server needs the whole diagnostic.
+            log.warning("%s (the client was sent this without the handler's files and lines)", error.message)
+        return masked
 
     async def _complete(self, request: _Request) -> dict[str, Any]:
         params = request.params
