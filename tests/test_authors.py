@@ -561,3 +561,22 @@ def test_the_docs_name_every_new_mistake():
                    "is already registered, by", "requestedSchema: property", "PublicError", "use_test_key",
                    "key="):
         assert phrase in text, phrase
+
+
+def test_a_task_that_meets_a_replay_mismatch_fails_with_its_masked_form():
+    def drifting():
+        yield Elicit(f"Question {next(counter)}?", Form().string("a"))
+
+    counter = iter(range(10))
+    with pytest.raises(ReplayMismatch) as caught:
+        run(drifting, answers=[accept(a="x")])
+    for options, full in (({}, False), ({"debug": True}, True)):
+        server = Server("tasks", secret=b"k" * 32, tasks_url="memory:", **options)
+
+        @server.tool(task="optional")
+        def background() -> str:
+            return "done"
+
+        error = server.task_binding("background", {}).refused(caught.value)
+        assert error["code"] == -32602 and error["data"] == caught.value.data
+        assert (HERE in error["message"]) is full and error["message"].startswith("MRTR replay mismatch at ordinal #1")

@@ -28,13 +28,13 @@ import trio
 import mrtr
 from mrtr.testing import TEST_SECRET
 
-from .conftest import meta, stop, until
+from .conftest import stop, until
 from .tasks.redis_server import free_port
+from .tasks.test_processes import post as post_to_port
 from .wire_schema import validate_message
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = "tests.authors_app:server"
-TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 
 
 @contextmanager
@@ -70,15 +70,9 @@ async def answering(url: str, log: Path) -> None:
     await until(up, timeout=30, every=0.1)
 
 
-async def post(url: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    params = {**params, "_meta": meta(TASKS)}
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method,
-               "Mcp-Name": params.get("name") or params["taskId"]}
-    async with httpx.AsyncClient(timeout=10) as http:
-        response = await http.post(url, headers=headers, content=json.dumps(
-            {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-    return dict(json.loads(response.content))
+def post(url: str, method: str, params: dict[str, Any]) -> Any:
+    """One JSON-RPC request to the served app declaring the tasks extension (the tasks tests' helper)."""
+    return post_to_port(int(url.rsplit(":", 1)[1].split("/", 1)[0]), method, params)
 
 
 def accept_everything(request: Any) -> Any:
