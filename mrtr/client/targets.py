@@ -585,7 +585,8 @@ class StdioTarget:
         if pending is None:
             log.warning("ignoring a response to no request in flight (id %r)", message.get("id"))
             return
-        pending.response = message
+        if pending.failure is None:  # an answer to a call already given up changes nothing
+            pending.response = message
         pending.done.set()
 
     async def _answer(self, message: dict[str, Any]) -> None:
@@ -598,19 +599,22 @@ class StdioTarget:
         except BaseException as exc:
             abandoned = next((request_id for request_id, pending in self._pending.items()
                               if len(waiting) == 1 and pending is waiting[0]), None)
+            if abandoned is not None and isinstance(exc, Exception):
+                # The call has failed, whatever the server sends from now on; it is told below,
+                # before the caller hears of it (done is set last).
+                waiting[0].cancel_sent = True
+                waiting[0].failure = exc if isinstance(exc, ClientError) else _Abandoned(exc)
             with trio.CancelScope(shield=True), trio.move_on_after(self._close_timeout):
                 try:
                     if abandoned is not None and isinstance(exc, Exception):
                         # The call is given up first, so the server asks nothing more for it.
-                        waiting[0].cancel_sent = True
                         await self._write(notification("notifications/cancelled", {
                             "requestId": abandoned, "reason": "abandoned by the client"}))
                     await self._write({"jsonrpc": JSONRPC_VERSION, "id": message["id"],
                                        "error": {"code": INTERNAL_ERROR, "message": "the client could not answer"}})
                 except ClientError:
                     pass
-            if len(waiting) == 1 and isinstance(exc, Exception):
-                waiting[0].failure = exc if isinstance(exc, ClientError) else _Abandoned(exc)
+            if abandoned is not None and isinstance(exc, Exception):
                 waiting[0].done.set()
                 return
             raise
