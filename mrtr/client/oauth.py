@@ -50,7 +50,7 @@ from ..core.errors import INVALID_REQUEST
 from ..core.resource_urls import canonical_url, metadata_url, root_metadata_url
 from .display import printable
 from .errors import ClientError
-from .tokens import FileTokenStore, MemoryTokenStore, TokenStore
+from .tokens import FileTokenStore, TokenStore
 
 __all__ = ["AuthorizationCode", "AuthorizationError", "ClientCredentials", "OAuth", "Redirect", "parse_challenge",
            "receive_redirect"]
@@ -714,7 +714,3 @@ class ClientCredentials(OAuth):
     async def _refresh(self, record: Mapping[str, Any]) -> bool:
         return False  # a new client_credentials grant is as cheap as a refresh, and needs no refresh token
 
-
-def memory_store() -> MemoryTokenStore:
-    """A fresh :class:`~mrtr.client.tokens.MemoryTokenStore` (for ``store=``)."""
-    return MemoryTokenStore()

@@ -246,7 +246,8 @@ class AuthorizationServer:
     checks PKCE S256, the redirect URI and the ``resource``, and issues JWT access
     tokens signed with the provider's first key for ``resource``, with refresh tokens.
     ``mode`` makes it misbehave: ``"redirect-loop"`` (its metadata redirects to itself),
-    ``"other-issuer"`` (its metadata names another issuer), ``"wrong-iss"`` (the
+    ``"other-issuer"`` (its metadata names another issuer), ``"huge"`` (8 MiB of
+    metadata), ``"wrong-iss"`` (the
     authorization response names another issuer). ``seen`` records every request
     (path, headers, form) so tests can check what reached it, and what did not.
     """
@@ -292,6 +293,9 @@ class AuthorizationServer:
         if path == "/.well-known/oauth-authorization-server":
             if self.mode == "redirect-loop":
                 return 302, [("location", provider.base + path)], b""
+            if self.mode == "huge":
+                return 200, [("content-type", "application/json")], b'{"issuer": "' + b"x" * (8 << 20) + b'"}'
+
             return _json_reply(200, self.metadata(provider))
         if path == "/register" and request.method == b"POST":
             asked = json.loads(body or b"{}")

@@ -106,6 +106,7 @@ async def test_step_up_is_limited(protected, provider):
     ("redirect-loop", "no authorization server metadata"),
     ("other-issuer", "names the issuer"),
     ("wrong-iss", "names another issuer"),
+    ("huge", "more than 262144 bytes"),
 ])
 async def test_a_lying_authorization_server_gets_no_code_and_no_token(protected, provider, mode, message):
     provider.authorization.mode = mode
