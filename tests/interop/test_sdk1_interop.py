@@ -214,3 +214,9 @@ def test_mrtr_call_with_piped_answers_over_stdio(sdk1_python):
     sampled = _mrtr("--stdio", command, "--sample-reply", "Paris", "--root", "/srv", "think", "question=where?",
                     stdin="")
     assert sampled.stdout.strip() == "model said: Paris", sampled.stderr
+    rooted = _mrtr("--stdio", command, "--root", "/srv/project", "where", stdin="")
+    assert rooted.stdout.strip() == "file:///srv/project", rooted.stderr
+    counted = _mrtr("--stdio", command, "count", "steps=3", stdin="")
+    assert counted.returncode == 0 and counted.stdout.strip() == "counted 3", counted.stderr
+    refused = _mrtr("--stdio", command, "think", "question=where?", stdin="")  # no --sample-reply: not declared
+    assert refused.returncode == 1 and "sampling" in refused.stdout.lower() + refused.stderr.lower()
