@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from .context import Context
-from .effects import ElicitResult, ElicitURL, NotYielded, NotYieldedUse, Request, Step
+from .effects import ElicitResult, ElicitURL, NotYielded, NotYieldedUse, Patched, Request, Step
 from .errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, ReplayMismatch
 from .kinds import KINDS, Kind, decode_input_response
 from .ledger import ACTIONS, Ledger, Slot, decode_answer, default_key
@@ -301,6 +301,8 @@ class _Execution:
                 outcome = (_STOP, pending) if pending else (_SEND, answers[0])
             elif isinstance(yielded, Step):
                 outcome = self._step(yielded, gen)
+            elif isinstance(yielded, Patched):
+                outcome = (_SEND, self._patched(yielded))
             else:
                 members = _group_members(yielded)
                 if members is None:
@@ -423,6 +425,22 @@ class _Execution:
         self.step_at = (index, fingerprint)
         return _RUN_STEP, step
 
+    def _patched(self, patch: Patched) -> bool:
+        """Which side of a code change this conversation is on (see :class:`~mrtr.core.effects.Patched`)."""
+        index = self.cursor
+        if index < len(self.slots):
+            slot = self.slots[index]
+            if slot.kind == Kind.PATCH and slot.answer == patch.change_id:
+                self.cursor += 1
+                return True
+            # Recorded past this point by code without the patch: the old branch, and the gate
+            # takes no ordinal, so the old branch's yields meet the positions they recorded.
+            return patch.deprecated
+        if not patch.deprecated:
+            self.cursor += 1
+            self.slots.append(Slot(Kind.PATCH, b"", None, True, patch.change_id))
+        return True
+
     def record_step(self, step: Step, result: Any, gen: Any) -> Any:
         """Record what a Step's function returned and give back the value to send."""
         assert self.step_at is not None
@@ -441,6 +459,8 @@ class _Execution:
 
     def _mismatch(self, ordinal: int, slot: Slot, asked: Request | Step, key: str, fingerprint: bytes, gen: Any) -> ReplayMismatch:
         recorded_kind = Kind(slot.kind)
+        if recorded_kind is Kind.PATCH:
+            return self._unpatched(ordinal, slot, asked, gen)
         recorded_key = slot.wire_key(ordinal)
         lines = [
             f'MRTR replay mismatch at ordinal #{ordinal} (key "{recorded_key}"): the handler asked something '
@@ -465,6 +485,23 @@ class _Execution:
             lines.extend(f"  {line}" for line in _why(asked, changed))
         lines.append(_CONTRACT)
         return ReplayMismatch("\n".join(lines), data={"ordinal": ordinal, "key": recorded_key, "changed": changed})
+
+    def _unpatched(self, ordinal: int, slot: Slot, asked: Request | Step, gen: Any) -> ReplayMismatch:
+        change = slot.answer
+        return ReplayMismatch(
+            "\n".join([
+                f'MRTR replay mismatch at ordinal #{ordinal}: this ledger position holds the patch marker "{change}", '
+                f'recorded by code that has `yield Patched("{change}")` here, and this code asks {asked.describe()} '
+                "instead.",
+                f"  at {_yield_location(gen)} in handler {self.spec.name}",
+                "  changed: patch",
+                "  why: this node runs the code from before the patch while the conversation or task was recorded by "
+                "a node that has it (finish the deploy before such rounds reach old nodes), or the patch was removed "
+                "while conversations or tasks recorded under it were in flight (put it back; "
+                f'`yield Patched("{change}", deprecated=True)` replays the marker and takes the new branch)',
+            ]),
+            data={"ordinal": ordinal, "key": default_key(Kind.PATCH, ordinal), "changed": ["patch"], "patch": change},
+        )
 
     def ledger(self) -> Ledger:
         return Ledger(tuple(self.slots))
@@ -536,8 +573,9 @@ def _group_members(yielded: Any) -> list[tuple[str | None, Request]] | None:
         flags = [isinstance(member, Request) for member in yielded]
         if all(flags):
             return [(member.key, member) for member in yielded]
-        if any(flags) or any(isinstance(member, Step) for member in yielded):
-            raise HandlerError("a group yield may only hold requests (Elicit, Sample, ListRoots); Steps run alone")
+        if any(flags) or any(isinstance(member, (Step, Patched)) for member in yielded):
+            raise HandlerError("a group yield may only hold requests (Elicit, Sample, ListRoots); Steps and "
+                               "Patched gates stand alone")
         return None
     if isinstance(yielded, dict) and yielded:
         values = list(yielded.values())
@@ -551,8 +589,9 @@ def _group_members(yielded: Any) -> list[tuple[str | None, Request]] | None:
                     raise HandlerError(f'a keyed group names a request "{key}" that was built with key="{request.key}"')
                 members.append((key, request))
             return members
-        if any(flags) or any(isinstance(member, Step) for member in values):
-            raise HandlerError("a group yield may only hold requests (Elicit, Sample, ListRoots); Steps run alone")
+        if any(flags) or any(isinstance(member, (Step, Patched)) for member in values):
+            raise HandlerError("a group yield may only hold requests (Elicit, Sample, ListRoots); Steps and "
+                               "Patched gates stand alone")
     return None
 
 
