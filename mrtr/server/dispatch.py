@@ -814,13 +814,11 @@ class Server(Registry):
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
 
+        description = prompt.definition.get("description")
+
         async def produce() -> dict[str, Any] | ProtocolError:
-            outcome = await self._run_protocol_handler(request, prompt.fn, arguments, ctx)
-            if isinstance(outcome, ProtocolError):
-                return outcome
-            if isinstance(outcome, Interim):
-                return outcome.result
-            return shape_prompt_result(outcome.result, prompt.definition.get("description"))
+            return await self._run_protocol_handler(request, prompt.fn, arguments, ctx,
+                                                    lambda value: shape_prompt_result(value, description))
 
         return await self._round(request, prompt.once, principal, produce)
 
@@ -837,12 +835,9 @@ class Server(Registry):
         ctx = self._context(request, arguments, principal, uri)
 
         async def produce() -> dict[str, Any] | ProtocolError:
-            outcome = await self._run_protocol_handler(request, entry.fn, arguments, ctx)
-            if isinstance(outcome, ProtocolError):
-                return outcome
-            if isinstance(outcome, Interim):
-                return outcome.result
-            return self._cacheable(shape_resource_result(outcome.result, uri, entry.mime_type), ttl_ms=0)
+            return await self._run_protocol_handler(
+                request, entry.fn, arguments, ctx,
+                lambda value: self._cacheable(shape_resource_result(value, uri, entry.mime_type), ttl_ms=0))
 
         return await self._round(request, entry.once, principal, produce)
 
@@ -889,14 +884,19 @@ class Server(Registry):
                                                     run_sync=request.run_sync, checked=request.checked)
         return await carrier.execute(request.method, request.params, fn, arguments, ctx, run_sync=request.run_sync)
 
-    async def _run_protocol_handler(self, request: _Request, fn: Any, arguments: Mapping[str, Any],
-                                    ctx: Context) -> CarrierOutcome | InternalError:
-        """The outcome of a prompt's or resource's handler; its failure as the ``-32603`` to answer (returned)."""
+    async def _run_protocol_handler(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context,
+                                    shape: Callable[[Any], dict[str, Any]]) -> dict[str, Any] | ProtocolError:
+        """A prompt's or resource's round: the result ``shape`` makes of its value, the carrier's interim
+        result, or its handler's failure as the ``-32603`` to answer (returned, so a round that runs once
+        records it)."""
         try:
-            return await self._execute(request, fn, arguments, ctx)
+            outcome = await self._execute(request, fn, arguments, ctx)
         except HandlerError as error:
             text = self._handler_failed(request.method, ctx.target, error)
             return InternalError(f"Internal error: {text}" if text else "Internal error")
+        if isinstance(outcome, Interim):
+            return outcome.result
+        return shape(outcome.result)
 
     def _tool_error(self, name: str, error: HandlerError) -> dict[str, Any]:
         """A failing tool's result: the error as tool output, so the model can see it (unless masked)."""

@@ -100,12 +100,8 @@ async def serve_tasks(
     async with open_store(chosen, max_record_bytes=max_record_bytes or MAX_RECORD_BYTES) as opened:
         store: TaskStore = opened if on_change is None else Observed(opened, on_change)
         carrier = TaskCarrier(store, resolve, lease=length, ttl_ms=ttl_ms, token=token)
-        async with trio.open_nursery() as nursery:
-            await nursery.start(carrier.serve)
-            try:
-                yield carrier
-            finally:
-                nursery.cancel_scope.cancel()
+        async with _serving(carrier.serve):
+            yield carrier
 
 
 @asynccontextmanager
@@ -122,9 +118,16 @@ async def serve_rounds(url: str | None = None, *, lease: float | None = None,
     length = lease if lease is not None else _lease_from_env()
     async with open_store(chosen, max_record_bytes=max_record_bytes or MAX_RECORD_BYTES) as store:
         rounds = FinalRounds(store, lease=length)
-        async with trio.open_nursery() as nursery:
-            await nursery.start(rounds.serve)
-            try:
-                yield rounds
-            finally:
-                nursery.cancel_scope.cancel()
+        async with _serving(rounds.serve):
+            yield rounds
+
+
+@asynccontextmanager
+async def _serving(serve: Callable[..., Any]) -> AsyncIterator[None]:
+    """Run ``serve`` (a carrier's background work) in a nursery for the block, and stop it after."""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(serve)
+        try:
+            yield
+        finally:
+            nursery.cancel_scope.cancel()
