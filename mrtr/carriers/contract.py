@@ -200,7 +200,9 @@ class ToolBinding(NamedTuple):
     ``arguments`` are the decoded arguments the handler is called with; ``shape`` turns
     the handler's value into the ``CallToolResult`` object; ``handler_failed`` turns a
     failing handler into the result the wire answers for it (a tool error result);
-    ``scopes`` are the OAuth scopes calling the tool needs, recorded with its task.
+    ``scopes`` are the OAuth scopes calling the tool needs, recorded with its task;
+    ``refused`` turns a protocol error the run met (a replay mismatch) into the
+    ``error`` object of the failed task, as the server shows errors to clients.
     """
 
     handler: Any
@@ -208,6 +210,7 @@ class ToolBinding(NamedTuple):
     shape: Callable[[Any], dict[str, Any]]
     handler_failed: Callable[[HandlerError], dict[str, Any]]
     scopes: tuple[str, ...] = ()
+    refused: Callable[[ProtocolError], dict[str, Any]] = ProtocolError.to_error_object
 
 
 class TaskAccess(NamedTuple):

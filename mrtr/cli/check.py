@@ -15,6 +15,7 @@ read. The report goes to stdout; the store's URL is shown with its password mask
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import warnings
@@ -59,12 +60,17 @@ def _check(args: argparse.Namespace) -> int:
     from ..core.errors import EphemeralKeyWarning
     from ..transports.logs import configure
 
+    logger = logging.getLogger("mrtr")
+    level = logger.level
     configure("error")  # the report is the output; what a serving node would log is not
-    server = load_server(args.app)
-    url = args.tasks or os.environ.get("MRTR_TASKS") or DEFAULT_URL
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", EphemeralKeyWarning)  # the check opens no token
-        return trio.run(_run, server, args.app, url)
+    try:
+        server = load_server(args.app)
+        url = args.tasks or os.environ.get("MRTR_TASKS") or DEFAULT_URL
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EphemeralKeyWarning)  # the check opens no token
+            return trio.run(_run, server, args.app, url)
+    finally:
+        logger.setLevel(level)  # as it was, for a caller that runs the command in its own process
 
 
 async def _run(server: Any, app: str, url: str) -> int:

@@ -100,17 +100,21 @@ def deploy_hint(mismatch: ReplayMismatch, fn: Any, recorded: str | None) -> Repl
     ordinal = data.get("ordinal", "?")
     changed = ", ".join(data.get("changed") or ()) or "the effect"
     patch = data.get("patch")
+    versions = (f"  deploy: handler {name} runs version {running} here and this ledger was recorded by version "
+                f"{recorded}")
     if patch is not None:
-        advice = (f'the marker "{patch}" was written by a version with that gate: serve that version (or one that '
-                  "keeps the gate) until no conversation or task recorded with it is in flight")
+        line = (f'{versions}, which has the gate `Patched("{patch}")` at ordinal #{ordinal}: serve a version that '
+                "keeps the gate until no conversation or task recorded with its marker is in flight")
     else:
         patch = f"{name}-{running}"
-        advice = (f"to let conversations and tasks in flight finish on the code they were recorded with, gate the "
-                  f'change at ordinal #{ordinal}: `if (yield Patched("{patch}")): <the new code> else: <the old code>`')
-    line = (f"  deploy: handler {name} runs version {running} here and this ledger was recorded by version "
-            f"{recorded}; the edit changed {changed} at ordinal #{ordinal}, so the change, not a non-deterministic "
-            f"handler, broke the replay: {advice}")
+        line = (f"{versions}; the edit changed {changed} at ordinal #{ordinal}, so the change, not a "
+                "non-deterministic handler, broke the replay: to let conversations and tasks in flight finish on "
+                f"the code they were recorded with, gate the change at ordinal #{ordinal}: "
+                f'`if (yield Patched("{patch}")): <the new code> else: <the old code>`')
+    # The line names versions, an ordinal and a gate, nothing of the handler's files or values: the
+    # brief form a client of a masking server sees keeps it too.
     hinted = ReplayMismatch(f"{mismatch.message}\n{line}",
-                            data={**data, "deploy": {"recorded": recorded, "running": running, "patch": patch}})
+                            data={**data, "deploy": {"recorded": recorded, "running": running, "patch": patch}},
+                            brief=None if mismatch.brief is None else f"{mismatch.brief}\n{line}")
     hinted.__cause__ = mismatch.__cause__
     return hinted
