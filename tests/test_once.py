@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mrtr import Context, Elicit, Form, InvalidParams, Step
 from mrtr.server import Server
@@ -293,3 +295,64 @@ async def test_a_once_server_without_task_tools_keeps_its_rounds_in_memory():
         assert server.rounds is not None and server.tasks is None
         assert server.rounds.store.url == "memory:"  # type: ignore[attr-defined]
     assert server.rounds is None
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=4),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+                    max_leaves=8)
+ANSWERS = st.one_of(
+    JSON,  # anything at all as inputResponses
+    st.builds(lambda value: {"elicit-1": value}, JSON),  # anything under the issued key
+    st.builds(lambda ok: {"elicit-1": accept(ok=ok)}, st.booleans()),  # a well-formed answer, either way
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(attempts=st.lists(ANSWERS, min_size=1, max_size=5))
+def test_any_retries_of_a_final_round_run_it_at_most_once_and_agree(attempts: list[Any]):
+    """Whatever a client sends with one token: a result or a -32602, one charge at most, one result for one set
+    of answers, and a refusal for any other set once the round completed."""
+    from mrtr.core.jsonrpc import canonical
+
+    effects: list[str] = []
+
+    async def main() -> None:
+        server = build(effects, tasks_url="memory:")
+        async with server.running():
+            call = {"name": "charge", "arguments": {"amount": 1}}
+            token = (await rpc(server, "tools/call", call))["result"]["requestState"]
+            completed: tuple[bytes, dict[str, Any]] | None = None
+            for n, responses in enumerate(attempts):
+                message = await rpc(server, "tools/call", {**call, "requestState": token, "inputResponses": responses},
+                                    request_id=n)
+                if "error" in message:
+                    assert message["error"]["code"] == -32602, message
+                    if completed is not None and canonical(responses or {}) != completed[0]:
+                        assert "other inputResponses" in message["error"]["message"]
+                    continue
+                result = message["result"]
+                if result["resultType"] == "input_required":
+                    continue  # an answer that answers nothing (lenient keys): asked again, nothing recorded
+                if completed is None:
+                    completed = (canonical(responses or {}), result)
+                else:
+                    assert canonical(responses or {}) == completed[0] and result == completed[1]
+        assert len(effects) <= 1
+
+    trio.run(main)
+
+
+async def test_a_token_that_fails_its_checks_claims_nothing(served):
+    server, effects = served
+    call = {"name": "charge", "arguments": {"amount": 5}}
+    asked = await rpc(server, "tools/call", call)
+    token = asked["result"]["requestState"]
+    store = server.rounds.store.store  # the memory store under the status observer
+    bad = [{**call, "requestState": token[:-2] + ("AA" if token[-2:] != "AA" else "BA")},  # tampered
+           {**call, "requestState": "x" * 40},
+           {**call, "arguments": {"amount": 6}, "requestState": token},  # another call's token
+           {"name": "charge", "arguments": {"amount": 5}, "inputResponses": {"elicit-1": accept(ok=True)}}]
+    for params in bad:
+        refused = await rpc(server, "tools/call", params)
+        assert refused["error"]["code"] == -32602, refused
+    assert store._rounds == {} and effects == []  # nothing was claimed, nothing ran
