@@ -356,3 +356,29 @@ async def test_a_token_that_fails_its_checks_claims_nothing(served):
         refused = await rpc(server, "tools/call", params)
         assert refused["error"]["code"] == -32602, refused
     assert store._rounds == {} and effects == []  # nothing was claimed, nothing ran
+
+
+async def test_a_once_round_of_a_sync_handler_in_a_worker_thread_runs_once():
+    from mrtr.transports.shared import run_in_thread
+
+    effects: list[str] = []
+    server = build(effects, tasks_url="memory:", sync_handlers="thread")
+    call = {"name": "charge", "arguments": {"amount": 9}}
+
+    async def post(params: dict[str, Any], n: int) -> dict[str, Any]:
+        message = await server.handle({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                                       "params": {**params, "_meta": META}}, run_sync=run_in_thread)
+        validate_message(message)
+        return message
+
+    async with server.running():
+        final = retry_of(await post(call, 0), call)
+        texts: list[str] = []
+
+        async def retry(n: int) -> None:
+            texts.append((await post(final, n))["result"]["content"][0]["text"])
+
+        async with trio.open_nursery() as nursery:
+            for n in range(5):
+                nursery.start_soon(retry, n)
+    assert effects == ["charged 9"] and texts == ["charged 9 (#1)"] * 5

@@ -319,3 +319,29 @@ async def test_redis_expires_a_record_when_its_token_expires(redis_url: str):
 
 async def _value(value: Any) -> Any:
     return value
+
+
+async def test_a_round_is_kept_as_long_as_its_token_opens_and_no_longer(clocked_store: TaskStore, clock: FakeClock):
+    from mrtr.carriers.token import TokenCarrier
+    from mrtr.core.codec import RequestStateCodec
+    from mrtr.core.errors import ExpiredRequestState
+
+    codec = RequestStateCodec([b"r" * 32], ttl=60, clock=clock)
+    carrier = TokenCarrier(codec)
+    token = codec.mint(method="tools/call", target="charge", arguments={}, principal=None, ledger=())
+    params = {"name": "charge", "arguments": {}, "requestState": token, "inputResponses": {}}
+    key = carrier.round_key("tools/call", params, None)
+    assert key is not None and key.expires_at == pytest.approx(clock() + 60, abs=0.001)
+    assert token not in key.token and len(key.token) == 32  # a digest, never the token
+    recorder = FinalRounds(clocked_store, clock=clock)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(recorder.serve)
+        assert await recorder.once(key, lambda: _value(result("once"))) == result("once")
+        clock.advance(60)  # the token's last accepted moment: the record is still there
+        assert carrier.round_key("tools/call", params, None) == key
+        assert await recorder.once(key, lambda: _value(result("twice"))) == result("once")
+        clock.advance(0.002)
+        with pytest.raises(ExpiredRequestState):
+            carrier.round_key("tools/call", params, None)
+        assert await clocked_store.get_round(key.token) is None
+        nursery.cancel_scope.cancel()
