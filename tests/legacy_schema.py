@@ -1,0 +1,151 @@
+"""Validation of JSON against the official MCP 2025-11-25 ``schema.json``, for tests of the legacy era.
+
+The twin of ``tests/wire_schema.py`` for the other era: one ``Draft202012Validator`` per
+``$defs`` name, built on first use, the schema registered under a fixed URI so its
+``#/$defs/...`` references resolve. The schema is
+``<checkout>/../shared/mcp-2025-11-25/schema.json`` (``MRTR_SHARED_DIR`` points elsewhere).
+
+:func:`validate_server_message` checks a message a server sends to a 2025 client,
+including what the schema leaves open: a result carries no member only the modern era
+defines (``resultType``, ``ttlMs``, ``cacheScope``, the server-info ``_meta``), and an
+error never uses a code only the modern era defines (``-32020`` to ``-32022``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+import jsonschema
+from jsonschema import Draft202012Validator
+from referencing import Registry
+from referencing.jsonschema import DRAFT202012
+
+from .wire_schema import SHARED_DIR
+
+__all__ = ["SCHEMA_PATH", "RESULT_DEFS", "schema", "validator", "validate", "is_valid", "validate_server_message"]
+
+SCHEMA_PATH = SHARED_DIR / "mcp-2025-11-25" / "schema.json"
+"""The official 2025-11-25 JSON Schema (draft 2020-12, definitions under ``$defs``)."""
+
+RESULT_DEFS = {
+    "initialize": "InitializeResult",
+    "ping": "EmptyResult",
+    "logging/setLevel": "EmptyResult",
+    "resources/subscribe": "EmptyResult",
+    "resources/unsubscribe": "EmptyResult",
+    "tools/list": "ListToolsResult",
+    "tools/call": "CallToolResult",
+    "prompts/list": "ListPromptsResult",
+    "prompts/get": "GetPromptResult",
+    "resources/list": "ListResourcesResult",
+    "resources/templates/list": "ListResourceTemplatesResult",
+    "resources/read": "ReadResourceResult",
+    "completion/complete": "CompleteResult",
+}
+"""The ``$defs`` name of the result of each method a legacy session serves."""
+
+_BASE_URI = "urn:mcp:schema:2025-11-25"
+
+_REQUEST_DEFS = {
+    "elicitation/create": "ElicitRequest",
+    "sampling/createMessage": "CreateMessageRequest",
+    "roots/list": "ListRootsRequest",
+    "ping": "PingRequest",
+}
+
+_NOTIFICATION_DEFS = {
+    "notifications/progress": "ProgressNotification",
+    "notifications/message": "LoggingMessageNotification",
+    "notifications/cancelled": "CancelledNotification",
+    "notifications/resources/updated": "ResourceUpdatedNotification",
+    "notifications/resources/list_changed": "ResourceListChangedNotification",
+    "notifications/prompts/list_changed": "PromptListChangedNotification",
+    "notifications/tools/list_changed": "ToolListChangedNotification",
+    "notifications/elicitation/complete": "ElicitationCompleteNotification",
+}
+
+_MODERN_RESULT_MEMBERS = ("resultType", "ttlMs", "cacheScope")
+_MODERN_CODES = (-32020, -32021, -32022)
+
+
+@functools.cache
+def schema() -> dict[str, Any]:
+    """The parsed 2025-11-25 schema.json."""
+    with SCHEMA_PATH.open(encoding="utf-8") as f:
+        return json.load(f)  # type: ignore[no-any-return]
+
+
+@functools.cache
+def _registry() -> Registry:
+    return Registry().with_resource(_BASE_URI, DRAFT202012.create_resource(schema()))
+
+
+@functools.cache
+def validator(def_name: str) -> Draft202012Validator:
+    """The cached validator for ``$defs/<def_name>``; KeyError for an unknown name."""
+    if def_name not in schema()["$defs"]:
+        raise KeyError(f"the 2025-11-25 schema.json has no $defs/{def_name}")
+    return Draft202012Validator({"$ref": f"{_BASE_URI}#/$defs/{def_name}"}, registry=_registry())
+
+
+def validate(instance: Any, def_name: str) -> None:
+    """Raise ``jsonschema.ValidationError`` unless ``instance`` is valid for ``def_name``."""
+    validator(def_name).validate(instance)
+
+
+def is_valid(instance: Any, def_name: str) -> bool:
+    """Whether ``instance`` is valid for ``$defs/<def_name>``."""
+    return validator(def_name).is_valid(instance)
+
+
+def _fail(message: str) -> None:
+    raise jsonschema.ValidationError(message)
+
+
+def validate_server_message(msg: Any, result_def: str | None = None) -> None:
+    """Validate one message a server sends to a 2025 client; raise ``jsonschema.ValidationError``.
+
+    * a result: ``JSONRPCResultResponse``, ``result`` against ``result_def`` when given,
+      and no modern-only member;
+    * an error: ``JSONRPCErrorResponse``, with no modern-only code;
+    * a request (the server asking the client): ``JSONRPCRequest`` and ``ServerRequest``,
+      plus its own ``$def``;
+    * a notification: ``JSONRPCNotification`` and ``ServerNotification``, plus its own ``$def``.
+    """
+    if not isinstance(msg, dict):
+        _fail(f"a JSON-RPC message must be an object, got {type(msg).__name__}")
+    if "result" in msg:
+        validate(msg, "JSONRPCResultResponse")
+        result = msg["result"]
+        for member in _MODERN_RESULT_MEMBERS:
+            if member in result:
+                _fail(f"a 2025 result has no {member}: {result!r}"[:300])
+        if isinstance(result.get("_meta"), dict) and "io.modelcontextprotocol/serverInfo" in result["_meta"]:
+            _fail("a 2025 result carries no io.modelcontextprotocol/serverInfo")
+        if result_def is not None:
+            validate(result, result_def)
+        return
+    if "error" in msg:
+        validate(msg, "JSONRPCErrorResponse")
+        if msg["error"]["code"] in _MODERN_CODES:
+            _fail(f"error code {msg['error']['code']} belongs to the modern era: {msg!r}"[:300])
+        return
+    if "method" in msg and "id" in msg:
+        validate(msg, "JSONRPCRequest")
+        validate(msg, "ServerRequest")
+        specific = _REQUEST_DEFS.get(msg["method"])
+        if specific is None:
+            _fail(f"a server sends no {msg['method']} request to a 2025 client")
+        validate(msg, specific)
+        return
+    if "method" in msg:
+        validate(msg, "JSONRPCNotification")
+        validate(msg, "ServerNotification")
+        specific = _NOTIFICATION_DEFS.get(msg["method"])
+        if specific is None:
+            _fail(f"a server sends no {msg['method']} notification to a 2025 client")
+        validate(msg, specific)
+        return
+    _fail("not a JSON-RPC response, request or notification")
