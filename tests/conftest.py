@@ -130,6 +130,7 @@ class StaticDispatcher:
     """
 
     auth = None
+    legacy = None  # the modern era only
 
     async def handle(self, message: Mapping[str, Any], **options: Any) -> dict[str, Any]:
         raise NotImplementedError

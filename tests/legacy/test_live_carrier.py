@@ -1,18 +1,16 @@
 """The live carrier over the transports' pending-request machinery, with a client played on the other end.
 
 Nothing here is a stand-in for the machinery under test: the carrier sends through a real
-:class:`mrtr.transports.pending.PendingRequests` whose writes land in a trio channel,
-and a client task reads them as JSON lines and answers (or does not) through
+:class:`mrtr.transports.pending.PendingRequests`, whose writes the client's end
+(``conftest.Wire``) decodes as JSON and answers (or does not) through
 ``PendingRequests.answer``, as the stdio transport does with what it reads from stdin.
 Every message written is validated against the 2025-11-25 schema.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -26,45 +24,9 @@ from mrtr.server.sessions import SessionRegistry
 from mrtr.transports.pending import PendingRequests
 from mrtr.transports.shared import run_in_thread
 
-from ..conftest import until
-from ..legacy_schema import validate_server_message
+from .conftest import Wire, answering
 
 EVERYTHING = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
-
-
-class Wire:
-    """The client's end: every message the server wrote, and a way to answer requests by id."""
-
-    def __init__(self) -> None:
-        self.pending = PendingRequests(self.write)
-        self.pending.mark_ready()
-        self.sent: list[dict[str, Any]] = []
-        self.arrived = trio.Event()
-
-    def write(self, data: bytes) -> None:
-        message = json.loads(data)
-        validate_server_message(message)
-        self.sent.append(message)
-        self.arrived.set()
-
-    @property
-    def requests(self) -> list[dict[str, Any]]:
-        return [message for message in self.sent if "id" in message and "method" in message]
-
-    @property
-    def cancels(self) -> list[Any]:
-        return [message["params"]["requestId"] for message in self.sent if message.get("method") == "notifications/cancelled"]
-
-    def answer(self, request: dict[str, Any], result: Any = None, *, error: dict[str, Any] | None = None) -> bool:
-        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
-        if error is not None:
-            reply["error"] = error
-        else:
-            reply["result"] = result
-        return self.pending.answer(reply)
-
-    async def wait_requests(self, count: int) -> list[dict[str, Any]]:
-        return await until(lambda: self.requests, lambda found: len(found) >= count)
 
 
 def carrier(wire: Wire, *, version: str = "2025-11-25", timeout: float = 30.0, notify: Any = None,
@@ -77,18 +39,6 @@ async def execute(live: LiveCarrier, handler: Any, arguments: dict[str, Any] | N
                   capabilities: dict[str, Any] = EVERYTHING, run_sync: Any = None) -> Any:
     ctx = Context(arguments, client_capabilities=capabilities)
     return (await live.execute("tools/call", {}, handler, arguments, ctx, run_sync=run_sync)).result
-
-
-async def answering(wire: Wire, answer: Callable[[dict[str, Any]], Any]) -> None:
-    """Answer every request as it arrives, forever."""
-    done: set[Any] = set()
-    while True:
-        await wire.arrived.wait()
-        wire.arrived = trio.Event()
-        for request in wire.requests:
-            if request["id"] not in done:
-                done.add(request["id"])
-                wire.answer(request, answer(request))
 
 
 def accept(content: dict[str, Any]) -> dict[str, Any]:
