@@ -314,11 +314,16 @@ async def test_invalid_requests() -> None:
                 assert error.get("id") == expected_id, line
                 if expected_id is None:
                     assert "id" not in error
-            # A request without _meta is a well-formed request with invalid params.
-            missing = await server.ask({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})
+            # The first request carries the modern claim, so the connection speaks 2026-07-28 from here on.
+            listed = await server.ask(request(9, "tools/list"), "ListToolsResult")
+            assert listed["result"]["tools"]
+            # A request without _meta is then a well-formed request with invalid params.
+            missing = await server.ask({"jsonrpc": "2.0", "id": 10, "method": "tools/list"})
             assert missing["error"]["code"] == -32602
-            unknown = await server.ask(request(10, "initialize"))
-            assert unknown["error"]["code"] == -32601
+            # initialize belongs to the other era: refused, naming the version this connection speaks.
+            refused = await server.ask(request(11, "initialize", {"protocolVersion": "2025-11-25"}))
+            assert refused["error"]["code"] == -32022
+            assert refused["error"]["data"] == {"supported": ["2026-07-28"], "requested": "2025-11-25"}
             assert await server.finish() == 0
 
 
