@@ -129,7 +129,7 @@ def profile(ctx: Context) -> dict:
 
 
 @server.tool
-def numbers(ctx: Context) -> wire.CallToolResult:
+def numbers(ctx: Context):
     """Structured output that is not an object (2026 allows it, 2025 does not)."""
     return wire.CallToolResult(content=[content.text("[1, 2, 3]")], structured_content=[1, 2, 3])
 
