@@ -20,7 +20,7 @@ from typing import Any
 
 from .common import ROOT
 
-PARTS = ("rounds", "conversations", "http", "soak", "tasks")
+PARTS = ("rounds", "conversations", "http", "soak", "tasks", "sessions")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,6 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     if "tasks" in parts:
         from . import tasks
         results["tasks"] = tasks.run(quick=args.quick)
+    if "sessions" in parts:
+        from . import sessions
+        results["sessions"] = sessions.run(quick=args.quick)
     results["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     results["seconds"] = round(time.monotonic() - started, 1)
 
