@@ -9,7 +9,8 @@ protocol messages and nothing else; logs go to stderr.
   never interleave. Notifications a handler sends (progress, log messages) are queued
   in order and therefore reach the client before that request's response.
 - ``notifications/cancelled`` (``params.requestId``) cancels the matching request in
-  flight; nothing more is written for it. Other client notifications are ignored.
+  flight; nothing more is written for it. Other client notifications are ignored by the
+  modern era.
 - A request reusing the id of a request still in flight is refused with ``-32600``;
   the first one keeps running.
 - At most ``max_in_flight`` requests (64 by default) are held at once, counting a
@@ -25,6 +26,20 @@ protocol messages and nothing else; logs go to stderr.
 - On EOF the server stops reading, lets the requests in flight finish (up to a grace
   period, 10 s by default, after which they are cancelled without a response) and
   returns.
+
+Both protocol eras are served when the dispatcher has a legacy era
+(:attr:`~mrtr.core.jsonrpc.Dispatcher.legacy`). The first request pins the connection:
+``initialize`` (or any request without the modern ``_meta`` claim) to the legacy era,
+a request carrying the claim to the modern one; a ``server/discover`` probe is answered
+by the modern era and pins nothing, and notifications before the first request are
+kept (16 at most) and replayed into the era chosen. Once pinned, a request of the other
+era is refused (``-32600`` on a legacy connection; ``initialize`` on a modern one gets
+the modern era's ``-32022`` naming its versions). In a legacy connection the server's
+own requests (``elicitation/create``, ``sampling/createMessage``, ``roots/list``) are
+lines on stdout too, and the client's answers, lines on stdin, go to the call waiting
+for them (:mod:`mrtr.transports.pending`); a call waiting for an answer gives its
+``max_in_flight`` place back meanwhile, so the answers can always be read. On EOF the
+session ends and such calls fail at once instead of waiting out the grace period.
 
 Errors that cannot be tied to a request (a line that is not JSON, a line over the size
 limit, a message whose ``id`` cannot be read) are sent without an ``id``: the MCP
@@ -421,6 +436,8 @@ class _Session:
             )
             return
         era = self.route(message, nursery)
+        if era == LEGACY:
+            slot.record.round = None  # a live call has no rounds of its own: its questions ride this request
         if era == LEGACY and message["method"] == "initialize" and self.session_id is None:
             await self.initialize(message, slot)  # inline: the next line may already need the session
             return
