@@ -224,6 +224,11 @@ async def test_unknown_and_removed_methods_are_method_not_found_with_the_id_kept
     assert message["id"] == "abc" and error_of(message)["code"] == -32601
 
 
+async def test_initialize_carrying_the_modern_claim_is_a_removed_method(server):
+    message = await rpc(server, "initialize", request_id=5)
+    assert message["id"] == 5 and error_of(message)["code"] == -32601
+
+
 @pytest.mark.parametrize("params, requested", [({"protocolVersion": "2025-06-18"}, "2025-06-18"), (None, "")])
 async def test_initialize_on_the_modern_dispatch_names_the_versions_it_speaks(server, params, requested):
     """A legacy client cannot fall forward: the one error it can show its user says what the server speaks."""

@@ -320,8 +320,12 @@ async def test_invalid_requests() -> None:
             # A request without _meta is then a well-formed request with invalid params.
             missing = await server.ask({"jsonrpc": "2.0", "id": 10, "method": "tools/list"})
             assert missing["error"]["code"] == -32602
-            # initialize belongs to the other era: refused, naming the version this connection speaks.
-            refused = await server.ask(request(11, "initialize", {"protocolVersion": "2025-11-25"}))
+            # initialize with the modern claim is a removed method; without it, it belongs to the
+            # other era and is refused naming the version this connection speaks.
+            removed = await server.ask(request(11, "initialize", {"protocolVersion": "2025-11-25"}))
+            assert removed["error"]["code"] == -32601
+            refused = await server.ask({"jsonrpc": "2.0", "id": 12, "method": "initialize",
+                                        "params": {"protocolVersion": "2025-11-25", "capabilities": {}}})
             assert refused["error"]["code"] == -32022
             assert refused["error"]["data"] == {"supported": ["2026-07-28"], "requested": "2025-11-25"}
             assert await server.finish() == 0

@@ -48,7 +48,7 @@ from ..core.errors import (
     UnsupportedProtocolVersion,
 )
 from ..core.jsonrpc import Broadcast, Notify, Response, RunSync, result_response
-from ..core.eras import LEGACY, MODERN
+from ..core.eras import LEGACY, MODERN, era_of
 from .legacy import LegacyEra
 from .lifespan import Lifespan
 from .registry import Header, Registry
@@ -671,9 +671,10 @@ class Server(Registry):
         if self._auth is not None and auth is None:
             # Fail closed: a transport that cannot authenticate must not reach a protected server.
             raise InvalidRequest("Unauthorized: this server requires a verified bearer token")
-        if method == "initialize":
-            # A legacy client cannot fall forward: name the versions this dispatch speaks
-            # (a transport serving the legacy era routes initialize to Server.legacy instead).
+        if method == "initialize" and era_of(message) == LEGACY:
+            # A legacy client cannot fall forward: name the versions this dispatch speaks (a
+            # transport serving the legacy era routes initialize to Server.legacy instead).
+            # One carrying the modern claim is a modern request for a removed method: -32601.
             params = message.get("params")
             requested = params.get("protocolVersion") if isinstance(params, Mapping) else None
             raise UnsupportedProtocolVersion(requested if isinstance(requested, str) else "", list(SUPPORTED_VERSIONS))

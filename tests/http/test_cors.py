@@ -201,7 +201,7 @@ async def test_error_responses_name_the_origin(endpoint):
         (await endpoint.post(b"[]", headers=origin), 400, -32600),
         (await endpoint.post(rpc("tools/list"), headers={**origin, "Mcp-Method": "prompts/list"}), 400, -32020),
         (await endpoint.call("tools/call", {"name": "nope"}, headers=origin), 400, -32602),
-        (await endpoint.call("initialize", headers=origin), 400, -32022),
+        (await endpoint.call("initialize", headers=origin), 404, -32601),
         (await endpoint.call("prompts/get", {"name": "broken"}, headers=origin), 200, -32603),
     ]
     for reply, status, code in cases:
@@ -236,7 +236,7 @@ async def test_no_origin_means_no_cors_headers(endpoint):
         await endpoint.call("initialize", headers=no_origin),
         await endpoint.post(rpc("notifications/initialized", id=None), headers=no_origin),
     ]
-    assert [reply.status for reply in replies] == [200, 200, 415, 400, 202]
+    assert [reply.status for reply in replies] == [200, 200, 415, 404, 202]
     assert replies[1].is_sse
     for reply in replies:
         assert_no_cors(reply.headers)

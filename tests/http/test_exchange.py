@@ -352,6 +352,11 @@ async def test_removed_and_unknown_methods_are_404_with_the_id_kept(endpoint, me
     assert_error(reply, 404, -32601, request_id=42)
 
 
+async def test_initialize_with_the_modern_claim_is_a_removed_method(endpoint):
+    reply = await endpoint.call("initialize", id=43)
+    assert_error(reply, 404, -32601, request_id=43)
+
+
 async def test_initialize_is_refused_naming_the_versions_served(endpoint):
     """A 2025 client cannot fall forward: the one error it shows its user names what the server speaks."""
     message = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
