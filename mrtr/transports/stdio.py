@@ -356,6 +356,7 @@ class _Session:
         self.session_id: str | None = None
         self.version: str | None = None
         self.pending: PendingRequests | None = None
+        self.outlet = _Outlet(self)
         self.limit = trio.Semaphore(max_in_flight)
         self.notification_buffer = notification_buffer
         self.queued_notifications = 0
@@ -472,7 +473,7 @@ class _Session:
 
     async def initialize(self, message: Mapping[str, Any], slot: _Slot) -> None:
         assert self.legacy is not None
-        outlet = from_any_thread(_Outlet(self))
+        outlet = from_any_thread(self.outlet)
         response, session_id = await self.legacy.initialize(message, outlet=outlet, lasting=True)
         if session_id is not None:
             self.session_id = session_id
@@ -520,6 +521,9 @@ class _Session:
         """The input is gone: the session ends, and handlers waiting for answers fail now, not after the grace period."""
         if self.pending is not None:
             self.pending.end(reason)
+        # A list change published from another thread may still be on its way: it is dropped,
+        # never queued behind the writer's end.
+        self.outlet.close()
         if self.legacy is not None and self.session_id is not None:
             await self.legacy.close(self.session_id)
 
