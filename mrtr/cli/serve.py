@@ -174,6 +174,7 @@ def add_serve_command(commands: Any) -> None:
             "  mrtr serve myapp.main:server --port 9000\n"
             "  mrtr serve myapp.main:server --host 0.0.0.0 --workers 4\n"
             "  mrtr serve myapp.main:server --stdio        # for clients that spawn the server\n"
+            "  mrtr serve myapp.main:server --era modern   # MCP 2026-07-28 only, no 2025 sessions\n"
             "\n"
             "Set MRTR_SECRET (Base64 of 32 random bytes) so requestState tokens survive restarts and\n"
             "work across workers; without it an ephemeral key is generated."

@@ -362,7 +362,8 @@ class SessionDispatcher(Protocol):
 
     Every method takes the request's ``headers`` and verified ``auth`` as
     :meth:`Dispatcher.respond` does: a session is found only by the principal that
-    opened it. JSON-RPC errors of this era go with status 200 (a transport with
+    opened it (a principal source asked for a lookup outside a request, by
+    :meth:`version_of` or :meth:`close`, sees the method ``""``). JSON-RPC errors of this era go with status 200 (a transport with
     statuses keeps 4xx for its own faults); :class:`Response` says so.
     """
 

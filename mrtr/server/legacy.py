@@ -271,7 +271,7 @@ class LegacyEra:
     async def version_of(self, session_id: str, *, headers: Mapping[str, str] | None = None,
                          auth: Any = None) -> str | None:
         """The negotiated version of a live session this caller opened; ``None`` for any other id."""
-        session = await self._session(session_id, "ping", {}, headers, auth)
+        session = await self._session(session_id, "", {}, headers, auth)  # no request: the principal source sees ""
         return None if session is None else session.version
 
     async def respond(self, session_id: str | None, message: Mapping[str, Any], *, peer: Peer,
@@ -289,6 +289,7 @@ class LegacyEra:
             params = message.get("params")
             params = params if isinstance(params, Mapping) else {}
             if method == "initialize":
+                # A session's initialize goes to SessionDispatcher.initialize; here it is a second one.
                 raise InvalidRequest("Invalid Request: this session is already initialized")
             if session_id is None:
                 raise InvalidRequest(f"Invalid Request: {method} before initialize; a session starts with initialize")
@@ -335,7 +336,7 @@ class LegacyEra:
 
     async def close(self, session_id: str, *, headers: Mapping[str, str] | None = None, auth: Any = None) -> bool:
         """End a session this caller opened; whether it was live."""
-        session = await self._session(session_id, "close", {}, headers, auth)
+        session = await self._session(session_id, "", {}, headers, auth)
         return session is not None and self.sessions.end(session.id, "closed by the client")
 
     def publish(self, method: str, params: dict[str, Any]) -> None:
