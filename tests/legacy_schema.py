@@ -1,8 +1,8 @@
 """Validation of JSON against the official MCP 2025-11-25 ``schema.json``, for tests of the legacy era.
 
-The twin of ``tests/wire_schema.py`` for the other era: one ``Draft202012Validator`` per
-``$defs`` name, built on first use, the schema registered under a fixed URI so its
-``#/$defs/...`` references resolve. The schema is
+The twin of ``tests/wire_schema.py`` for the other era, on the same
+:class:`~tests.wire_schema.SchemaFile` (one cached validator per ``$defs`` name,
+references resolved). The schema is
 ``<checkout>/../shared/mcp-2025-11-25/schema.json`` (``MRTR_SHARED_DIR`` points elsewhere).
 
 :func:`validate_server_message` checks a message a server sends to a 2025 client,
@@ -13,18 +13,11 @@ error never uses a code only the modern era defines (``-32020`` to ``-32022``).
 
 from __future__ import annotations
 
-import functools
-import json
 from typing import Any
 
-import jsonschema
-from jsonschema import Draft202012Validator
-from referencing import Registry
-from referencing.jsonschema import DRAFT202012
+from .wire_schema import SHARED_DIR, SchemaFile, _fail
 
-from .wire_schema import SHARED_DIR
-
-__all__ = ["SCHEMA_PATH", "RESULT_DEFS", "schema", "validator", "validate", "is_valid", "validate_server_message"]
+__all__ = ["SCHEMA_PATH", "RESULT_DEFS", "validator", "validate", "is_valid", "validate_server_message"]
 
 SCHEMA_PATH = SHARED_DIR / "mcp-2025-11-25" / "schema.json"
 """The official 2025-11-25 JSON Schema (draft 2020-12, definitions under ``$defs``)."""
@@ -70,38 +63,12 @@ _MODERN_RESULT_MEMBERS = ("resultType", "ttlMs", "cacheScope")
 _MODERN_CODES = (-32020, -32021, -32022)
 
 
-@functools.cache
-def schema() -> dict[str, Any]:
-    """The parsed 2025-11-25 schema.json."""
-    with SCHEMA_PATH.open(encoding="utf-8") as f:
-        return json.load(f)  # type: ignore[no-any-return]
+_SCHEMA = SchemaFile(SCHEMA_PATH, _BASE_URI)
 
 
-@functools.cache
-def _registry() -> Registry:
-    return Registry().with_resource(_BASE_URI, DRAFT202012.create_resource(schema()))
-
-
-@functools.cache
-def validator(def_name: str) -> Draft202012Validator:
-    """The cached validator for ``$defs/<def_name>``; KeyError for an unknown name."""
-    if def_name not in schema()["$defs"]:
-        raise KeyError(f"the 2025-11-25 schema.json has no $defs/{def_name}")
-    return Draft202012Validator({"$ref": f"{_BASE_URI}#/$defs/{def_name}"}, registry=_registry())
-
-
-def validate(instance: Any, def_name: str) -> None:
-    """Raise ``jsonschema.ValidationError`` unless ``instance`` is valid for ``def_name``."""
-    validator(def_name).validate(instance)
-
-
-def is_valid(instance: Any, def_name: str) -> bool:
-    """Whether ``instance`` is valid for ``$defs/<def_name>``."""
-    return validator(def_name).is_valid(instance)
-
-
-def _fail(message: str) -> None:
-    raise jsonschema.ValidationError(message)
+validator = _SCHEMA.validator
+validate = _SCHEMA.validate
+is_valid = _SCHEMA.is_valid
 
 
 def validate_server_message(msg: Any, result_def: str | None = None) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -149,11 +150,14 @@ class StdioProcess(Client):
 
 
 @asynccontextmanager
-async def stdio_server(app: str | None = APP) -> AsyncIterator[StdioProcess]:
-    command = [sys.executable, "-m", "mrtr", "serve", "--stdio"] + ([app] if app else [])
+async def stdio_server(app: str | None = APP, *options: str,
+                       env: dict[str, str] | None = None) -> AsyncIterator[StdioProcess]:
+    """``python -m mrtr serve --stdio [app] [options]``, its environment extended by ``env``."""
+    command = [sys.executable, "-m", "mrtr", "serve", "--stdio"] + ([app] if app else []) + list(options)
     async with trio.open_nursery() as nursery:
         process = await trio.lowlevel.open_process(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
+            env={**os.environ, **env} if env else None,
         )
         client = StdioProcess(process)
         nursery.start_soon(client.collect_stderr)

@@ -35,7 +35,6 @@ drive any handler.
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -46,29 +45,27 @@ from .ledger import decode_answer
 from .replay import (
     _ASYNC_GEN,
     _CORO,
+    _DONE,
     _PENDING,
     _PLAIN,
-    _RESULT,
     _RUN_STEP,
-    _SEND,
     _STOP,
     Completed,
     HandlerSpec,
+    _aadvance,
     _aclose,
     _aclose_quietly,
+    _advance,
     _check_result,
     _close,
     _close_quietly,
-    _definition,
     _handler_failed,
     _Interpretation,
     _start,
-    _step_value,
     _yield_location,
     delivered,
     gathered,
     handler_spec,
-    recorded,
 )
 
 __all__ = ["MAX_LIVE_ROUNDS", "Asked", "Questions", "LiveDriver", "TooManyRounds"]
@@ -121,11 +118,16 @@ class Questions:
 class _LiveInterpretation(_Interpretation):
     """The replay core's reading of yields, with no ledger: every request is asked, every Step runs."""
 
-    __slots__ = ("asked",)
+    __slots__ = ("asked", "yielded")
 
     def __init__(self, spec: HandlerSpec, ctx: Context) -> None:
         super().__init__(spec, ctx)
         self.asked: list[Asked] = []
+        self.yielded: Any = None
+
+    def interpret(self, yielded: Any, gen: Any, *, result_allowed: bool) -> tuple[int, Any]:
+        self.yielded = yielded  # the shape (one request, a tuple, a dict) the answers go back in
+        return super().interpret(yielded, gen, result_allowed=result_allowed)
 
     def _answer(self, ordinal: int, key: str, standard: bool, request: Request, fingerprint: bytes, gen: Any) -> Any:
         self.asked.append(Asked(key, ordinal, request, fingerprint))
@@ -135,7 +137,7 @@ class _LiveInterpretation(_Interpretation):
         return _RUN_STEP, step
 
 
-_NEW, _STARTED, _WAITING, _DONE = range(4)
+_NEW, _RUNNING, _WAITING, _CLOSED = range(4)  # a driver's states
 
 
 class LiveDriver:
@@ -180,7 +182,7 @@ class LiveDriver:
     @property
     def done(self) -> bool:
         """Whether the handler finished, failed or was closed."""
-        return self._state == _DONE
+        return self._state == _CLOSED
 
     # -- sync handlers ------------------------------------------------------------------
 
@@ -191,10 +193,10 @@ class LiveDriver:
         self._begin()
         started = _start(self.spec, self.ctx, self.arguments)
         if self.spec.shape == _PLAIN:
-            self._state = _DONE
+            self._state = _CLOSED
             return _check_result(self.spec, started)
         self._gen = started
-        self._state = _STARTED
+        self._state = _RUNNING
         return self._advance(None, None)
 
     def resume(self, answers: Mapping[str, Any]) -> Questions | Completed:
@@ -219,20 +221,20 @@ class LiveDriver:
         Raises :class:`~mrtr.core.errors.HandlerError` when the handler swallowed
         ``GeneratorExit`` and yielded again, or its cleanup failed.
         """
-        if self._state == _DONE or self._gen is None:
-            self._state = _DONE
+        if self._state == _CLOSED or self._gen is None:
+            self._state = _CLOSED
             return
-        self._state = _DONE
+        self._state = _CLOSED
         if self.spec.shape == _ASYNC_GEN:
             raise TypeError(f"handler {self.spec.name} is async; use aclose")
         _close(self._gen, self.spec)
 
     def close_quietly(self) -> None:
         """Close the generator, dropping any error its cleanup raises (the call already fails with a better one)."""
-        if self._state == _DONE or self._gen is None:
-            self._state = _DONE
+        if self._state == _CLOSED or self._gen is None:
+            self._state = _CLOSED
             return
-        self._state = _DONE
+        self._state = _CLOSED
         _close_quietly(self._gen)
 
     # -- any handler ----------------------------------------------------------------------
@@ -244,7 +246,7 @@ class LiveDriver:
         self._begin()
         started = _start(self.spec, self.ctx, self.arguments)
         if self.spec.shape == _CORO:
-            self._state = _DONE
+            self._state = _CLOSED
             try:
                 result = await started
             except ProtocolError:
@@ -253,7 +255,7 @@ class LiveDriver:
                 raise _handler_failed(self.spec, exc) from exc
             return _check_result(self.spec, result)
         self._gen = started
-        self._state = _STARTED
+        self._state = _RUNNING
         return await self._aadvance(None, None)
 
     async def aresume(self, answers: Mapping[str, Any]) -> Questions | Completed:
@@ -273,10 +275,10 @@ class LiveDriver:
         if self.spec.shape != _ASYNC_GEN:
             self.close()
             return
-        if self._state == _DONE or self._gen is None:
-            self._state = _DONE
+        if self._state == _CLOSED or self._gen is None:
+            self._state = _CLOSED
             return
-        self._state = _DONE
+        self._state = _CLOSED
         await _aclose(self._gen, self.spec)
 
     async def aclose_quietly(self) -> None:
@@ -284,10 +286,10 @@ class LiveDriver:
         if self.spec.shape != _ASYNC_GEN:
             self.close_quietly()
             return
-        if self._state == _DONE or self._gen is None:
-            self._state = _DONE
+        if self._state == _CLOSED or self._gen is None:
+            self._state = _CLOSED
             return
-        self._state = _DONE
+        self._state = _CLOSED
         await _aclose_quietly(self._gen)
 
     # -- the loop -------------------------------------------------------------------------
@@ -309,11 +311,11 @@ class LiveDriver:
                                     "is answered before the handler resumes")
             kind = request.kind
             values.append(delivered(kind, decode_answer(kind, key, answers[key]), request, key, check=True))
-        self._state = _STARTED
+        self._state = _RUNNING
         members = [(item.key, item.request) for item in self._asked]
         return gathered(self._yielded, members, values)
 
-    def _suspend(self, yielded: Any) -> Questions:
+    def _suspend(self) -> Questions:
         self.rounds += 1
         if self.rounds > self.max_rounds:
             raise TooManyRounds(
@@ -322,97 +324,33 @@ class LiveDriver:
                 "that asks again after every decline never ends)",
                 location=_yield_location(self._gen),
             )
-        self._yielded = yielded
+        self._yielded = self._interpretation.yielded
         self._asked = tuple(self._interpretation.asked)
         self._interpretation.asked.clear()
         self._state = _WAITING
         return Questions(self._asked, self.rounds)
 
     def _advance(self, send: Any, throw: BaseException | None) -> Questions | Completed:
-        gen, spec, interpretation = self._gen, self.spec, self._interpretation
         try:
-            while True:
-                try:
-                    if throw is None:
-                        yielded = gen.send(send)
-                    else:
-                        error, throw = throw, None
-                        yielded = gen.throw(error)
-                except StopIteration as stop:
-                    self._state = _DONE
-                    return _check_result(spec, stop.value)
-                except ProtocolError:
-                    raise
-                except Exception as exc:
-                    raise _handler_failed(spec, exc) from exc
-                operation, payload = interpretation.interpret(yielded, gen, result_allowed=False)
-                if operation == _SEND:
-                    send = payload
-                elif operation == _STOP:
-                    return self._suspend(yielded)
-                else:  # _RUN_STEP
-                    try:
-                        result = payload.fn(*payload.args, **payload.kwargs)
-                    except Exception as exc:
-                        throw, send = exc, None
-                        continue
-                    if inspect.isawaitable(result):
-                        getattr(result, "close", lambda: None)()
-                        raise HandlerError(
-                            f"{payload.describe()} is async, but handler {spec.name} is a sync generator; "
-                            "use an async handler for async steps",
-                            location=_yield_location(gen),
-                        )
-                    send = _step_value(payload, recorded(payload, result, gen))
+            operation, payload = _advance(self._gen, self._interpretation, send, throw)
+            if operation == _DONE:
+                self._state = _CLOSED
+                return payload  # type: ignore[no-any-return]
+            return self._suspend()
         except BaseException:
-            self._state = _DONE
-            _close_quietly(gen)
+            self._state = _CLOSED
+            _close_quietly(self._gen)
             raise
 
     async def _aadvance(self, send: Any, throw: BaseException | None) -> Questions | Completed:
-        agen, spec, interpretation = self._gen, self.spec, self._interpretation
         try:
-            while True:
-                try:
-                    if throw is None:
-                        yielded = await agen.asend(send)
-                    else:
-                        error, throw = throw, None
-                        yielded = await agen.athrow(error)
-                except StopAsyncIteration:
-                    self._state = _DONE
-                    location = _definition(spec.fn)
-                    raise HandlerError(
-                        f"async generator handler {spec.name} at {location} ended without yielding a result: an "
-                        "async generator cannot `return` a value, so it ends by yielding it (`yield result`; "
-                        "`yield None` for an empty one)",
-                        location=location,
-                    ) from None
-                except ProtocolError:
-                    raise
-                except Exception as exc:
-                    raise _handler_failed(spec, exc) from exc
-                operation, payload = interpretation.interpret(yielded, agen, result_allowed=True)
-                if operation == _SEND:
-                    send = payload
-                elif operation == _STOP:
-                    return self._suspend(yielded)
-                elif operation == _RESULT:
-                    break
-                else:  # _RUN_STEP
-                    try:
-                        result = payload.fn(*payload.args, **payload.kwargs)
-                        if inspect.isawaitable(result):
-                            result = await result
-                    except Exception as exc:
-                        throw, send = exc, None
-                        continue
-                    send = _step_value(payload, recorded(payload, result, agen))
+            operation, payload = await _aadvance(self._gen, self._interpretation, send, throw)
+            if operation == _STOP:
+                return self._suspend()
         except BaseException:
-            self._state = _DONE
-            await _aclose_quietly(agen)
+            self._state = _CLOSED
+            await _aclose_quietly(self._gen)
             raise
-        self._state = _DONE
-        await _aclose(agen, spec)  # an async generator ends by yielding its result: close it as a pause is closed
+        self._state = _CLOSED
+        await _aclose(self._gen, self.spec)  # an async generator ends by yielding its result: close it as a pause is
         return Completed(payload)
-

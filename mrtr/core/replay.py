@@ -283,13 +283,24 @@ class _Interpretation:
     (:meth:`_answer`, :meth:`_step_answer`).
     """
 
-    __slots__ = ("spec", "ctx", "cursor", "keys")
+    __slots__ = ("spec", "ctx", "cursor", "keys", "on_step", "detach")
 
-    def __init__(self, spec: HandlerSpec, ctx: Context) -> None:
+    def __init__(self, spec: HandlerSpec, ctx: Context, on_step: Callable[[Ledger], Any] | None = None,
+                 detach: bool = False) -> None:
         self.spec = spec
         self.ctx = ctx
         self.cursor = 0
         self.keys: dict[str, tuple[int, tuple[str, int] | None]] = {}
+        self.on_step = on_step
+        self.detach = detach
+
+    def record_step(self, step: Step, result: Any, gen: Any) -> Any:
+        """What a Step's function returned, as the handler receives it (a ledger records it too)."""
+        return _step_value(step, recorded(step, result, gen))
+
+    def snapshot(self) -> Ledger:
+        """The ledger so far, for ``on_step`` and a detached execution (none without a ledger)."""
+        return Ledger()
 
     # The runtime's answer to one yielded value: (operation, payload).
     def interpret(self, yielded: Any, gen: Any, *, result_allowed: bool) -> tuple[int, Any]:
@@ -423,13 +434,11 @@ _PENDING = object()
 class _Execution(_Interpretation):
     """The bookkeeping of one run of a handler against a ledger."""
 
-    __slots__ = ("slots", "recorded", "fresh", "unmatched", "step_at", "on_step", "detach")
+    __slots__ = ("slots", "recorded", "fresh", "unmatched", "step_at")
 
     def __init__(self, spec: HandlerSpec, ctx: Context, ledger: Ledger, unmatched: Mapping[str, Any] | None,
                  on_step: Callable[[Ledger], Any] | None = None, detach: bool = False) -> None:
-        super().__init__(spec, ctx)
-        self.on_step = on_step
-        self.detach = detach
+        super().__init__(spec, ctx, on_step, detach)
         self.slots = list(ledger.slots)
         self.recorded = len(self.slots)
         self.fresh = set(ledger.fresh)
@@ -662,109 +671,128 @@ async def _aclose_quietly(agen: Any) -> None:
         pass
 
 
-def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired | Detached:
+_DONE, _DETACHED = 4, 5
+
+
+def _advance(gen: Any, execution: _Interpretation, send: Any, throw: BaseException | None) -> tuple[int, Any]:
+    """Resume a sync generator until the runtime must stop it, whichever driver runs it.
+
+    Returns ``(_DONE, Completed)`` when the handler returned, ``(_STOP, pending)`` when it
+    asked what has no answer yet (the generator is then suspended at that yield), or
+    ``(_DETACHED, None)`` when it reached a Step the execution detaches at. Raises what
+    the handler or the interpretation raises; the caller closes the generator.
+    """
     spec = execution.spec
-    send: Any = None
-    throw: BaseException | None = None
-    try:
-        while True:
+    while True:
+        try:
+            if throw is None:
+                yielded = gen.send(send)
+            else:
+                error, throw = throw, None
+                yielded = gen.throw(error)
+        except StopIteration as stop:
+            return _DONE, _check_result(spec, stop.value)
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            raise _handler_failed(spec, exc) from exc
+        operation, payload = execution.interpret(yielded, gen, result_allowed=False)
+        if operation == _SEND:
+            send = payload
+        elif operation == _STOP:
+            return _STOP, payload
+        elif execution.detach:
+            return _DETACHED, None
+        else:  # _RUN_STEP
             try:
-                if throw is None:
-                    yielded = gen.send(send)
-                else:
-                    error, throw = throw, None
-                    yielded = gen.throw(error)
-            except StopIteration as stop:
-                return _check_result(spec, stop.value)
-            except ProtocolError:
-                raise
+                result = payload.fn(*payload.args, **payload.kwargs)
             except Exception as exc:
-                raise _handler_failed(spec, exc) from exc
-            operation, payload = execution.interpret(yielded, gen, result_allowed=False)
-            if operation == _SEND:
-                send = payload
-            elif operation == _STOP:
-                outcome: Completed | InputRequired | Detached = InputRequired(payload, execution.ledger())
-                break
-            elif execution.detach:
-                outcome = Detached(execution.snapshot())
-                break
-            else:  # _RUN_STEP
-                try:
-                    result = payload.fn(*payload.args, **payload.kwargs)
-                except Exception as exc:
-                    throw, send = exc, None
-                    continue
+                throw, send = exc, None
+                continue
+            if inspect.isawaitable(result):
+                getattr(result, "close", lambda: None)()
+                raise HandlerError(
+                    f"{payload.describe()} is async, but handler {spec.name} is a sync generator; "
+                    "use an async handler for async steps",
+                    location=_yield_location(gen),
+                )
+            send = execution.record_step(payload, result, gen)
+            if execution.on_step is not None:
+                execution.on_step(execution.snapshot())
+
+
+async def _aadvance(agen: Any, execution: _Interpretation, send: Any, throw: BaseException | None) -> tuple[int, Any]:
+    """:func:`_advance` for an async generator; ``(_RESULT, value)`` when it yielded its result."""
+    spec = execution.spec
+    while True:
+        try:
+            if throw is None:
+                yielded = await agen.asend(send)
+            else:
+                error, throw = throw, None
+                yielded = await agen.athrow(error)
+        except StopAsyncIteration:
+            location = _definition(spec.fn)
+            raise HandlerError(
+                f"async generator handler {spec.name} at {location} ended without yielding a result: an async "
+                "generator cannot `return` a value, so it ends by yielding it (`yield result`; `yield None` for "
+                "an empty one). A bare `return` or falling off the end leaves the client with nothing",
+                location=location,
+            ) from None
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            raise _handler_failed(spec, exc) from exc
+        operation, payload = execution.interpret(yielded, agen, result_allowed=True)
+        if operation == _SEND:
+            send = payload
+        elif operation in (_STOP, _RESULT):
+            return operation, payload
+        elif execution.detach:
+            return _DETACHED, None
+        else:  # _RUN_STEP
+            try:
+                result = payload.fn(*payload.args, **payload.kwargs)
                 if inspect.isawaitable(result):
-                    getattr(result, "close", lambda: None)()
-                    raise HandlerError(
-                        f"{payload.describe()} is async, but handler {spec.name} is a sync generator; "
-                        "use an async handler for async steps",
-                        location=_yield_location(gen),
-                    )
-                send = execution.record_step(payload, result, gen)
-                if execution.on_step is not None:
-                    execution.on_step(execution.snapshot())
+                    result = await result
+            except Exception as exc:
+                throw, send = exc, None
+                continue
+            send = execution.record_step(payload, result, agen)
+            if execution.on_step is not None:
+                saved = execution.on_step(execution.snapshot())
+                if inspect.isawaitable(saved):
+                    await saved
+
+
+def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired | Detached:
+    try:
+        operation, payload = _advance(gen, execution, None, None)
+        if operation == _DONE:
+            return payload  # type: ignore[no-any-return]
+        outcome: InputRequired | Detached = (InputRequired(payload, execution.ledger()) if operation == _STOP
+                                             else Detached(execution.snapshot()))
     except BaseException:
         _close_quietly(gen)
         raise
-    _close(gen, spec)
+    _close(gen, execution.spec)
     return outcome
 
 
 async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired | Detached:
-    spec = execution.spec
-    send: Any = None
-    throw: BaseException | None = None
     try:
-        while True:
-            try:
-                if throw is None:
-                    yielded = await agen.asend(send)
-                else:
-                    error, throw = throw, None
-                    yielded = await agen.athrow(error)
-            except StopAsyncIteration:
-                location = _definition(spec.fn)
-                raise HandlerError(
-                    f"async generator handler {spec.name} at {location} ended without yielding a result: an async "
-                    "generator cannot `return` a value, so it ends by yielding it (`yield result`; `yield None` for "
-                    "an empty one). A bare `return` or falling off the end leaves the client with nothing",
-                    location=location,
-                ) from None
-            except ProtocolError:
-                raise
-            except Exception as exc:
-                raise _handler_failed(spec, exc) from exc
-            operation, payload = execution.interpret(yielded, agen, result_allowed=True)
-            if operation == _SEND:
-                send = payload
-            elif operation == _STOP:
-                outcome: Completed | InputRequired | Detached = InputRequired(payload, execution.ledger())
-                break
-            elif operation == _RESULT:
-                outcome = Completed(payload)
-                break
-            elif execution.detach:
-                outcome = Detached(execution.snapshot())
-                break
-            else:  # _RUN_STEP
-                try:
-                    result = payload.fn(*payload.args, **payload.kwargs)
-                    if inspect.isawaitable(result):
-                        result = await result
-                except Exception as exc:
-                    throw, send = exc, None
-                    continue
-                send = execution.record_step(payload, result, agen)
-                if execution.on_step is not None:
-                    saved = execution.on_step(execution.snapshot())
-                    if inspect.isawaitable(saved):
-                        await saved
+        operation, payload = await _aadvance(agen, execution, None, None)
+        outcome: Completed | InputRequired | Detached
+        if operation == _STOP:
+            outcome = InputRequired(payload, execution.ledger())
+        elif operation == _RESULT:
+            outcome = Completed(payload)
+        else:
+            outcome = Detached(execution.snapshot())
     except BaseException:
         await _aclose_quietly(agen)
         raise
-    await _aclose(agen, spec)
+    await _aclose(agen, execution.spec)
     return outcome
 
 

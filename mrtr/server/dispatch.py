@@ -900,8 +900,12 @@ class Server(Registry):
         try:
             return await self._execute(request, fn, arguments, ctx)
         except HandlerError as error:
-            text = self._handler_failed(request.method, ctx.target, error)
-            raise InternalError(f"Internal error: {text}" if text else "Internal error") from None
+            raise self._internal_error(request.method, ctx.target, error) from None
+
+    def _internal_error(self, method: str, target: Any, error: HandlerError) -> InternalError:
+        """A failed prompt or resource handler as its ``-32603`` (they have no error result), in both eras."""
+        text = self._handler_failed(method, target, error)
+        return InternalError(f"Internal error: {text}" if text else "Internal error")
 
     def _tool_error(self, name: str, error: HandlerError) -> dict[str, Any]:
         """A failing tool's result: the error as tool output, so the model can see it (unless masked)."""

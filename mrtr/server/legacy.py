@@ -401,8 +401,7 @@ class LegacyEra:
         try:
             return await self._execute(call, fn, arguments, ctx)
         except HandlerError as error:
-            text = self.server._handler_failed(call.method, ctx.target, error)
-            raise InternalError(f"Internal error: {text}" if text else "Internal error") from None
+            raise self.server._internal_error(call.method, ctx.target, error) from None
         except MissingRequiredClientCapability as error:
             raise InternalError(_capability_text(error), data=error.data) from None
         except LiveRequestFailed as error:

@@ -33,6 +33,17 @@ EXPECTED_CODES = {-32600, -32601, -32602, -32002, -32603}
 fuzzed = app  # every handler of the fixture; its default bounds make room for each example's session
 
 
+async def opened() -> str:
+    """A fresh session of the fixture server, for a client that can answer forms."""
+    assert fuzzed.legacy is not None
+    _, session_id = await fuzzed.legacy.initialize(
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+         "params": {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}}},
+        outlet=lambda *args: None)
+    assert session_id is not None
+    return session_id
+
+
 def check(message: dict[str, Any], method: Any) -> None:
     validate_server_message(message, RESULT_DEFS.get(method) if "result" in message and isinstance(method, str)
                             else None)
@@ -63,10 +74,7 @@ def test_any_initialize_opens_a_session_or_is_invalid_params(params):
 def test_any_request_of_a_session_is_a_result_or_a_typed_error(method, params):
     async def main() -> None:
         assert fuzzed.legacy is not None
-        _, session_id = await fuzzed.legacy.initialize(
-            {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-             "params": {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}}},
-            outlet=lambda *args: None)
+        session_id = await opened()
         wire = Wire()
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": 7, "method": method}
         if params is not None:
@@ -96,10 +104,7 @@ def test_any_request_of_a_session_is_a_result_or_a_typed_error(method, params):
 def test_any_answer_to_a_question_ends_the_call_cleanly(answer):
     async def main() -> None:
         assert fuzzed.legacy is not None
-        _, session_id = await fuzzed.legacy.initialize(
-            {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-             "params": {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}}},
-            outlet=lambda *args: None)
+        session_id = await opened()
         wire = Wire()
         with trio.fail_after(10):
             async with trio.open_nursery() as nursery:

@@ -26,6 +26,7 @@ import pytest
 import mrtr
 from mrtr.core.answers import roots, sampled
 
+from ..interop.test_interop import _clean_env, _mrtr_command, _tail
 from ..legacy_schema import validate_server_message
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -41,18 +42,6 @@ SCENARIOS = ["_connect", "conversation", "sampling", "roots", "progress", "cance
              "url_elicitation", "logging", "results", "prompt_and_resource", "missing_capability"]
 
 
-def _clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def _tail(text: str | bytes, lines: int = 30) -> str:
-    if isinstance(text, bytes):
-        text = text.decode(errors="replace")
-    return "\n".join(text.splitlines()[-lines:])
-
-
 def _has_mcp() -> bool:
     if not VENV_PYTHON.exists():
         return False
@@ -66,14 +55,6 @@ def _unavailable(reason: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(reason)
     pytest.skip(reason)
-
-
-def _mrtr_command() -> str:
-    candidate = Path(sys.executable).with_name("mrtr")
-    found = str(candidate) if candidate.exists() else shutil.which("mrtr")
-    if found is None:
-        pytest.fail("the `mrtr` command is not installed next to this python nor on PATH (pip install -e .)")
-    return found
 
 
 @pytest.fixture(scope="session")

@@ -9,11 +9,8 @@ against the 2025-11-25 schema as it is read; a modern connection's against 2026-
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import trio
@@ -23,10 +20,10 @@ from mrtr.transports.stdio import serve_stdio
 
 from ..conftest import meta, until
 from ..legacy_schema import RESULT_DEFS, validate_server_message
+from ..test_stdio import stdio_server
 from ..wire_schema import validate_message
 from .app import server as app
 
-REPO = Path(__file__).resolve().parents[2]
 APP = "tests.legacy.app:server"
 
 
@@ -112,31 +109,9 @@ class Peer:
 
 @asynccontextmanager
 async def stdio(*options: str, env: dict[str, str] | None = None) -> AsyncIterator[tuple[Peer, trio.Process, bytearray]]:
-    import os
-
-    command = [sys.executable, "-m", "mrtr", "serve", APP, "--stdio", *options]
-    async with trio.open_nursery() as nursery:
-        process = await trio.lowlevel.open_process(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                                   stderr=subprocess.PIPE, cwd=REPO, env={**os.environ, **(env or {})})
-        stderr = bytearray()
-
-        async def collect() -> None:
-            assert process.stderr is not None
-            while data := await process.stderr.receive_some(65536):
-                stderr.extend(data)
-
-        nursery.start_soon(collect)
-        try:
-            yield Peer(process.stdin, process.stdout), process, stderr
-        finally:
-            with trio.CancelScope(shield=True):
-                if process.returncode is None:
-                    with trio.move_on_after(5):
-                        await process.stdin.aclose()
-                        await process.wait()
-                if process.returncode is None:
-                    process.kill()
-                    await process.wait()
+    """``mrtr serve tests.legacy.app:server --stdio``: the client's side, the process, its stderr."""
+    async with stdio_server(APP, *options, env=env) as server:
+        yield Peer(server.process.stdin, server.process.stdout), server.process, server.stderr
 
 
 async def test_a_legacy_conversation_over_stdio(tmp_path):
