@@ -25,7 +25,8 @@ from ._version import __version__
 from .core.answers import accept, cancel, decline
 from .core.context import Context
 from .core.effects import Elicit, ElicitResult, ElicitURL, ListRoots, Request, Sample, Step
-from .core.errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, ReplayMismatch
+from .core.errors import (HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, PublicError,
+                          ReplayMismatch)
 from .core.schema import Form
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ __all__ = [
     "ListRoots",
     "MissingRequiredClientCapability",
     "ProtocolError",
+    "PublicError",
     "ReplayMismatch",
     "Request",
     "RequestInfo",

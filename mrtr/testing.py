@@ -12,12 +12,19 @@ Answers can be written the way a client would send them (``{"action": "accept",
 "content": {...}}``) or with the helpers :func:`accept`, :func:`decline`,
 :func:`cancel`, :func:`sampled` and :func:`roots`. A plain dict answering an
 :class:`~mrtr.Elicit` means "accept with this content"; a plain string answering a
-:class:`~mrtr.Sample` means "the model said this".
+:class:`~mrtr.Sample` means "the model said this". The script is a list consumed in
+order, a callable, or a mapping from a question's wire key or message to its answer, so
+a test does not depend on ordinals that shift when a Step is added.
+
+Tests that go through a :class:`~mrtr.Server` (``mrtr.Client(server)``) seal tokens with
+the server's key: :func:`use_test_key` gives every server of the test process the fixed
+:data:`TEST_SECRET`, so a test run prints no ``EphemeralKeyWarning``.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +41,8 @@ from .core.replay import Completed, InputRequired, handler_spec, replay, replay_
 
 __all__ = [
     "ALL_CAPABILITIES",
+    "TEST_SECRET",
+    "use_test_key",
     "Round",
     "Outcome",
     "Notification",
@@ -54,9 +63,38 @@ ALL_CAPABILITIES: dict[str, Any] = {
 """Client capabilities that can answer every kind of request (the default for :func:`run`)."""
 
 
+TEST_SECRET = "bXJ0ci50ZXN0aW5nOiBwdWJsaWMsIG5vdCBzZWNyZXQ="
+"""A fixed ``MRTR_SECRET`` for tests: the Base64 of 32 bytes everyone can read, so never a production key."""
+
+
+def use_test_key() -> None:
+    """Seal every server's ``requestState`` in this process with :data:`TEST_SECRET`, silently.
+
+    Call it at the top of a test suite's ``conftest.py``. It sets ``MRTR_SECRET`` in the
+    environment unless it is already set (a CI that sets its own key keeps it), so a
+    :class:`~mrtr.Server` built without ``secret=`` uses a fixed key instead of an
+    ephemeral one and no test prints ``EphemeralKeyWarning``. A server reads the
+    variable when it first seals a token; one that already has is not changed. Subprocesses
+    started afterwards (``mrtr serve``) inherit it. Never in production: the key is public.
+    """
+    os.environ.setdefault("MRTR_SECRET", TEST_SECRET)
+
+
+def _matches(request: Request, question: str, key: str | None = None) -> bool:
+    return question == (key if key is not None else request.key) or question == getattr(request, "message", None)
+
+
 @dataclass
 class Round:
-    """One ``input_required`` round: what the handler asked and what the script answered."""
+    """One ``input_required`` round: what the handler asked and what the script answered.
+
+    ``number`` counts rounds from 1. ``requests`` maps each wire key asked in the round
+    (``elicit-1``, or the ``key=`` given) to the request the handler yielded: an
+    :class:`~mrtr.Elicit` (``.message``, ``.requested.schema``), :class:`~mrtr.ElicitURL`
+    (``.message``, ``.url``), :class:`~mrtr.Sample` (``.messages``, ``.max_tokens``) or
+    :class:`~mrtr.ListRoots`, in the order asked. ``answers`` maps the same keys to what
+    the script answered, in the wire form (``{"action": "accept", "content": {...}}``).
+    """
 
     number: int
     requests: dict[str, Request]
@@ -66,6 +104,13 @@ class Round:
     def keys(self) -> list[str]:
         """The wire keys asked in this round, in order."""
         return list(self.requests)
+
+    def request(self, question: str) -> Request | None:
+        """The request of this round whose wire key or message is ``question``, or ``None``."""
+        for key, request in self.requests.items():
+            if _matches(request, question, key):
+                return request
+        return None
 
     def wire(self) -> dict[str, Any]:
         """The ``inputRequests`` object this round would put on the wire."""
@@ -85,6 +130,10 @@ class Notification:
 class Outcome:
     """The end of a scripted conversation: the handler's result and every round before it.
 
+    ``result`` is what the handler returned (for an async generator: the value it
+    yielded last), before any result shaping. ``rounds`` holds one :class:`Round` per
+    ``input_required`` round, in order; a handler that never asked has none.
+    ``executions`` counts the times the handler ran (the rounds plus the final run).
     ``notifications`` holds every progress and log notification a client would have
     received, in order, across all executions.
     """
@@ -98,6 +147,30 @@ class Outcome:
     def asked(self) -> list[list[str]]:
         """The keys asked, round by round."""
         return [round_.keys for round_ in self.rounds]
+
+    def request(self, question: str) -> Request:
+        """The first request asked whose wire key or message is ``question``.
+
+        For assertions that do not depend on ordinals: ``outcome.request("Which
+        plan?").requested.schema``. Raises ``KeyError`` listing what was asked when no
+        request matches.
+        """
+        for round_ in self.rounds:
+            found = round_.request(question)
+            if found is not None:
+                return found
+        asked = ", ".join(f"{key} ({request.message!r})" if isinstance(getattr(request, "message", None), str)
+                          else key for round_ in self.rounds for key, request in round_.requests.items())
+        raise KeyError(f"no request with the key or message {question!r} was asked; asked: {asked or 'nothing'}")
+
+    def answer(self, question: str) -> Any:
+        """What the script answered the first request matching ``question`` (see :meth:`request`), in wire form."""
+        for round_ in self.rounds:
+            for key, request in round_.requests.items():
+                if _matches(request, question, key):
+                    return round_.answers[key]
+        self.request(question)  # raises, listing what was asked
+        raise AssertionError("unreachable")
 
     @property
     def progress(self) -> list[tuple[float, float | None, str | None]]:
@@ -118,14 +191,22 @@ class ScriptExhausted(AssertionError):
     """The handler asked more than the script answers."""
 
 
-Answers = Iterable[Any] | Callable[..., Any]
+Answers = Mapping[str, Any] | Iterable[Any] | Callable[..., Any]
 
 
 class _Script:
     def __init__(self, answers: Answers) -> None:
-        if callable(answers):
-            self.callback: Callable[..., Any] | None = answers
-            self.items: Any = None
+        self.by_question: dict[str, Any] | None = None
+        self.used: set[str] = set()
+        self.callback: Callable[..., Any] | None = None
+        self.items: Any = None
+        if isinstance(answers, Mapping):
+            self.by_question = dict(answers)
+            bad = [question for question in self.by_question if not isinstance(question, str)]
+            if bad:
+                raise TypeError(f"answers given as a mapping are keyed by a question's wire key or message, got {bad[0]!r}")
+        elif callable(answers):
+            self.callback = answers
             try:
                 positional = [
                     p
@@ -136,12 +217,13 @@ class _Script:
             except (TypeError, ValueError):
                 self.with_key = False
         else:
-            self.callback = None
             self.items = iter(list(answers))
         self.log: list[str] = []
 
     def answer(self, key: str, request: Request, number: int) -> Any:
-        if self.callback is not None:
+        if self.by_question is not None:
+            raw = self._by_question(key, request, number)
+        elif self.callback is not None:
             raw = self.callback(key, request) if self.with_key else self.callback(request)
         else:
             try:
@@ -154,6 +236,27 @@ class _Script:
                 ) from None
         self.log.append(f"  round {number}: {key} <- {raw!r}")
         return _to_wire(request, raw)
+
+    def _by_question(self, key: str, request: Request, number: int) -> Any:
+        assert self.by_question is not None
+        message = getattr(request, "message", None)
+        for question in (key, message):
+            if isinstance(question, str) and question in self.by_question:
+                self.used.add(question)
+                return self.by_question[question]
+        shown = f"{key} ({message!r})" if message is not None else key
+        raise ScriptExhausted(
+            f"the answers name no question asked in round {number}: {shown}; they answer "
+            f"{sorted(self.by_question)!r} (a question is found by its wire key or its message)"
+        )
+
+    def check_used(self) -> None:
+        """Every question the mapping answers was asked: a typo in a message must not pass silently."""
+        if self.by_question is None:
+            return
+        unused = [question for question in self.by_question if question not in self.used]
+        if unused:
+            raise AssertionError(f"the handler completed without asking {unused!r}, which the answers name")
 
 
 def _to_wire(request: Request, raw: Any) -> Any:
@@ -207,7 +310,7 @@ def _sealer() -> Any:
     # core modules stay free of crypto.
     from .core.codec import RequestStateCodec
 
-    return RequestStateCodec([b"\x00" * 32], ttl=3600.0)
+    return RequestStateCodec.configure(TEST_SECRET, ttl=3600.0)
 
 
 def _through_token(codec: Any, ledger: Ledger, arguments: Mapping[str, Any], principal: str | None) -> Ledger:
@@ -233,8 +336,10 @@ def run(
     """Run ``handler`` to completion, answering each round from ``answers``.
 
     ``answers`` is a list consumed in order (one item per request; a group round takes
-    one item per member, in key order) or a callable given each request (or, if it
-    takes two arguments, the wire key and the request). Protocol errors (replay
+    one item per member, in key order), a callable given each request (or, if it
+    takes two arguments, the wire key and the request), or a mapping from a question's
+    wire key or message to its answer (given each time that question is asked; a
+    question it does not name fails the run, and so does a name never asked). Protocol errors (replay
     mismatch, a malformed answer, a missing capability) and handler errors propagate
     as they would behind a server. Async handlers are run with ``trio.run``; inside a
     running event loop use :func:`arun`.
@@ -276,6 +381,7 @@ def run(
             _check_same(outcome, len(rounds) + 1, lambda: replay(
                 handler, arguments, _context(arguments, capabilities, principal, None), *_replayed(outcome, ledger, unmatched)))
         if isinstance(outcome, Completed):
+            script.check_used()
             return Outcome(outcome.result, rounds, execution, recorder.seen)
         ledger, unmatched = _next_round(outcome, rounds, script, codec, arguments, principal, lenient, max_rounds)
     raise AssertionError("unreachable")
@@ -315,6 +421,7 @@ async def arun(
                 raise NotDeterministic(_diverged(len(rounds) + 1, mismatch.message)) from None
             _check_same(outcome, len(rounds) + 1, lambda: again)
         if isinstance(outcome, Completed):
+            script.check_used()
             return Outcome(outcome.result, rounds, execution, recorder.seen)
         ledger, unmatched = _next_round(outcome, rounds, script, codec, arguments, principal, lenient, max_rounds)
     raise AssertionError("unreachable")

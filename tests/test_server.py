@@ -32,7 +32,7 @@ class Weather(msgspec.Struct):
 
 def build() -> Server:
     server = Server("test-server", "2.0", instructions="Be nice.", secret=b"s" * 32,
-                    principal=lambda info: info.headers.get("x-user"))
+                    principal=lambda info: info.headers.get("x-user"), mask_errors=False)
 
     @server.tool(annotations={"readOnlyHint": True})
     def echo(text: str, times: int = 1) -> str:

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal, NamedTuple, Protocol, overload
 
 from ..core.context import Context
-from ..core.errors import HandlerError
+from ..core.errors import HandlerError, ProtocolError
 from ..core.jsonrpc import RunSync
 from ..core.ledger import Ledger
 from ..core.replay import Completed, Detached, InputRequired, handler_spec, replay, replay_async
@@ -167,7 +167,9 @@ class ToolBinding(NamedTuple):
     ``arguments`` are the decoded arguments the handler is called with; ``shape`` turns
     the handler's value into the ``CallToolResult`` object; ``handler_failed`` turns a
     failing handler into the result the wire answers for it (a tool error result);
-    ``scopes`` are the OAuth scopes calling the tool needs, recorded with its task.
+    ``scopes`` are the OAuth scopes calling the tool needs, recorded with its task;
+    ``refused`` turns a protocol error the run met (a replay mismatch) into the
+    ``error`` object of the failed task, as the server shows errors to clients.
     """
 
     handler: Any
@@ -175,6 +177,7 @@ class ToolBinding(NamedTuple):
     shape: Callable[[Any], dict[str, Any]]
     handler_failed: Callable[[HandlerError], dict[str, Any]]
     scopes: tuple[str, ...] = ()
+    refused: Callable[[ProtocolError], dict[str, Any]] = ProtocolError.to_error_object
 
 
 class TaskAccess(NamedTuple):

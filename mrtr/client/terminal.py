@@ -30,6 +30,7 @@ except ImportError:
         from None
 
 from ..core.answers import accept, cancel, decline, sampled
+from ..core.docstrings import plain_text
 from ..core.errors import ProtocolError
 from ..core.schema import RequestedSchema
 from .display import printable, printable_json
@@ -502,6 +503,12 @@ def _parameters(schema: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
+def _described(item: Mapping[str, Any]) -> str:
+    """`` - description`` as plain text (a docstring's markup removed), or nothing."""
+    description = item.get("description")
+    return f" - {plain_text(description)}" if isinstance(description, str) and description else ""
+
+
 async def show_listing(console: Console, client: Client) -> None:
     """Print the server's tools (with their parameters), prompts, resources and templates."""
     discovered = await client.discover()
@@ -514,22 +521,20 @@ async def show_listing(console: Console, client: Client) -> None:
     if "tools" in capabilities:
         lines = []
         for tool in await client.list_tools():
-            lines.append(f"  {_one(tool['name'])}" + (f" - {tool['description']}" if tool.get("description") else ""))
+            lines.append(f"  {_one(tool['name'])}" + _described(tool))
             lines += _parameters(tool.get("inputSchema"))
         sections.append(("tools", lines))
     if "prompts" in capabilities:
         lines = []
         for prompt in await client.list_prompts():
-            lines.append(f"  {_one(prompt['name'])}"
-                         + (f" - {prompt['description']}" if prompt.get("description") else ""))
+            lines.append(f"  {_one(prompt['name'])}" + _described(prompt))
             for argument in prompt.get("arguments") or []:
                 need = "required" if argument.get("required") else "optional"
                 lines.append(f"    {_one(argument['name'])}=<{need}>"
                              + (f": {argument['description']}" if argument.get("description") else ""))
         sections.append(("prompts", lines))
     if "resources" in capabilities:
-        lines = [f"  {_one(item['uri'])}" + (f" - {item['description']}" if item.get("description") else "")
-                 for item in await client.list_resources()]
+        lines = [f"  {_one(item['uri'])}" + _described(item) for item in await client.list_resources()]
         lines += [f"  {_one(item['uriTemplate'])} (template)" for item in await client.list_resource_templates()]
         sections.append(("resources", lines))
     for title, lines in sections:

@@ -21,8 +21,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-import msgspec
-
 from .jsonrpc import canonical
 from .kinds import KINDS, Kind
 from .schema import Form, RequestedSchema, requested_schema
@@ -171,9 +169,9 @@ class Request(_Effect):
 class Elicit(Request):
     """Ask the user to fill a form (a form-mode ``elicitation/create`` request).
 
-    ``schema`` is a :class:`mrtr.Form` or a flat ``msgspec.Struct`` subclass. The handler
-    receives an :class:`ElicitResult`; when a Struct was given and the user accepted,
-    ``result.value`` is an instance of it.
+    ``schema`` is a :class:`mrtr.Form`, a flat ``msgspec.Struct`` subclass or a flat
+    pydantic ``BaseModel`` subclass. The handler receives an :class:`ElicitResult`; when a
+    Struct or model was given and the user accepted, ``result.value`` is an instance of it.
     """
 
     __slots__ = ("message", "schema", "_compiled")
@@ -181,7 +179,7 @@ class Elicit(Request):
     kind = Kind.ELICIT
     parts = ("message", "requestedSchema")
 
-    def __init__(self, message: str, schema: Form | type[msgspec.Struct] | RequestedSchema, *, key: str | None = None) -> None:
+    def __init__(self, message: str, schema: Form | type | RequestedSchema, *, key: str | None = None) -> None:
         if not isinstance(message, str):
             raise TypeError(f"Elicit message must be a str, got {type(message).__name__}")
         self.message = message
@@ -508,17 +506,21 @@ class ElicitResult:
 
     ``action`` is ``"accept"``, ``"decline"`` or ``"cancel"``. ``content`` is the
     submitted form (a dict) on accept and ``None`` otherwise. ``value`` is the content
-    converted to the Struct the question was asked with, or the dict for a Form, or
-    ``None`` when the user did not accept. Decline and cancel are answers too: they are
-    recorded and never asked again.
+    converted to the Struct (or pydantic model) the question was asked with, or the dict
+    for a Form, or ``None`` when the user did not accept. Decline and cancel are answers
+    too: they are recorded and never asked again. ``question`` is the wire key and the
+    question it answers, as the runtime delivered it (``None`` for one built by hand).
     """
 
-    __slots__ = ("action", "content", "value")
+    __slots__ = ("action", "content", "value", "question")
 
     def __init__(self, action: str, content: dict[str, Any] | None = None, value: Any = None) -> None:
         self.action = action
         self.content = content
         self.value = value
+        # (wire key, the question as it reads in source), set by the runtime when it delivers
+        # the answer: a handler that reads the content of a declined answer is told which.
+        self.question: tuple[str, str] | None = None
 
     @property
     def accepted(self) -> bool:

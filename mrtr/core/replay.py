@@ -15,6 +15,11 @@ runtime closes a paused generator at once so ``finally`` blocks run once per rou
 from __future__ import annotations
 
 import inspect
+import linecache
+import logging
+import os
+import re
+import sys
 import typing
 import weakref
 from collections.abc import Callable, Mapping
@@ -23,10 +28,13 @@ from typing import Any
 import msgspec
 
 from .context import Context
-from .effects import ElicitResult, ElicitURL, NotYielded, NotYieldedUse, Request, Step
-from .errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, ReplayMismatch
+from . import models
+from .effects import Elicit, ElicitResult, ElicitURL, NotYielded, NotYieldedUse, Request, Step
+from .errors import (HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, PublicError,
+                     ReplayMismatch)
 from .kinds import KINDS, Kind, decode_input_response
 from .ledger import ACTIONS, Ledger, Slot, decode_answer, default_key
+from .schema import FormTypeError, schema_changes
 
 __all__ = ["Completed", "InputRequired", "Detached", "HandlerSpec", "replay", "replay_async"]
 
@@ -205,13 +213,28 @@ def _yield_location(gen: Any) -> str:
     return _location(_yield_position(gen))
 
 
-def _traceback_location(exc: BaseException) -> str | None:
+_CORE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _handler_frame(exc: BaseException) -> Any:
+    """The innermost traceback entry outside this package's core: where handler code made the call that failed.
+
+    An error raised inside the core on the handler's behalf (building an ``Elicit``
+    from a Struct the form rules refuse) is the handler's line, not ``schema.py``'s.
+    """
     tb = exc.__traceback__
-    location = None
+    found = innermost = None
     while tb is not None:
-        location = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+        innermost = tb
+        if not tb.tb_frame.f_code.co_filename.startswith(_CORE):
+            found = tb
         tb = tb.tb_next
-    return location
+    return found or innermost
+
+
+def _traceback_location(exc: BaseException) -> str | None:
+    tb = _handler_frame(exc)
+    return None if tb is None else f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
 
 
 def _handler_failed(spec: HandlerSpec, exc: Exception) -> HandlerError:
@@ -220,9 +243,84 @@ def _handler_failed(spec: HandlerSpec, exc: Exception) -> HandlerError:
         mistake = HandlerError(str(exc), location=exc.location)
         mistake.__cause__ = exc
         return mistake
-    error = HandlerError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, location=_traceback_location(exc))
+    location = _traceback_location(exc)
+    if isinstance(exc, PublicError):
+        error = HandlerError(exc.message, location=location, public=True)
+    elif isinstance(exc, FormTypeError):
+        error = HandlerError(
+            f"handler {spec.name} asked at {location or '<unknown>'} with a form that cannot be expressed: {exc}; "
+            "an elicitation form is flat (see docs/handlers.md, Schemas)",
+            location=location,
+        )
+    else:
+        error = HandlerError(_unanswered_use(spec, exc, location) or (f"{type(exc).__name__}: {exc}" if str(exc)
+                             else type(exc).__name__), location=location)
     error.__cause__ = exc
     return error
+
+
+# What using the content of an answer that has none looks like, in Python's words.
+_NONE_USES = ("'NoneType' object is not subscriptable", "'NoneType' object has no attribute",
+              "'NoneType' object is not iterable", "argument of type 'NoneType' is not")
+
+
+def _unanswered_results(name: str, value: Any) -> list[tuple[str, ElicitResult]]:
+    """The declined or cancelled answers a local variable holds (itself, or a group's answers)."""
+    if isinstance(value, ElicitResult):
+        return [] if value.accepted or value.question is None else [(name, value)]
+    members: Any = None
+    if isinstance(value, tuple) and value and len(value) <= 64:
+        members = enumerate(value)
+    elif isinstance(value, dict) and value and len(value) <= 64:
+        members = value.items()
+    if members is None:
+        return []
+    return [(f"{name}[{key!r}]", member) for key, member in members
+            if isinstance(member, ElicitResult) and not member.accepted and member.question is not None]
+
+
+def _unanswered_use(spec: HandlerSpec, exc: Exception, location: str | None) -> str | None:
+    """A handler read the content of a declined or cancelled answer: say which question, where, and the fix."""
+    if not isinstance(exc, (TypeError, AttributeError)) or not any(use in str(exc) for use in _NONE_USES):
+        return None
+    tb = _handler_frame(exc)
+    if tb is None:
+        return None
+    frame = tb.tb_frame
+    line = linecache.getline(frame.f_code.co_filename, tb.tb_lineno)
+    candidates = [found for name, value in frame.f_locals.items() for found in _unanswered_results(name, value)]
+    if not candidates:
+        return None
+    scores = [_spelled(path, line) for path, _ in candidates]
+    best = max(scores)
+    if best == 0 and len(candidates) != 1:
+        return None
+    path, result = candidates[scores.index(best)]
+    assert result.question is not None
+    key, question = result.question
+    variable, _, member = path.partition("[")
+    near = (rf"\b{re.escape(variable)}\s*\[\s*['\"]?{re.escape(member[:-1].strip(chr(39)))}['\"]?\s*\]" if member
+            else rf"\b{re.escape(variable)}")
+    used = re.search(near + r"\s*\.\s*(content|value)\b", line) or re.search(r"\.\s*(content|value)\b", line)
+    attribute = used.group(1) if used else "content"
+    what = "declined" if result.action == "decline" else "cancelled"
+    return (
+        f"handler {spec.name} used `.{attribute}` of the answer to {question} (key \"{key}\"), which the user "
+        f"{what}, at {location or '<unknown>'} ({type(exc).__name__}: {exc}): a declined or cancelled answer has "
+        f"no content (`.content` and `.value` are None); check `{path}.accepted` first and handle decline and "
+        "cancel, which are answers too and are never asked again"
+    )
+
+
+def _spelled(path: str, line: str) -> int:
+    """How surely ``line`` uses the answer at ``path``: 2 names it exactly, 1 names its variable, 0 neither."""
+    variable, _, member = path.partition("[")
+    if not re.search(rf"\b{re.escape(variable)}\b", line):
+        return 0
+    if not member:
+        return 2 if re.search(rf"\b{re.escape(variable)}\s*\.\s*(content|value)\b", line) else 1
+    member = member[:-1]
+    return 2 if member in line or member.replace("'", '"') in line else 1
 
 
 # -- Step values ------------------------------------------------------------------------
@@ -256,6 +354,8 @@ def _step_value(step: Step, stored: Any) -> Any:
     hint = _step_return_type(step.fn)
     if hint is _NO_TYPE or hint is Any:
         return stored
+    if models.is_model(hint):
+        return hint.model_validate(stored)
     return msgspec.convert(stored, hint, strict=False)
 
 
@@ -311,7 +411,7 @@ class _Interpretation:
             elif isinstance(yielded, Step):
                 outcome = self._step(yielded, gen)
             else:
-                members = _group_members(yielded)
+                members = _group_members(yielded, self.spec, gen)
                 if members is None:
                     if result_allowed:
                         return _RESULT, yielded
@@ -404,7 +504,9 @@ def delivered(kind: Kind, answer: Any, request: Request, key: str, *, check: boo
     if kind == Kind.ELICIT:
         code, content = answer
         if code or isinstance(request, ElicitURL):  # URL mode answers carry no content
-            return ElicitResult(ACTIONS[code])
+            result = ElicitResult(ACTIONS[code])
+            result.question = (key, request.describe_call())
+            return result
         compiled = request.requested  # type: ignore[attr-defined]
         if check:
             try:
@@ -419,7 +521,7 @@ def delivered(kind: Kind, answer: Any, request: Request, key: str, *, check: boo
 def recorded(step: Step, result: Any, gen: Any) -> Any:
     """What a Step's function returned, in the builtins form a ledger records (bytes kept)."""
     try:
-        return msgspec.to_builtins(result, builtin_types=(bytes, bytearray))
+        return msgspec.to_builtins(result, builtin_types=(bytes, bytearray), enc_hook=models.enc_hook)
     except (TypeError, msgspec.EncodeError) as exc:
         raise HandlerError(
             f"{step.describe()} returned {type(result).__name__}, which cannot be recorded in the ledger "
@@ -528,10 +630,15 @@ class _Execution(_Interpretation):
             if slot.fingerprint[8:] != fingerprint[8:]:
                 changed.append(second)
         lines.append(f"  changed: {', '.join(changed) or 'nothing visible'}")
+        if isinstance(asked, Elicit) and "requestedSchema" in changed:
+            lines.extend(f"  {line}" for line in _schema_lines(slot.fingerprint[8:], asked))
         if recorded_kind == asked.kind and changed:
             lines.extend(f"  {line}" for line in _why(asked, changed))
         lines.append(_CONTRACT)
-        return ReplayMismatch("\n".join(lines), data={"ordinal": ordinal, "key": recorded_key, "changed": changed})
+        # What a client of a server that masks errors sees: the position and what changed, by name.
+        brief = "\n".join([lines[0], f"  changed: {', '.join(changed) or 'nothing visible'}", _CONTRACT])
+        return ReplayMismatch("\n".join(lines), data={"ordinal": ordinal, "key": recorded_key, "changed": changed},
+                              brief=brief)
 
     def ledger(self) -> Ledger:
         return Ledger(tuple(self.slots))
@@ -581,13 +688,28 @@ def _why(asked: Request | Step, changed: list[str]) -> list[str]:
             "arguments, answers or Step values: text built from the clock, random values or reads outside a "
             "Step changes between rounds"
         )
-    for part in ("requestedSchema", "url", "messages", "parameters"):
+    for part, plural in (("requestedSchema", False), ("url", False), ("messages", True), ("parameters", True)):
         if part in changed:
             lines.append(
-                f"why: the request's {part} differ from the recorded run; build them from the arguments, answers "
-                "or Step values, not from data that changes between rounds"
+                f"why: the request's {part} {'differ' if plural else 'differs'} from the recorded run; build "
+                f"{'them' if plural else 'it'} from the arguments, answers or Step values, not from data that "
+                "changes between rounds (a choice list read outside a Step, say)"
             )
     return lines
+
+
+def _schema_lines(recorded: bytes, asked: Elicit) -> list[str]:
+    """Which properties and keywords of the form changed, old and new, when this process saw the old one."""
+    changes = schema_changes(recorded, asked.requested)
+    if changes is None:
+        return [f"requestedSchema now: {_short_schema(asked)} (the recorded one was compiled in another process, "
+                "and a token keeps only its fingerprint)"]
+    return [f"requestedSchema: {change}" for change in changes]
+
+
+def _short_schema(asked: Elicit) -> str:
+    text = asked.requested.canonical.decode()
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _short(value: Any) -> str:
@@ -595,8 +717,13 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _group_members(yielded: Any) -> list[tuple[str | None, Request]] | None:
-    """The members of a group yield, or ``None`` when ``yielded`` is not a group."""
+def _group_members(yielded: Any, spec: HandlerSpec | None = None, gen: Any = None
+                   ) -> list[tuple[str | None, Request]] | None:
+    """The members of a group yield, or ``None`` when ``yielded`` is not a group.
+
+    A group mixing requests with anything else is a handler error naming what the
+    handler put in it and, with ``spec`` and ``gen``, the handler and the yield's line.
+    """
     if isinstance(yielded, (tuple, list)):
         if not yielded:
             return None
@@ -604,7 +731,8 @@ def _group_members(yielded: Any) -> list[tuple[str | None, Request]] | None:
         if all(flags):
             return [(member.key, member) for member in yielded]
         if any(flags) or any(isinstance(member, Step) for member in yielded):
-            raise HandlerError("a group yield may only hold requests (Elicit, Sample, ListRoots); Steps run alone")
+            odd = flags.index(False)
+            raise _not_a_group(yielded, f"member #{odd + 1}", yielded[odd], spec, gen)
         return None
     if isinstance(yielded, dict) and yielded:
         values = list(yielded.values())
@@ -613,14 +741,35 @@ def _group_members(yielded: Any) -> list[tuple[str | None, Request]] | None:
             members: list[tuple[str | None, Request]] = []
             for key, request in yielded.items():
                 if not isinstance(key, str) or not key:
-                    raise HandlerError(f"a keyed group needs non-empty string keys, got {key!r}")
+                    raise _group_error(f"a keyed group needs non-empty string keys, got {key!r}", spec, gen)
                 if request.key is not None and request.key != key:
-                    raise HandlerError(f'a keyed group names a request "{key}" that was built with key="{request.key}"')
+                    raise _group_error(
+                        f'a keyed group names a request "{key}" that was built with key="{request.key}"', spec, gen)
                 members.append((key, request))
             return members
         if any(flags) or any(isinstance(member, Step) for member in values):
-            raise HandlerError("a group yield may only hold requests (Elicit, Sample, ListRoots); Steps run alone")
+            odd = flags.index(False)
+            key = list(yielded)[odd]
+            raise _not_a_group(yielded, f"member {key!r}", values[odd], spec, gen)
     return None
+
+
+def _group_error(message: str, spec: HandlerSpec | None, gen: Any) -> HandlerError:
+    if spec is None:
+        return HandlerError(message)
+    location = _yield_location(gen)
+    return HandlerError(f"handler {spec.name} at {location}: {message}", location=location)
+
+
+def _not_a_group(group: Any, which: str, member: Any, spec: HandlerSpec | None, gen: Any) -> HandlerError:
+    if isinstance(member, Step):
+        what = f"{member.describe_call()}: a Step cannot be a group member; yield it on its own, before the group"
+    else:
+        what = (f"{type(member).__name__} {_short(member)}, which is not a request; build each member with "
+                "Elicit, ElicitURL, Sample or ListRoots")
+    return _group_error(
+        f"a group yield ({type(group).__name__} of {len(group)}) may only hold requests, and its {which} is {what}",
+        spec, gen)
 
 
 # -- drivers ------------------------------------------------------------------------------
@@ -631,7 +780,9 @@ def _close(gen: Any, spec: HandlerSpec) -> None:
         gen.close()
     except RuntimeError as exc:
         if "ignored GeneratorExit" in str(exc):
-            raise _swallowed_exit(spec, gen) from None
+            error = _swallowed_exit(spec, gen)
+            _quiet_finalizer(gen)
+            raise error from None
         raise _handler_failed(spec, exc) from exc
     except Exception as exc:
         raise _handler_failed(spec, exc) from exc
@@ -642,10 +793,70 @@ async def _aclose(agen: Any, spec: HandlerSpec) -> None:
         await agen.aclose()
     except RuntimeError as exc:
         if "ignored GeneratorExit" in str(exc):
-            raise _swallowed_exit(spec, agen) from None
+            error = _swallowed_exit(spec, agen)
+            _quiet_finalizer(agen)
+            raise error from None
         raise _handler_failed(spec, exc) from exc
     except Exception as exc:
         raise _handler_failed(spec, exc) from exc
+
+
+# Handler code already reported for ignoring GeneratorExit. Such a generator stays suspended
+# after the failed close; when it is collected Python closes it again, it yields again, and
+# Python prints "Exception ignored ... generator ignored GeneratorExit" on stderr beside the
+# handler error that already said so. Nothing can end a generator that catches every
+# exception, so the collector's report of that one error is dropped, and only that one.
+_REPORTED: set[Any] = set()
+_REPORTED_MAX = 1024
+_next_hook: Any = None
+_in_hook = False
+
+
+def _quiet_finalizer(gen: Any) -> None:
+    global _next_hook
+    code = getattr(gen, "gi_code", None) or getattr(gen, "ag_code", None)
+    if code is None or len(_REPORTED) >= _REPORTED_MAX:
+        return
+    _REPORTED.add(code)
+    if hasattr(gen, "ag_code"):
+        # An event loop finalizes async generators itself and logs what fails there (trio
+        # on this logger, naming the generator "module.qualname").
+        frame = getattr(gen, "ag_frame", None)
+        module = frame.f_globals.get("__name__", "?") if frame is not None else "?"
+        _REPORTED_NAMES.add(f"{module}.{gen.__qualname__}")
+        if not _REPORTED_NAMES_FILTERED:
+            _REPORTED_NAMES_FILTERED.append(True)
+            logging.getLogger("trio.async_generator_errors").addFilter(_LoopFinalizerFilter())
+    if sys.unraisablehook is not _unraisable:
+        _next_hook = sys.unraisablehook
+        sys.unraisablehook = _unraisable
+
+
+_REPORTED_NAMES: set[str] = set()
+_REPORTED_NAMES_FILTERED: list[bool] = []
+
+
+class _LoopFinalizerFilter(logging.Filter):
+    """Drops an event loop's report of finalizing an async handler already reported for ignoring GeneratorExit."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (args and str(args[0]) in _REPORTED_NAMES)
+
+
+def _unraisable(unraisable: Any) -> None:
+    global _in_hook
+    source = unraisable.object
+    code = getattr(source, "gi_code", None) or getattr(source, "ag_code", None)
+    if (code in _REPORTED and isinstance(unraisable.exc_value, RuntimeError)
+            and "ignored GeneratorExit" in str(unraisable.exc_value)):
+        return
+    forward = _next_hook if _next_hook is not None and not _in_hook else sys.__unraisablehook__
+    _in_hook = True
+    try:
+        forward(unraisable)
+    finally:
+        _in_hook = False
 
 
 def _swallowed_exit(spec: HandlerSpec, gen: Any) -> HandlerError:

@@ -22,6 +22,8 @@ from __future__ import annotations
 import base64
 import inspect
 import logging
+import os
+import secrets
 import warnings
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
@@ -33,7 +35,7 @@ import msgspec
 
 from ..carriers.contract import TASKS_EXTENSION, Carrier, Interim, CarrierOutcome, TaskAccess, TaskHost, ToolBinding
 from ..carriers.token import TokenCarrier
-from ..core import wire
+from ..core import models, wire
 from ..core.codec import RequestStateCodec
 from ..core.context import LOG_LEVELS, Context
 from ..core.errors import (
@@ -185,6 +187,15 @@ class Server(Registry):
     client (unless ``principal`` is given), ``tools/list`` leaves out the tools whose
     ``scopes`` the caller lacks, and lists default to ``cache_scope="private"``.
 
+    What a failing handler shows the client (see ``docs/security.md``): with
+    ``mask_errors`` (the default) the message of a :class:`~mrtr.core.errors.PublicError`
+    the handler raised on purpose, and for any other exception a generic message naming
+    the tool, prompt or resource with a short reference that the server's log prints
+    beside the traceback; replay diagnostics go as their typed error and contract,
+    without file paths and source lines. ``debug=True`` (or ``MRTR_DEBUG=1``, which
+    ``mrtr serve --reload`` sets) shows the client everything, for development, and so
+    does ``mask_errors=False``; an explicit ``mask_errors`` wins over ``debug``.
+
     ``tasks_url``, ``task_lease``, ``task_ttl`` and ``task_max_bytes`` configure task
     tools (see ``docs/tasks.md``): the task store (``MRTR_TASKS`` or
     ``sqlite:///mrtr-tasks.sqlite3``), the runner's lease in seconds (``MRTR_TASK_LEASE``
@@ -220,7 +231,8 @@ class Server(Registry):
         list_ttl_ms: int = 60_000,
         cache_scope: Literal["public", "private"] | None = None,
         auth: Any = None,
-        mask_errors: bool = False,
+        mask_errors: bool | None = None,
+        debug: bool | None = None,
         tasks_url: str | None = None,
         task_lease: float | None = None,
         task_ttl: float | None = None,
@@ -239,7 +251,8 @@ class Server(Registry):
             raise ValueError("give either codec or secret/ttl, not both")
         _TaskSettings(tasks_url, task_lease, task_ttl, task_max_bytes).check()
         self.name = name
-        self.mask_errors = mask_errors
+        self.debug = _env_flag("MRTR_DEBUG") if debug is None else bool(debug)
+        self.mask_errors = (not self.debug) if mask_errors is None else bool(mask_errors)
         self.version = version
         self.instructions = instructions
         self.server_info: dict[str, Any] = {"name": name, "version": version}
@@ -468,6 +481,7 @@ class Server(Registry):
         return ToolBinding(
             tool.fn, self._tool_arguments(tool, raw_arguments), lambda value: shape_tool_result(value, structured),
             lambda error: self._tool_error(name, error), tool.scopes,
+            lambda error: self.shown(error).to_error_object(),
         )
 
     # -- subscriptions ---------------------------------------------------------------
@@ -635,16 +649,16 @@ class Server(Registry):
         handler away from the event loop when the server was built with
         ``sync_handlers="thread"`` (``notify`` must then accept calls from that thread;
         see :mod:`mrtr.transports.shared`). Without ``run_sync`` every handler runs inline.
-        Protocol errors become error responses with their status hint; an unexpected
-        failure becomes ``-32603`` (logged with its traceback, never sent to the
-        client). ``auth`` is the caller's verified token; a protected server refuses a
+        Protocol errors become error responses with their status hint (as :meth:`shown`
+        gives them); an unexpected failure becomes ``-32603`` (logged with its
+        traceback, never sent to the client). ``auth`` is the caller's verified token; a protected server refuses a
         request without one.
         """
         request_id: Any = message.get("id")
         try:
             result = await self._dispatch(message, headers or {}, notify, run_sync, auth)
         except ProtocolError as error:
-            return Response.refusing(request_id, error)
+            return Response.refusing(request_id, self.shown(error))
         except Exception:
             log.exception("unexpected failure serving %s", message.get("method"))
             return Response.refusing(request_id, InternalError("Internal error"))
@@ -818,7 +832,12 @@ class Server(Registry):
             decoded = msgspec.convert(raw, tool.arguments_type, strict=False)
         except msgspec.ValidationError as exc:
             raise InvalidParams(f"Invalid arguments for tool {tool.name}: {exc}") from None
-        return {field_name: getattr(decoded, field_name) for field_name in tool.parameter_names}
+        arguments = {field_name: getattr(decoded, field_name) for field_name in tool.parameter_names}
+        for field_name, model in tool.models.items():
+            if arguments[field_name] is not None:
+                arguments[field_name] = models.validate(
+                    model, arguments[field_name], f"Invalid arguments for tool {tool.name}: `{field_name}`")
+        return arguments
 
     async def _task_method(self, request: _Request) -> dict[str, Any]:
         if not _declares_tasks(request.envelope):
@@ -905,18 +924,42 @@ class Server(Registry):
     def _internal_error(self, method: str, target: Any, error: HandlerError) -> InternalError:
         """A failed prompt or resource handler as its ``-32603`` (they have no error result), in both eras."""
         text = self._handler_failed(method, target, error)
-        return InternalError(f"Internal error: {text}" if text else "Internal error")
+        return InternalError(text if error.public else f"Internal error: {text}")
 
     def _tool_error(self, name: str, error: HandlerError) -> dict[str, Any]:
-        """A failing tool's result: the error as tool output, so the model can see it (unless masked)."""
-        text = self._handler_failed("tools/call", name, error) or "The tool failed with an internal error."
+        """A failing tool's result: the error as tool output, so the model can see it (as much as may be shown)."""
+        text = self._handler_failed("tools/call", name, error)
         return {"resultType": "complete", "content": [{"type": "text", "text": text}], "isError": True}
 
-    def _handler_failed(self, method: str, target: Any, error: HandlerError) -> str | None:
-        """Log a failed handler with its traceback; the text the client may see (``None`` when masked)."""
+    def _handler_failed(self, method: str, target: Any, error: HandlerError) -> str:
+        """Log a failed handler with its traceback and a reference; the text the client may see.
+
+        Everything when errors are not masked; a :class:`~mrtr.core.errors.PublicError`'s
+        message always; otherwise a generic sentence naming the target and the reference
+        the log line carries, so an operator can find the traceback a user reports.
+        """
+        reference = secrets.token_hex(4)
         where = f" at {error.location}" if error.location else ""
-        log.error("%s %r failed%s: %s", method, target, where, error.message, exc_info=error.__cause__)
-        return None if self.mask_errors else error.message
+        log.error("%s %r failed%s [reference %s]: %s", method, target, where, reference, error.message,
+                  exc_info=error.__cause__)
+        if error.public or not self.mask_errors:
+            return error.message
+        return (f"{_KIND_OF.get(method, 'handler')} {target} failed with an internal error "
+                f"(reference {reference}; the server's log has the details)")
+
+    def shown(self, error: ProtocolError) -> ProtocolError:
+        """``error`` as this server shows it to clients: :meth:`~mrtr.core.errors.ProtocolError.masked` when masking.
+
+        The runtime's own diagnostics (a replay mismatch) keep their code, data and
+        contract, and leave out the handler's files, source lines and values.
+        """
+        if not self.mask_errors:
+            return error
+        masked = error.masked()
+        if masked is not error:
+            # The client gets the brief form; whoever runs the server needs the whole diagnostic.
+            log.warning("%s (the client was sent this without the handler's files and lines)", error.message)
+        return masked
 
     async def _complete(self, request: _Request) -> dict[str, Any]:
         return {"resultType": "complete", **await self._completion_of(request.params)}
@@ -936,11 +979,21 @@ class Server(Registry):
         except ProtocolError:
             raise
         except Exception as exc:
-            log.error("completion/complete failed", exc_info=exc)
-            raise InternalError("Internal error" if self.mask_errors else f"Internal error: completion failed: {exc}") from exc
+            reference = secrets.token_hex(4)
+            log.error("completion/complete failed [reference %s]", reference, exc_info=exc)
+            raise InternalError(f"Internal error: completion failed (reference {reference})" if self.mask_errors
+                                else f"Internal error: completion failed: {exc}") from exc
         completion = dict(values) if isinstance(values, dict) else {"values": list(values or [])}
         completion["values"] = [str(value) for value in completion.get("values", [])][:100]
         return {"completion": completion}
+
+
+_KIND_OF = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}
+
+
+def _env_flag(name: str) -> bool:
+    """A yes/no environment variable: ``1``, ``true``, ``yes`` or ``on`` (any case) mean yes."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _declares_tasks(envelope: _Envelope) -> bool:

@@ -88,8 +88,7 @@ def legacy_error(error: ProtocolError) -> ProtocolError:
 
 
 def _refusal(request_id: Any, error: ProtocolError) -> Response:
-    error = legacy_error(error)
-    return Response(error_response(request_id, error), 503 if isinstance(error, SessionLimit) else 200)
+    return Response(error_response(request_id, legacy_error(error)), 503 if isinstance(error, SessionLimit) else 200)
 
 
 def _failed_call(text: str) -> dict[str, Any]:
@@ -251,7 +250,7 @@ class LegacyEra:
                 client_info=dict(client_info) if client_info is not None else None, principal=principal,
                 client=client, outlet=outlet, lasting=lasting)
         except ProtocolError as error:
-            return _refusal(request_id, error), None
+            return _refusal(request_id, self.server.shown(error)), None
         except Exception:
             log.exception("unexpected failure serving initialize")
             return _refusal(request_id, InternalError("Internal error")), None
@@ -305,7 +304,7 @@ class LegacyEra:
             finally:
                 self.sessions.finish(session)
         except ProtocolError as error:
-            return _refusal(request_id, error)
+            return _refusal(request_id, self.server.shown(error))
         except Exception:
             log.exception("unexpected failure serving %s in a legacy session", method)
             return _refusal(request_id, InternalError("Internal error"))

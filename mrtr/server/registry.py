@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from typing import Any
 
 import msgspec
 
+from ..core import models
+from ..core.docstrings import first_paragraph
 from ..core.errors import InvalidParams
 from ..core.mirroring import InvalidHeaderSchema, is_token, mirrored_parameters
 from ..core.replay import CONTEXT_NAMES, handler_spec
@@ -73,6 +76,7 @@ class ToolEntry:
     check_arguments: Callable[[Mapping[str, Any]], None] | None = None  # a hand-written inputSchema
     scopes: tuple[str, ...] = ()  # OAuth scopes a caller needs on a protected server
     task: str | None = None  # "optional" or "required": may run as a task (the tasks extension)
+    models: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # parameter -> pydantic model it is
 
 
 @dataclass
@@ -106,16 +110,14 @@ class TemplateEntry:
     mime_type: str | None
 
 
-def _first_paragraph(doc: str | None) -> str | None:
-    if not doc:
-        return None
-    return inspect.cleandoc(doc).split("\n\n")[0].replace("\n", " ").strip() or None
-
-
 def _describe(definition: dict[str, Any], fn: Any, title: str | None, description: str | None,
               mime_type: str | None = None) -> dict[str, Any]:
-    """Add the optional display members; the description defaults to the docstring's first paragraph."""
-    for key, value in (("title", title), ("description", description or _first_paragraph(fn.__doc__)),
+    """Add the optional display members; the description defaults to the docstring's first paragraph.
+
+    As plain text: a docstring's reStructuredText markup means nothing to a client or a
+    model (:mod:`mrtr.core.docstrings`). A description given explicitly is published as given.
+    """
+    for key, value in (("title", title), ("description", description or first_paragraph(fn.__doc__)),
                        ("mimeType", mime_type)):
         if value:
             definition[key] = value
@@ -164,12 +166,17 @@ def _check_parameter_schemas(owner: str, fn: Any, parameters: list[inspect.Param
                 "`mrtr.Context` if it is meant to receive the request context"
             )
         annotation, _ = _strip_header(hints[parameter.name])
+        model = _model_of(annotation)
         try:
-            msgspec.json.schema(annotation)
-        except (TypeError, ValueError) as exc:
+            if model is not None:
+                models.json_schema(model)
+            else:
+                msgspec.json.schema(annotation)
+        except (TypeError, ValueError, ImportError) as exc:
             raise TypeError(
                 f"tool {owner}{_where(fn)}: parameter {parameter.name!r} has no JSON Schema ({exc}); use types msgspec "
-                "can describe (str, int, float, bool, lists, dicts, Literal, Enum, Struct, dataclass, TypedDict), "
+                "can describe (str, int, float, bool, lists, dicts, Literal, Enum, Struct, dataclass, TypedDict, "
+                "pydantic model), "
                 "or annotate it `mrtr.Context` if it is meant to receive the request context"
             ) from None
 
@@ -199,12 +206,30 @@ def _inline_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+def _model_of(annotation: Any) -> Any:
+    """The pydantic model a parameter is (``Model`` or ``Model | None``), else ``None``."""
+    if models.is_model(annotation):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        members = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        if len(members) == 1 and models.is_model(members[0]):
+            return members[0]
+    return None
+
+
 def _arguments_struct(owner: str, parameters: list[inspect.Parameter], hints: Mapping[str, Any]) -> tuple[Any, dict[str, str]]:
-    """A Struct that decodes a tool's arguments, and its ``x-mcp-header`` names by parameter."""
+    """A Struct that decodes a tool's arguments, and its ``x-mcp-header`` names by parameter.
+
+    A parameter that is a pydantic model arrives as an object here and is validated by
+    pydantic afterwards (:attr:`ToolEntry.models`).
+    """
     fields: list[tuple[Any, ...]] = []
     headers: dict[str, str] = {}
     for parameter in parameters:
         annotation, header = _strip_header(hints.get(parameter.name, Any))
+        model = _model_of(annotation)
+        if model is not None:
+            annotation = dict[str, Any] if annotation is model else dict[str, Any] | None
         if header is not None:
             headers[parameter.name] = header
         if parameter.default is inspect.Parameter.empty:
@@ -215,14 +240,35 @@ def _arguments_struct(owner: str, parameters: list[inspect.Parameter], hints: Ma
     return struct, headers
 
 
-def _tool_input_schema(owner: str, struct: Any, headers: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+def _merge_defs(owner: str, schema: dict[str, Any], defs: Mapping[str, Any]) -> None:
+    known = schema.setdefault("$defs", {})
+    for name, definition in defs.items():
+        if name in known and known[name] != definition:
+            raise TypeError(f"{owner}: two different types named {name!r} in its inputSchema; rename one")
+        known[name] = definition
+
+
+def _tool_input_schema(owner: str, struct: Any, headers: Mapping[str, str],
+                       model_parameters: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
     """The ``inputSchema`` for a tool's arguments, and its mirrored headers (lowercase) by parameter.
 
     The annotations are checked by the rules every HTTP client applies to the published
-    schema, so the server never publishes a tool that clients must leave out.
+    schema, so the server never publishes a tool that clients must leave out. A pydantic
+    model parameter gets pydantic's own schema, its definitions beside msgspec's.
     """
     schema = _inline_schema(msgspec.json.schema(struct))
     properties = schema.setdefault("properties", {})
+    for parameter, model in (model_parameters or {}).items():
+        published = dict(models.json_schema(model))
+        _merge_defs(owner, schema, published.pop("$defs", {}))
+        if "default" in properties[parameter]:
+            published["default"] = properties[parameter]["default"]
+        if parameter not in schema.get("required", ()):
+            published = {"anyOf": [published, {"type": "null"}], **({"default": published.pop("default")}
+                                                                       if "default" in published else {})}
+        properties[parameter] = published
+    if not schema.get("$defs"):
+        schema.pop("$defs", None)
     for parameter, header in headers.items():
         properties[parameter] = {**properties[parameter], "x-mcp-header": header}
     try:
@@ -235,8 +281,23 @@ def _tool_input_schema(owner: str, struct: Any, headers: Mapping[str, str]) -> t
 def _is_structured_type(hint: Any) -> bool:
     """Whether a return annotation describes an object worth an ``outputSchema``."""
     if isinstance(hint, type):
-        return issubclass(hint, msgspec.Struct) or dataclasses.is_dataclass(hint) or typing.is_typeddict(hint)
+        return (issubclass(hint, msgspec.Struct) or dataclasses.is_dataclass(hint) or typing.is_typeddict(hint)
+                or models.is_model(hint))
     return typing.get_origin(hint) is dict
+
+
+def _output_schema(owner: str, fn: Any, hint: Any) -> dict[str, Any]:
+    """The ``outputSchema`` of a tool's return type, refused at registration when there is none."""
+    try:
+        if models.is_model(hint):
+            return _inline_schema(models.json_schema(hint, mode="serialization"))
+        return _inline_schema(msgspec.json.schema(hint))
+    except (TypeError, ValueError, ImportError) as exc:
+        raise TypeError(
+            f"tool {owner}{_where(fn)}: its return type {getattr(hint, '__qualname__', hint)} has no JSON Schema "
+            f"({exc}); return types msgspec or pydantic can describe (a Struct, dataclass, TypedDict or pydantic "
+            "model of str, int, float, bool, lists, dicts, Literal, Enum...), or drop the return annotation"
+        ) from None
 
 
 def _type_hints(fn: Any) -> dict[str, Any]:
@@ -293,6 +354,15 @@ def _schema_check(tool_name: str, schema: dict[str, Any]) -> Callable[[Mapping[s
             raise InvalidParams(f"Invalid arguments for tool {tool_name}: {where + ': ' if where else ''}{error.message}")
 
     return check
+
+
+def _twice(kind: str, what: str, first: Any, again: Any, fix: str) -> str:
+    """A second registration under a name already taken: both functions, where each is, and the fix."""
+    def named(fn: Any) -> str:
+        return f"{getattr(fn, '__qualname__', fn)!s}{_where(fn) or ' (location unknown)'}"
+
+    return (f"a {kind} {what} is already registered, by {named(first)}; {named(again)} registers it again. "
+            f"Give one of them another name ({fix}), or remove one")
 
 
 def _given_name(kind: str, given: str, name: str | None) -> str:
@@ -379,8 +449,10 @@ class Registry:
             parameters = _signature_parameters(fn)
             _check_parameter_schemas(tool_name, fn, parameters, hints)
             struct, headers = _arguments_struct(_camel_owner(tool_name), parameters, hints)
+            model_parameters = {p.name: model for p in parameters
+                                if (model := _model_of(_strip_header(hints[p.name])[0])) is not None}
             definition = _describe({"name": tool_name}, fn, title, description)
-            generated, mirrored = _tool_input_schema(_camel_owner(tool_name), struct, headers)
+            generated, mirrored = _tool_input_schema(_camel_owner(tool_name), struct, headers, model_parameters)
             if input_schema is not None:
                 if input_schema.get("type") != "object":
                     raise ValueError(f"tool {tool_name}: input_schema must be an object schema (type: object)")
@@ -392,7 +464,7 @@ class Registry:
             returns = hints.get("return", inspect.Parameter.empty)
             structured = _is_structured_type(returns)
             if structured:
-                definition["outputSchema"] = _inline_schema(msgspec.json.schema(returns))
+                definition["outputSchema"] = _output_schema(tool_name, fn, returns)
                 if definition["outputSchema"].get("type") != "object":
                     definition.pop("outputSchema")
                     structured = False
@@ -401,12 +473,14 @@ class Registry:
             if meta:
                 definition["_meta"] = dict(meta)
             if tool_name in self._tools:
-                raise ValueError(f"a tool named {tool_name!r} is already registered")
+                raise ValueError(_twice("tool", f"named {tool_name!r}", self._tools[tool_name].fn, fn,
+                                        "@server.tool(name=...)"))
             self._tools[tool_name] = ToolEntry(
                 tool_name, fn, struct, tuple(p.name for p in parameters), definition,
                 mirrored, structured, check_arguments,
                 tool_scopes,
                 task,
+                model_parameters,
             )
             return fn
 
@@ -443,7 +517,8 @@ class Registry:
             if arguments:
                 definition["arguments"] = arguments
             if prompt_name in self._prompts:
-                raise ValueError(f"a prompt named {prompt_name!r} is already registered")
+                raise ValueError(_twice("prompt", f"named {prompt_name!r}", self._prompts[prompt_name].fn, fn,
+                                        "@server.prompt(name=...)"))
             self._prompts[prompt_name] = PromptEntry(
                 prompt_name, fn, tuple(p.name for p in parameters), tuple(required), definition
             )
@@ -471,7 +546,7 @@ class Registry:
             _handler_callable("resource", fn)
             definition = _describe({"uri": uri, "name": name or fn.__name__}, fn, title, description, mime_type)
             if uri in self._resources:
-                raise ValueError(f"a resource at {uri!r} is already registered")
+                raise ValueError(_twice("resource", f"at {uri!r}", self._resources[uri].fn, fn, "another uri"))
             self._resources[uri] = ResourceEntry(uri, fn, definition, mime_type)
             return fn
 

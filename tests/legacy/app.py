@@ -13,7 +13,7 @@ from pathlib import Path
 import msgspec
 import trio
 
-from mrtr import Context, Elicit, ElicitURL, Form, ListRoots, Sample, Step
+from mrtr import Context, Elicit, ElicitURL, Form, ListRoots, PublicError, Sample, Step
 from mrtr.core import content, wire
 from mrtr.server import Server
 
@@ -145,6 +145,13 @@ def broken(ctx: Context):
     """Fail after the first answer."""
     yield Elicit("Ready?", Form().boolean("ready"))
     raise RuntimeError("the database is down")
+
+
+@server.tool
+def refuse(ctx: Context, expense: int):
+    """Fail with words meant for the caller."""
+    yield Elicit(f"Delete expense {expense}?", Form().boolean("sure"))
+    raise PublicError(f"No expense {expense} in your account")
 
 
 @server.tool(task="required")

@@ -287,15 +287,20 @@ async def results(opened: ClientSession, client: Client, out: Path) -> Any:
     assert profile.structuredContent == {"name": "Ada", "languages": ["en", "fr"]}, profile
     numbers = await opened.call_tool("numbers", {})
     assert numbers.structuredContent is None and text_of(numbers) == "[1, 2, 3]"
-    broken_answer = anyio.Event()
-
     async def ready(params: types.ElicitRequestParams) -> types.ElicitResult:
-        broken_answer.set()
         return accept(ready=True)
 
     client.answer = ready
     broken = await opened.call_tool("broken", {})
-    assert broken.isError and "the database is down" in text_of(broken), broken
+    assert broken.isError and "tool broken failed with an internal error" in text_of(broken), broken
+    assert "database" not in text_of(broken)  # masked, as in the modern era
+
+    async def sure(params: types.ElicitRequestParams) -> types.ElicitResult:
+        return accept(sure=True)
+
+    client.answer = sure
+    refused = await opened.call_tool("refuse", {"expense": 42})
+    assert refused.isError and text_of(refused) == "No expense 42 in your account", refused
     try:
         await opened.read_resource("test://missing")  # type: ignore[arg-type]
     except McpError as error:
@@ -303,7 +308,7 @@ async def results(opened: ClientSession, client: Client, out: Path) -> Any:
         missing = error.error.code
     else:
         raise AssertionError("reading a missing resource succeeded")
-    return {"structured": profile.structuredContent, "missing": missing}
+    return {"structured": profile.structuredContent, "missing": missing, "refused": text_of(refused)}
 
 
 async def prompt_and_resource(opened: ClientSession, client: Client, out: Path) -> Any:

@@ -311,11 +311,14 @@ async def test_a_resource_link_becomes_text_on_2025_03_26():
     assert (await newer.call("linked"))["content"][1]["type"] == "resource_link"
 
 
-async def test_a_failing_handler_is_a_tool_error_result():
+async def test_a_failing_handler_is_a_tool_error_result_masked_as_in_the_modern_era():
     session = Session(app)
     await session.open()
     result = await session.call("broken", answer=lambda request: accept({"ready": True}))
-    assert result["isError"] is True and "the database is down" in text(result)
+    assert result["isError"] is True and "tool broken failed with an internal error (reference" in text(result)
+    assert "database" not in text(result)
+    public = await session.call("refuse", {"expense": 42}, answer=lambda request: accept({"sure": True}))
+    assert public["isError"] is True and text(public) == "No expense 42 in your account"
     assert (await session.error("tools/call", {"name": "nope"}))["code"] == -32602
 
 

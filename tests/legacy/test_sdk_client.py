@@ -148,6 +148,7 @@ ELICIT: dict[str, Any] = {
     "Signed in. Display name?": mrtr.accept(name="Grace"),
     "Seniority for the engineer interview?": mrtr.accept(level="junior"),
     "Show note 42?": mrtr.accept(show=True),
+    "Delete expense 42?": mrtr.accept(sure=True),
 }
 
 
@@ -162,7 +163,8 @@ def modern_answer(answers: dict[str, Any]) -> Callable[[Any], Any]:
 async def test_one_handler_serves_both_eras(sdk_run: Run) -> None:
     """The handlers the SDK 1.x client just drove live, replayed through the modern path with the same answers."""
     legacy = {name: record["detail"] for name, record in sdk_run.records.items() if record["ok"]}
-    assert {"conversation", "sampling", "roots", "decline", "prompt_and_resource", "url_elicitation"} <= set(legacy)
+    assert {"conversation", "sampling", "roots", "decline", "prompt_and_resource", "url_elicitation",
+            "results"} <= set(legacy)
     argv = [_mrtr_command(), "serve", APP, "--stdio"]
     async with mrtr.Client.stdio(argv, cwd=str(REPO_ROOT), stderr=subprocess.DEVNULL,
                                  on_elicit=modern_answer(ELICIT), elicitation_modes=("form", "url"),
@@ -174,6 +176,8 @@ async def test_one_handler_serves_both_eras(sdk_run: Run) -> None:
         assert (await client.call_tool("ask_model", {"topic": "tea"})).text == legacy["sampling"]
         assert (await client.call_tool("where", {})).text == legacy["roots"]
         assert (await client.call_tool("sign_in", {})).text == "signed in as Grace"
+        refused = await client.call_tool("refuse", {"expense": 42})
+        assert refused.is_error and refused.text == legacy["results"]["refused"] == "No expense 42 in your account"
         prompt = await client.get_prompt("interview", {"role": "engineer"})
         assert prompt.text == legacy["prompt_and_resource"]["prompt"]
         read = await client.read_resource("test://notes/42")

@@ -532,13 +532,14 @@ class _Run:
             log.warning("task %s: %s", task_id, error.message)
             return _too_large(error)
         except HandlerError as error:
-            log.warning("task %s: handler failed: %s", task_id, error.message, exc_info=error.__cause__)
             return {"status": "completed", "result": binding.handler_failed(error)}
         except ProtocolError as error:
-            return {"status": "failed", "error": error.to_error_object(), "status_message": "The task failed"}
-        except Exception as exc:
+            return {"status": "failed", "error": binding.refused(error), "status_message": "The task failed"}
+        except Exception:
+            # A fault of the runtime, not of the handler: like any unexpected failure, it
+            # reaches the log with its traceback and the client as a plain -32603.
             log.exception("task %s: runtime failure", task_id)
-            return {"status": "failed", "error": {"code": -32603, "message": f"Internal error: {exc}"},
+            return {"status": "failed", "error": {"code": -32603, "message": "Internal error"},
                     "status_message": "The task failed"}
         return self.conclude(binding, outcome)
 

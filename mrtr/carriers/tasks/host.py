@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import AsyncIterator, Callable
@@ -17,6 +18,8 @@ from .store import Observed, TaskStore
 from .urls import DEFAULT_URL, open_store
 
 __all__ = ["serve_tasks", "DEFAULT_LEASE", "DEFAULT_TASK_TTL", "parse_ttl"]
+
+log = logging.getLogger("mrtr.tasks")
 
 DEFAULT_LEASE = 30.0
 """Seconds a runner's lease lasts without renewal."""
@@ -79,13 +82,18 @@ async def serve_tasks(
     before its task exists. ``url`` defaults to ``MRTR_TASKS`` or
     ``sqlite:///mrtr-tasks.sqlite3``; ``lease`` to ``MRTR_TASK_LEASE`` or 30 seconds;
     ``ttl``, the seconds a task lives after its last activity (``math.inf``: no limit),
-    to ``MRTR_TASK_TTL`` or one hour. A store that cannot be reached fails here, at
+    to ``MRTR_TASK_TTL`` or one hour. The default store is named in one log line at
+    start (``mrtr.tasks``, with the file's absolute path). A store that cannot be reached fails here, at
     start, with :class:`~mrtr.tasks.StoreUnavailable` naming it. ``max_record_bytes``
     caps one task's record (default :data:`~mrtr.tasks.MAX_RECORD_BYTES`, 1 MiB).
     ``on_change`` is told of every status change this node writes (see
     :class:`~mrtr.carriers.tasks.store.Observed`).
     """
     chosen = url or os.environ.get("MRTR_TASKS") or DEFAULT_URL
+    if chosen == DEFAULT_URL and not (url or os.environ.get("MRTR_TASKS")):
+        # Nobody chose it: a file appears in the working directory, so say which, once, at start.
+        log.warning("task store: %s (the default SQLite file in the working directory; choose the store with "
+                    "MRTR_TASKS or mrtr serve --tasks)", os.path.abspath(DEFAULT_URL[len("sqlite:///"):]))
     length = lease if lease is not None else _lease_from_env()
     ttl_ms = _ttl_ms(ttl)
     async with open_store(chosen, max_record_bytes=max_record_bytes or MAX_RECORD_BYTES) as opened:
