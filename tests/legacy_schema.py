@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .wire_schema import _NOTIFICATION_DEFS as MODERN_NOTIFICATION_DEFS
 from .wire_schema import SHARED_DIR, SchemaFile, _fail
 
 __all__ = ["SCHEMA_PATH", "RESULT_DEFS", "validator", "validate", "is_valid", "validate_server_message"]
@@ -48,16 +49,10 @@ _REQUEST_DEFS = {
     "ping": "PingRequest",
 }
 
-_NOTIFICATION_DEFS = {
-    "notifications/progress": "ProgressNotification",
-    "notifications/message": "LoggingMessageNotification",
-    "notifications/cancelled": "CancelledNotification",
-    "notifications/resources/updated": "ResourceUpdatedNotification",
-    "notifications/resources/list_changed": "ResourceListChangedNotification",
-    "notifications/prompts/list_changed": "PromptListChangedNotification",
-    "notifications/tools/list_changed": "ToolListChangedNotification",
-    "notifications/elicitation/complete": "ElicitationCompleteNotification",
-}
+# The modern era's, but its listen acknowledgement, and the URL elicitation's completion.
+_NOTIFICATION_DEFS = {**{method: name for method, name in MODERN_NOTIFICATION_DEFS.items()
+                         if method != "notifications/subscriptions/acknowledged"},
+                      "notifications/elicitation/complete": "ElicitationCompleteNotification"}
 
 _MODERN_RESULT_MEMBERS = ("resultType", "ttlMs", "cacheScope")
 _MODERN_CODES = (-32020, -32021, -32022)

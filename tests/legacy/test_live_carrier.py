@@ -41,6 +41,23 @@ async def execute(live: LiveCarrier, handler: Any, arguments: dict[str, Any] | N
     return (await live.execute("tools/call", {}, handler, arguments, ctx, run_sync=run_sync)).result
 
 
+async def failure(wire: Wire, handler: Any, act: Any) -> BaseException:
+    """What a call of ``handler`` fails with while ``act()`` plays the client's part."""
+    errors: list[BaseException] = []
+
+    async def call() -> None:
+        try:
+            await execute(carrier(wire), handler)
+        except Exception as exc:
+            errors.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(call)
+        await act()
+    [error] = errors
+    return error
+
+
 def accept(content: dict[str, Any]) -> dict[str, Any]:
     return {"action": "accept", "content": content}
 
@@ -105,19 +122,14 @@ async def test_an_error_answer_fails_the_round_at_once_and_withdraws_the_rest():
             cleaned.append("finally")
 
     wire = Wire()
-    async with trio.open_nursery() as nursery:
-        errors: list[BaseException] = []
 
-        async def call() -> None:
-            try:
-                await execute(carrier(wire), handler)
-            except ClientAnswerError as exc:
-                errors.append(exc)
-
-        nursery.start_soon(call)
-        sampling, elicit = await wire.wait_requests(2)
+    async def reject() -> None:
+        sampling, _ = await wire.wait_requests(2)
         wire.answer(sampling, error={"code": -1, "message": "User rejected sampling request"})
-    [error] = errors
+
+    error = await failure(wire, handler, reject)
+    assert isinstance(error, ClientAnswerError)
+    elicit = wire.requests[1]
     assert error.data == {"method": "sampling/createMessage", "clientError": {"code": -1, "message": "User rejected sampling request"}}
     assert cleaned == ["finally"] and wire.cancels == [elicit["id"]]
 
@@ -157,19 +169,13 @@ async def test_a_session_that_ends_fails_its_waiting_calls():
             cleaned.append("finally")
 
     wire = Wire()
-    async with trio.open_nursery() as nursery:
-        errors: list[BaseException] = []
 
-        async def call() -> None:
-            try:
-                await execute(carrier(wire), handler)
-            except SessionEnded as exc:
-                errors.append(exc)
-
-        nursery.start_soon(call)
+    async def end() -> None:
         await wire.wait_requests(1)
         wire.pending.end("the client closed stdin")
-    assert [error.data["reason"] for error in errors] == ["the client closed stdin"]
+
+    error = await failure(wire, handler, end)
+    assert isinstance(error, SessionEnded) and error.data["reason"] == "the client closed stdin"
     assert cleaned == ["finally"] and wire.cancels == []  # nobody left to tell
     with pytest.raises(SessionEnded):
         await execute(carrier(wire), handler)  # and nothing more is asked

@@ -2,8 +2,8 @@
 
 ``mcp`` 1.x lives in its own virtualenv, ``.cache/legacy-venv``, created on the first run
 from ``tests/legacy/requirements.txt`` (this needs the package registry) and reused
-afterwards. Without the registry the tests are skipped, except under ``CI=true``, where
-they fail. ``sdk_checks.py`` runs in that virtualenv and prints one JSON line per
+afterwards (``tests.conftest.pinned_venv``). Without the registry the tests are skipped,
+except under ``CI=true``, where they fail. ``sdk_checks.py`` runs in that virtualenv and prints one JSON line per
 scenario; each test below asserts one. Everything the server wrote to the SDK's
 stdin is kept and validated against the 2025-11-25 schema. The same handlers then run
 through the modern path (``mrtr.Client`` over stdio, 2026-07-28) with the same answers,
@@ -13,10 +13,7 @@ and must give the same results: one handler serves both eras.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,7 +23,8 @@ import pytest
 import mrtr
 from mrtr.core.answers import roots, sampled
 
-from ..interop.test_interop import _clean_env, _mrtr_command, _tail
+from ..conftest import clean_env, pinned_venv
+from ..interop.test_interop import _mrtr_command, _tail
 from ..legacy_schema import validate_server_message
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +32,6 @@ HERE = Path(__file__).resolve().parent
 REQUIREMENTS = HERE / "requirements.txt"
 CHECKS = HERE / "sdk_checks.py"
 VENV = REPO_ROOT / ".cache" / "legacy-venv"
-VENV_PYTHON = VENV / "bin" / "python"
 MCP_VERSION = "1.30.0"
 APP = "tests.legacy.app:server"
 
@@ -42,38 +39,10 @@ SCENARIOS = ["_connect", "conversation", "sampling", "roots", "progress", "cance
              "url_elicitation", "logging", "results", "prompt_and_resource", "missing_capability"]
 
 
-def _has_mcp() -> bool:
-    if not VENV_PYTHON.exists():
-        return False
-    probe = subprocess.run(
-        [str(VENV_PYTHON), "-c", f"import importlib.metadata as m, mcp; assert m.version('mcp') == {MCP_VERSION!r}"],
-        capture_output=True, env=_clean_env(), timeout=60, check=False)
-    return probe.returncode == 0
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def legacy_python() -> Path:
     """The python of ``.cache/legacy-venv``, with ``mcp==1.30.0`` (created once, then reused)."""
-    if _has_mcp():
-        return VENV_PYTHON
-    if not VENV_PYTHON.exists():
-        created = subprocess.run([shutil.which("python3") or sys.executable, "-m", "venv", str(VENV)],
-                                 capture_output=True, timeout=300, check=False)
-        if created.returncode != 0:
-            _unavailable(f"could not create {VENV}:\n{_tail(created.stderr)}")
-    installed = subprocess.run(
-        [str(VENV_PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r", str(REQUIREMENTS)],
-        capture_output=True, env=_clean_env(), timeout=900, check=False)
-    if installed.returncode != 0 or not _has_mcp():
-        _unavailable(f"could not install {REQUIREMENTS.relative_to(REPO_ROOT)} into {VENV} (is the package "
-                     f"registry reachable?):\n{_tail(installed.stdout)}\n{_tail(installed.stderr)}")
-    return VENV_PYTHON
+    return pinned_venv(VENV, REQUIREMENTS, "mcp", MCP_VERSION)
 
 
 class Run:
@@ -101,7 +70,7 @@ def sdk_run(legacy_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Ru
     out = tmp_path_factory.mktemp("sdk")
     try:
         completed = subprocess.run([str(legacy_python), str(CHECKS), "--mrtr", _mrtr_command(), "--out", str(out)],
-                                   cwd=REPO_ROOT, capture_output=True, text=True, env=_clean_env(), timeout=300,
+                                   cwd=REPO_ROOT, capture_output=True, text=True, env=clean_env(), timeout=300,
                                    check=False)
     except subprocess.TimeoutExpired as exc:
         completed = subprocess.CompletedProcess(exc.cmd, -1, stdout=str(exc.stdout or ""),
@@ -111,7 +80,7 @@ def sdk_run(legacy_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Ru
 
 def test_the_scenario_list_matches(legacy_python: Path) -> None:
     listed = subprocess.run([str(legacy_python), str(CHECKS), "--list"], capture_output=True, text=True,
-                            env=_clean_env(), timeout=60, check=True)
+                            env=clean_env(), timeout=60, check=True)
     assert listed.stdout.split() == SCENARIOS
 
 
