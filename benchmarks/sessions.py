@@ -1,4 +1,4 @@
-"""Part 6: what a 2025-era session and a suspended handler cost in memory.
+"""Part 7: what a 2025-era session and a suspended handler cost in memory.
 
 A legacy (2025-era) client keeps a session for as long as it is connected, and a call
 whose handler waits for the client's answer holds its generator, its trio task and its
@@ -151,15 +151,15 @@ async def _baseline(n: int) -> dict[str, Any]:
 
 
 def run(*, quick: bool) -> dict[str, Any]:
-    """Part 6's results."""
+    """Part 7's results."""
     counts = N_QUICK if quick else N_FULL
 
     async def main() -> dict[str, Any]:
         tracemalloc.start(1)
         try:
-            log(f"part 6: {counts['sessions']} idle sessions")
+            log(f"part 7: {counts['sessions']} idle sessions")
             sessions = await _sessions(counts["sessions"])
-            log(f"part 6: {counts['suspended']} suspended handlers (sync, async) and the baseline")
+            log(f"part 7: {counts['suspended']} suspended handlers (sync, async) and the baseline")
             sync = await _suspended(counts["suspended"], "ask")
             asynchronous = await _suspended(counts["suspended"], "ask_async")
             baseline = await _baseline(counts["suspended"])

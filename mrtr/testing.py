@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +35,7 @@ import msgspec
 from .core.answers import accept, cancel, decline, roots, sampled
 from .core.context import Context
 from .core.effects import Elicit, ElicitResult, ListRoots, Request, Sample
-from .core.kinds import REQUEST_KINDS
+from .core.kinds import REQUEST_KINDS, Kind
 from .core.ledger import Ledger, merge_answers
 from .core.errors import ReplayMismatch
 from .core.replay import Completed, InputRequired, handler_spec, replay, replay_async
@@ -48,6 +49,7 @@ __all__ = [
     "Notification",
     "ScriptExhausted",
     "NotDeterministic",
+    "RetryDiffers",
     "accept",
     "decline",
     "cancel",
@@ -300,9 +302,33 @@ class _Recorder:
                        progress_token=self.progress_token, log_level=self.log_level, notify=self.notify,
                        lifespan=self.lifespan)
 
+    def again(self, arguments: Mapping[str, Any], capabilities: Mapping[str, Any], principal: str | None,
+              seen: list[tuple[str, dict[str, Any]]]) -> Context:
+        """The context of the determinism check's second run of a round: what it sends goes to ``seen``."""
+        return Context(arguments, principal=principal, client_capabilities=capabilities,
+                       progress_token=self.progress_token, log_level=self.log_level,
+                       notify=lambda method, params: seen.append((method, params)), lifespan=self.lifespan)
 
-def _context(arguments: Mapping[str, Any], capabilities: Mapping[str, Any], principal: str | None, notify: Any) -> Context:
-    return Context(arguments, principal=principal, client_capabilities=capabilities, notify=notify)
+    def sent(self) -> list[tuple[str, dict[str, Any]]]:
+        """What the latest execution sent."""
+        return [(n.method, n.params) for n in self.seen if n.execution == self.execution]
+
+
+class _Twice:
+    """What the determinism check sees of the two runs of one round: the Steps each recorded, what each sent."""
+
+    def __init__(self, start: Ledger) -> None:
+        self.start = len(start)
+        self.steps: tuple[list[Ledger], list[Ledger]] = ([], [])
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def new_steps(self, run: int) -> list[tuple[int, Any]]:
+        """The Steps the run recorded (ordinal, value), beyond the ledger the round started from."""
+        snapshots = self.steps[run]
+        if not snapshots:
+            return []
+        return [(index + 1, slot.answer) for index, slot in enumerate(snapshots[-1].slots)
+                if index >= self.start and slot.kind == Kind.STEP and slot.answered]
 
 
 def _sealer() -> Any:
@@ -349,6 +375,12 @@ def run(
     things (or complete again). A handler whose questions depend on the clock, random
     values or data read outside a ``Step`` fails with :class:`NotDeterministic` in the
     round where it diverges. Side effects before the last question run twice per round.
+    The final round runs twice too, from the ledger it started with, as a client's retry
+    of it would (a lost response, a timeout): its code after the last question, Steps
+    included, runs again. When the two runs' Steps, notifications or results differ, a
+    :class:`RetryDiffers` warning says how: a retry would see that difference (declare
+    the handler ``once=True`` to answer retries from the first run, or make the effect
+    idempotent).
 
     Every execution's context carries ``progress_token`` and ``log_level`` (pass
     ``None`` to leave either out, as a client that did not ask would), so the progress
@@ -376,10 +408,14 @@ def run(
     rounds: list[Round] = []
     recorder = _Recorder(notify, progress_token, log_level, lifespan)
     for execution in range(1, max_rounds + 2):
-        outcome = replay(handler, arguments, recorder.context(arguments, capabilities, principal), ledger, unmatched)
+        twice = _Twice(ledger)
+        outcome = replay(handler, arguments, recorder.context(arguments, capabilities, principal), ledger, unmatched,
+                         on_step=twice.steps[0].append if check_determinism else None)
         if check_determinism:
-            _check_same(outcome, len(rounds) + 1, lambda: replay(
-                handler, arguments, _context(arguments, capabilities, principal, None), *_replayed(outcome, ledger, unmatched)))
+            second = _check_same(outcome, len(rounds) + 1, lambda: replay(
+                handler, arguments, recorder.again(arguments, capabilities, principal, twice.sent),
+                *_replayed(outcome, ledger, unmatched), on_step=twice.steps[1].append))
+            _compare_retry(outcome, second, twice, recorder)
         if isinstance(outcome, Completed):
             script.check_used()
             return Outcome(outcome.result, rounds, execution, recorder.seen)
@@ -411,15 +447,17 @@ async def arun(
     rounds: list[Round] = []
     recorder = _Recorder(notify, progress_token, log_level, lifespan)
     for execution in range(1, max_rounds + 2):
-        outcome = await replay_async(handler, arguments, recorder.context(arguments, capabilities, principal), ledger, unmatched)
+        twice = _Twice(ledger)
+        outcome = await replay_async(handler, arguments, recorder.context(arguments, capabilities, principal), ledger,
+                                     unmatched, on_step=twice.steps[0].append if check_determinism else None)
         if check_determinism:
             try:
                 again: Completed | InputRequired = await replay_async(
-                    handler, arguments, _context(arguments, capabilities, principal, None),
-                    *_replayed(outcome, ledger, unmatched))
+                    handler, arguments, recorder.again(arguments, capabilities, principal, twice.sent),
+                    *_replayed(outcome, ledger, unmatched), on_step=twice.steps[1].append)
             except ReplayMismatch as mismatch:
                 raise NotDeterministic(_diverged(len(rounds) + 1, mismatch.message)) from None
-            _check_same(outcome, len(rounds) + 1, lambda: again)
+            _compare_retry(outcome, _check_same(outcome, len(rounds) + 1, lambda: again), twice, recorder)
         if isinstance(outcome, Completed):
             script.check_used()
             return Outcome(outcome.result, rounds, execution, recorder.seen)
@@ -429,6 +467,14 @@ async def arun(
 
 class NotDeterministic(AssertionError):
     """Running the same round twice gave different questions (see ``check_determinism``)."""
+
+
+class RetryDiffers(UserWarning):
+    """Running the final round twice, as a retry would, gave different Steps, notifications or results.
+
+    A warning, not a failure: the handler is deterministic where the replay needs it, but
+    a client that retries the final round (see ``check_determinism``) sees what differs.
+    """
 
 
 def _replayed(outcome: Completed | InputRequired, ledger: Ledger, unmatched: dict[str, Any]) -> tuple[Ledger, dict[str, Any]]:
@@ -443,7 +489,8 @@ def _diverged(number: int, detail: str) -> str:
     return f"round {number} is not deterministic: running it again against its own ledger diverged.\n{detail}"
 
 
-def _check_same(outcome: Completed | InputRequired, number: int, again: Callable[[], Completed | InputRequired]) -> None:
+def _check_same(outcome: Completed | InputRequired, number: int,
+                again: Callable[[], Completed | InputRequired]) -> Completed | InputRequired:
     try:
         second = again()
     except ReplayMismatch as mismatch:
@@ -451,11 +498,45 @@ def _check_same(outcome: Completed | InputRequired, number: int, again: Callable
     if isinstance(outcome, Completed):
         if not isinstance(second, Completed):
             raise NotDeterministic(_diverged(number, f"the first run completed; the second asked {list(second.requests)}"))
-        return
+        return second
     if not isinstance(second, InputRequired):
         raise NotDeterministic(_diverged(number, f"the first run asked {list(outcome.requests)}; the second completed"))
     if second.to_wire() != outcome.to_wire():
         raise NotDeterministic(_diverged(number, f"asked {outcome.to_wire()!r}\nthen {second.to_wire()!r}"))
+    return second
+
+
+def _compare_retry(first: Completed | InputRequired, second: Completed | InputRequired, twice: _Twice,
+                   recorder: _Recorder) -> None:
+    """Warn when the two runs of a final round differ in what a retry of it would show."""
+    if not (isinstance(first, Completed) and isinstance(second, Completed)):
+        return
+    differences = []
+    steps = (twice.new_steps(0), twice.new_steps(1))
+    if steps[0] != steps[1]:
+        shown = [", ".join(f"#{ordinal} {_short(value)}" for ordinal, value in run) or "none" for run in steps]
+        differences.append(f"the Steps it ran recorded {shown[0]}, then {shown[1]}")
+    sent = recorder.sent()
+    if sent != twice.sent:
+        differences.append(f"it sent {len(sent)} notifications, then {len(twice.sent)} "
+                           f"({_short(sent)} then {_short(twice.sent)})")
+    try:
+        same = bool(first.result == second.result)
+    except Exception:  # a result that cannot be compared says nothing either way
+        same = True
+    if not same:
+        differences.append(f"its result was {_short(first.result)}, then {_short(second.result)}")
+    if differences:
+        warnings.warn(RetryDiffers(
+            "the final round ran twice, as a client's retry of it would (a lost response, a timeout), and the runs "
+            f"differ: {'; '.join(differences)}. A retry of this round runs the code after its last question again: "
+            "declare the handler once=True so retries get the first run's result, or make that code idempotent "
+            "(see the idempotency contract in docs/handlers.md)"), stacklevel=3)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _next_round(

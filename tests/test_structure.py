@@ -24,7 +24,7 @@ import mrtr
 
 PUBLIC = {
     "Context", "Elicit", "ElicitResult", "ElicitURL", "Form", "HandlerError", "Header", "InvalidParams",
-    "ListRoots", "MissingRequiredClientCapability", "ProtocolError", "ReplayMismatch", "Request",
+    "ListRoots", "MissingRequiredClientCapability", "Patched", "ProtocolError", "ReplayMismatch", "Request",
     # the error a handler raises on purpose to tell the caller why; its message is never masked
     "PublicError",
     "RequestInfo", "Sample", "Server", "Step",

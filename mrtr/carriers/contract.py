@@ -25,11 +25,16 @@ Every carrier decides where handler code runs by :func:`runs_in_thread` (the rep
 ones through :func:`run_handler`), the one place that decides whether a sync handler
 runs in a worker thread, so the server's ``sync_handlers`` setting means the same
 whichever carrier holds the conversation.
+
+A round that must not run twice (a handler declared ``once=True``, the round that
+creates a task) is keyed by :class:`RoundKey` and run through :class:`RoundRecords`,
+which records its response in the server's store so a retry gets that response instead
+of a second run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, NamedTuple, Protocol, overload
 
 from ..core.context import Context
@@ -43,6 +48,9 @@ __all__ = [
     "Interim",
     "CarrierOutcome",
     "StepStore",
+    "RoundKey",
+    "RoundRun",
+    "RoundRecords",
     "TaskAccess",
     "TaskHost",
     "ToolBinding",
@@ -89,6 +97,45 @@ class Carrier(Protocol):
         the event loop (see :func:`run_handler`). Raises
         :class:`~mrtr.core.errors.ProtocolError` for requests it cannot trust and
         :class:`~mrtr.core.errors.HandlerError` when handler code fails.
+        """
+        ...
+
+
+class RoundKey(NamedTuple):
+    """What names one retry of a round in the store, and how long its record is kept.
+
+    ``token`` is a digest of the ``requestState`` the round answers (hex; never the token
+    itself: the store is no place for a bearer of the conversation), ``answers`` a
+    digest of the ``inputResponses`` it brings (key order aside), and ``expires_at``
+    when that token stops being accepted (epoch seconds): after that no retry of the
+    round can be served, so its record can go.
+    """
+
+    token: str
+    answers: str
+    expires_at: float
+
+
+RoundRun = Callable[[], Awaitable["dict[str, Any] | ProtocolError"]]
+"""One run of a round: its result object, or the error it ended with (returned, not raised).
+
+Both are recorded, except a result whose ``resultType`` is ``input_required``: the
+conversation goes on and its next round has its own token. A *raised*
+:class:`~mrtr.core.errors.ProtocolError` (a malformed answer, a replay mismatch, a
+missing capability) means the round did not run to an end; nothing is recorded and a
+retry runs it again.
+"""
+
+
+class RoundRecords(Protocol):
+    """Runs a round at most once per :class:`RoundKey` and answers its retries from the record."""
+
+    async def once(self, key: RoundKey, run: RoundRun) -> dict[str, Any]:
+        """The round's result: ``run``'s own on its first attempt, the recorded one on every retry.
+
+        A retry that arrives while the first attempt runs (on any node sharing the store)
+        waits for it. A retry whose ``answers`` differ from the recorded round's is
+        refused with ``-32602``; an error the round ended with is raised again.
         """
         ...
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -311,6 +312,11 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     if workers == 1:  # with more, run() shares one generated key among the workers and says so
         server.settle_key()
+    elif server.has_once_handlers and not server.has_task_tools and not (
+            args.tasks or server.tasks_url or os.environ.get("MRTR_TASKS")):
+        print("mrtr serve: warning: the rounds of handlers declared once=True are recorded in memory, one record "
+              "per worker: a retry that reaches another worker runs the round again; give --tasks "
+              "sqlite:///rounds.sqlite3 (one host) or --tasks redis://... (several)", file=sys.stderr, flush=True)
     _announce(server, args.log_format, banner(server, host, port, workers))
     try:
         options: dict[str, Any] = {} if args.allowed_hosts is None else {"allowed_hosts": tuple(args.allowed_hosts)}

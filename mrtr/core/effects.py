@@ -1,8 +1,9 @@
 """What a handler can yield: descriptions of work for the runtime to interpret.
 
 A handler never performs a round trip itself. It yields a *request* (:class:`Elicit`,
-:class:`Sample`, :class:`ListRoots`), a group of them, or a memoized :class:`Step`,
-and the runtime decides what happens: send a recorded answer back, run the step once,
+:class:`Sample`, :class:`ListRoots`), a group of them, a memoized :class:`Step`, or a
+version gate (:class:`Patched`), and the runtime decides what happens: send a recorded
+answer back, run the step once, say which side of a code change a conversation is on,
 or pause the conversation and ask the client.
 
 Every effect knows three things the runtime needs: its ledger kind, its fingerprint
@@ -25,7 +26,8 @@ from .jsonrpc import canonical
 from .kinds import KINDS, Kind
 from .schema import Form, RequestedSchema, requested_schema
 
-__all__ = ["Request", "Elicit", "ElicitURL", "Sample", "ListRoots", "Step", "ElicitResult", "NotYielded"]
+__all__ = ["Request", "Elicit", "ElicitURL", "Sample", "ListRoots", "Step", "Patched", "ElicitResult", "NotYielded",
+           "MAX_CHANGE_ID"]
 
 
 class NotYielded(AttributeError):
@@ -477,6 +479,56 @@ class Step(_Effect):
 
     def __repr__(self) -> str:
         return f"Step({self.name}, args={self.args!r}, kwargs={self.kwargs!r})"
+
+
+MAX_CHANGE_ID = 64
+"""The longest change id a :class:`Patched` takes, in characters: its marker rides in every token."""
+
+
+class Patched(_Effect):
+    """A version gate for a handler changed while conversations and tasks are in flight.
+
+    ``if (yield Patched("change-id")):`` gives ``True`` in a conversation (or task) that
+    reaches this point for the first time under code that has the patch, and records a
+    marker there (the change id and a few bytes); it gives ``False`` in one whose ledger
+    was recorded past this point by code from before the patch, so that conversation
+    keeps taking the old branch and replays the answers it recorded there. The marker
+    takes an ordinal; in an old ledger the gate takes none, so the old branch's yields
+    meet the positions they recorded.
+
+    ``deprecated=True`` is for the step after the old branch is removed: the gate gives
+    ``True`` everywhere, replays a marker recorded under it, and writes none, so once no
+    conversation recorded with the marker is in flight the line can go. See the patch
+    life cycle in ``docs/handlers.md``.
+    """
+
+    __slots__ = ("change_id", "deprecated")
+
+    kind: ClassVar[Kind] = Kind.PATCH
+
+    def __init__(self, change_id: str, *, deprecated: bool = False) -> None:
+        if not isinstance(change_id, str) or not change_id or change_id != change_id.strip():
+            raise ValueError(f"Patched needs a non-empty change id without surrounding spaces, got {change_id!r}")
+        if len(change_id) > MAX_CHANGE_ID:
+            raise ValueError(f"Patched change id {change_id[:20]!r}... is longer than {MAX_CHANGE_ID} characters; "
+                             "it is recorded in every ledger that passes the gate")
+        self.change_id = change_id
+        self.deprecated = deprecated
+
+    def describe(self) -> str:
+        """A short human description for diagnostics."""
+        return f"Patched({self.change_id!r})"
+
+    def describe_call(self) -> str:
+        return f"Patched({self.change_id!r})"
+
+    def __bool__(self) -> bool:
+        # `if Patched("x"):` without yield would always take the new branch, old conversations included.
+        raise _forgot_yield(self, "tested the truth of", NotYieldedUse)
+
+    def __repr__(self) -> str:
+        extra = ", deprecated=True" if self.deprecated else ""
+        return f"Patched({self.change_id!r}{extra})"
 
 
 _IDENTITIES: dict[Any, tuple[str | None, bytes]] = {}

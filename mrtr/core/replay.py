@@ -29,7 +29,7 @@ import msgspec
 
 from .context import Context
 from . import models
-from .effects import Elicit, ElicitResult, ElicitURL, NotYielded, NotYieldedUse, Request, Step
+from .effects import Elicit, ElicitResult, ElicitURL, NotYielded, NotYieldedUse, Patched, Request, Step
 from .errors import (HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, PublicError,
                      ReplayMismatch)
 from .kinds import KINDS, Kind, decode_input_response
@@ -410,6 +410,8 @@ class _Interpretation:
                 outcome = (_STOP, pending) if pending else (_SEND, answers[0])
             elif isinstance(yielded, Step):
                 outcome = self._step(yielded, gen)
+            elif isinstance(yielded, Patched):
+                outcome = (_SEND, self._patched(yielded))
             else:
                 members = _group_members(yielded, self.spec, gen)
                 if members is None:
@@ -483,6 +485,16 @@ class _Interpretation:
     def _step_answer(self, ordinal: int, key: str, step: Step, fingerprint: bytes, gen: Any) -> tuple[int, Any]:
         """``(_SEND, value)`` for a Step whose value is known, else ``(_RUN_STEP, step)``."""
         raise NotImplementedError
+
+    def _patched(self, patch: Patched) -> bool:
+        """Which side of a code change this run is on: a run with nothing recorded is on the new side.
+
+        The marker takes an ordinal (unless deprecated), as a fresh replay's does, so the
+        keys after it are the same whichever driver runs the handler.
+        """
+        if not patch.deprecated:
+            self.cursor += 1
+        return True
 
 
 def gathered(yielded: Any, members: Any, answers: list[Any]) -> Any:
@@ -599,6 +611,22 @@ class _Execution(_Interpretation):
         self.step_at = (index, fingerprint)
         return _RUN_STEP, step
 
+    def _patched(self, patch: Patched) -> bool:
+        """Which side of a code change this conversation is on (see :class:`~mrtr.core.effects.Patched`)."""
+        index = self.cursor
+        if index < len(self.slots):
+            slot = self.slots[index]
+            if slot.kind == Kind.PATCH and slot.answer == patch.change_id:
+                self.cursor += 1
+                return True
+            # Recorded past this point by code without the patch: the old branch, and the gate
+            # takes no ordinal, so the old branch's yields meet the positions they recorded.
+            return patch.deprecated
+        if not patch.deprecated:
+            self.cursor += 1
+            self.slots.append(Slot(Kind.PATCH, b"", None, True, patch.change_id))
+        return True
+
     def record_step(self, step: Step, result: Any, gen: Any) -> Any:
         """Record what a Step's function returned and give back the value to send."""
         assert self.step_at is not None
@@ -610,6 +638,8 @@ class _Execution(_Interpretation):
 
     def _mismatch(self, ordinal: int, slot: Slot, asked: Request | Step, key: str, fingerprint: bytes, gen: Any) -> ReplayMismatch:
         recorded_kind = Kind(slot.kind)
+        if recorded_kind is Kind.PATCH:
+            return self._unpatched(ordinal, slot, asked, gen)
         recorded_key = slot.wire_key(ordinal)
         lines = [
             f'MRTR replay mismatch at ordinal #{ordinal} (key "{recorded_key}"): the handler asked something '
@@ -639,6 +669,23 @@ class _Execution(_Interpretation):
         brief = "\n".join([lines[0], f"  changed: {', '.join(changed) or 'nothing visible'}", _CONTRACT])
         return ReplayMismatch("\n".join(lines), data={"ordinal": ordinal, "key": recorded_key, "changed": changed},
                               brief=brief)
+
+    def _unpatched(self, ordinal: int, slot: Slot, asked: Request | Step, gen: Any) -> ReplayMismatch:
+        change = slot.answer
+        first = (f'MRTR replay mismatch at ordinal #{ordinal}: this ledger position holds the patch marker "{change}", '
+                 f'recorded by code that has `yield Patched("{change}")` here, and this code asks '
+                 f"{KINDS[asked.kind].label} instead.")
+        why = ("  why: this node runs the code from before the patch while the conversation or task was recorded by a "
+               "node that has it (finish the deploy before such rounds reach old nodes), or the patch was removed "
+               "while conversations or tasks recorded under it were in flight (put it back; "
+               f'`yield Patched("{change}", deprecated=True)` replays the marker and takes the new branch)')
+        lines = [first.replace(f"asks {KINDS[asked.kind].label}", f"asks {asked.describe()}"),
+                 f"  at {_yield_location(gen)} in handler {self.spec.name}", "  changed: patch", why]
+        return ReplayMismatch(
+            "\n".join(lines),
+            data={"ordinal": ordinal, "key": default_key(Kind.PATCH, ordinal), "changed": ["patch"], "patch": change},
+            brief="\n".join([first, "  changed: patch", why]),  # no path, no question text the handler built
+        )
 
     def ledger(self) -> Ledger:
         return Ledger(tuple(self.slots))
@@ -730,7 +777,7 @@ def _group_members(yielded: Any, spec: HandlerSpec | None = None, gen: Any = Non
         flags = [isinstance(member, Request) for member in yielded]
         if all(flags):
             return [(member.key, member) for member in yielded]
-        if any(flags) or any(isinstance(member, Step) for member in yielded):
+        if any(flags) or any(isinstance(member, (Step, Patched)) for member in yielded):
             odd = flags.index(False)
             raise _not_a_group(yielded, f"member #{odd + 1}", yielded[odd], spec, gen)
         return None
@@ -747,7 +794,7 @@ def _group_members(yielded: Any, spec: HandlerSpec | None = None, gen: Any = Non
                         f'a keyed group names a request "{key}" that was built with key="{request.key}"', spec, gen)
                 members.append((key, request))
             return members
-        if any(flags) or any(isinstance(member, Step) for member in values):
+        if any(flags) or any(isinstance(member, (Step, Patched)) for member in values):
             odd = flags.index(False)
             key = list(yielded)[odd]
             raise _not_a_group(yielded, f"member {key!r}", values[odd], spec, gen)
@@ -762,8 +809,9 @@ def _group_error(message: str, spec: HandlerSpec | None, gen: Any) -> HandlerErr
 
 
 def _not_a_group(group: Any, which: str, member: Any, spec: HandlerSpec | None, gen: Any) -> HandlerError:
-    if isinstance(member, Step):
-        what = f"{member.describe_call()}: a Step cannot be a group member; yield it on its own, before the group"
+    if isinstance(member, (Step, Patched)):
+        name = "a Step" if isinstance(member, Step) else "a Patched gate"
+        what = f"{member.describe_call()}: {name} cannot be a group member; yield it on its own, before the group"
     else:
         what = (f"{type(member).__name__} {_short(member)}, which is not a request; build each member with "
                 "Elicit, ElicitURL, Sample or ListRoots")

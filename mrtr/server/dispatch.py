@@ -10,7 +10,10 @@ Every request stands alone: its ``_meta`` must carry the protocol version and th
 client's capabilities, and nothing is remembered between requests. The three methods
 that may ask the user for input (``tools/call``, ``prompts/get``, ``resources/read``)
 run through a carrier (:mod:`mrtr.carriers`): the token carrier, or the tasks carrier for a
-task tool called by a client that declared the tasks extension.
+task tool called by a client that declared the tasks extension. A handler declared
+``once=True`` has the rounds that carry a token run through the server's round records
+(:class:`~mrtr.carriers.contract.RoundRecords`, in the task store), so the round that
+completes it runs at most once per token.
 
 That is the modern era (2026-07-28). The legacy era (2025-era clients, sessions opened
 by ``initialize``) is :attr:`Server.legacy`, :mod:`mrtr.server.legacy`: the same
@@ -33,8 +36,17 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 import msgspec
 
-from ..carriers.contract import TASKS_EXTENSION, Carrier, Interim, CarrierOutcome, TaskAccess, TaskHost, ToolBinding
-from ..carriers.token import TokenCarrier
+from ..carriers.contract import (
+    TASKS_EXTENSION,
+    Carrier,
+    CarrierOutcome,
+    Interim,
+    RoundRecords,
+    TaskAccess,
+    TaskHost,
+    ToolBinding,
+)
+from ..carriers.token import CheckedToken, TokenCarrier
 from ..core import models, wire
 from ..core.codec import RequestStateCodec
 from ..core.context import LOG_LEVELS, Context
@@ -202,7 +214,10 @@ class Server(Registry):
     or 30), how long a task lives after its last activity in seconds (``MRTR_TASK_TTL``
     or one hour; ``math.inf``: no limit) and the cap on one task record
     (``mrtr.tasks.MAX_RECORD_BYTES``). :meth:`running` takes the same arguments for one
-    serving block (``mrtr serve --tasks``, ``--task-lease``, ``--task-ttl``).
+    serving block (``mrtr serve --tasks``, ``--task-lease``, ``--task-ttl``). The same
+    store records the rounds of handlers declared ``once=True`` (with the same lease
+    and record cap); a server with such handlers and no task tools uses ``memory:``
+    when no store is configured.
 
     ``eras`` says which protocol eras are served (see ``docs/eras.md``): ``"both"`` (the
     default) serves 2025-era clients too, in sessions opened by ``initialize``, with the
@@ -289,6 +304,7 @@ class Server(Registry):
         # never goes stale; it spares the store a second read when the transport asked first.
         self._task_guards: OrderedDict[tuple[str, str | None], TaskAccess] = OrderedDict()
         self._tasks: TaskHost | None = None
+        self._rounds: RoundRecords | None = None
         self._task_settings = _TaskSettings(tasks_url, task_lease, task_ttl, task_max_bytes)
         self._legacy: LegacyEra | None = None
         if LEGACY in served:
@@ -341,8 +357,18 @@ class Server(Registry):
 
     @asynccontextmanager
     async def _tasks_running(self, settings: _TaskSettings) -> AsyncIterator[None]:
-        if not self.has_task_tools or self._tasks is not None:
+        if self._rounds is not None or not (self.has_task_tools or self.has_once_handlers):
             yield
+            return
+        if not self.has_task_tools:
+            from ..carriers.tasks.host import serve_rounds
+
+            async with serve_rounds(settings.url, lease=settings.lease, max_record_bytes=settings.max_bytes) as rounds:
+                self._rounds = rounds
+                try:
+                    yield
+                finally:
+                    self._rounds = None
             return
         from ..carriers.tasks.host import serve_tasks
 
@@ -353,10 +379,12 @@ class Server(Registry):
         async with serve_tasks(self.task_binding, self.token_carrier, settings.url, lease=settings.lease,
                                ttl=settings.ttl, max_record_bytes=settings.max_bytes, on_change=changed) as carrier:
             self._tasks = carrier
+            self._rounds = carrier.rounds
             try:
                 yield
             finally:
                 self._tasks = None
+                self._rounds = None
 
     def settle_key(self) -> None:
         """Build the ``requestState`` key ring now, before the first request.
@@ -374,6 +402,11 @@ class Server(Registry):
     def tasks(self) -> TaskHost | None:
         """This node's tasks carrier while :meth:`running` (with task tools registered), else ``None``."""
         return self._tasks
+
+    @property
+    def rounds(self) -> RoundRecords | None:
+        """Where rounds that run once are recorded while :meth:`running` (with such handlers), else ``None``."""
+        return self._rounds
 
     @property
     def tasks_url(self) -> str | None:
@@ -813,13 +846,17 @@ class Server(Registry):
         arguments = self._tool_arguments(tool, params.get("arguments"))
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
-        try:
-            outcome = await self._execute(request, tool.fn, arguments, ctx)
-        except HandlerError as error:
-            return self._tool_error(name, error)
-        if isinstance(outcome, Interim):
-            return outcome.result
-        return shape_tool_result(outcome.result, tool.structured)
+
+        async def produce() -> dict[str, Any]:
+            try:
+                outcome = await self._execute(request, tool.fn, arguments, ctx)
+            except HandlerError as error:
+                return self._tool_error(name, error)
+            if isinstance(outcome, Interim):
+                return outcome.result
+            return shape_tool_result(outcome.result, tool.structured)
+
+        return await self._round(request, tool.once, principal, produce)
 
     def _tool_arguments(self, tool: Any, raw: Any) -> dict[str, Any]:
         if raw is None:
@@ -876,26 +913,56 @@ class Server(Registry):
         name, prompt, arguments = self._prompt_arguments(request.params)
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
-        outcome = await self._run_protocol_handler(request, prompt.fn, arguments, ctx)
-        if isinstance(outcome, Interim):
-            return outcome.result
-        return shape_prompt_result(outcome.result, prompt.definition.get("description"))
+
+        description = prompt.definition.get("description")
+
+        async def produce() -> dict[str, Any] | ProtocolError:
+            return await self._run_protocol_handler(request, prompt.fn, arguments, ctx,
+                                                    lambda value: shape_prompt_result(value, description))
+
+        return await self._round(request, prompt.once, principal, produce)
 
     async def _read_resource(self, request: _Request) -> dict[str, Any]:
         params = request.params
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise InvalidParams('resources/read needs a string "uri"')
-        found = self.find_resource(uri)
+        found = self.resource_entry(uri)
         if found is None:
             raise InvalidParams(f"Resource not found: {uri}", data={"uri": uri})
-        fn, mime_type, arguments = found
+        entry, arguments = found
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, uri)
-        outcome = await self._run_protocol_handler(request, fn, arguments, ctx)
-        if isinstance(outcome, Interim):
-            return outcome.result
-        return self._cacheable(shape_resource_result(outcome.result, uri, mime_type), ttl_ms=0)
+
+        async def produce() -> dict[str, Any] | ProtocolError:
+            return await self._run_protocol_handler(
+                request, entry.fn, arguments, ctx,
+                lambda value: self._cacheable(shape_resource_result(value, uri, entry.mime_type), ttl_ms=0))
+
+        return await self._round(request, entry.once, principal, produce)
+
+    async def _round(self, request: _Request, once: bool, principal: str | None,
+                     produce: Callable[[], Awaitable[dict[str, Any] | ProtocolError]]) -> dict[str, Any]:
+        """The result of one round: ``produce``'s, run at most once per token for a handler declared ``once``.
+
+        A ``once`` round that carries a token goes through :attr:`rounds` (a retry gets
+        the recorded result or error); one without a token (a first call) has nothing to
+        name it and runs as any other. The tasks carrier keys the rounds it serves itself.
+        An error ``produce`` returns is the round's answer, recorded like a result.
+        """
+        if once and self._carrier_for(request) is self.token_carrier:
+            request.checked = self.token_carrier.check(request.method, request.params, principal)
+            key = request.checked.key()
+            if key is not None:
+                rounds = self._rounds
+                if rounds is None:
+                    raise InternalError("Internal error: no task store is running for the rounds that run once "
+                                        "(enter Server.running())")
+                return await rounds.once(key, produce)
+        outcome = await produce()
+        if isinstance(outcome, ProtocolError):
+            raise outcome
+        return outcome
 
     def _carrier_for(self, request: _Request) -> Carrier:
         """The carrier that holds this request's ledger.
@@ -912,14 +979,23 @@ class Server(Registry):
 
     async def _execute(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> CarrierOutcome:
         carrier = self._carrier_for(request)
+        if request.checked is not None and carrier is self.token_carrier:  # its token is read already
+            return await self.token_carrier.execute(request.method, request.params, fn, arguments, ctx,
+                                                    run_sync=request.run_sync, checked=request.checked)
         return await carrier.execute(request.method, request.params, fn, arguments, ctx, run_sync=request.run_sync)
 
-    async def _run_protocol_handler(self, request: _Request, fn: Any, arguments: Mapping[str, Any],
-                                    ctx: Context) -> CarrierOutcome:
+    async def _run_protocol_handler(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context,
+                                    shape: Callable[[Any], dict[str, Any]]) -> dict[str, Any] | ProtocolError:
+        """A prompt's or resource's round: the result ``shape`` makes of its value, the carrier's interim
+        result, or its handler's failure as the ``-32603`` to answer (returned, so a round that runs once
+        records it)."""
         try:
-            return await self._execute(request, fn, arguments, ctx)
+            outcome = await self._execute(request, fn, arguments, ctx)
         except HandlerError as error:
-            raise self._internal_error(request.method, ctx.target, error) from None
+            return self._internal_error(request.method, ctx.target, error)
+        if isinstance(outcome, Interim):
+            return outcome.result
+        return shape(outcome.result)
 
     def _internal_error(self, method: str, target: Any, error: HandlerError) -> InternalError:
         """A failed prompt or resource handler as its ``-32603`` (they have no error result), in both eras."""
@@ -1034,6 +1110,7 @@ class _Request:
     id: Any
     run_sync: RunSync | None
     auth: Any = None  # the verified mrtr.auth.AccessToken, on a protected server
+    checked: CheckedToken | None = None  # its token, once read for a round that runs once
 
 
 def _read_envelope(params: Mapping[str, Any]) -> _Envelope:

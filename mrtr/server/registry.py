@@ -25,6 +25,7 @@ from ..core.docstrings import first_paragraph
 from ..core.errors import InvalidParams
 from ..core.mirroring import InvalidHeaderSchema, is_token, mirrored_parameters
 from ..core.replay import CONTEXT_NAMES, handler_spec
+from ..core.versions import set_handler_version
 
 __all__ = ["Header", "PromptEntry", "Registry", "ResourceEntry", "TemplateEntry", "ToolEntry"]
 
@@ -77,6 +78,7 @@ class ToolEntry:
     scopes: tuple[str, ...] = ()  # OAuth scopes a caller needs on a protected server
     task: str | None = None  # "optional" or "required": may run as a task (the tasks extension)
     models: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # parameter -> pydantic model it is
+    once: bool = False  # the round that completes a conversation runs at most once per token
 
 
 @dataclass
@@ -88,6 +90,7 @@ class PromptEntry:
     parameter_names: tuple[str, ...]
     required: tuple[str, ...]
     definition: dict[str, Any]
+    once: bool = False
 
 
 @dataclass
@@ -98,6 +101,7 @@ class ResourceEntry:
     fn: Any
     definition: dict[str, Any]
     mime_type: str | None
+    once: bool = False
 
 
 @dataclass
@@ -108,6 +112,15 @@ class TemplateEntry:
     fn: Any
     definition: dict[str, Any]
     mime_type: str | None
+    once: bool = False
+
+
+def _versioned(kind: str, fn: Any, version: str | None, once: Any) -> None:
+    """Check the ``once`` and ``version`` options every decorator takes; record the version."""
+    if not isinstance(once, bool):
+        raise TypeError(f"@server.{kind}: once must be True or False, got {once!r}")
+    if version is not None:
+        set_handler_version(fn, version)
 
 
 def _describe(definition: dict[str, Any], fn: Any, title: str | None, description: str | None,
@@ -411,6 +424,8 @@ class Registry:
         input_schema: Mapping[str, Any] | None = None,
         scopes: Sequence[str] = (),
         task: str | None = None,
+        once: bool = False,
+        version: str | None = None,
     ) -> Any:
         """Register a tool. Usable bare (``@server.tool``) or with options.
 
@@ -434,6 +449,14 @@ class Registry:
         as a task (``CreateTaskResult``) while others get the result on the call;
         ``task="required"`` refuses clients without the extension (``-32021``). See
         ``docs/tasks.md``.
+
+        ``once=True`` runs the round that completes a conversation at most once per
+        ``requestState``: its result is recorded in the server's store, and a retry of it
+        (on any worker or node sharing the store) gets that result without the handler
+        running again. A first call without a token has nothing to name it and runs each
+        time. ``version`` names the handler's version in the tokens and tasks it records
+        (by default a digest of its code), which a replay mismatch after a deploy reports.
+        See ``docs/handlers.md`` (the idempotency contract).
         """
         tool_scopes = _scopes(scopes)
         if task not in (None, "optional", "required"):
@@ -444,6 +467,7 @@ class Registry:
 
         def register(fn: Any) -> Any:
             _handler_callable("tool", fn)
+            _versioned("tool", fn, version, once)
             tool_name = name or fn.__name__
             hints = _type_hints(fn)
             parameters = _signature_parameters(fn)
@@ -481,24 +505,27 @@ class Registry:
                 tool_scopes,
                 task,
                 model_parameters,
+                once,
             )
             return fn
 
         return register(fn) if fn is not None else register
 
     def prompt(
-        self, fn: Any = None, *, name: str | None = None, title: str | None = None, description: str | None = None
+        self, fn: Any = None, *, name: str | None = None, title: str | None = None, description: str | None = None,
+        once: bool = False, version: str | None = None,
     ) -> Any:
         """Register a prompt; its parameters (strings) become the prompt's arguments.
 
         Usable bare (``@server.prompt``), with the name (``@server.prompt("review")``) or
-        with options.
+        with options. ``once`` and ``version`` are as for :meth:`tool`.
         """
         if isinstance(fn, str):  # @server.prompt("name")
             fn, name = None, _given_name("prompt", fn, name)
 
         def register(fn: Any) -> Any:
             _handler_callable("prompt", fn)
+            _versioned("prompt", fn, version, once)
             prompt_name = name or fn.__name__
             hints = _type_hints(fn)
             parameters = _signature_parameters(fn)
@@ -520,7 +547,7 @@ class Registry:
                 raise ValueError(_twice("prompt", f"named {prompt_name!r}", self._prompts[prompt_name].fn, fn,
                                         "@server.prompt(name=...)"))
             self._prompts[prompt_name] = PromptEntry(
-                prompt_name, fn, tuple(p.name for p in parameters), tuple(required), definition
+                prompt_name, fn, tuple(p.name for p in parameters), tuple(required), definition, once
             )
             return fn
 
@@ -534,8 +561,13 @@ class Registry:
         title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
+        once: bool = False,
+        version: str | None = None,
     ) -> Callable[[Any], Any]:
-        """Register a static resource at ``uri``; the handler returns its text or bytes."""
+        """Register a static resource at ``uri``; the handler returns its text or bytes.
+
+        ``once`` and ``version`` are as for :meth:`tool`.
+        """
         _resource_uri("resource", uri, '@server.resource("notes://welcome")')
         if "{" in uri:
             raise ValueError(
@@ -544,10 +576,11 @@ class Registry:
 
         def register(fn: Any) -> Any:
             _handler_callable("resource", fn)
+            _versioned("resource", fn, version, once)
             definition = _describe({"uri": uri, "name": name or fn.__name__}, fn, title, description, mime_type)
             if uri in self._resources:
                 raise ValueError(_twice("resource", f"at {uri!r}", self._resources[uri].fn, fn, "another uri"))
-            self._resources[uri] = ResourceEntry(uri, fn, definition, mime_type)
+            self._resources[uri] = ResourceEntry(uri, fn, definition, mime_type, once)
             return fn
 
         return register
@@ -560,19 +593,22 @@ class Registry:
         title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
+        once: bool = False,
+        version: str | None = None,
     ) -> Callable[[Any], Any]:
         """Register a resource template such as ``"notes://{id}/text"``.
 
         The handler receives each ``{variable}`` as a keyword argument (a single path
-        segment).
+        segment). ``once`` and ``version`` are as for :meth:`tool`.
         """
         _resource_uri("resource_template", uri_template, '@server.resource_template("notes://{id}/text")')
 
         def register(fn: Any) -> Any:
             _handler_callable("resource_template", fn)
+            _versioned("resource_template", fn, version, once)
             definition = _describe({"uriTemplate": uri_template, "name": name or fn.__name__}, fn, title,
                                    description, mime_type)
-            self._templates.append(TemplateEntry(_compile_template(uri_template), fn, definition, mime_type))
+            self._templates.append(TemplateEntry(_compile_template(uri_template), fn, definition, mime_type, once))
             return fn
 
         return register
@@ -593,6 +629,13 @@ class Registry:
     def has_task_tools(self) -> bool:
         """Whether any tool may run as a task (the server then needs a task store)."""
         return any(tool.task for tool in self._tools.values())
+
+    @property
+    def has_once_handlers(self) -> bool:
+        """Whether any handler was declared ``once=True`` (the server then records rounds in its store)."""
+        entries: list[Any] = [*self._tools.values(), *self._prompts.values(), *self._resources.values(),
+                              *self._templates]
+        return any(entry.once for entry in entries)
 
     def tool_definitions(self) -> list[dict[str, Any]]:
         """The ``Tool`` objects ``tools/list`` reports, in registration order."""
@@ -622,11 +665,19 @@ class Registry:
 
         A static resource wins over templates; templates are tried in registration order.
         """
+        found = self.resource_entry(uri)
+        if found is None:
+            return None
+        entry, variables = found
+        return entry.fn, entry.mime_type, variables
+
+    def resource_entry(self, uri: str) -> tuple[ResourceEntry | TemplateEntry, dict[str, Any]] | None:
+        """The registration serving ``uri`` and its template variables, or ``None`` (see :meth:`find_resource`)."""
         resource = self._resources.get(uri)
         if resource is not None:
-            return resource.fn, resource.mime_type, {}
+            return resource, {}
         for template in self._templates:
             match = template.pattern.match(uri)
             if match:
-                return template.fn, template.mime_type, match.groupdict()
+                return template, match.groupdict()
         return None

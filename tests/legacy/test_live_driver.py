@@ -506,3 +506,18 @@ async def test_an_invalid_answer_closes_an_async_handler():
     with pytest.raises(InvalidParams):
         await driver.aresume({"elicit-1": {"action": "accept", "content": {"age": "x"}}})
     assert cleaned == ["finally"]
+
+
+def test_a_patch_gate_takes_the_new_branch_and_the_keys_a_fresh_replay_gives():
+    from mrtr.core.effects import Patched
+
+    def handler():
+        if (yield Patched("ask-email")):
+            email = yield Elicit("Email?", Form().string("email"))
+            return f"new {email.action}"
+        return "old"
+
+    live, asked = drive(handler, None, lambda key, request: {"action": "decline"})
+    replayed = run(handler, answers=lambda key, request: {"action": "decline"})
+    assert live == replayed.result == "new decline"
+    assert asked == replayed.asked == [["elicit-2"]]  # the marker took ordinal 1 in both
