@@ -16,5 +16,5 @@ with status hints (:mod:`~mrtr.core.errors`), the handler's context
 handlers without replay, the protocol of a client reached live
 (:mod:`~mrtr.core.peer`), and what differs between the eras (:mod:`~mrtr.core.eras`:
 which era a message speaks, version negotiation, requests per version). See
-docs/adr/0009-packages-by-layer.md for the map and docs/adr/0011-two-eras.md for the eras.
+docs/adr/0009-packages-by-layer.md for the map and docs/adr/0012-two-eras.md for the eras.
 """
