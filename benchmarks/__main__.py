@@ -20,7 +20,7 @@ from typing import Any
 
 from .common import ROOT
 
-PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once")
+PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,6 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     if "once" in parts:
         from . import once
         results["once"] = once.run(quick=args.quick)
+    if "sessions" in parts:
+        from . import sessions
+        results["sessions"] = sessions.run(quick=args.quick)
     results["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     results["seconds"] = round(time.monotonic() - started, 1)
 

@@ -230,6 +230,22 @@ def table_once(part: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def table_sessions(part: dict[str, Any]) -> str:
+    """Part 7: the memory of an idle 2025-era session and of a suspended handler, beside a bare trio task."""
+    baseline = part["baseline_task"]["bytes_per_task"]
+    rows = [
+        ("an idle session (after `initialize`)", part["idle_session"]["n"], part["idle_session"]["bytes_per_session"]),
+        ("a suspended handler, sync generator", part["suspended_sync"]["n"], part["suspended_sync"]["bytes_per_handler"]),
+        ("a suspended handler, async generator", part["suspended_async"]["n"],
+         part["suspended_async"]["bytes_per_handler"]),
+        ("baseline: a bare trio task waiting on an Event", part["baseline_task"]["n"], baseline),
+    ]
+    lines = ["| held | N | bytes each (tracemalloc) | vs the baseline task |", "|---|---|---|---|"]
+    for what, n, size in rows:
+        lines.append(f"| {what} | {n:,} | {size:,.0f} | {size / baseline:.1f}x |")
+    return "\n".join(lines)
+
+
 def table_goals(results: dict[str, Any]) -> str:
     lines = ["| goal | measured | met |", "|---|---|---|"]
     rounds = results.get("rounds")
@@ -315,6 +331,7 @@ def update_document(path: Path, results: dict[str, Any]) -> None:
         "soak": lambda: table_soak(results["soak"]),
         "tasks": lambda: table_tasks(results["tasks"]),
         "once": lambda: table_once(results["once"]),
+        "sessions": lambda: table_sessions(results["sessions"]),
         "machine": lambda: table_machine(results),
     }
     text = path.read_text()

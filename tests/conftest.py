@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -16,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 import trio
 
 from mrtr.core.wire import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION
@@ -173,6 +176,7 @@ class StaticDispatcher:
     """
 
     auth = None
+    legacy = None  # the modern era only
 
     async def handle(self, message: Mapping[str, Any], **options: Any) -> dict[str, Any]:
         raise NotImplementedError
@@ -190,3 +194,48 @@ class StaticDispatcher:
 
     def listen_through(self, hub: Any) -> Callable[[], None]:
         return lambda: None
+
+
+def clean_env() -> dict[str, str]:
+    """This process's environment without what points at our virtualenv: for processes of another one."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def pinned_venv(venv: Path, requirements: Path, package: str, version: str) -> Path:
+    """The python of ``venv`` with ``package==version`` in it, created from ``requirements`` on first use.
+
+    A peer pinned exactly, in its own virtualenv so its dependencies never mix with ours.
+    When it cannot be made (no package registry), the calling test fails under
+    ``CI=true`` and is skipped elsewhere, saying why.
+    """
+    python = venv / "bin" / "python"
+
+    def ready() -> bool:
+        if not python.exists():
+            return False
+        probe = subprocess.run(
+            [str(python), "-c", f"import importlib.metadata as m; assert m.version({package!r}) == {version!r}"],
+            capture_output=True, env=clean_env(), timeout=120, check=False)
+        return probe.returncode == 0
+
+    def unavailable(reason: str) -> None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+    if ready():
+        return python
+    if not python.exists():
+        created = subprocess.run([shutil.which("python3") or sys.executable, "-m", "venv", str(venv)],
+                                 capture_output=True, text=True, timeout=300, check=False)
+        if created.returncode != 0:
+            unavailable(f"could not create {venv}: {created.stderr[-2000:]}")
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r", str(requirements)],
+        capture_output=True, text=True, env=clean_env(), timeout=900, check=False)
+    if installed.returncode != 0 or not ready():
+        unavailable(f"could not install {package}=={version} into {venv} (is the package registry reachable?): "
+                    f"{installed.stderr[-2000:]}")
+    return python

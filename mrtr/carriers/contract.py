@@ -3,25 +3,28 @@
 The replay core (:mod:`mrtr.core.replay`) runs a handler against a ledger and returns
 ``Completed`` or ``InputRequired``; it does not care where the ledger came from. A
 carrier does: it restores the ledger for a request, runs the core, and keeps what the
-core returns. Two carriers implement :class:`Carrier`:
+core returns. Three carriers implement :class:`Carrier`:
 
 - the token carrier, :class:`mrtr.carriers.token.TokenCarrier`: the ledger travels in
   the sealed ``requestState`` token the client echoes (stateless; any worker serves any
-  round). It serves every ``tools/call``, ``prompts/get`` and ``resources/read`` that
-  no other carrier claims;
+  round). It serves every modern ``tools/call``, ``prompts/get`` and ``resources/read``
+  that no other carrier claims;
 - the tasks carrier, :class:`mrtr.carriers.tasks.TaskCarrier`: the ledger lives in a
   task record in a store, for a ``tools/call`` to a task tool from a client that
   declared the tasks extension. The call's rounds before the handler's first Step go
-  through the token carrier; from that Step on the handler runs as a task.
+  through the token carrier; from that Step on the handler runs as a task;
+- the live carrier, :class:`mrtr.carriers.live.LiveCarrier`: no ledger at all, the
+  generator itself waits at its ``yield`` while the question goes to the client as a
+  request of the server's own, in a legacy (2025-era) session.
 
 Every carrier's :meth:`Carrier.execute` returns a :data:`CarrierOutcome`: the handler's value
 (:class:`~mrtr.core.replay.Completed`), which the server shapes, or an :class:`Interim`
-result the server sends as it is. A new carrier (a 2025-era session holding the
-generator suspended live, say) is one more class with that method.
+result the server sends as it is.
 
-Every carrier runs handler code through :func:`run_handler`, the one place that decides
-whether a sync handler runs in a worker thread, so the server's ``sync_handlers``
-setting means the same whichever carrier holds the ledger.
+Every carrier decides where handler code runs by :func:`runs_in_thread` (the replaying
+ones through :func:`run_handler`), the one place that decides whether a sync handler
+runs in a worker thread, so the server's ``sync_handlers`` setting means the same
+whichever carrier holds the conversation.
 
 A round that must not run twice (a handler declared ``once=True``, the round that
 creates a task) is keyed by :class:`RoundKey` and run through :class:`RoundRecords`,
@@ -53,6 +56,7 @@ __all__ = [
     "ToolBinding",
     "TASKS_EXTENSION",
     "run_handler",
+    "runs_in_thread",
 ]
 
 from ..core.wire import TASKS_EXTENSION  # noqa: E402 - re-exported: the one id the server and the client share
@@ -182,7 +186,8 @@ async def run_handler(
     (:class:`~mrtr.core.replay.Detached`); ``steps`` saves the ledger after each Step.
     """
     is_async = handler_spec(handler).is_async
-    if run_sync is not None and not is_async:
+    if runs_in_thread(handler, run_sync):
+        assert run_sync is not None
         on_thread = None if steps is None else steps.save_from_thread
         return await run_sync(  # type: ignore[no-any-return]
             lambda: replay(handler, arguments, ctx, ledger, unmatched, on_step=on_thread, until_step=until_step))
@@ -191,6 +196,15 @@ async def run_handler(
         raise ValueError(f"the sync handler {handler_spec(handler).name} saves its Steps, so it needs run_sync")
     on_loop = None if steps is None else steps.save
     return await replay_async(handler, arguments, ctx, ledger, unmatched, on_step=on_loop, until_step=until_step)
+
+
+def runs_in_thread(handler: Any, run_sync: RunSync | None) -> bool:
+    """Whether ``handler``'s code runs through ``run_sync``: a sync handler, when one is given.
+
+    :func:`run_handler` and the live carrier both decide by it, so ``sync_handlers``
+    means the same whichever carrier runs the handler.
+    """
+    return run_sync is not None and not handler_spec(handler).is_async
 
 
 class ToolBinding(NamedTuple):

@@ -27,8 +27,8 @@ import trio
 from ..core import wire
 from ..core.answers import roots as _roots
 from ..core.answers import sampled as _sampled
-from ..core.eras import (LATEST_LEGACY_VERSION, LEGACY_VERSIONS, MODERN_ERRORS, MODERN_VERSIONS, Era, InitializeResult,
-                         is_modern_error)
+from ..core.eras import (LATEST_LEGACY_VERSION, LEGACY, LEGACY_VERSIONS, MODERN, MODERN_ERRORS, MODERN_VERSIONS, Era,
+                         InitializeResult, is_modern_error)
 from ..core.errors import (HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
                            UNSUPPORTED_PROTOCOL_VERSION)
 from ..core.jsonrpc import JSONRPC_VERSION, Dispatcher, notification, request, result_response
@@ -284,7 +284,7 @@ class Client:
         self._tools: dict[str, dict[str, Any]] | None = None
         self._nursery: trio.Nursery | None = None
         self._stack: contextlib.AsyncExitStack | None = None
-        self._era: Era | None = Era.MODERN if isinstance(self.target, InProcessTarget) or era == "modern" else None
+        self._era: Era | None = MODERN if isinstance(self.target, InProcessTarget) or era == "modern" else None
         self._era_lock = trio.Lock()
         self._era_cached = False  # the era came from another client's probe of the same endpoint
         self._discovered: dict[str, Any] | None = None
@@ -364,12 +364,12 @@ class Client:
                     capabilities[row.capability] = {mode: {} for mode in sorted(self.elicitation_modes)}
             else:
                 capabilities[row.capability] = {}
-        if self.tasks and self._era is not Era.LEGACY:
+        if self.tasks and self._era != LEGACY:
             capabilities["extensions"] = {wire.TASKS_EXTENSION: {}}
         return capabilities
 
     def _meta(self, request_id: int) -> dict[str, Any]:
-        if self._era is Era.LEGACY:
+        if self._era == LEGACY:
             # A legacy request's context is its session's; only the progress token travels with it.
             return {wire.META_PROGRESS_TOKEN: request_id} if self.on_progress is not None else {}
         meta: dict[str, Any] = {
@@ -387,17 +387,17 @@ class Client:
 
     async def _settle_era(self) -> None:
         """Probe the server once (unless the era is fixed or known) and open a legacy session if it needs one."""
-        if self._era is Era.MODERN or (self._era is Era.LEGACY and self.server is not None):
+        if self._era == MODERN or (self._era == LEGACY and self.server is not None):
             return
         async with self._era_lock:
             if self._era is None:
                 key = getattr(self.target, "url", None)
                 cached = _ERAS.get(key) if key is not None else None
-                self._era = Era.LEGACY if self.era_choice == "legacy" else cached or await self._probe()
+                self._era = LEGACY if self.era_choice == "legacy" else cached or await self._probe()
                 self._era_cached = cached is not None and self.era_choice == "auto"
                 if key is not None:
                     _ERAS[key] = self._era
-            if self._era is Era.LEGACY and self.server is None:
+            if self._era == LEGACY and self.server is None:
                 try:
                     await self._initialize()
                 except ClientError as error:
@@ -406,16 +406,16 @@ class Client:
                     if self.era_choice == "auto" and error.code in MODERN_ERRORS:
                         # The server refused initialize the way only a modern one does: speak modern.
                         log.info("%s refused initialize with a modern error: a modern server", self._where())
-                        self._era = self.target.era = Era.MODERN  # type: ignore[attr-defined]
+                        self._era = self.target.era = MODERN  # type: ignore[attr-defined]
                         return
                     if self._era_cached and not isinstance(error, ConnectionFailed):
                         # What this process remembered of the endpoint no longer holds: ask it.
                         self._era_cached = False
-                        self.target.era = Era.MODERN  # type: ignore[attr-defined]
+                        self.target.era = MODERN  # type: ignore[attr-defined]
                         self._era = await self._probe()
                         if key is not None:
                             _ERAS[key] = self._era
-                        if self._era is Era.LEGACY:
+                        if self._era == LEGACY:
                             await self._initialize()
                         return
                     raise
@@ -437,14 +437,14 @@ class Client:
                     msgspec.convert(result, wire.DiscoverResult)
                 except msgspec.ValidationError:
                     log.info("%s answered server/discover with something else: a legacy server", self._where())
-                    return Era.LEGACY
+                    return LEGACY
                 self._discovered = result
-                return Era.MODERN
+                return MODERN
             if not stdio:
                 raise ClientError(INTERNAL_ERROR, f"no complete answer to server/discover within the "
                                                   f"{limit:g} s deadline")
             log.info("%s did not answer server/discover within %g s: a legacy server", self._where(), limit)
-            return Era.LEGACY
+            return LEGACY
         except (ConnectionFailed, Unreadable):
             raise  # no answer to judge: the server is unreachable, or what it sent cannot be read
         except ClientError as error:
@@ -454,10 +454,10 @@ class Client:
                 supported = error.data.get("supported") if isinstance(error.data, dict) else None
                 if error.code == UNSUPPORTED_PROTOCOL_VERSION and isinstance(supported, list) \
                         and not set(supported) & set(MODERN_VERSIONS) and set(supported) & set(LEGACY_VERSIONS):
-                    return Era.LEGACY  # a modern error naming only handshake versions: initialize
-                return Era.MODERN
+                    return LEGACY  # a modern error naming only handshake versions: initialize
+                return MODERN
             log.info("%s refused server/discover (%s): a legacy server", self._where(), error)
-            return Era.LEGACY
+            return LEGACY
 
     def _where(self) -> str:
         return str(getattr(self.target, "url", None) or " ".join(getattr(self.target, "argv", [])) or "the server")
@@ -470,7 +470,7 @@ class Client:
 
     async def _initialize(self) -> None:
         """The 2025 lifecycle: ``initialize``, version check, ``notifications/initialized``, the standalone stream."""
-        self.target.era = Era.LEGACY  # type: ignore[attr-defined]
+        self.target.era = LEGACY  # type: ignore[attr-defined]
         params = {"protocolVersion": LATEST_LEGACY_VERSION, "capabilities": self._legacy_capabilities(),
                   "clientInfo": self.client_info}
         message = request(next(self._ids), "initialize", params)
@@ -508,7 +508,7 @@ class Client:
         while True:
             try:
                 await self._settle_era()
-                if self._era is not Era.MODERN:
+                if self._era != MODERN:
                     return
                 capabilities = (await self.discover()).get("capabilities") or {}
                 wanted = {f"{what}ListChanged": True for what in ("tools", "prompts", "resources")
@@ -594,7 +594,7 @@ class Client:
 
     async def _send(self, message: dict[str, Any], parameters: Mapping[str, tuple[str, ...]] | None) -> dict[str, Any]:
         extra: dict[str, OnRequest] = {}
-        if self._era is Era.LEGACY:
+        if self._era == LEGACY:
             asked = [0]  # the server's questions during this call, capped like MRTR rounds
 
             async def on_request(server_request: dict[str, Any]) -> dict[str, Any]:
@@ -690,7 +690,7 @@ class Client:
                     self._era_cached = False
                     _ERAS.pop(getattr(self.target, "url", ""), None)
                     self._era, self.server = None, None
-                    self.target.era = Era.MODERN  # type: ignore[attr-defined]
+                    self.target.era = MODERN  # type: ignore[attr-defined]
                     await self._settle_era()
                     parameters = await self._parameters(method, params)
                     continue
@@ -700,7 +700,7 @@ class Client:
                     # A tool's header annotations may have changed since tools/list: refetch.
                     self._tools = None
                     parameters = await self._parameters(method, params)
-                elif self._era is Era.LEGACY:
+                elif self._era == LEGACY:
                     # The session is gone (404): a new one, as the 2025 transport says, then once more.
                     log.info("%s ended the session; starting a new one", self._where())
                     self.server = None
@@ -709,7 +709,7 @@ class Client:
         raise AssertionError("unreachable")
 
     def _worth_retrying(self, error: ClientError) -> bool:
-        if self._era is Era.LEGACY:
+        if self._era == LEGACY:
             return error.status == 404 and getattr(self.target, "session_id", None) is not None
         if error.code == HEADER_MISMATCH:
             return self.target.mirrors_headers

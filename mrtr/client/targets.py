@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 import trio
 
-from ..core.eras import LATEST_LEGACY_VERSION, Era
+from ..core.eras import LATEST_LEGACY_VERSION, LEGACY, MODERN, Era
 from ..core.errors import INTERNAL_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, ProtocolError
 from ..core.wire import META_SUBSCRIPTION_ID
 from ..core.jsonrpc import JSONRPC_VERSION, Dispatcher, encode, notification, parse_message, parse_response
@@ -144,7 +144,7 @@ class InProcessTarget:
     """A server object in this process, reached through its Dispatcher interface."""
 
     mirrors_headers = False
-    era = Era.MODERN
+    era: Era = MODERN
 
     def __init__(self, server: Dispatcher) -> None:
         self.server = server
@@ -212,7 +212,7 @@ class HTTPTarget:
         self._headers = dict(headers or {})
         self._timeout = timeout
         self._client: Any = None
-        self.era = Era.MODERN
+        self.era: Era = MODERN
         """Which era requests are sent in; :class:`mrtr.Client` sets it once it knows."""
         self.session_id: str | None = None
         """The legacy session's ``Mcp-Session-Id``, once the server issued one."""
@@ -235,7 +235,7 @@ class HTTPTarget:
 
     def _mcp_headers(self, message: dict[str, Any], parameters: Mapping[str, tuple[str, ...]] | None
                      ) -> dict[str, str]:
-        if self.era is Era.MODERN:
+        if self.era == MODERN:
             return request_headers(message, parameters)
         headers = {"MCP-Protocol-Version": self.protocol_version}
         if self.session_id is not None:
@@ -262,7 +262,7 @@ class HTTPTarget:
         """
         if self._client is None:
             raise RuntimeError("use the Client in 'async with' before sending")
-        legacy = self.era is Era.LEGACY
+        legacy = self.era == LEGACY
         attempt = 0
         while True:
             attempt += 1
@@ -428,7 +428,7 @@ class HTTPTarget:
         doubling to 30 s while it keeps failing).
         """
         pause = 1.0
-        while self._client is not None and self.era is Era.LEGACY:
+        while self._client is not None and self.era == LEGACY:
             headers = await self._authorized({"Accept": "text/event-stream", "Accept-Encoding": ACCEPT_ENCODING,
                                               **self._mcp_headers({}, None)})
             events = Events(MAX_MESSAGE_SIZE)
@@ -469,7 +469,7 @@ class HTTPTarget:
         if client is None:
             return
         with trio.CancelScope(shield=True):
-            if self.era is Era.LEGACY and self.session_id is not None:
+            if self.era == LEGACY and self.session_id is not None:
                 with trio.move_on_after(5):
                     try:
                         headers = await self._authorized(self._mcp_headers({}, None))
@@ -517,7 +517,7 @@ class StdioTarget:
         self._send_lock = trio.Lock()
         self._gone: ClientError | None = None
         self._nursery: trio.Nursery | None = None
-        self.era = Era.MODERN
+        self.era: Era = MODERN
         """Which era the process is spoken to in; :class:`mrtr.Client` sets it once it knows."""
         self.on_request: OnRequest = _unanswered
         self.on_notification: OnNotification = lambda note: None
@@ -557,7 +557,7 @@ class StdioTarget:
                 pending.done.set()
 
     def _deliver(self, line: bytes) -> None:
-        legacy = self.era is Era.LEGACY
+        legacy = self.era == LEGACY
         try:
             message = parse_response(line, requests=legacy)
         except ProtocolError as error:

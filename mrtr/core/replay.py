@@ -372,26 +372,35 @@ _CONTRACT = (
 )
 
 
-class _Execution:
-    """The bookkeeping of one run of a handler against a ledger."""
+class _Interpretation:
+    """How a yielded value is read, whichever driver runs the handler.
 
-    __slots__ = ("spec", "ctx", "slots", "recorded", "fresh", "unmatched", "cursor", "keys", "step_at", "on_step",
-                 "detach")
+    The replay drivers (below) and the live driver (:mod:`mrtr.core.live`) share it:
+    what counts as a request, a group, a Step or a result; the capability gate, checked
+    for every member before anything is asked; ordinals, default and chosen keys and
+    their uniqueness; fingerprints; and how an answer is checked and converted before
+    the handler sees it. A subclass says only where answers come from
+    (:meth:`_answer`, :meth:`_step_answer`).
+    """
 
-    def __init__(self, spec: HandlerSpec, ctx: Context, ledger: Ledger, unmatched: Mapping[str, Any] | None,
-                 on_step: Callable[[Ledger], Any] | None = None, detach: bool = False) -> None:
+    __slots__ = ("spec", "ctx", "cursor", "keys", "on_step", "detach")
+
+    def __init__(self, spec: HandlerSpec, ctx: Context, on_step: Callable[[Ledger], Any] | None = None,
+                 detach: bool = False) -> None:
         self.spec = spec
-        self.on_step = on_step
-        self.detach = detach
         self.ctx = ctx
-        self.slots = list(ledger.slots)
-        self.recorded = len(self.slots)
-        self.fresh = set(ledger.fresh)
-        self.unmatched = dict(unmatched) if unmatched else None
         self.cursor = 0
         self.keys: dict[str, tuple[int, tuple[str, int] | None]] = {}
-        self.step_at: tuple[int, bytes] | None = None
-        ctx.is_replaying = self.recorded > 0
+        self.on_step = on_step
+        self.detach = detach
+
+    def record_step(self, step: Step, result: Any, gen: Any) -> Any:
+        """What a Step's function returned, as the handler receives it (a ledger records it too)."""
+        return _step_value(step, recorded(step, result, gen))
+
+    def snapshot(self) -> Ledger:
+        """The ledger so far, for ``on_step`` and a detached execution (none without a ledger)."""
+        return Ledger()
 
     # The runtime's answer to one yielded value: (operation, payload).
     def interpret(self, yielded: Any, gen: Any, *, result_allowed: bool) -> tuple[int, Any]:
@@ -415,15 +424,13 @@ class _Execution:
                         location=_yield_location(gen),
                     )
                 answers, pending = self._ask(members, gen)
-                if pending:
-                    outcome = (_STOP, pending)
-                elif isinstance(yielded, dict):
-                    outcome = (_SEND, {key: answer for (key, _), answer in zip(members, answers)})
-                else:
-                    outcome = (_SEND, tuple(answers))
+                outcome = (_STOP, pending) if pending else (_SEND, gathered(yielded, members, answers))
         finally:
-            self.ctx.is_replaying = self.cursor < self.recorded
+            self._interpreted()
         return outcome
+
+    def _interpreted(self) -> None:
+        """Called after every yield has been interpreted, whatever the outcome."""
 
     def _claim(self, key: str, ordinal: int, gen: Any) -> None:
         # Every yield passes here on every replay: keep the position raw, format only on error.
@@ -439,10 +446,8 @@ class _Execution:
         self.keys[key] = (ordinal, position)
 
     def _ask(self, members: Any, gen: Any) -> tuple[list[Any], dict[str, Request]]:
-        answers: list[Any] = []
-        pending: dict[str, Request] = {}
         capabilities = self.ctx.client_capabilities
-        for explicit_key, request in members:
+        for _, request in members:
             missing = request.missing_capability(capabilities)
             if missing is not None:
                 raise MissingRequiredClientCapability(
@@ -450,70 +455,149 @@ class _Execution:
                     f"({request.method}); declare it in io.modelcontextprotocol/clientCapabilities",
                     missing,
                 )
+        answers: list[Any] = []
+        pending: dict[str, Request] = {}
+        for explicit_key, request in members:
             self.cursor += 1
             ordinal = self.cursor
-            kind = request.kind
-            standard = default_key(kind, ordinal)
+            standard = default_key(request.kind, ordinal)
             key = standard if explicit_key is None else explicit_key
             self._claim(key, ordinal, gen)
-            fingerprint = request.fingerprint()
-            index = ordinal - 1
-            if index < len(self.slots):
-                slot = self.slots[index]
-                # slot.key is None exactly when the slot travels under its standard key
-                if slot.kind != kind or slot.fingerprint != fingerprint or slot.key != (None if key == standard else key):
-                    raise self._mismatch(ordinal, slot, request, key, fingerprint, gen)
-                if slot.answered:
-                    answers.append(self._deliver(index, slot, request, key))
-                    continue
-                raw = self.unmatched.pop(key, _MISSING) if self.unmatched else _MISSING
-                if raw is _MISSING:
-                    pending[key] = request
-                    answers.append(None)
-                    continue
-                slot = Slot(kind, fingerprint, slot.key, True, decode_answer(kind, key, raw))
-                self.slots[index] = slot
-                self.fresh.add(index)
-                answers.append(self._deliver(index, slot, request, key))
-                continue
-            stored_key = None if key == standard else key
-            raw = self.unmatched.pop(key, _MISSING) if self.unmatched else _MISSING
-            if raw is _MISSING:
-                self.slots.append(Slot(kind, fingerprint, stored_key))
+            answer = self._answer(ordinal, key, key == standard, request, request.fingerprint(), gen)
+            if answer is _PENDING:
                 pending[key] = request
                 answers.append(None)
             else:
-                slot = Slot(kind, fingerprint, stored_key, True, decode_answer(kind, key, raw))
-                self.slots.append(slot)
-                self.fresh.add(index)
-                answers.append(self._deliver(index, slot, request, key))
+                answers.append(answer)
         return answers, pending
 
-    def _deliver(self, index: int, slot: Slot, request: Request, key: str) -> Any:
-        answer = slot.answer
-        if slot.kind == Kind.ELICIT:
-            code, content = answer
-            if code or isinstance(request, ElicitURL):  # URL mode answers carry no content
-                result = ElicitResult(ACTIONS[code])
-                result.question = (key, request.describe_call())
-                return result
-            compiled = request.requested  # type: ignore[attr-defined]
-            if index in self.fresh:
-                try:
-                    content = compiled.validate(content)
-                except InvalidParams as exc:
-                    raise InvalidParams(f'inputResponses key "{key}": {exc.message}', data=exc.data) from None
-                self.fresh.discard(index)
-            return ElicitResult("accept", content, compiled.convert(content))
-        # Fresh answers are already Structs; answers from a token come back as builtins.
-        return decode_input_response(KINDS[request.kind], answer)
+    def _answer(self, ordinal: int, key: str, standard: bool, request: Request, fingerprint: bytes, gen: Any) -> Any:
+        """The answer to the request at ``ordinal`` as the handler receives it, or ``_PENDING``."""
+        raise NotImplementedError
 
     def _step(self, step: Step, gen: Any) -> tuple[int, Any]:
         self.cursor += 1
         ordinal = self.cursor
         key = default_key(Kind.STEP, ordinal)
         self._claim(key, ordinal, gen)
-        fingerprint = step.fingerprint()
+        return self._step_answer(ordinal, key, step, step.fingerprint(), gen)
+
+    def _step_answer(self, ordinal: int, key: str, step: Step, fingerprint: bytes, gen: Any) -> tuple[int, Any]:
+        """``(_SEND, value)`` for a Step whose value is known, else ``(_RUN_STEP, step)``."""
+        raise NotImplementedError
+
+    def _patched(self, patch: Patched) -> bool:
+        """Which side of a code change this run is on: a run with nothing recorded is on the new side.
+
+        The marker takes an ordinal (unless deprecated), as a fresh replay's does, so the
+        keys after it are the same whichever driver runs the handler.
+        """
+        if not patch.deprecated:
+            self.cursor += 1
+        return True
+
+
+def gathered(yielded: Any, members: Any, answers: list[Any]) -> Any:
+    """What the handler receives for a yield whose ``members`` got ``answers``: one answer, a tuple or a dict."""
+    if isinstance(yielded, Request):
+        return answers[0]
+    if isinstance(yielded, dict):
+        return {key: answer for (key, _), answer in zip(members, answers)}
+    return tuple(answers)
+
+
+def delivered(kind: Kind, answer: Any, request: Request, key: str, *, check: bool) -> Any:
+    """An answer in its stored form (:func:`~mrtr.core.ledger.decode_answer`), as the handler receives it.
+
+    ``check`` validates accepted form content against the schema that was asked (an
+    answer that arrived with this request); one from a sealed token was checked when
+    it was first used.
+    """
+    if kind == Kind.ELICIT:
+        code, content = answer
+        if code or isinstance(request, ElicitURL):  # URL mode answers carry no content
+            result = ElicitResult(ACTIONS[code])
+            result.question = (key, request.describe_call())
+            return result
+        compiled = request.requested  # type: ignore[attr-defined]
+        if check:
+            try:
+                content = compiled.validate(content)
+            except InvalidParams as exc:
+                raise InvalidParams(f'inputResponses key "{key}": {exc.message}', data=exc.data) from None
+        return ElicitResult("accept", content, compiled.convert(content))
+    # Fresh answers are already Structs; answers from a token come back as builtins.
+    return decode_input_response(KINDS[request.kind], answer)
+
+
+def recorded(step: Step, result: Any, gen: Any) -> Any:
+    """What a Step's function returned, in the builtins form a ledger records (bytes kept)."""
+    try:
+        return msgspec.to_builtins(result, builtin_types=(bytes, bytearray), enc_hook=models.enc_hook)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise HandlerError(
+            f"{step.describe()} returned {type(result).__name__}, which cannot be recorded in the ledger "
+            f"({exc}); a Step must return msgspec-encodable data",
+            location=_yield_location(gen),
+        ) from None
+
+
+_PENDING = object()
+
+
+class _Execution(_Interpretation):
+    """The bookkeeping of one run of a handler against a ledger."""
+
+    __slots__ = ("slots", "recorded", "fresh", "unmatched", "step_at")
+
+    def __init__(self, spec: HandlerSpec, ctx: Context, ledger: Ledger, unmatched: Mapping[str, Any] | None,
+                 on_step: Callable[[Ledger], Any] | None = None, detach: bool = False) -> None:
+        super().__init__(spec, ctx, on_step, detach)
+        self.slots = list(ledger.slots)
+        self.recorded = len(self.slots)
+        self.fresh = set(ledger.fresh)
+        self.unmatched = dict(unmatched) if unmatched else None
+        self.step_at: tuple[int, bytes] | None = None
+        ctx.is_replaying = self.recorded > 0
+
+    def _interpreted(self) -> None:
+        self.ctx.is_replaying = self.cursor < self.recorded
+
+    def _answer(self, ordinal: int, key: str, standard: bool, request: Request, fingerprint: bytes, gen: Any) -> Any:
+        kind = request.kind
+        index = ordinal - 1
+        stored_key = None if standard else key
+        if index < len(self.slots):
+            slot = self.slots[index]
+            # slot.key is None exactly when the slot travels under its standard key
+            if slot.kind != kind or slot.fingerprint != fingerprint or slot.key != stored_key:
+                raise self._mismatch(ordinal, slot, request, key, fingerprint, gen)
+            if slot.answered:
+                return self._deliver(index, slot, request, key)
+            raw = self.unmatched.pop(key, _MISSING) if self.unmatched else _MISSING
+            if raw is _MISSING:
+                return _PENDING
+            slot = Slot(kind, fingerprint, slot.key, True, decode_answer(kind, key, raw))
+            self.slots[index] = slot
+            self.fresh.add(index)
+            return self._deliver(index, slot, request, key)
+        raw = self.unmatched.pop(key, _MISSING) if self.unmatched else _MISSING
+        if raw is _MISSING:
+            self.slots.append(Slot(kind, fingerprint, stored_key))
+            return _PENDING
+        slot = Slot(kind, fingerprint, stored_key, True, decode_answer(kind, key, raw))
+        self.slots.append(slot)
+        self.fresh.add(index)
+        return self._deliver(index, slot, request, key)
+
+    def _deliver(self, index: int, slot: Slot, request: Request, key: str) -> Any:
+        check = index in self.fresh
+        value = delivered(Kind(slot.kind), slot.answer, request, key, check=check)
+        if check and isinstance(value, ElicitResult) and value.accepted and not isinstance(request, ElicitURL):
+            self.fresh.discard(index)  # checked against its form now; a later execution trusts it
+        return value
+
+    def _step_answer(self, ordinal: int, key: str, step: Step, fingerprint: bytes, gen: Any) -> tuple[int, Any]:
         index = ordinal - 1
         if index < len(self.slots):
             slot = self.slots[index]
@@ -548,14 +632,7 @@ class _Execution:
         assert self.step_at is not None
         index, fingerprint = self.step_at
         self.step_at = None
-        try:
-            stored = msgspec.to_builtins(result, builtin_types=(bytes, bytearray), enc_hook=models.enc_hook)
-        except (TypeError, msgspec.EncodeError) as exc:
-            raise HandlerError(
-                f"{step.describe()} returned {type(result).__name__}, which cannot be recorded in the ledger "
-                f"({exc}); a Step must return msgspec-encodable data",
-                location=_yield_location(gen),
-            ) from None
+        stored = recorded(step, result, gen)
         self.slots[index] = Slot(Kind.STEP, fingerprint, None, True, stored)
         return _step_value(step, stored)
 
@@ -853,109 +930,128 @@ async def _aclose_quietly(agen: Any) -> None:
         pass
 
 
-def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired | Detached:
+_DONE, _DETACHED = 4, 5
+
+
+def _advance(gen: Any, execution: _Interpretation, send: Any, throw: BaseException | None) -> tuple[int, Any]:
+    """Resume a sync generator until the runtime must stop it, whichever driver runs it.
+
+    Returns ``(_DONE, Completed)`` when the handler returned, ``(_STOP, pending)`` when it
+    asked what has no answer yet (the generator is then suspended at that yield), or
+    ``(_DETACHED, None)`` when it reached a Step the execution detaches at. Raises what
+    the handler or the interpretation raises; the caller closes the generator.
+    """
     spec = execution.spec
-    send: Any = None
-    throw: BaseException | None = None
-    try:
-        while True:
+    while True:
+        try:
+            if throw is None:
+                yielded = gen.send(send)
+            else:
+                error, throw = throw, None
+                yielded = gen.throw(error)
+        except StopIteration as stop:
+            return _DONE, _check_result(spec, stop.value)
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            raise _handler_failed(spec, exc) from exc
+        operation, payload = execution.interpret(yielded, gen, result_allowed=False)
+        if operation == _SEND:
+            send = payload
+        elif operation == _STOP:
+            return _STOP, payload
+        elif execution.detach:
+            return _DETACHED, None
+        else:  # _RUN_STEP
             try:
-                if throw is None:
-                    yielded = gen.send(send)
-                else:
-                    error, throw = throw, None
-                    yielded = gen.throw(error)
-            except StopIteration as stop:
-                return _check_result(spec, stop.value)
-            except ProtocolError:
-                raise
+                result = payload.fn(*payload.args, **payload.kwargs)
             except Exception as exc:
-                raise _handler_failed(spec, exc) from exc
-            operation, payload = execution.interpret(yielded, gen, result_allowed=False)
-            if operation == _SEND:
-                send = payload
-            elif operation == _STOP:
-                outcome: Completed | InputRequired | Detached = InputRequired(payload, execution.ledger())
-                break
-            elif execution.detach:
-                outcome = Detached(execution.snapshot())
-                break
-            else:  # _RUN_STEP
-                try:
-                    result = payload.fn(*payload.args, **payload.kwargs)
-                except Exception as exc:
-                    throw, send = exc, None
-                    continue
+                throw, send = exc, None
+                continue
+            if inspect.isawaitable(result):
+                getattr(result, "close", lambda: None)()
+                raise HandlerError(
+                    f"{payload.describe()} is async, but handler {spec.name} is a sync generator; "
+                    "use an async handler for async steps",
+                    location=_yield_location(gen),
+                )
+            send = execution.record_step(payload, result, gen)
+            if execution.on_step is not None:
+                execution.on_step(execution.snapshot())
+
+
+async def _aadvance(agen: Any, execution: _Interpretation, send: Any, throw: BaseException | None) -> tuple[int, Any]:
+    """:func:`_advance` for an async generator; ``(_RESULT, value)`` when it yielded its result."""
+    spec = execution.spec
+    while True:
+        try:
+            if throw is None:
+                yielded = await agen.asend(send)
+            else:
+                error, throw = throw, None
+                yielded = await agen.athrow(error)
+        except StopAsyncIteration:
+            location = _definition(spec.fn)
+            raise HandlerError(
+                f"async generator handler {spec.name} at {location} ended without yielding a result: an async "
+                "generator cannot `return` a value, so it ends by yielding it (`yield result`; `yield None` for "
+                "an empty one). A bare `return` or falling off the end leaves the client with nothing",
+                location=location,
+            ) from None
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            raise _handler_failed(spec, exc) from exc
+        operation, payload = execution.interpret(yielded, agen, result_allowed=True)
+        if operation == _SEND:
+            send = payload
+        elif operation in (_STOP, _RESULT):
+            return operation, payload
+        elif execution.detach:
+            return _DETACHED, None
+        else:  # _RUN_STEP
+            try:
+                result = payload.fn(*payload.args, **payload.kwargs)
                 if inspect.isawaitable(result):
-                    getattr(result, "close", lambda: None)()
-                    raise HandlerError(
-                        f"{payload.describe()} is async, but handler {spec.name} is a sync generator; "
-                        "use an async handler for async steps",
-                        location=_yield_location(gen),
-                    )
-                send = execution.record_step(payload, result, gen)
-                if execution.on_step is not None:
-                    execution.on_step(execution.snapshot())
+                    result = await result
+            except Exception as exc:
+                throw, send = exc, None
+                continue
+            send = execution.record_step(payload, result, agen)
+            if execution.on_step is not None:
+                saved = execution.on_step(execution.snapshot())
+                if inspect.isawaitable(saved):
+                    await saved
+
+
+def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired | Detached:
+    try:
+        operation, payload = _advance(gen, execution, None, None)
+        if operation == _DONE:
+            return payload  # type: ignore[no-any-return]
+        outcome: InputRequired | Detached = (InputRequired(payload, execution.ledger()) if operation == _STOP
+                                             else Detached(execution.snapshot()))
     except BaseException:
         _close_quietly(gen)
         raise
-    _close(gen, spec)
+    _close(gen, execution.spec)
     return outcome
 
 
 async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired | Detached:
-    spec = execution.spec
-    send: Any = None
-    throw: BaseException | None = None
     try:
-        while True:
-            try:
-                if throw is None:
-                    yielded = await agen.asend(send)
-                else:
-                    error, throw = throw, None
-                    yielded = await agen.athrow(error)
-            except StopAsyncIteration:
-                location = _definition(spec.fn)
-                raise HandlerError(
-                    f"async generator handler {spec.name} at {location} ended without yielding a result: an async "
-                    "generator cannot `return` a value, so it ends by yielding it (`yield result`; `yield None` for "
-                    "an empty one). A bare `return` or falling off the end leaves the client with nothing",
-                    location=location,
-                ) from None
-            except ProtocolError:
-                raise
-            except Exception as exc:
-                raise _handler_failed(spec, exc) from exc
-            operation, payload = execution.interpret(yielded, agen, result_allowed=True)
-            if operation == _SEND:
-                send = payload
-            elif operation == _STOP:
-                outcome: Completed | InputRequired | Detached = InputRequired(payload, execution.ledger())
-                break
-            elif operation == _RESULT:
-                outcome = Completed(payload)
-                break
-            elif execution.detach:
-                outcome = Detached(execution.snapshot())
-                break
-            else:  # _RUN_STEP
-                try:
-                    result = payload.fn(*payload.args, **payload.kwargs)
-                    if inspect.isawaitable(result):
-                        result = await result
-                except Exception as exc:
-                    throw, send = exc, None
-                    continue
-                send = execution.record_step(payload, result, agen)
-                if execution.on_step is not None:
-                    saved = execution.on_step(execution.snapshot())
-                    if inspect.isawaitable(saved):
-                        await saved
+        operation, payload = await _aadvance(agen, execution, None, None)
+        outcome: Completed | InputRequired | Detached
+        if operation == _STOP:
+            outcome = InputRequired(payload, execution.ledger())
+        elif operation == _RESULT:
+            outcome = Completed(payload)
+        else:
+            outcome = Detached(execution.snapshot())
     except BaseException:
         await _aclose_quietly(agen)
         raise
-    await _aclose(agen, spec)
+    await _aclose(agen, execution.spec)
     return outcome
 
 

@@ -1,4 +1,4 @@
-"""An MCP 2026-07-28 server: a registry of tools, prompts and resources, and stateless dispatch.
+"""An MCP server: a registry of tools, prompts and resources, and stateless dispatch.
 
 :class:`Server` knows nothing about sockets. A transport parses a JSON-RPC message with
 :func:`mrtr.core.jsonrpc.parse_message` and hands requests to :meth:`Server.respond`, which
@@ -14,6 +14,10 @@ task tool called by a client that declared the tasks extension. A handler declar
 ``once=True`` has the rounds that carry a token run through the server's round records
 (:class:`~mrtr.carriers.contract.RoundRecords`, in the task store), so the round that
 completes it runs at most once per token.
+
+That is the modern era (2026-07-28). The legacy era (2025-era clients, sessions opened
+by ``initialize``) is :attr:`Server.legacy`, :mod:`mrtr.server.legacy`: the same
+registry and handlers, served live.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import os
 import secrets
 import warnings
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeVar
@@ -58,9 +62,12 @@ from ..core.errors import (
     UnsupportedProtocolVersion,
 )
 from ..core.jsonrpc import Broadcast, Notify, Response, RunSync, result_response
+from ..core.eras import LEGACY, MODERN, era_of
+from .legacy import LegacyEra
 from .lifespan import Lifespan
 from .registry import Header, Registry
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
+from .sessions import SessionRegistry
 from .subscriptions import Subscriptions
 
 __all__ = [
@@ -148,6 +155,19 @@ _TASK_GUARDS = 4096  # tasks whose guard is remembered (a few hundred bytes each
 
 PrincipalSource = Callable[[RequestInfo], "str | None | Awaitable[str | None]"]
 
+def _eras(eras: str | Iterable[str]) -> frozenset[str]:
+    """The eras ``Server(eras=...)`` names: ``"both"``, ``"modern"``, or a collection of era names."""
+    if isinstance(eras, str):
+        named = {"both": (MODERN, LEGACY), MODERN: (MODERN,)}.get(eras)
+        if named is None:
+            raise ValueError(f'eras must be "both" or "modern", or a collection of era names, got {eras!r}')
+        return frozenset(named)
+    served = frozenset(eras)
+    if served not in (frozenset({MODERN}), frozenset({MODERN, LEGACY})):
+        raise ValueError(f'eras must hold "modern", and may hold "legacy"; got {sorted(served)!r}')
+    return served
+
+
 # A method family is offered, and its capability advertised, only while something of
 # its kind is registered: one table for both, so they never disagree.
 _OFFERED_BY_FAMILY: dict[str, tuple[str, Callable[[Registry], bool]]] = {
@@ -198,6 +218,15 @@ class Server(Registry):
     store records the rounds of handlers declared ``once=True`` (with the same lease
     and record cap); a server with such handlers and no task tools uses ``memory:``
     when no store is configured.
+
+    ``eras`` says which protocol eras are served (see ``docs/eras.md``): ``"both"`` (the
+    default) serves 2025-era clients too, in sessions opened by ``initialize``, with the
+    same handlers (:attr:`legacy`); ``"modern"`` serves MCP 2026-07-28 only, and answers
+    ``initialize`` with ``-32022`` naming the versions it speaks. ``answer_timeout``
+    bounds, in seconds, how long a 2025-era call waits for the client's answers to one
+    round (default: the ``requestState`` TTL); ``sessions`` is the
+    :class:`~mrtr.server.sessions.SessionRegistry` holding those sessions, for other
+    bounds than its defaults.
     """
 
     def __init__(
@@ -223,8 +252,12 @@ class Server(Registry):
         task_lease: float | None = None,
         task_ttl: float | None = None,
         task_max_bytes: int | None = None,
+        eras: str | Iterable[str] = "both",
+        answer_timeout: float | None = None,
+        sessions: SessionRegistry | None = None,
     ) -> None:
         super().__init__()
+        served = _eras(eras)
         if answers not in ("strict", "lenient"):
             raise ValueError(f'answers must be "strict" or "lenient", got {answers!r}')
         if sync_handlers not in ("inline", "thread"):
@@ -273,6 +306,13 @@ class Server(Registry):
         self._tasks: TaskHost | None = None
         self._rounds: RoundRecords | None = None
         self._task_settings = _TaskSettings(tasks_url, task_lease, task_ttl, task_max_bytes)
+        self._legacy: LegacyEra | None = None
+        if LEGACY in served:
+            self._legacy = LegacyEra(self, sessions if sessions is not None else SessionRegistry(),
+                                     answer_timeout=answer_timeout)
+            self._subscriptions.relay(self._legacy.publish)
+        elif sessions is not None or answer_timeout is not None:
+            raise ValueError("sessions= and answer_timeout= configure the legacy era, which eras= leaves out")
 
     # -- lifespan ----------------------------------------------------------------------
 
@@ -413,6 +453,21 @@ class Server(Registry):
         return self._auth
 
     @property
+    def legacy(self) -> LegacyEra | None:
+        """The legacy era (2025-era sessions), or ``None`` when ``eras="modern"``.
+
+        What a transport drives for a client that opens with ``initialize`` (see
+        :class:`~mrtr.core.jsonrpc.SessionDispatcher`); its ``sessions`` is the
+        :class:`~mrtr.server.sessions.SessionRegistry`.
+        """
+        return self._legacy
+
+    @property
+    def eras(self) -> tuple[str, ...]:
+        """The eras served: ``("modern", "legacy")`` by default, ``("modern",)`` with ``eras="modern"``."""
+        return (MODERN, LEGACY) if self._legacy is not None else (MODERN,)
+
+    @property
     def answers(self) -> str:
         """The answer policy: ``"strict"`` or ``"lenient"``."""
         return self._answers
@@ -427,6 +482,10 @@ class Server(Registry):
             return self._subscriptions.available  # only while a transport can hold the stream
         offered = _OFFERED_BY_FAMILY.get(method.split("/", 1)[0])
         return offered is None or offered[1](self)
+
+    def _offered(self, family: str) -> bool:
+        """Whether the method family (``tools``, ``prompts``, ``resources``, ``completion``) is offered: both eras ask."""
+        return _OFFERED_BY_FAMILY[family][1](self)
 
     def capabilities(self) -> dict[str, Any]:
         """The server capabilities, derived from what is registered.
@@ -659,7 +718,14 @@ class Server(Registry):
         if self._auth is not None and auth is None:
             # Fail closed: a transport that cannot authenticate must not reach a protected server.
             raise InvalidRequest("Unauthorized: this server requires a verified bearer token")
-        # Unknown and removed methods (initialize, ping, ...) are -32601 whatever their params.
+        if method == "initialize" and era_of(message) == LEGACY:
+            # A legacy client cannot fall forward: name the versions this dispatch speaks (a
+            # transport serving the legacy era routes initialize to Server.legacy instead).
+            # One carrying the modern claim is a modern request for a removed method: -32601.
+            params = message.get("params")
+            requested = params.get("protocolVersion") if isinstance(params, Mapping) else None
+            raise UnsupportedProtocolVersion(requested if isinstance(requested, str) else "", list(SUPPORTED_VERSIONS))
+        # Unknown and removed methods (ping, logging/setLevel, ...) are -32601 whatever their params.
         if not self.serves(method):
             raise MethodNotFound(f"Method not found: {method}")
         handler = self._methods[method]
@@ -728,19 +794,27 @@ class Server(Registry):
         return self._cacheable(result)
 
     def _page(self, request: _Request, items: list[dict[str, Any]], member: str) -> dict[str, Any]:
-        offset = _decode_cursor(request.params.get("cursor"))
+        return self._cacheable(self._paged(request.params, items, member))
+
+    def _paged(self, params: Mapping[str, Any], items: list[dict[str, Any]], member: str) -> dict[str, Any]:
+        """The page of ``items`` a list request's ``cursor`` asks for, under ``member``: both eras page alike."""
+        offset = _decode_cursor(params.get("cursor"))
         if offset > len(items):
             raise InvalidParams("Invalid cursor")
         page = items[offset:offset + self.page_size]
         result: dict[str, Any] = {member: page}
         if offset + self.page_size < len(items):
             result["nextCursor"] = _encode_cursor(offset + self.page_size)
-        return self._cacheable(result)
+        return result
 
     def _permitted(self, request: _Request, scopes: tuple[str, ...]) -> bool:
+        return self._allows(request.auth, scopes)
+
+    def _allows(self, auth: Any, scopes: tuple[str, ...]) -> bool:
+        """Whether the caller's verified token grants ``scopes`` (always, on a server without ``auth=``)."""
         if self._auth is None or not scopes:
             return True
-        return request.auth is not None and bool(self._auth.satisfies(request.auth, scopes))
+        return auth is not None and bool(self._auth.satisfies(auth, scopes))
 
     async def _list_tools(self, request: _Request) -> dict[str, Any]:
         tools = [tool.definition for tool in self._tools.values() if self._permitted(request, tool.scopes)]
@@ -755,9 +829,13 @@ class Server(Registry):
     async def _list_templates(self, request: _Request) -> dict[str, Any]:
         return self._page(request, [template.definition for template in self._templates], "resourceTemplates")
 
+    def _named_tool(self, params: Mapping[str, Any]) -> tuple[str, Any]:
+        """The tool a ``tools/call`` names: -32602 for a missing or unknown name."""
+        return _named(params, self._tools, "tools/call", "tool")
+
     async def _call_tool(self, request: _Request) -> dict[str, Any]:
         params = request.params
-        name, tool = _named(params, self._tools, "tools/call", "tool")
+        name, tool = self._named_tool(params)
         if not self._permitted(request, tool.scopes):
             # The HTTP transports answer 403 before dispatch; this guards in-process callers.
             raise InvalidRequest(f"Forbidden: tool {name} needs the scopes {' '.join(tool.scopes)}")
@@ -820,8 +898,8 @@ class Server(Registry):
             return await tasks.update(task_id, principal, request.params.get("inputResponses"))
         return await tasks.cancel(task_id, principal)
 
-    async def _get_prompt(self, request: _Request) -> dict[str, Any]:
-        params = request.params
+    def _prompt_arguments(self, params: Mapping[str, Any]) -> tuple[str, Any, dict[str, Any]]:
+        """The prompt a ``prompts/get`` names and the arguments its handler gets: -32602 for bad ones."""
         name, prompt = _named(params, self._prompts, "prompts/get", "prompt")
         raw = params.get("arguments") or {}
         if not isinstance(raw, dict) or not all(isinstance(value, str) for value in raw.values()):
@@ -829,7 +907,10 @@ class Server(Registry):
         missing = [argument for argument in prompt.required if argument not in raw]
         if missing:
             raise InvalidParams(f"Invalid arguments for prompt {name}: missing required argument {missing[0]!r}")
-        arguments = {key: value for key, value in raw.items() if key in prompt.parameter_names}
+        return name, prompt, {key: value for key, value in raw.items() if key in prompt.parameter_names}
+
+    async def _get_prompt(self, request: _Request) -> dict[str, Any]:
+        name, prompt, arguments = self._prompt_arguments(request.params)
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
 
@@ -911,11 +992,15 @@ class Server(Registry):
         try:
             outcome = await self._execute(request, fn, arguments, ctx)
         except HandlerError as error:
-            text = self._handler_failed(request.method, ctx.target, error)
-            return InternalError(text if error.public else f"Internal error: {text}")
+            return self._internal_error(request.method, ctx.target, error)
         if isinstance(outcome, Interim):
             return outcome.result
         return shape(outcome.result)
+
+    def _internal_error(self, method: str, target: Any, error: HandlerError) -> InternalError:
+        """A failed prompt or resource handler as its ``-32603`` (they have no error result), in both eras."""
+        text = self._handler_failed(method, target, error)
+        return InternalError(text if error.public else f"Internal error: {text}")
 
     def _tool_error(self, name: str, error: HandlerError) -> dict[str, Any]:
         """A failing tool's result: the error as tool output, so the model can see it (as much as may be shown)."""
@@ -953,7 +1038,10 @@ class Server(Registry):
         return masked
 
     async def _complete(self, request: _Request) -> dict[str, Any]:
-        params = request.params
+        return {"resultType": "complete", **await self._completion_of(request.params)}
+
+    async def _completion_of(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``{"completion": ...}`` a ``completion/complete`` with ``params`` answers, in both eras."""
         ref = params.get("ref")
         argument = params.get("argument")
         if not isinstance(ref, dict) or not isinstance(argument, dict):
@@ -973,7 +1061,7 @@ class Server(Registry):
                                 else f"Internal error: completion failed: {exc}") from exc
         completion = dict(values) if isinstance(values, dict) else {"values": list(values or [])}
         completion["values"] = [str(value) for value in completion.get("values", [])][:100]
-        return {"resultType": "complete", "completion": completion}
+        return {"completion": completion}
 
 
 _KIND_OF = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}

@@ -81,7 +81,7 @@ class Checked:
         await self.inner.open(nursery)
 
     def _legacy(self) -> bool:
-        return getattr(getattr(self.inner, "era", None), "value", "modern") == "legacy"
+        return getattr(self.inner, "era", "modern") == "legacy"
 
     async def send(self, message: dict[str, Any], on_notification: OnNotification,
                    parameters: Any = None, **extra: Any) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import mrtr
 from mrtr.client.oauth import parse_challenge
 from mrtr.client.tasks import TaskStatus
-from mrtr.core.eras import Era
+from mrtr.core.eras import LEGACY, MODERN
 
 from .hostile import DISCOVER, head, result, send_json, serve_http
 
@@ -55,7 +55,7 @@ async def test_answers_that_mean_legacy(nursery: trio.Nursery, reply):
     async with mrtr.Client(url) as client:
         with trio.fail_after(GUARD):
             assert await client.list_tools() == []
-        assert client.era is Era.LEGACY and client.server is not None
+        assert client.era == LEGACY and client.server is not None
 
 
 async def test_a_modern_answer_is_modern_and_is_not_asked_twice(nursery: trio.Nursery):
@@ -68,7 +68,7 @@ async def test_a_modern_answer_is_modern_and_is_not_asked_twice(nursery: trio.Nu
     url = await serve_http(nursery, respond)
     async with mrtr.Client(url, era="auto") as client:
         assert (await client.discover())["supportedVersions"] == ["2026-07-28"]
-        assert client.era is Era.MODERN
+        assert client.era == MODERN
     assert asked == ["server/discover"]  # the probe's answer served discover()
 
 

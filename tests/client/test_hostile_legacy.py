@@ -15,7 +15,7 @@ import pytest
 import trio
 
 import mrtr
-from mrtr.core.eras import Era
+from mrtr.core.eras import LEGACY, MODERN
 
 from .hostile import head, serve_http
 
@@ -44,7 +44,7 @@ async def test_an_http_server_silent_on_initialize_is_cut_at_the_deadline(nurser
     async with mrtr.Client(url, deadline=1) as client:
         with trio.fail_after(GUARD), pytest.raises(mrtr.ClientError, match="did not answer initialize within"):
             await client.call_tool("t")
-        assert client.era is Era.LEGACY
+        assert client.era == LEGACY
 
 
 async def test_requests_the_client_did_not_declare_are_refused_to_the_server(caplog):

@@ -1,6 +1,6 @@
 """A server on the official Python SDK 1.x (``mcp`` 1.30.0, FastMCP): a 2025-era server mrtr.Client must reach.
 
-Runs in ``.cache/sdk1-venv`` (not in mrtr's virtualenv): ``python sdk1_server.py http PORT``
+Runs in ``.cache/legacy-venv`` (not in mrtr's virtualenv): ``python sdk1_server.py http PORT``
 serves Streamable HTTP with sessions on 127.0.0.1:PORT/mcp; ``python sdk1_server.py stdio``
 speaks over stdin/stdout. Its tools ask through live server-to-client requests, the only
 way this era has: ``interview`` asks two questions, ``confirm`` one whose refusal is a

@@ -1,8 +1,8 @@
 """mrtr.Client and ``mrtr call`` against a 2025-era server nobody here wrote: the official Python SDK 1.x.
 
-``sdk1_server.py`` runs in ``.cache/sdk1-venv`` with ``mcp==1.30.0`` (pinned in
-``requirements-sdk1.txt``; created on first use, and under ``CI=true`` a failed install
-fails the tests instead of skipping them). It speaks 2025-11-25 only: Streamable HTTP with
+``sdk1_server.py`` runs in ``.cache/legacy-venv`` with ``mcp==1.30.0`` (pinned in
+``tests/legacy/requirements.txt``, shared with the server side's 2025 tests; created on
+first use, and under ``CI=true`` a failed install fails the tests instead of skipping them). It speaks 2025-11-25 only: Streamable HTTP with
 ``Mcp-Session-Id``, or stdio; its questions are live ``elicitation/create`` requests.
 The client probes, falls back to ``initialize`` and answers with the same answerers it
 uses for MRTR rounds; every message either way is checked against the 2025-11-25 schema
@@ -11,75 +11,39 @@ uses for MRTR rounds; every message either way is checked against the 2025-11-25
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
 
 import mrtr
 from mrtr.client import ElicitationRequest
-from mrtr.core.eras import Era
+from mrtr.core.eras import LEGACY
 
 from ..client.conftest import Checked
-from ..conftest import free_port, http_server
-from .test_interop import _clean_env, _tail
+from ..conftest import clean_env, free_port, http_server, pinned_venv
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-VENV = REPO / ".cache" / "sdk1-venv"
-PYTHON = VENV / "bin" / "python"
-REQUIREMENTS = HERE / "requirements-sdk1.txt"
 SERVER = HERE / "sdk1_server.py"
 VERSION = "1.30.0"
 
 
-def _installed() -> bool:
-    if not PYTHON.exists():
-        return False
-    probe = subprocess.run([str(PYTHON), "-c", f"import importlib.metadata as m; assert m.version('mcp') == "
-                                               f"{VERSION!r}"], capture_output=True, env=_clean_env(), timeout=60)
-    return probe.returncode == 0
-
-
-def _unavailable(why: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(why)
-    pytest.skip(why)
-
-
 @pytest.fixture(scope="session")
 def sdk1_python() -> Path:
-    """The python of ``.cache/sdk1-venv``, with ``mcp`` 1.30.0 installed (created once, then reused)."""
-    if _installed():
-        return PYTHON
-    if not PYTHON.exists():
-        made = subprocess.run([shutil.which("python3") or sys.executable, "-m", "venv", str(VENV)],
-                              capture_output=True, timeout=300)
-        if made.returncode != 0:
-            _unavailable(f"could not create {VENV}:\n{_tail(made.stderr)}")
-    installed = subprocess.run([str(PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r",
-                                str(REQUIREMENTS)], capture_output=True, env=_clean_env(), timeout=900)
-    if installed.returncode != 0 or not _installed():
-        _unavailable(f"could not install {REQUIREMENTS.name} into {VENV} (is the package registry reachable?):\n"
-                     f"{_tail(installed.stdout)}\n{_tail(installed.stderr)}")
-    return PYTHON
+    """The python of ``.cache/legacy-venv``, with ``mcp==1.30.0``: the one the server side's 2025 tests use too."""
+    return pinned_venv(REPO / ".cache" / "legacy-venv", REPO / "tests" / "legacy" / "requirements.txt", "mcp",
+                       VERSION)
 
 
 @pytest.fixture(scope="module")
 def sdk1_url(sdk1_python: Path) -> Iterator[str]:
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    with http_server([str(sdk1_python), str(SERVER), "http", str(port)], url, env=_clean_env()):
+    with http_server([str(sdk1_python), str(SERVER), "http", str(port)], url, env=clean_env()):
         yield url
 
 
@@ -100,7 +64,7 @@ def reach(request: Any, sdk1_python: Path) -> Callable[..., mrtr.Client]:
         if kind == "http":
             client = mrtr.Client(request.getfixturevalue("sdk1_url"), **options)
         else:
-            client = mrtr.Client.stdio([str(sdk1_python), str(SERVER), "stdio"], env=_clean_env(),
+            client = mrtr.Client.stdio([str(sdk1_python), str(SERVER), "stdio"], env=clean_env(),
                                        stderr=subprocess.DEVNULL, **options)
         client.target = Checked(client.target)
         return client
@@ -118,7 +82,7 @@ async def test_a_conversation_with_two_questions(reach):
 
     async with reach(on_elicit=person) as client:
         result = await client.call_tool("interview", {"topic": "owls"})
-        assert client.era is Era.LEGACY and client.server is not None
+        assert client.era == LEGACY and client.server is not None
         assert client.server.protocol_version == "2025-11-25" and client.server.server_info.name == "sdk1-interop"
     assert result.text == "Ada/red/owls" and not result.is_error
     assert [request.message for request in asked] == ["Your name, for owls?", "Favourite colour, Ada?"]

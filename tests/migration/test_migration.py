@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,62 +24,26 @@ import pytest
 import mrtr
 from mrtr.testing import TEST_SECRET, accept, decline, run
 
-from ..conftest import until
+from ..conftest import clean_env, pinned_venv, until
 from ..tasks.redis_server import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 EXAMPLES = ROOT / "docs" / "examples"
 VENV = ROOT / ".cache" / "fastmcp-venv"
-VENV_PYTHON = VENV / "bin" / "python"
 FASTMCP_VERSION = "4.2.3"
-
-
-def _clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-def _has_fastmcp() -> bool:
-    if not VENV_PYTHON.exists():
-        return False
-    probe = subprocess.run(
-        [str(VENV_PYTHON), "-c",
-         f"import importlib.metadata as m, fastmcp; assert m.version('fastmcp') == {FASTMCP_VERSION!r}"],
-        capture_output=True, env=_clean_env(), timeout=120, check=False)
-    return probe.returncode == 0
-
-
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
 def fastmcp_python() -> Path:
     """The python of ``.cache/fastmcp-venv`` with FastMCP installed (created once, then reused)."""
-    if _has_fastmcp():
-        return VENV_PYTHON
-    if not VENV_PYTHON.exists():
-        created = subprocess.run([shutil.which("python3") or sys.executable, "-m", "venv", str(VENV)],
-                                 capture_output=True, text=True, timeout=300, check=False)
-        if created.returncode != 0:
-            _unavailable(f"could not create {VENV}: {created.stderr[-2000:]}")
-    installed = subprocess.run(
-        [str(VENV_PYTHON), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r",
-         str(HERE / "requirements.txt")], capture_output=True, text=True, env=_clean_env(), timeout=900, check=False)
-    if installed.returncode != 0 or not _has_fastmcp():
-        _unavailable(f"could not install FastMCP {FASTMCP_VERSION} into {VENV} (is the package registry "
-                     f"reachable?): {installed.stderr[-2000:]}")
-    return VENV_PYTHON
+    return pinned_venv(VENV, HERE / "requirements.txt", "fastmcp", FASTMCP_VERSION)
 
 
 @pytest.fixture(scope="module")
 def fastmcp_runs(fastmcp_python: Path) -> dict[str, dict[str, Any]]:
     done = subprocess.run([str(fastmcp_python), str(HERE / "run_fastmcp.py")], capture_output=True, text=True,
-                          env=_clean_env(), timeout=300, check=False)
+                          env=clean_env(), timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-4000:]
     records = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     return {record["scenario"]: record for record in records}
