@@ -9,8 +9,9 @@ addresses. What both say, and why:
   state in its token, and tasks and round records are in Redis, so any node serves any
   request;
 - health checks on ``GET /healthz``, so a node that stops answering leaves the rotation
-  within about a second (haproxy checks actively; open source nginx only notices failed
-  requests);
+  within about two checks (haproxy checks actively; open source nginx only notices failed
+  requests); a check may take 3 s to be answered, so a node that is busy, not dead, stays
+  in (with only the check interval as timeout, a saturated single node was taken out);
 - a request is retried on another node only when it never reached one (the
   connection failed): a request a node received may have had effects, and the client
   decides whether to send it again;
@@ -57,6 +58,7 @@ backend mrtr
     option httpchk
     http-check send meth GET uri /healthz
     http-check expect status 200
+    timeout check 3s
     default-server inter {check_every} fall 2 rise 2
     retry-on conn-failure
     retries 2
