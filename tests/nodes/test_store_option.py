@@ -60,6 +60,7 @@ def test_a_process_takes_its_password_from_the_environment_and_keeps_its_keys_un
         wrong = subprocess.run(
             [sys.executable, "-m", "mrtr", "check-tasks", "tests.tasks.app:server", "--store", bare],
             cwd=ROOT, env={**environment, "MRTR_REDIS_PASSWORD": "not-it"}, capture_output=True, text=True, timeout=60)
-    assert listed.returncode == 1 and "1 task in flight" in listed.stdout,  # its tool "t" is not in that app listed.stdout + listed.stderr
+    # Its tool "t" is not in that app, so the check says it would fail (exit 1): it was found.
+    assert listed.returncode == 1 and "1 task in flight" in listed.stdout, listed.stdout + listed.stderr
     assert other.returncode == 0 and "0 tasks in flight" in other.stdout, other.stdout + other.stderr
     assert wrong.returncode == 3 and "not-it" not in wrong.stdout + wrong.stderr, wrong.stdout + wrong.stderr
