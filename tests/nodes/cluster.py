@@ -33,7 +33,7 @@ from ..conftest import meta, stop
 from ..tasks.redis_server import free_port, redis_server
 from ..tasks.tasks_schema import validate_task
 from ..wire_schema import validate_message
-from .balancer import haproxy_config
+from .balancer import haproxy_config, nginx_config
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = "tests.nodes.app:server"
@@ -83,6 +83,11 @@ class Nodes:
     stack: ExitStack
     redis_process: subprocess.Popen[bytes] | None = None
     environment: dict[str, str] = field(default_factory=dict)
+    aliases: dict[str, str] = field(default_factory=dict)  # what the balancer calls a node, by node name
+
+    def name_of(self, header: str) -> str:
+        """The node a balancer's ``X-Mrtr-Node`` names."""
+        return self.aliases.get(header, header)
 
     def start(self, node: Node) -> None:
         """Start ``node`` (again) on its port."""
@@ -142,23 +147,42 @@ class Nodes:
             async with httpx.AsyncClient(timeout=2) as http:
                 while not names <= seen:
                     balancer = getattr(self, "balancer", None)
-                    assert balancer is None or balancer.poll() is None, \
-                        f"haproxy exited:\n{(self.workdir / 'haproxy.log').read_text(errors='replace')}"
+                    assert balancer is None or balancer.poll() is None, "the balancer exited:\n" + "\n".join(
+                        path.read_text(errors="replace") for path in self.workdir.glob("*.log")
+                        if path.name.startswith(("haproxy", "nginx")))
                     try:
                         response = await http.get(self.url.replace("/mcp", "/healthz"))
                     except httpx.TransportError:
                         await trio.sleep(0.05)
                         continue
                     if response.status_code == 200:
-                        seen.add(response.headers.get("x-mrtr-node", ""))
+                        seen.add(self.name_of(response.headers.get("x-mrtr-node", "")))
                     else:
                         await trio.sleep(0.05)
 
 
+@contextmanager
+def _nginx(workdir: Path, listen: tuple[str, int], addresses: list[tuple[str, int]]) -> Iterator[subprocess.Popen[bytes]]:
+    """nginx in the foreground with the ``http`` part of docs/deployment.md, and a main file around it."""
+    binary = require("nginx", "nginx-light")
+    (workdir / "mrtr.conf").write_text(nginx_config(listen, addresses))
+    (workdir / "nginx.conf").write_text(
+        f"daemon off;\npid {workdir}/nginx.pid;\nerror_log {workdir}/nginx.log;\nevents {{}}\n"
+        f"http {{\n    access_log off;\n    include {workdir}/mrtr.conf;\n}}\n")
+    with open(workdir / "nginx.out", "wb") as errors:
+        process = subprocess.Popen([binary, "-p", str(workdir), "-c", str(workdir / "nginx.conf")],
+                                   stdout=subprocess.DEVNULL, stderr=errors)
+    try:
+        yield process
+    finally:
+        stop(process)
+
+
 @asynccontextmanager
-async def nodes(tmp_path: Path, count: int = 3, *, check_every: str = "300ms") -> AsyncIterator[Nodes]:
-    """``count`` nodes on one Redis behind haproxy, round robin, every node in rotation."""
-    haproxy = require("haproxy", "haproxy")
+async def nodes(tmp_path: Path, count: int = 3, *, check_every: str = "300ms",
+                balancer_kind: str = "haproxy") -> AsyncIterator[Nodes]:
+    """``count`` nodes on one Redis behind haproxy (or nginx), round robin, every node in rotation."""
+    haproxy = require("haproxy", "haproxy") if balancer_kind == "haproxy" else ""
     workdir = Path(tempfile.mkdtemp(prefix="mrtr-nodes-", dir=tmp_path))
     (workdir / "redis").mkdir()
     with ExitStack() as stack:
@@ -177,14 +201,21 @@ async def nodes(tmp_path: Path, count: int = 3, *, check_every: str = "300ms") -
         for node in cluster.nodes:
             stack.callback(lambda node=node: node.process is not None and node.process.poll() is None
                            and stop(node.process))
-        config = workdir / "haproxy.cfg"
-        config.write_text(haproxy_config(("127.0.0.1", listen), [("127.0.0.1", node.port) for node in cluster.nodes],
-                                         check_every=check_every))
-        check = subprocess.run([haproxy, "-c", "-q", "-f", str(config)], capture_output=True, text=True, check=False)
-        assert check.returncode == 0, check.stdout + check.stderr
-        balancer = subprocess.Popen([haproxy, "-db", "-f", str(config)], stdout=subprocess.DEVNULL,
-                                    stderr=open(workdir / "haproxy.log", "wb"))
-        stack.callback(stop, balancer)
+        addresses = [("127.0.0.1", node.port) for node in cluster.nodes]
+        if balancer_kind == "nginx":
+            # nginx names the node that answered by its address: the tests speak of node names.
+            cluster.aliases = {f"127.0.0.1:{node.port}": node.name for node in cluster.nodes}
+            balancer = stack.enter_context(_nginx(workdir, ("127.0.0.1", listen), addresses))
+        else:
+            config = workdir / "haproxy.cfg"
+            config.write_text(haproxy_config(("127.0.0.1", listen), addresses, check_every=check_every))
+            check = subprocess.run([haproxy, "-c", "-q", "-f", str(config)], capture_output=True, text=True,
+                                   check=False)
+            assert check.returncode == 0, check.stdout + check.stderr
+            with open(workdir / "haproxy.log", "wb") as errors:
+                balancer = subprocess.Popen([haproxy, "-db", "-f", str(config)], stdout=subprocess.DEVNULL,
+                                            stderr=errors)
+            stack.callback(stop, balancer)
         cluster.balancer = balancer  # type: ignore[attr-defined]
         for node in cluster.nodes:
             await cluster.ready(node)

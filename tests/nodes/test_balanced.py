@@ -127,6 +127,18 @@ async def test_a_thousand_conversations_across_three_nodes_without_an_error_or_a
     assert spread > 0.5 * len(paths), spread  # most conversations had their rounds on several nodes
 
 
+async def test_the_nginx_configuration_of_the_deployment_page_balances_conversations_too(tmp_path: Path):
+    numbers: dict[str, Any] = {}
+    async with nodes(tmp_path, balancer_kind="nginx") as cluster:
+        with timed("seconds", numbers):
+            tally, paths = await run_conversations(cluster.url, 200)
+        per_node = Counter(cluster.name_of(node) for path in paths for node in path)
+    numbers.update(tally)
+    report("200 conversations through nginx, 3 nodes", numbers)
+    assert tally["completed"] == 200 and tally["failed"] == 0 and tally["misrouted"] == 0, tally
+    assert set(per_node) == {"node1", "node2", "node3"}, per_node
+
+
 async def test_conversations_go_on_while_one_node_is_killed_and_another_restarted(tmp_path: Path):
     numbers: dict[str, Any] = {}
     async with nodes(tmp_path) as cluster:
