@@ -164,7 +164,7 @@ class Nodes:
 @contextmanager
 def _nginx(workdir: Path, listen: tuple[str, int], addresses: list[tuple[str, int]]) -> Iterator[subprocess.Popen[bytes]]:
     """nginx in the foreground with the ``http`` part of docs/deployment.md, and a main file around it."""
-    binary = require("nginx", "nginx-light")
+    binary = require("nginx", "nginx")
     (workdir / "mrtr.conf").write_text(nginx_config(listen, addresses))
     (workdir / "nginx.conf").write_text(
         f"daemon off;\npid {workdir}/nginx.pid;\nerror_log {workdir}/nginx.log;\nevents {{}}\n"

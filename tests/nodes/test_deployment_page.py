@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -27,11 +26,7 @@ def test_the_haproxy_configuration_of_the_page_is_valid(tmp_path: Path):
 
 
 def test_the_nginx_configuration_of_the_page_is_valid(tmp_path: Path):
-    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    if not Path(nginx).exists():
-        import pytest
-
-        pytest.skip("nginx is not installed (apt-get install nginx-light): its syntax is not checked")
+    nginx = require("nginx", "nginx")
     (tmp_path / "mrtr.conf").write_text(nginx_config(EXAMPLE_LISTEN, EXAMPLE_NODES))
     (tmp_path / "nginx.conf").write_text(
         f"pid {tmp_path}/nginx.pid;\nerror_log {tmp_path}/error.log;\nevents {{}}\n"
