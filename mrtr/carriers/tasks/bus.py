@@ -12,10 +12,11 @@ task out of order.
 Every message is an envelope (:func:`envelope`): a version, a ``kind`` and its body. A
 node hands each kind to the handler registered for it (:meth:`NodeBus.handle`) and
 drops kinds it does not know, so a node of a newer release can send a kind an older one
-ignores during a rolling restart. ``notification`` is the kind served here; a message
-meant for one node (say, the answer to a question whose handler waits there) goes to
-that node's own channel (:meth:`~mrtr.carriers.tasks.redis_url.KeyLayout.node`), which
-the same node subscribes to.
+ignores during a rolling restart. ``notification`` is the only kind sent today; a
+message meant for one node (say, the answer to a question whose 2025-era handler waits
+there) is to go to that node's own channel
+(:meth:`~mrtr.carriers.tasks.redis_url.KeyLayout.node`), which that node will subscribe
+to beside the shared one (docs/adr/0015-nodes-on-one-redis.md).
 
 Pub/sub keeps no history. A node that loses its subscription (Redis restarted, a
 failover, the connection cut) tells its listeners at once (``lost``: the server ends
