@@ -219,8 +219,8 @@ def handler_spec(fn: Any) -> HandlerSpec:
 # -- locating the handler's yield, for diagnostics ---------------------------------------
 
 
-def _yield_position(gen: Any) -> tuple[str, int] | None:
-    """File and line of the innermost frame suspended at a yield (follows ``yield from``)."""
+def _innermost_frame(gen: Any) -> Any:
+    """The innermost frame of ``gen`` suspended at a yield (follows ``yield from``), or ``None``."""
     frame = None
     while gen is not None:
         current = getattr(gen, "gi_frame", None) or getattr(gen, "ag_frame", None)
@@ -228,6 +228,12 @@ def _yield_position(gen: Any) -> tuple[str, int] | None:
             break
         frame = current
         gen = getattr(gen, "gi_yieldfrom", None)
+    return frame
+
+
+def _yield_position(gen: Any) -> tuple[str, int] | None:
+    """File and line of the innermost frame suspended at a yield (follows ``yield from``)."""
+    frame = _innermost_frame(gen)
     return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
 
 
@@ -247,13 +253,7 @@ def _here(gen: Any) -> tuple[Any, int] | None:
         if inner is None:
             frame = gen.gi_frame
             return None if frame is None else (frame, frame.f_lasti)
-    frame = None
-    while gen is not None:
-        current = getattr(gen, "gi_frame", None) or getattr(gen, "ag_frame", None)
-        if current is None:
-            break
-        frame = current
-        gen = getattr(gen, "gi_yieldfrom", None)
+    frame = _innermost_frame(gen)
     return None if frame is None else (frame, frame.f_lasti)
 
 
