@@ -23,6 +23,7 @@ from typing import Any
 import trio
 
 from ..core.jsonrpc import Dispatcher, Notify
+from .logs import write_behind
 
 __all__ = ["Hub", "HubListener", "lifespan", "run_in_thread", "thread_safe"]
 
@@ -159,6 +160,7 @@ async def lifespan(dispatcher: Dispatcher) -> AsyncIterator[Hub]:
     """
     hub = Hub()
     detach = dispatcher.listen_through(hub)
+    stop_writing = write_behind()  # access lines wait for the loop's idle moments while it serves
     try:
         # Entered as a block, not by hand: what runs inside (the task carrier's nursery, a
         # lifespan that opens one) holds cancel scopes that must close in order.
@@ -167,3 +169,4 @@ async def lifespan(dispatcher: Dispatcher) -> AsyncIterator[Hub]:
     finally:
         hub.close()
         detach()
+        stop_writing()
