@@ -42,7 +42,7 @@ from ..core.errors import InvalidParams
 from ..core.jsonrpc import RunSync
 from ..core.ledger import Ledger, merge_answers
 from ..core.replay import Completed, Detached, InputRequired
-from .contract import Interim, run_handler
+from .contract import Interim, Placement, run_handler
 
 __all__ = ["MRTR_METHODS", "AnswerPolicy", "TokenBinding", "TokenCarrier", "target_of", "arguments_of"]
 
@@ -166,15 +166,17 @@ class TokenCarrier:
         ctx: Context,
         *,
         run_sync: RunSync | None = None,
+        placement: Placement | None = None,
     ) -> Completed | Interim:
         """Validate the retry, replay ``handler`` and return its value or the ``InputRequiredResult``.
 
         ``params`` are the request's raw params (with ``inputResponses`` and
         ``requestState``); ``arguments`` are the decoded arguments the handler is called
-        with. The principal is ``ctx.principal``. ``run_sync`` is passed to
-        :func:`~mrtr.carriers.contract.run_handler`.
+        with. The principal is ``ctx.principal``. ``run_sync`` and ``placement`` are
+        passed to :func:`~mrtr.carriers.contract.run_handler`.
         """
-        return await self._round(method, params, handler, arguments, ctx, run_sync, until_step=False)
+        return await self._round(method, params, handler, arguments, ctx, run_sync, until_step=False,
+                                 placement=placement)
 
     async def until_step(
         self,
@@ -185,6 +187,7 @@ class TokenCarrier:
         ctx: Context,
         *,
         run_sync: RunSync | None = None,
+        placement: Placement | None = None,
     ) -> Completed | Detached | Interim:
         """Like :meth:`execute`, but stop before the handler's first Step that has not run yet.
 
@@ -192,21 +195,25 @@ class TokenCarrier:
         the call, and runs the rest as a task from the :class:`~mrtr.core.replay.Detached`
         ledger.
         """
-        return await self._round(method, params, handler, arguments, ctx, run_sync, until_step=True)
+        return await self._round(method, params, handler, arguments, ctx, run_sync, until_step=True,
+                                 placement=placement)
 
     @overload
     async def _round(self, method: str, params: Mapping[str, Any], handler: Any, arguments: Mapping[str, Any] | None,
-                     ctx: Context, run_sync: RunSync | None, *, until_step: Literal[False]) -> Completed | Interim: ...
+                     ctx: Context, run_sync: RunSync | None, *, until_step: Literal[False],
+                     placement: Placement | None = None) -> Completed | Interim: ...
     @overload
     async def _round(self, method: str, params: Mapping[str, Any], handler: Any, arguments: Mapping[str, Any] | None,
-                     ctx: Context, run_sync: RunSync | None, *, until_step: bool) -> Completed | Detached | Interim: ...
+                     ctx: Context, run_sync: RunSync | None, *, until_step: bool,
+                     placement: Placement | None = None) -> Completed | Detached | Interim: ...
 
     async def _round(self, method: str, params: Mapping[str, Any], handler: Any, arguments: Mapping[str, Any] | None,
-                     ctx: Context, run_sync: RunSync | None, *, until_step: bool) -> Completed | Detached | Interim:
+                     ctx: Context, run_sync: RunSync | None, *, until_step: bool,
+                     placement: Placement | None = None) -> Completed | Detached | Interim:
         binding = TokenBinding(method, params)
         ledger, unmatched = self.restore(binding, params, ctx.principal)
         outcome = await run_handler(handler, arguments, ctx, ledger, unmatched, run_sync=run_sync,
-                                    until_step=until_step)
+                                    until_step=until_step, placement=placement)
         if isinstance(outcome, InputRequired):
             return Interim(msgspec.to_builtins(self.seal(binding, ctx.principal, outcome)))
         return outcome

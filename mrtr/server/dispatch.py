@@ -27,7 +27,8 @@ from typing import Any, Literal, NamedTuple, TypeVar
 
 import msgspec
 
-from ..carriers.contract import TASKS_EXTENSION, Carrier, Interim, CarrierOutcome, TaskAccess, TaskHost, ToolBinding
+from ..carriers.contract import (STALL_WARNING, TASKS_EXTENSION, Carrier, CarrierOutcome, Interim, Placement,
+                                 TaskAccess, TaskHost, ToolBinding)
 from ..carriers.token import TokenCarrier
 from ..core import wire
 from ..core.codec import RequestStateCodec
@@ -157,7 +158,9 @@ class Server(Registry):
     handlers (plain functions and sync generators) through the ``run_sync`` the
     transport passes (a worker thread), so blocking code in them does not stall other
     requests; the default ``"inline"`` runs them on the event loop, which is faster for
-    handlers that do not block.
+    handlers that do not block, and a handler registered with ``thread=True`` gets a
+    worker thread alone. ``stall_warning`` (0.1 s): a sync handler on the event loop that
+    holds it longer is named once in a warning, with the fix (``None``: never).
 
     ``auth`` makes the server an OAuth 2.1 protected resource (see ``docs/auth.md``):
     the HTTP transports then authenticate every request with it, ``ctx.auth`` carries
@@ -187,6 +190,7 @@ class Server(Registry):
         principal: PrincipalSource | None = None,
         answers: Literal["strict", "lenient"] = "strict",
         sync_handlers: Literal["inline", "thread"] = "inline",
+        stall_warning: float | None = STALL_WARNING,
         page_size: int = 100,
         list_ttl_ms: int = 60_000,
         cache_scope: Literal["public", "private"] | None = None,
@@ -202,6 +206,9 @@ class Server(Registry):
             raise ValueError(f'answers must be "strict" or "lenient", got {answers!r}')
         if sync_handlers not in ("inline", "thread"):
             raise ValueError(f'sync_handlers must be "inline" or "thread", got {sync_handlers!r}')
+        if stall_warning is not None and (isinstance(stall_warning, bool) or not isinstance(stall_warning, (int, float))
+                                          or not stall_warning > 0):
+            raise ValueError(f"stall_warning must be a positive number of seconds or None, got {stall_warning!r}")
         if codec is not None and (secret is not None or ttl is not None):
             raise ValueError("give either codec or secret/ttl, not both")
         _TaskSettings(tasks_url, task_lease, task_ttl, task_max_bytes).check()
@@ -216,6 +223,7 @@ class Server(Registry):
         self._token_carrier: TokenCarrier | None = None
         self._answers = answers
         self.sync_handlers = sync_handlers
+        self.stall_warning = stall_warning
         self.principal = principal
         self.page_size = page_size
         self.list_ttl_ms = list_ttl_ms
@@ -620,8 +628,6 @@ class Server(Registry):
         if params is None:
             params = {}
         envelope = _read_envelope(params)
-        if self.sync_handlers == "inline":
-            run_sync = None
         request = _Request(method, params, envelope, headers, notify, message.get("id"), run_sync, auth)
         result = await handler(request)
         meta = result.get("_meta")
@@ -722,7 +728,7 @@ class Server(Registry):
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
         try:
-            outcome = await self._execute(request, tool.fn, arguments, ctx)
+            outcome = await self._execute(request, tool.fn, arguments, ctx, tool.thread)
         except HandlerError as error:
             return self._tool_error(name, error)
         if isinstance(outcome, Interim):
@@ -776,7 +782,7 @@ class Server(Registry):
         arguments = {key: value for key, value in raw.items() if key in prompt.parameter_names}
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
-        outcome = await self._run_protocol_handler(request, prompt.fn, arguments, ctx)
+        outcome = await self._run_protocol_handler(request, prompt.fn, arguments, ctx, prompt.thread)
         if isinstance(outcome, Interim):
             return outcome.result
         return shape_prompt_result(outcome.result, prompt.definition.get("description"))
@@ -786,13 +792,14 @@ class Server(Registry):
         uri = params.get("uri")
         if not isinstance(uri, str):
             raise InvalidParams('resources/read needs a string "uri"')
-        found = self.find_resource(uri)
+        found = self.resource_entry(uri)
         if found is None:
             raise InvalidParams(f"Resource not found: {uri}", data={"uri": uri})
-        fn, mime_type, arguments = found
+        entry, arguments = found
+        fn, mime_type = entry.fn, entry.mime_type
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, uri)
-        outcome = await self._run_protocol_handler(request, fn, arguments, ctx)
+        outcome = await self._run_protocol_handler(request, fn, arguments, ctx, entry.thread)
         if isinstance(outcome, Interim):
             return outcome.result
         return self._cacheable(shape_resource_result(outcome.result, uri, mime_type), ttl_ms=0)
@@ -810,14 +817,18 @@ class Server(Registry):
                 return self.tasks
         return self.token_carrier
 
-    async def _execute(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> CarrierOutcome:
+    async def _execute(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context,
+                       thread: bool = False) -> CarrierOutcome:
         carrier = self._carrier_for(request)
-        return await carrier.execute(request.method, request.params, fn, arguments, ctx, run_sync=request.run_sync)
+        # Where its sync code runs is decided in run_handler, from this placement and the transport's run_sync.
+        placement = Placement(thread or self.sync_handlers == "thread", self.stall_warning)
+        return await carrier.execute(request.method, request.params, fn, arguments, ctx, run_sync=request.run_sync,
+                                     placement=placement)
 
     async def _run_protocol_handler(self, request: _Request, fn: Any, arguments: Mapping[str, Any],
-                                    ctx: Context) -> CarrierOutcome:
+                                    ctx: Context, thread: bool = False) -> CarrierOutcome:
         try:
-            return await self._execute(request, fn, arguments, ctx)
+            return await self._execute(request, fn, arguments, ctx, thread)
         except HandlerError as error:
             text = self._handler_failed(request.method, ctx.target, error)
             raise InternalError(f"Internal error: {text}" if text else "Internal error") from None

@@ -73,6 +73,7 @@ class ToolEntry:
     check_arguments: Callable[[Mapping[str, Any]], None] | None = None  # a hand-written inputSchema
     scopes: tuple[str, ...] = ()  # OAuth scopes a caller needs on a protected server
     task: str | None = None  # "optional" or "required": may run as a task (the tasks extension)
+    thread: bool = False  # its sync code runs in a worker thread, whatever the server's sync_handlers
 
 
 @dataclass
@@ -84,6 +85,7 @@ class PromptEntry:
     parameter_names: tuple[str, ...]
     required: tuple[str, ...]
     definition: dict[str, Any]
+    thread: bool = False
 
 
 @dataclass
@@ -94,6 +96,7 @@ class ResourceEntry:
     fn: Any
     definition: dict[str, Any]
     mime_type: str | None
+    thread: bool = False
 
 
 @dataclass
@@ -104,6 +107,7 @@ class TemplateEntry:
     fn: Any
     definition: dict[str, Any]
     mime_type: str | None
+    thread: bool = False
 
 
 def _first_paragraph(doc: str | None) -> str | None:
@@ -125,6 +129,17 @@ def _describe(definition: dict[str, Any], fn: Any, title: str | None, descriptio
 def _handler_callable(kind: str, fn: Any) -> None:
     if not callable(fn):
         raise TypeError(f"@server.{kind} decorates a function, got {type(fn).__name__} {fn!r}")
+
+
+def _thread_choice(kind: str, fn: Any, thread: Any) -> bool:
+    """``thread=True`` is for sync code: an async handler already gives the loop back at each ``await``."""
+    if not isinstance(thread, bool):
+        raise TypeError(f"@server.{kind}(thread=...) takes True or False, got {thread!r}")
+    if thread and handler_spec(fn).is_async:
+        raise TypeError(f"@server.{kind}(thread=True) runs sync code in a worker thread, but "
+                        f"{handler_spec(fn).name}{_where(fn)} is async: it already gives the event loop back at "
+                        "each await; drop thread=True")
+    return thread
 
 
 def _where(fn: Any) -> str:
@@ -341,6 +356,7 @@ class Registry:
         input_schema: Mapping[str, Any] | None = None,
         scopes: Sequence[str] = (),
         task: str | None = None,
+        thread: bool = False,
     ) -> Any:
         """Register a tool. Usable bare (``@server.tool``) or with options.
 
@@ -364,6 +380,11 @@ class Registry:
         as a task (``CreateTaskResult``) while others get the result on the call;
         ``task="required"`` refuses clients without the extension (``-32021``). See
         ``docs/tasks.md``.
+
+        ``thread=True`` runs this sync handler in a worker thread (as
+        ``Server(sync_handlers="thread")`` runs them all), so blocking code in it (a
+        database call, a service request) does not stall the other requests; see
+        ``docs/server.md``.
         """
         tool_scopes = _scopes(scopes)
         if task not in (None, "optional", "required"):
@@ -374,6 +395,7 @@ class Registry:
 
         def register(fn: Any) -> Any:
             _handler_callable("tool", fn)
+            in_thread = _thread_choice("tool", fn, thread)
             tool_name = name or fn.__name__
             hints = _type_hints(fn)
             parameters = _signature_parameters(fn)
@@ -407,24 +429,27 @@ class Registry:
                 mirrored, structured, check_arguments,
                 tool_scopes,
                 task,
+                in_thread,
             )
             return fn
 
         return register(fn) if fn is not None else register
 
     def prompt(
-        self, fn: Any = None, *, name: str | None = None, title: str | None = None, description: str | None = None
+        self, fn: Any = None, *, name: str | None = None, title: str | None = None, description: str | None = None,
+        thread: bool = False,
     ) -> Any:
         """Register a prompt; its parameters (strings) become the prompt's arguments.
 
         Usable bare (``@server.prompt``), with the name (``@server.prompt("review")``) or
-        with options.
+        with options. ``thread=True`` runs it in a worker thread (see :meth:`tool`).
         """
         if isinstance(fn, str):  # @server.prompt("name")
             fn, name = None, _given_name("prompt", fn, name)
 
         def register(fn: Any) -> Any:
             _handler_callable("prompt", fn)
+            in_thread = _thread_choice("prompt", fn, thread)
             prompt_name = name or fn.__name__
             hints = _type_hints(fn)
             parameters = _signature_parameters(fn)
@@ -445,7 +470,7 @@ class Registry:
             if prompt_name in self._prompts:
                 raise ValueError(f"a prompt named {prompt_name!r} is already registered")
             self._prompts[prompt_name] = PromptEntry(
-                prompt_name, fn, tuple(p.name for p in parameters), tuple(required), definition
+                prompt_name, fn, tuple(p.name for p in parameters), tuple(required), definition, in_thread
             )
             return fn
 
@@ -459,8 +484,12 @@ class Registry:
         title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
+        thread: bool = False,
     ) -> Callable[[Any], Any]:
-        """Register a static resource at ``uri``; the handler returns its text or bytes."""
+        """Register a static resource at ``uri``; the handler returns its text or bytes.
+
+        ``thread=True`` runs it in a worker thread (see :meth:`tool`).
+        """
         _resource_uri("resource", uri, '@server.resource("notes://welcome")')
         if "{" in uri:
             raise ValueError(
@@ -469,10 +498,11 @@ class Registry:
 
         def register(fn: Any) -> Any:
             _handler_callable("resource", fn)
+            in_thread = _thread_choice("resource", fn, thread)
             definition = _describe({"uri": uri, "name": name or fn.__name__}, fn, title, description, mime_type)
             if uri in self._resources:
                 raise ValueError(f"a resource at {uri!r} is already registered")
-            self._resources[uri] = ResourceEntry(uri, fn, definition, mime_type)
+            self._resources[uri] = ResourceEntry(uri, fn, definition, mime_type, in_thread)
             return fn
 
         return register
@@ -485,19 +515,22 @@ class Registry:
         title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
+        thread: bool = False,
     ) -> Callable[[Any], Any]:
         """Register a resource template such as ``"notes://{id}/text"``.
 
         The handler receives each ``{variable}`` as a keyword argument (a single path
-        segment).
+        segment). ``thread=True`` runs it in a worker thread (see :meth:`tool`).
         """
         _resource_uri("resource_template", uri_template, '@server.resource_template("notes://{id}/text")')
 
         def register(fn: Any) -> Any:
             _handler_callable("resource_template", fn)
+            in_thread = _thread_choice("resource_template", fn, thread)
             definition = _describe({"uriTemplate": uri_template, "name": name or fn.__name__}, fn, title,
                                    description, mime_type)
-            self._templates.append(TemplateEntry(_compile_template(uri_template), fn, definition, mime_type))
+            self._templates.append(TemplateEntry(_compile_template(uri_template), fn, definition, mime_type,
+                                                 in_thread))
             return fn
 
         return register
@@ -547,11 +580,19 @@ class Registry:
 
         A static resource wins over templates; templates are tried in registration order.
         """
+        found = self.resource_entry(uri)
+        if found is None:
+            return None
+        entry, arguments = found
+        return entry.fn, entry.mime_type, arguments
+
+    def resource_entry(self, uri: str) -> tuple[ResourceEntry | TemplateEntry, dict[str, Any]] | None:
+        """The registration serving ``uri`` and its template variables (see :meth:`find_resource`), or ``None``."""
         resource = self._resources.get(uri)
         if resource is not None:
-            return resource.fn, resource.mime_type, {}
+            return resource, {}
         for template in self._templates:
             match = template.pattern.match(uri)
             if match:
-                return template.fn, template.mime_type, match.groupdict()
+                return template, match.groupdict()
         return None

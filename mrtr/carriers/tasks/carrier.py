@@ -37,7 +37,7 @@ from ...core.jsonrpc import RunSync
 from ...core.ledger import Ledger, merge_answers
 from ...core.replay import Completed, Detached, InputRequired
 from ...core.schema import RequestedSchema
-from ..contract import Interim, TaskAccess, ToolBinding, run_handler
+from ..contract import Interim, Placement, TaskAccess, ToolBinding, run_handler
 from ..token import TokenCarrier
 from .record import TaskRecord, TaskTooLarge, new_task_id
 from .store import StoreUnavailable, TaskStore, mutate
@@ -238,12 +238,14 @@ class TaskCarrier:
         ctx: Context,
         *,
         run_sync: RunSync | None = None,
+        placement: Placement | None = None,
     ) -> Interim:
         """``tools/call`` for a task tool from a client that declared the extension.
 
         The handler's questions before its first Step are rounds on the call itself
         (the token carrier checks and seals the ledger, as for any call, and runs the
-        handler where :func:`~mrtr.carriers.contract.run_handler` says for ``run_sync``);
+        handler where :func:`~mrtr.carriers.contract.run_handler` says for ``run_sync``
+        and ``placement``);
         once it reaches a Step, or finishes, the task is stored and ``CreateTaskResult``
         answered. The Step and everything after it run in the task, on this node or a
         later one.
@@ -255,7 +257,8 @@ class TaskCarrier:
         done: dict[str, Any] | None = None
         binding: ToolBinding | None = None
         try:
-            outcome = await self.token.until_step(method, params, handler, arguments, ctx, run_sync=run_sync)
+            outcome = await self.token.until_step(method, params, handler, arguments, ctx, run_sync=run_sync,
+                                                  placement=placement)
         except HandlerError as error:
             outcome = Completed(None)
             binding = self.resolve(name, raw)
