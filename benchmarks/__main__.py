@@ -20,7 +20,7 @@ from typing import Any
 
 from .common import ROOT
 
-PARTS = ("rounds", "conversations", "http", "soak", "tasks")
+PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,6 +67,12 @@ def main(argv: list[str] | None = None) -> int:
     if "tasks" in parts:
         from . import tasks
         results["tasks"] = tasks.run(quick=args.quick)
+    if "once" in parts:
+        from . import once
+        results["once"] = once.run(quick=args.quick)
+    if "sessions" in parts:
+        from . import sessions
+        results["sessions"] = sessions.run(quick=args.quick)
     results["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     results["seconds"] = round(time.monotonic() - started, 1)
 
@@ -104,12 +110,16 @@ def summary(results: dict[str, Any]) -> str:
     lines = [f"benchmarks ({'quick' if results['quick'] else 'full'} run, {results['seconds']} s, "
              f"{results['machine']})"]
     lines.append(report.table_goals(results))
-    for part in ("rounds", "http", "tasks"):
+    for part in ("rounds", "http", "tasks", "once"):
         for what, why in results.get(part, {}).get("skipped", {}).items():
             lines.append(f"SKIPPED in {part}: {what}: {why}")
     tasks = results.get("tasks")
     if tasks and not tasks["measured"]:
         lines.append(f"tasks: not measured: {tasks['reason']}")
+    for store, row in results.get("once", {}).get("stores", {}).items():
+        lines.append(f"once=True on {store}: a final round {row['once_ratio']:.1f}x the same round without it "
+                     f"(+{(row['timings']['once']['median'] - row['timings']['plain']['median']) * 1e6:.0f} µs), "
+                     f"a retry {row['retry_ratio']:.1f}x; a record {row['record_bytes']} bytes")
     lines.append((report.table_noise(results) + f" Load average {results['load_before']} -> "
                   f"{results['load_after']}.").strip())
     return "\n".join(lines)

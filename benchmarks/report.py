@@ -228,6 +228,40 @@ def table_tasks(part: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def table_once(part: dict[str, Any]) -> str:
+    lines = [f"In process through `Server.handle`, wall time, the candidates taken in turns ({part['pairs']} turns of "
+             f"{part['batch']} final rounds each; median spread of a candidate's batches {part['spread']:.2f}).", "",
+             "| store | final round without once (µs) | with once=True (µs) | ratio | added (µs) | "
+             "retry of a recorded round (µs) | ratio | record (bytes) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, row in part["stores"].items():
+        plain, once, retry = (row["timings"][key]["median"] * US for key in ("plain", "once", "retry"))
+        size = f"{row['record_bytes']}"
+        if row.get("redis_memory_bytes"):
+            size += f" ({row['redis_memory_bytes']} in Redis, `MEMORY USAGE`)"
+        lines.append(f"| {name} | {plain:.0f} | {once:.0f} | {row['once_ratio']:.1f}x | {once - plain:.0f} | "
+                     f"{retry:.0f} | {row['retry_ratio']:.1f}x | {size} |")
+    for name, why in part.get("skipped", {}).items():
+        lines += ["", f"Not measured: {name}: {why}"]
+    return "\n".join(lines)
+
+
+def table_sessions(part: dict[str, Any]) -> str:
+    """Part 7: the memory of an idle 2025-era session and of a suspended handler, beside a bare trio task."""
+    baseline = part["baseline_task"]["bytes_per_task"]
+    rows = [
+        ("an idle session (after `initialize`)", part["idle_session"]["n"], part["idle_session"]["bytes_per_session"]),
+        ("a suspended handler, sync generator", part["suspended_sync"]["n"], part["suspended_sync"]["bytes_per_handler"]),
+        ("a suspended handler, async generator", part["suspended_async"]["n"],
+         part["suspended_async"]["bytes_per_handler"]),
+        ("baseline: a bare trio task waiting on an Event", part["baseline_task"]["n"], baseline),
+    ]
+    lines = ["| held | N | bytes each (tracemalloc) | vs the baseline task |", "|---|---|---|---|"]
+    for what, n, size in rows:
+        lines.append(f"| {what} | {n:,} | {size:,.0f} | {size / baseline:.1f}x |")
+    return "\n".join(lines)
+
+
 def table_goals(results: dict[str, Any]) -> str:
     lines = ["| goal | measured | met |", "|---|---|---|"]
     rounds = results.get("rounds")
@@ -326,6 +360,8 @@ def update_document(path: Path, results: dict[str, Any]) -> None:
         "http": lambda: table_http(results["http"]),
         "soak": lambda: table_soak(results["soak"]),
         "tasks": lambda: table_tasks(results["tasks"]),
+        "once": lambda: table_once(results["once"]),
+        "sessions": lambda: table_sessions(results["sessions"]),
         "machine": lambda: table_machine(results),
     }
     text = path.read_text()

@@ -1,7 +1,8 @@
 """mrtr: MCP servers whose handlers ask the user mid-execution, written as plain generators.
 
 A handler yields what it needs (:class:`Elicit`, :class:`ElicitURL`, :class:`Sample`,
-:class:`ListRoots`, a group of them, or a memoized :class:`Step`); the runtime answers
+:class:`ListRoots`, a group of them, a memoized :class:`Step`, or a version gate,
+:class:`Patched`); the runtime answers
 from the ledger of recorded answers or pauses the conversation with an
 ``InputRequiredResult``. On each retry the handler runs again from the top and the
 recorded answers are fed back by ordinal. Register handlers on a :class:`Server` and
@@ -24,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 from .core.answers import accept, cancel, decline
 from .core.context import Context
-from .core.effects import Elicit, ElicitResult, ElicitURL, ListRoots, Request, Sample, Step
-from .core.errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, ReplayMismatch
+from .core.effects import Elicit, ElicitResult, ElicitURL, ListRoots, Patched, Request, Sample, Step
+from .core.errors import (HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, PublicError,
+                          ReplayMismatch)
 from .core.schema import Form
 
 if TYPE_CHECKING:
@@ -65,7 +67,9 @@ __all__ = [
     "InvalidParams",
     "ListRoots",
     "MissingRequiredClientCapability",
+    "Patched",
     "ProtocolError",
+    "PublicError",
     "ReplayMismatch",
     "Request",
     "RequestInfo",

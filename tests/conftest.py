@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
+import shutil
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import pytest
 import trio
 
 from mrtr.core.wire import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION
@@ -92,6 +95,49 @@ def stop(process: subprocess.Popen[Any], timeout: float = 10) -> None:
         process.wait()
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on (the OS picked it; a server may take it next)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def http_server(argv: Sequence[str], url: str, *, env: Mapping[str, str] | None = None,
+                cwd: Path | str | None = None, timeout: float = 30) -> Iterator[subprocess.Popen[bytes]]:
+    """Start ``argv`` (a server listening on ``url``), wait until it answers HTTP at all, stop it at the end.
+
+    Any HTTP answer counts (a 405 to a GET, a 401): the server is serving. A process that
+    exits, or does not answer within ``timeout`` seconds, fails the test with its stderr.
+    """
+    import urllib.error
+    import urllib.request
+
+    process = subprocess.Popen(list(argv), env=None if env is None else dict(env), cwd=cwd,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=1)
+                break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    process.kill()
+                    stderr = process.communicate()[1].decode(errors="replace")
+                    raise AssertionError(f"{argv[0]} did not start serving {url}:\n{stderr[-3000:]}") from None
+                time.sleep(0.05)
+        yield process
+    finally:
+        stop(process)
+        if process.stderr is not None:
+            process.stderr.close()
+
+
 @asynccontextmanager
 async def mrtr_process(args: Sequence[str], *, cwd: Path | str, env: Mapping[str, str]
                        ) -> AsyncIterator[tuple[trio.Process, bytearray]]:
@@ -130,6 +176,7 @@ class StaticDispatcher:
     """
 
     auth = None
+    legacy = None  # the modern era only
 
     async def handle(self, message: Mapping[str, Any], **options: Any) -> dict[str, Any]:
         raise NotImplementedError
@@ -147,3 +194,48 @@ class StaticDispatcher:
 
     def listen_through(self, hub: Any) -> Callable[[], None]:
         return lambda: None
+
+
+def clean_env() -> dict[str, str]:
+    """This process's environment without what points at our virtualenv: for processes of another one."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def pinned_venv(venv: Path, requirements: Path, package: str, version: str) -> Path:
+    """The python of ``venv`` with ``package==version`` in it, created from ``requirements`` on first use.
+
+    A peer pinned exactly, in its own virtualenv so its dependencies never mix with ours.
+    When it cannot be made (no package registry), the calling test fails under
+    ``CI=true`` and is skipped elsewhere, saying why.
+    """
+    python = venv / "bin" / "python"
+
+    def ready() -> bool:
+        if not python.exists():
+            return False
+        probe = subprocess.run(
+            [str(python), "-c", f"import importlib.metadata as m; assert m.version({package!r}) == {version!r}"],
+            capture_output=True, env=clean_env(), timeout=120, check=False)
+        return probe.returncode == 0
+
+    def unavailable(reason: str) -> None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+    if ready():
+        return python
+    if not python.exists():
+        created = subprocess.run([shutil.which("python3") or sys.executable, "-m", "venv", str(venv)],
+                                 capture_output=True, text=True, timeout=300, check=False)
+        if created.returncode != 0:
+            unavailable(f"could not create {venv}: {created.stderr[-2000:]}")
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r", str(requirements)],
+        capture_output=True, text=True, env=clean_env(), timeout=900, check=False)
+    if installed.returncode != 0 or not ready():
+        unavailable(f"could not install {package}=={version} into {venv} (is the package registry reachable?): "
+                    f"{installed.stderr[-2000:]}")
+    return python

@@ -5,8 +5,8 @@ from __future__ import annotations
 from mrtr import Elicit, Form
 from mrtr.server import Server
 
-server = Server("ops-test", "1.0.0")
-masked = Server("ops-masked", "1.0.0", secret=b"m" * 32, mask_errors=True)
+server = Server("ops-test", "1.0.0", mask_errors=False)  # shows the client what failed, as in development
+masked = Server("ops-masked", "1.0.0", secret=b"m" * 32)  # the default: errors masked
 
 
 def _register(target: Server) -> None:

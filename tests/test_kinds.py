@@ -20,7 +20,8 @@ import mrtr
 from mrtr import Context, Elicit, ElicitResult, ElicitURL, Form, ListRoots, Request, Sample
 from mrtr.client import InputRequest as ClientRequest
 from mrtr.core import wire
-from mrtr.core.kinds import KINDS, REQUEST_KINDS, Kind, decode_input_response, kind_of
+from mrtr.core.effects import Patched, Step
+from mrtr.core.kinds import ASKED, KINDS, REQUEST_KINDS, Kind, decode_input_response, kind_of
 from mrtr.core.ledger import Ledger, decode_answer, default_key, merge_answers
 from mrtr.core.replay import Completed, InputRequired, replay
 from mrtr.server import Server
@@ -50,12 +51,28 @@ EXAMPLES = {
 
 def test_the_table_has_a_row_per_kind_and_its_codes_never_change():
     assert set(KINDS) == set(Kind)
-    assert {kind: int(kind) for kind in Kind} == {Kind.ELICIT: 0, Kind.SAMPLE: 1, Kind.ROOTS: 2, Kind.STEP: 3}
+    assert {kind: int(kind) for kind in Kind} == {Kind.ELICIT: 0, Kind.SAMPLE: 1, Kind.ROOTS: 2, Kind.STEP: 3,
+                                                  Kind.PATCH: 4}
     assert all(row.kind is kind for kind, row in KINDS.items())
     prefixes = [row.key_prefix for row in KINDS.values()]
     assert len(set(prefixes)) == len(prefixes)
     assert [row.kind for row in REQUEST_KINDS] == [Kind.ELICIT, Kind.SAMPLE, Kind.ROOTS]
+    assert ASKED == {int(row.kind) for row in REQUEST_KINDS}
     assert KINDS[Kind.STEP].method is None and default_key(Kind.STEP, 2) == "step-2"
+    assert KINDS[Kind.PATCH].method is None and KINDS[Kind.PATCH].label == "Patched"
+
+
+def test_the_kinds_no_client_answers_are_never_issued_under_a_wire_key():
+    def handler(ctx: Context) -> Any:
+        yield Patched("p1")
+        yield Step(lambda: 1)
+        answer = yield Elicit("Name?", Form().string("name"))
+        return answer.value
+
+    asked = replay(handler, {}, Context({}, client_capabilities=ALL_CAPABILITIES), Ledger())
+    assert isinstance(asked, InputRequired)
+    assert [Kind(slot.kind) for slot in asked.ledger.slots] == [Kind.PATCH, Kind.STEP, Kind.ELICIT]
+    assert asked.ledger.index_of_key() == {"elicit-3": 2}
 
 
 def test_every_kind_has_its_wire_types_and_the_unions_hold_no_other():
@@ -121,7 +138,7 @@ async def test_a_kind_is_declared_answered_and_parsed_by_the_client(name):
         return example.reply
 
     answerers = {Kind.ELICIT: "on_elicit", Kind.SAMPLE: "on_sample", Kind.ROOTS: "on_roots"}
-    client = mrtr.Client(server, elicitation_modes=("form", "url"), **{answerers[row.kind]: answer})
+    client = mrtr.Client(server, elicitation_modes=("form", "url"), tasks=False, **{answerers[row.kind]: answer})
     assert set(client.capabilities()) == {row.capability}
     async with client:
         result = await client.call_tool("ask")

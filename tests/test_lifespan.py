@@ -20,7 +20,7 @@ META = meta()
 
 
 def build(events: list[str]) -> Server:
-    server = Server("life", "1", secret=b"s" * 32)
+    server = Server("life", "1", secret=b"s" * 32, debug=True)  # the not-running hint reaches the client
 
     @server.lifespan
     async def resources():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -83,17 +84,28 @@ async def test_stdio_json_logs_access_lines_and_the_key_warning_once() -> None:
     validate_message(answers[2], result_def="CallToolResult")
 
 
-async def test_mask_errors_hides_the_exception_from_the_client_not_from_the_log() -> None:
+async def test_a_masked_error_names_the_target_and_a_reference_the_log_prints_beside_the_traceback() -> None:
     answers, stderr = await run_stdio("tests.ops_app:masked", [
         call(1, "explode"),
         request(2, "prompts/get", {"name": "briefing", "arguments": {"topic": "boom"}}),
     ])
     assert answers[0]["result"]["isError"] is True
-    assert "disk on fire" not in json.dumps(answers[0]) and text_of(answers[0])
-    assert answers[1]["error"] == {"code": -32603, "message": "Internal error"}
+    assert "disk on fire" not in json.dumps(answers[0])
+    tool = re.fullmatch(r"tool explode failed with an internal error \(reference ([0-9a-f]{8}); the server's log "
+                        r"has the details\)", text_of(answers[0]))
+    assert tool, text_of(answers[0])
+    assert answers[1]["error"]["code"] == -32603 and "secret-internal-detail" not in answers[1]["error"]["message"]
+    prompt = re.fullmatch(r"Internal error: prompt briefing failed with an internal error \(reference ([0-9a-f]{8}); "
+                          r"the server's log has the details\)", answers[1]["error"]["message"])
+    assert prompt, answers[1]["error"]
     validate_message(answers[0], result_def="CallToolResult")
     validate_message(answers[1])
-    assert "ValueError: disk on fire" in stderr and "secret-internal-detail" in stderr
+    # Each reference is on the log line that carries that failure's traceback.
+    for reference, detail in ((tool.group(1), "ValueError: disk on fire"),
+                              (prompt.group(1), "RuntimeError: prompt broke: secret-internal-detail")):
+        block = stderr[stderr.index(f"[reference {reference}]"):]
+        assert detail in block.split("\n\n")[0] or detail in block[:4000]
+    assert tool.group(1) != prompt.group(1)
     assert "MRTR_SECRET" not in stderr  # this server has its key
 
 

@@ -1010,3 +1010,57 @@ async def test_check_determinism_works_for_async_handlers():
         yield answer.accepted
 
     assert (await arun(steady, answers=[accept(ok=True)], check_determinism=True)).result is True
+
+
+def test_check_determinism_runs_the_final_round_twice_and_warns_when_a_retry_would_differ():
+    import itertools
+    import warnings
+
+    from mrtr.testing import RetryDiffers
+
+    numbers = itertools.count(1)
+    writes: list[str] = []
+
+    def new_booking_id() -> str:
+        return f"b-{next(numbers)}"
+
+    def book(ctx):
+        ok = yield Elicit("Book it?", Form().boolean("ok"))
+        booking = yield Step(new_booking_id)  # after the last question: a retry runs it again
+        writes.append(booking)
+        ctx.progress(1, 1, f"booked {booking}")
+        return f"booked {booking}" if ok.content["ok"] else "not booked"
+
+    with pytest.warns(RetryDiffers) as warned:
+        outcome = run(book, answers=[accept(ok=True)], check_determinism=True)
+    assert outcome.result == "booked b-1" and writes == ["b-1", "b-2"]  # the final round ran twice
+    message = str(warned[0].message)
+    assert message.startswith("the final round ran twice, as a client's retry of it would")
+    assert "the Steps it ran recorded #2 'b-1', then #2 'b-2'" in message
+    assert "its result was 'booked b-1', then 'booked b-2'" in message
+    assert "sent 1 notifications, then 1" in message and "once=True" in message
+
+    def steady(ctx):
+        ok = yield Elicit("Book it?", Form().boolean("ok"))
+        ctx.progress(1, 1, "booked")
+        return "booked" if ok.content["ok"] else "not booked"
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RetryDiffers)
+        assert run(steady, answers=[accept(ok=True)], check_determinism=True).result == "booked"
+
+
+async def test_check_determinism_warns_for_an_async_final_round_too():
+    import itertools
+
+    from mrtr.testing import RetryDiffers, arun
+
+    numbers = itertools.count(1)
+
+    async def charge():
+        ok = yield Elicit("Charge?", Form().boolean("ok"))
+        receipt = yield Step(lambda: next(numbers))
+        yield (ok.content["ok"], receipt)
+
+    with pytest.warns(RetryDiffers, match=r"the Steps it ran recorded #2 1, then #2 2"):
+        await arun(charge, answers=[accept(ok=True)], check_determinism=True)

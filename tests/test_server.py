@@ -32,7 +32,7 @@ class Weather(msgspec.Struct):
 
 def build() -> Server:
     server = Server("test-server", "2.0", instructions="Be nice.", secret=b"s" * 32,
-                    principal=lambda info: info.headers.get("x-user"))
+                    principal=lambda info: info.headers.get("x-user"), mask_errors=False)
 
     @server.tool(annotations={"readOnlyHint": True})
     def echo(text: str, times: int = 1) -> str:
@@ -218,10 +218,26 @@ async def test_an_unsupported_version_lists_the_supported_ones(server):
     assert error["data"] == {"supported": ["2026-07-28"], "requested": "2025-11-25"}
 
 
-@pytest.mark.parametrize("method", ["initialize", "ping", "logging/setLevel", "resources/subscribe", "tasks/get", "nope"])
+@pytest.mark.parametrize("method", ["ping", "logging/setLevel", "resources/subscribe", "tasks/get", "nope"])
 async def test_unknown_and_removed_methods_are_method_not_found_with_the_id_kept(server, method):
     message = await rpc(server, method, request_id="abc", meta=None)
     assert message["id"] == "abc" and error_of(message)["code"] == -32601
+
+
+async def test_initialize_carrying_the_modern_claim_is_a_removed_method(server):
+    message = await rpc(server, "initialize", request_id=5)
+    assert message["id"] == 5 and error_of(message)["code"] == -32601
+
+
+@pytest.mark.parametrize("params, requested", [({"protocolVersion": "2025-06-18"}, "2025-06-18"), (None, "")])
+async def test_initialize_on_the_modern_dispatch_names_the_versions_it_speaks(server, params, requested):
+    """A legacy client cannot fall forward: the one error it can show its user says what the server speaks."""
+    message = {"jsonrpc": "2.0", "id": 0, "method": "initialize", **({"params": params} if params else {})}
+    response = await server.respond(message)
+    validate_message(response.message)
+    assert response.status == 400 and response.message["id"] == 0
+    assert error_of(response.message)["code"] == -32022
+    assert error_of(response.message)["data"] == {"supported": ["2026-07-28"], "requested": requested}
 
 
 async def test_every_result_carries_result_type_and_server_info(server):

@@ -35,7 +35,7 @@ def fetch(size: int) -> str:
 
 
 def build() -> Server:
-    server = Server("state-limits", codec=RequestStateCodec([b"k" * 32], max_token_length=LIMIT))
+    server = Server("state-limits", codec=RequestStateCodec([b"k" * 32], max_token_length=LIMIT), mask_errors=False)
 
     @server.tool
     def hoard(size: int) -> str:

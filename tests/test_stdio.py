@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import subprocess
 import sys
@@ -149,11 +150,14 @@ class StdioProcess(Client):
 
 
 @asynccontextmanager
-async def stdio_server(app: str | None = APP) -> AsyncIterator[StdioProcess]:
-    command = [sys.executable, "-m", "mrtr", "serve", "--stdio"] + ([app] if app else [])
+async def stdio_server(app: str | None = APP, *options: str,
+                       env: dict[str, str] | None = None) -> AsyncIterator[StdioProcess]:
+    """``python -m mrtr serve --stdio [app] [options]``, its environment extended by ``env``."""
+    command = [sys.executable, "-m", "mrtr", "serve", "--stdio"] + ([app] if app else []) + list(options)
     async with trio.open_nursery() as nursery:
         process = await trio.lowlevel.open_process(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
+            env={**os.environ, **env} if env else None,
         )
         client = StdioProcess(process)
         nursery.start_soon(client.collect_stderr)
@@ -314,11 +318,20 @@ async def test_invalid_requests() -> None:
                 assert error.get("id") == expected_id, line
                 if expected_id is None:
                     assert "id" not in error
-            # A request without _meta is a well-formed request with invalid params.
-            missing = await server.ask({"jsonrpc": "2.0", "id": 9, "method": "tools/list"})
+            # The first request carries the modern claim, so the connection speaks 2026-07-28 from here on.
+            listed = await server.ask(request(9, "tools/list"), "ListToolsResult")
+            assert listed["result"]["tools"]
+            # A request without _meta is then a well-formed request with invalid params.
+            missing = await server.ask({"jsonrpc": "2.0", "id": 10, "method": "tools/list"})
             assert missing["error"]["code"] == -32602
-            unknown = await server.ask(request(10, "initialize"))
-            assert unknown["error"]["code"] == -32601
+            # initialize with the modern claim is a removed method; without it, it belongs to the
+            # other era and is refused naming the version this connection speaks.
+            removed = await server.ask(request(11, "initialize", {"protocolVersion": "2025-11-25"}))
+            assert removed["error"]["code"] == -32601
+            refused = await server.ask({"jsonrpc": "2.0", "id": 12, "method": "initialize",
+                                        "params": {"protocolVersion": "2025-11-25", "capabilities": {}}})
+            assert refused["error"]["code"] == -32022
+            assert refused["error"]["data"] == {"supported": ["2026-07-28"], "requested": "2025-11-25"}
             assert await server.finish() == 0
 
 

@@ -24,7 +24,9 @@ import mrtr
 
 PUBLIC = {
     "Context", "Elicit", "ElicitResult", "ElicitURL", "Form", "HandlerError", "Header", "InvalidParams",
-    "ListRoots", "MissingRequiredClientCapability", "ProtocolError", "ReplayMismatch", "Request",
+    "ListRoots", "MissingRequiredClientCapability", "Patched", "ProtocolError", "ReplayMismatch", "Request",
+    # the error a handler raises on purpose to tell the caller why; its message is never masked
+    "PublicError",
     "RequestInfo", "Sample", "Server", "Step",
     # the client side, loaded on first use, and the answer helpers it shares with mrtr.testing
     "Client", "ClientError", "RoundLimitExceeded", "accept", "decline", "cancel",

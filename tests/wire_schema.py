@@ -23,6 +23,7 @@ from referencing.jsonschema import DRAFT202012
 
 __all__ = [
     "SHARED_DIR",
+    "SchemaFile",
     "SCHEMA_DIR",
     "SCHEMA_PATH",
     "EXAMPLES_DIR",
@@ -91,17 +92,45 @@ _ERROR_OBJECT_DEFS = {
 }
 
 
-@functools.cache
+class SchemaFile:
+    """One official ``schema.json``: its ``$defs`` and one cached validator per name, references resolved."""
+
+    def __init__(self, path: Path, base_uri: str) -> None:
+        self.path = path
+        self.base_uri = base_uri
+
+    @functools.cached_property
+    def schema(self) -> dict[str, Any]:
+        """The parsed file."""
+        with self.path.open(encoding="utf-8") as f:
+            return json.load(f)  # type: ignore[no-any-return]
+
+    @functools.cached_property
+    def _registry(self) -> Registry:
+        return Registry().with_resource(self.base_uri, DRAFT202012.create_resource(self.schema))
+
+    @functools.cache  # noqa: B019 - one instance per schema file, alive for the whole run
+    def validator(self, def_name: str) -> Draft202012Validator:
+        """The cached validator for ``$defs/<def_name>``; KeyError for an unknown name."""
+        if def_name not in self.schema["$defs"]:
+            raise KeyError(f"{self.path} has no $defs/{def_name}")
+        return Draft202012Validator({"$ref": f"{self.base_uri}#/$defs/{def_name}"}, registry=self._registry)
+
+    def validate(self, instance: Any, def_name: str) -> None:
+        """Raise ``jsonschema.ValidationError`` unless ``instance`` is valid for ``def_name``."""
+        self.validator(def_name).validate(instance)
+
+    def is_valid(self, instance: Any, def_name: str) -> bool:
+        """Whether ``instance`` is valid for ``$defs/<def_name>``."""
+        return self.validator(def_name).is_valid(instance)
+
+
+_SCHEMA = SchemaFile(SCHEMA_PATH, _BASE_URI)
+
+
 def schema() -> dict[str, Any]:
     """The parsed schema.json."""
-    with SCHEMA_PATH.open(encoding="utf-8") as f:
-        return json.load(f)
-
-
-@functools.cache
-def _registry() -> Registry:
-    resource = DRAFT202012.create_resource(schema())
-    return Registry().with_resource(_BASE_URI, resource)
+    return _SCHEMA.schema
 
 
 def def_names() -> list[str]:
@@ -109,22 +138,13 @@ def def_names() -> list[str]:
     return sorted(schema()["$defs"])
 
 
-@functools.cache
 def validator(def_name: str) -> Draft202012Validator:
     """The cached validator for ``$defs/<def_name>``; KeyError for an unknown name."""
-    if def_name not in schema()["$defs"]:
-        raise KeyError(f"schema.json has no $defs/{def_name}")
-    return Draft202012Validator({"$ref": f"{_BASE_URI}#/$defs/{def_name}"}, registry=_registry())
+    return _SCHEMA.validator(def_name)
 
 
-def validate(instance: Any, def_name: str) -> None:
-    """Raise ``jsonschema.ValidationError`` unless ``instance`` is valid for ``def_name``."""
-    validator(def_name).validate(instance)
-
-
-def is_valid(instance: Any, def_name: str) -> bool:
-    """Whether ``instance`` is valid for ``$defs/<def_name>``."""
-    return validator(def_name).is_valid(instance)
+validate = _SCHEMA.validate
+is_valid = _SCHEMA.is_valid
 
 
 def _fail(message: str) -> None:

@@ -6,5 +6,7 @@ the contract the server calls (one outcome type for every carrier, and the one h
 deciding where handler code runs); :mod:`~mrtr.carriers.token` keeps the ledger in the
 sealed ``requestState`` token the client echoes (stateless: any worker serves any
 round); :mod:`~mrtr.carriers.tasks` keeps it in a task record in a store (memory,
-SQLite, Redis), so a call can outlive its request.
+SQLite, Redis), so a call can outlive its request; :mod:`~mrtr.carriers.live` needs
+none: in a 2025-era session the generator waits at its ``yield`` while the question goes
+to the client.
 """

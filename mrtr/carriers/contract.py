@@ -3,27 +3,35 @@
 The replay core (:mod:`mrtr.core.replay`) runs a handler against a ledger and returns
 ``Completed`` or ``InputRequired``; it does not care where the ledger came from. A
 carrier does: it restores the ledger for a request, runs the core, and keeps what the
-core returns. Two carriers implement :class:`Carrier`:
+core returns. Three carriers implement :class:`Carrier`:
 
 - the token carrier, :class:`mrtr.carriers.token.TokenCarrier`: the ledger travels in
   the sealed ``requestState`` token the client echoes (stateless; any worker serves any
-  round). It serves every ``tools/call``, ``prompts/get`` and ``resources/read`` that
-  no other carrier claims;
+  round). It serves every modern ``tools/call``, ``prompts/get`` and ``resources/read``
+  that no other carrier claims;
 - the tasks carrier, :class:`mrtr.carriers.tasks.TaskCarrier`: the ledger lives in a
   task record in a store, for a ``tools/call`` to a task tool from a client that
   declared the tasks extension. The call's rounds before the handler's first Step go
-  through the token carrier; from that Step on the handler runs as a task.
+  through the token carrier; from that Step on the handler runs as a task;
+- the live carrier, :class:`mrtr.carriers.live.LiveCarrier`: no ledger at all, the
+  generator itself waits at its ``yield`` while the question goes to the client as a
+  request of the server's own, in a legacy (2025-era) session.
 
 Every carrier's :meth:`Carrier.execute` returns a :data:`CarrierOutcome`: the handler's value
 (:class:`~mrtr.core.replay.Completed`), which the server shapes, or an :class:`Interim`
-result the server sends as it is. A new carrier (a 2025-era session holding the
-generator suspended live, say) is one more class with that method.
+result the server sends as it is.
 
-Every carrier runs handler code through :func:`run_handler`, the one place that decides
-whether a sync handler runs in a worker thread, so the server's ``sync_handlers``
-setting and a handler's own ``thread=True`` (its :class:`Placement`) mean the same
-whichever carrier holds the ledger. A sync handler left on the event loop that holds it
-longer than the placement's ``stall_warning`` is named once in a warning.
+Every carrier decides where handler code runs by :func:`runs_in_thread` (the replaying
+ones through :func:`run_handler`), the one place that decides whether a sync handler
+runs in a worker thread, so the server's ``sync_handlers`` setting and a handler's own
+``thread=True`` (its :class:`Placement`) mean the same whichever carrier holds the
+conversation. :func:`run_handler` names once, in a warning, a sync handler left on the
+event loop that holds it longer than the placement's ``stall_warning``.
+
+A round that must not run twice (a handler declared ``once=True``, the round that
+creates a task) is keyed by :class:`RoundKey` and run through :class:`RoundRecords`,
+which records its response in the server's store so a retry gets that response instead
+of a second run.
 """
 
 from __future__ import annotations
@@ -32,11 +40,11 @@ import inspect
 import logging
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, NamedTuple, Protocol, overload
 
 from ..core.context import Context
-from ..core.errors import HandlerError
+from ..core.errors import HandlerError, ProtocolError
 from ..core.jsonrpc import RunSync
 from ..core.ledger import Ledger
 from ..core.replay import Completed, Detached, InputRequired, handler_spec, replay, replay_async
@@ -48,15 +56,18 @@ __all__ = [
     "Placement",
     "STALL_WARNING",
     "StepStore",
+    "RoundKey",
+    "RoundRun",
+    "RoundRecords",
     "TaskAccess",
     "TaskHost",
     "ToolBinding",
     "TASKS_EXTENSION",
     "run_handler",
+    "runs_in_thread",
 ]
 
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
-"""The tasks extension's key in client and server capabilities."""
+from ..core.wire import TASKS_EXTENSION  # noqa: E402 - re-exported: the one id the server and the client share
 
 STALL_WARNING = 0.1
 """Seconds a sync handler running on the event loop may hold it before it is named in a warning."""
@@ -116,6 +127,45 @@ class Carrier(Protocol):
         ...
 
 
+class RoundKey(NamedTuple):
+    """What names one retry of a round in the store, and how long its record is kept.
+
+    ``token`` is a digest of the ``requestState`` the round answers (hex; never the token
+    itself: the store is no place for a bearer of the conversation), ``answers`` a
+    digest of the ``inputResponses`` it brings (key order aside), and ``expires_at``
+    when that token stops being accepted (epoch seconds): after that no retry of the
+    round can be served, so its record can go.
+    """
+
+    token: str
+    answers: str
+    expires_at: float
+
+
+RoundRun = Callable[[], Awaitable["dict[str, Any] | ProtocolError"]]
+"""One run of a round: its result object, or the error it ended with (returned, not raised).
+
+Both are recorded, except a result whose ``resultType`` is ``input_required``: the
+conversation goes on and its next round has its own token. A *raised*
+:class:`~mrtr.core.errors.ProtocolError` (a malformed answer, a replay mismatch, a
+missing capability) means the round did not run to an end; nothing is recorded and a
+retry runs it again.
+"""
+
+
+class RoundRecords(Protocol):
+    """Runs a round at most once per :class:`RoundKey` and answers its retries from the record."""
+
+    async def once(self, key: RoundKey, run: RoundRun) -> dict[str, Any]:
+        """The round's result: ``run``'s own on its first attempt, the recorded one on every retry.
+
+        A retry that arrives while the first attempt runs (on any node sharing the store)
+        waits for it. A retry whose ``answers`` differ from the recorded round's is
+        refused with ``-32602``; an error the round ended with is raised again.
+        """
+        ...
+
+
 class StepStore(Protocol):
     """Where a carrier saves the ledger each time a Step's result is recorded.
 
@@ -168,7 +218,8 @@ async def run_handler(
     (:class:`~mrtr.core.replay.Detached`); ``steps`` saves the ledger after each Step.
     """
     is_async = handler_spec(handler).is_async
-    if run_sync is not None and not is_async and (placement is None or placement.thread):
+    if runs_in_thread(handler, run_sync, placement):
+        assert run_sync is not None
         on_thread = None if steps is None else steps.save_from_thread
         return await run_sync(  # type: ignore[no-any-return]
             lambda: replay(handler, arguments, ctx, ledger, unmatched, on_step=on_thread, until_step=until_step))
@@ -214,13 +265,25 @@ def _stalled(handler: Any, ctx: Context, held: float, limit: float) -> None:
         _DECORATOR.get(ctx.method, "thread=True"))
 
 
+def runs_in_thread(handler: Any, run_sync: RunSync | None, placement: Placement | None = None) -> bool:
+    """Whether ``handler``'s code runs through ``run_sync``: a sync handler, when one is given
+    and ``placement`` asks for a thread (or no placement is given).
+
+    :func:`run_handler` and the live carrier both decide by it, so ``sync_handlers``
+    and ``thread=True`` mean the same whichever carrier runs the handler.
+    """
+    return run_sync is not None and not handler_spec(handler).is_async and (placement is None or placement.thread)
+
+
 class ToolBinding(NamedTuple):
     """What the server gives the tasks carrier to run one tool later, on any node.
 
     ``arguments`` are the decoded arguments the handler is called with; ``shape`` turns
     the handler's value into the ``CallToolResult`` object; ``handler_failed`` turns a
     failing handler into the result the wire answers for it (a tool error result);
-    ``scopes`` are the OAuth scopes calling the tool needs, recorded with its task.
+    ``scopes`` are the OAuth scopes calling the tool needs, recorded with its task;
+    ``refused`` turns a protocol error the run met (a replay mismatch) into the
+    ``error`` object of the failed task, as the server shows errors to clients.
     """
 
     handler: Any
@@ -228,6 +291,7 @@ class ToolBinding(NamedTuple):
     shape: Callable[[Any], dict[str, Any]]
     handler_failed: Callable[[HandlerError], dict[str, Any]]
     scopes: tuple[str, ...] = ()
+    refused: Callable[[ProtocolError], dict[str, Any]] = ProtocolError.to_error_object
 
 
 class TaskAccess(NamedTuple):

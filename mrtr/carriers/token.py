@@ -14,9 +14,14 @@ any handler code runs, in this order:
 
 Then it replays the handler. A completed handler's value goes back to the server,
 which shapes it; a handler that needs more input gets a fresh token (new nonce, new
-``issuedAt``, the current request's binding) inside an ``InputRequiredResult``. What
-a request binds a token to is read from it once (:class:`TokenBinding`) and serves both
-the checks and the sealing.
+``issuedAt``, the current request's binding, the handler's version) inside an
+``InputRequiredResult``. What a request binds a token to is read from it once
+(:class:`TokenBinding`) and serves both the checks and the sealing. A replay mismatch
+against a token sealed by another version of the handler says that a deploy caused it
+(:func:`~mrtr.core.versions.deploy_hint`).
+
+:meth:`TokenCarrier.round_key` names a retry for the store that records rounds which
+must run once: checks 1-6 first, so only a token this server sealed can name one.
 
 The tasks carrier (:mod:`mrtr.carriers.tasks`) uses the same rounds for a task call's
 questions before its first Step (:meth:`TokenCarrier.until_step`).
@@ -30,21 +35,23 @@ binding failure are errors under both.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from typing import Any, Literal, overload
 
 import msgspec
 
 from ..core import wire
-from ..core.codec import RequestStateCodec, arguments_digest
+from ..core.codec import RequestState, RequestStateCodec, arguments_digest
 from ..core.context import Context
-from ..core.errors import InvalidParams
-from ..core.jsonrpc import RunSync
+from ..core.errors import InvalidParams, ReplayMismatch
+from ..core.jsonrpc import RunSync, canonical
 from ..core.ledger import Ledger, merge_answers
 from ..core.replay import Completed, Detached, InputRequired
-from .contract import Interim, Placement, run_handler
+from ..core.versions import deploy_hint, handler_version
+from .contract import Interim, Placement, RoundKey, run_handler
 
-__all__ = ["MRTR_METHODS", "AnswerPolicy", "TokenBinding", "TokenCarrier", "target_of", "arguments_of"]
+__all__ = ["MRTR_METHODS", "AnswerPolicy", "CheckedToken", "TokenBinding", "TokenCarrier", "target_of", "arguments_of"]
 
 MRTR_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 """The methods whose result may be an ``InputRequiredResult``."""
@@ -96,6 +103,39 @@ class TokenBinding:
         return self._digest
 
 
+class CheckedToken:
+    """A request's token after checks 1-6, read once: its binding, its state, and the key naming its round.
+
+    ``state`` is ``None`` for a request without a token. The carrier's rounds take one
+    (:meth:`TokenCarrier.execute`'s ``checked``) so a caller that needed the key first
+    (:meth:`key`, for a round that runs once) does not make the request decode its token twice.
+    """
+
+    __slots__ = ("binding", "params", "principal", "state", "_codec")
+
+    def __init__(self, binding: TokenBinding, params: Mapping[str, Any], principal: str | None,
+                 state: RequestState | None, codec: RequestStateCodec) -> None:
+        self.binding = binding
+        self.params = params
+        self.principal = principal
+        self.state = state
+        self._codec = codec
+
+    def key(self) -> RoundKey | None:
+        """What names this retry in the store of rounds that run once; ``None`` without a token.
+
+        The token as a digest, never the token; the answers digested as sent (canonical
+        JSON: key order does not count); kept until the token expires.
+        """
+        if self.state is None:
+            return None
+        return RoundKey(
+            token=hashlib.sha256(self.params["requestState"].encode()).hexdigest()[:32],
+            answers=hashlib.sha256(canonical(self.params.get("inputResponses") or {})).hexdigest()[:32],
+            expires_at=self._codec.expires_at(self.state),
+        )
+
+
 class TokenCarrier:
     """The token carrier: runs handlers for the three MRTR methods against the ledger a token carries.
 
@@ -118,16 +158,38 @@ class TokenCarrier:
         Raises :class:`~mrtr.core.errors.InvalidParams` (``-32602``) for anything that
         cannot be trusted. Runs no handler code.
         """
-        responses = params.get("inputResponses")
+        return self._merged(CheckedToken(binding, params, principal, self._checked(binding, params, principal),
+                                         self.codec))
+
+    def check(self, method: str, params: Mapping[str, Any], principal: str | None) -> CheckedToken:
+        """Checks 1-6 of a request, once (see :class:`CheckedToken`); raises as :meth:`restore` would."""
+        binding = TokenBinding(method, params)
+        return CheckedToken(binding, params, principal, self._checked(binding, params, principal), self.codec)
+
+    def round_key(self, method: str, params: Mapping[str, Any], principal: str | None) -> RoundKey | None:
+        """What names this retry for the rounds that run once (:meth:`CheckedToken.key`), after checks 1-6.
+
+        So a key always names a token this server sealed, for this caller and this call.
+        """
+        return self.check(method, params, principal).key()
+
+    def _merged(self, checked: CheckedToken) -> tuple[Ledger, dict[str, Any]]:
+        """Check 7: the retry's answers merged into the token's ledger."""
+        responses = checked.params.get("inputResponses")
+        if checked.state is None:
+            return merge_answers(Ledger(), responses, lenient=True)
+        return merge_answers(Ledger(tuple(checked.state.ledger)), responses, lenient=self.policy == "lenient")
+
+    def _checked(self, binding: TokenBinding, params: Mapping[str, Any], principal: str | None) -> RequestState | None:
+        """Checks 1-6: the state of the request's token, or ``None`` for a request without one."""
         token = params.get("requestState")
-        lenient = self.policy == "lenient"
         if token is None:
-            if _present(responses) and not lenient:
+            if _present(params.get("inputResponses")) and self.policy != "lenient":
                 raise InvalidParams(
                     "inputResponses present without requestState; retries must echo the requestState "
                     "from the InputRequiredResult"
                 )
-            return merge_answers(Ledger(), responses, lenient=True)
+            return None
         state = self.codec.decode(token)
         if state.principal != principal:
             raise InvalidParams("requestState was issued for a different principal; it cannot be replayed by another caller")
@@ -141,10 +203,14 @@ class TokenCarrier:
             raise InvalidParams(
                 "requestState was issued for different arguments; retries must re-send the original arguments unchanged"
             )
-        return merge_answers(Ledger(tuple(state.ledger)), responses, lenient=lenient)
+        return state
 
-    def seal(self, binding: TokenBinding, principal: str | None, outcome: InputRequired) -> wire.InputRequiredResult:
-        """The ``InputRequiredResult`` for a paused round, with a freshly minted token."""
+    def seal(self, binding: TokenBinding, principal: str | None, outcome: InputRequired,
+             version: str = "") -> wire.InputRequiredResult:
+        """The ``InputRequiredResult`` for a paused round, with a freshly minted token.
+
+        ``version`` is the version of the handler that recorded the ledger.
+        """
         token = self.codec.mint(
             method=binding.method,
             target=binding.target,
@@ -152,6 +218,7 @@ class TokenCarrier:
             principal=principal,
             ledger=outcome.ledger.slots,
             digest=binding.digest,
+            handler_version=version,
         )
         # The requests are already in wire shape; msgspec encodes the dicts as they are.
         requests: Any = outcome.to_wire()
@@ -166,16 +233,18 @@ class TokenCarrier:
         ctx: Context,
         *,
         run_sync: RunSync | None = None,
+        checked: CheckedToken | None = None,
         placement: Placement | None = None,
     ) -> Completed | Interim:
         """Validate the retry, replay ``handler`` and return its value or the ``InputRequiredResult``.
 
         ``params`` are the request's raw params (with ``inputResponses`` and
         ``requestState``); ``arguments`` are the decoded arguments the handler is called
-        with. The principal is ``ctx.principal``. ``run_sync`` and ``placement`` are
-        passed to :func:`~mrtr.carriers.contract.run_handler`.
+        with. The principal is ``ctx.principal``. ``run_sync`` and ``placement`` are passed to
+        :func:`~mrtr.carriers.contract.run_handler`. ``checked`` is the request's token
+        when :meth:`check` has already read it.
         """
-        return await self._round(method, params, handler, arguments, ctx, run_sync, until_step=False,
+        return await self._round(method, params, handler, arguments, ctx, run_sync, checked, until_step=False,
                                  placement=placement)
 
     async def until_step(
@@ -187,6 +256,7 @@ class TokenCarrier:
         ctx: Context,
         *,
         run_sync: RunSync | None = None,
+        checked: CheckedToken | None = None,
         placement: Placement | None = None,
     ) -> Completed | Detached | Interim:
         """Like :meth:`execute`, but stop before the handler's first Step that has not run yet.
@@ -195,25 +265,31 @@ class TokenCarrier:
         the call, and runs the rest as a task from the :class:`~mrtr.core.replay.Detached`
         ledger.
         """
-        return await self._round(method, params, handler, arguments, ctx, run_sync, until_step=True,
+        return await self._round(method, params, handler, arguments, ctx, run_sync, checked, until_step=True,
                                  placement=placement)
 
     @overload
     async def _round(self, method: str, params: Mapping[str, Any], handler: Any, arguments: Mapping[str, Any] | None,
-                     ctx: Context, run_sync: RunSync | None, *, until_step: Literal[False],
-                     placement: Placement | None = None) -> Completed | Interim: ...
+                     ctx: Context, run_sync: RunSync | None, checked: CheckedToken | None, *,
+                     until_step: Literal[False], placement: Placement | None = None) -> Completed | Interim: ...
     @overload
     async def _round(self, method: str, params: Mapping[str, Any], handler: Any, arguments: Mapping[str, Any] | None,
-                     ctx: Context, run_sync: RunSync | None, *, until_step: bool,
-                     placement: Placement | None = None) -> Completed | Detached | Interim: ...
+                     ctx: Context, run_sync: RunSync | None, checked: CheckedToken | None, *,
+                     until_step: bool, placement: Placement | None = None) -> Completed | Detached | Interim: ...
 
     async def _round(self, method: str, params: Mapping[str, Any], handler: Any, arguments: Mapping[str, Any] | None,
-                     ctx: Context, run_sync: RunSync | None, *, until_step: bool,
-                     placement: Placement | None = None) -> Completed | Detached | Interim:
-        binding = TokenBinding(method, params)
-        ledger, unmatched = self.restore(binding, params, ctx.principal)
-        outcome = await run_handler(handler, arguments, ctx, ledger, unmatched, run_sync=run_sync,
-                                    until_step=until_step, placement=placement)
+                     ctx: Context, run_sync: RunSync | None, checked: CheckedToken | None, *,
+                     until_step: bool, placement: Placement | None = None) -> Completed | Detached | Interim:
+        if checked is None:
+            checked = self.check(method, params, ctx.principal)
+        binding, state = checked.binding, checked.state
+        ledger, unmatched = self._merged(checked)
+        try:
+            outcome = await run_handler(handler, arguments, ctx, ledger, unmatched, run_sync=run_sync,
+                                        until_step=until_step, placement=placement)
+        except ReplayMismatch as mismatch:
+            raise deploy_hint(mismatch, handler, None if state is None else state.handler_version) from None
         if isinstance(outcome, InputRequired):
-            return Interim(msgspec.to_builtins(self.seal(binding, ctx.principal, outcome)))
+            sealed = self.seal(binding, ctx.principal, outcome, handler_version(handler))
+            return Interim(msgspec.to_builtins(sealed))
         return outcome

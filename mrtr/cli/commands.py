@@ -1,8 +1,10 @@
-"""The ``mrtr`` command line: ``mrtr serve``, ``mrtr call`` and ``mrtr list``.
+"""The ``mrtr`` command line: ``mrtr serve``, ``mrtr call``, ``mrtr list`` and ``mrtr check-tasks``.
 
 ``mrtr serve [module:attribute] [options]`` serves a Server; ``mrtr call`` and
 ``mrtr list`` are a client for people at a terminal (``mrtr.client.terminal``, which
-needs the ``client`` extra).
+needs the ``client`` extra); ``mrtr logout URL`` forgets the tokens kept for a server;
+``mrtr check-tasks module:attribute`` replays the tasks in flight in a store against that
+code before it is deployed (``mrtr.cli.check``).
 
 ``module:attribute`` names a :class:`mrtr.server.Server` the way uvicorn names an ASGI
 app (``myapp.main:server``; the attribute may be dotted). The current directory is put
@@ -24,6 +26,7 @@ from .._version import __version__
 from .app import AppImportError
 from .arguments import UsageError
 from .call import add_client_commands
+from .check import add_check_command
 from .serve import add_serve_command
 
 __all__ = ["build_parser", "main"]
@@ -40,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_serve_command(commands)
     add_client_commands(commands)
+    add_check_command(commands)
     return parser
 
 
@@ -63,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.run(args))
     except UsageError as exc:
         message = str(exc)
-        if args.command in ("call", "list"):  # may name what a server sent (its tools): shown inert
+        if args.command in ("call", "list", "logout"):  # may name what a server sent (its tools): shown inert
             from ..client.display import printable
 
             message = printable(message)

@@ -6,7 +6,8 @@ changed ``.py`` files with ``watchfiles`` (its async watcher runs on trio throug
 anyio), and on a change stops the child with SIGTERM (graceful shutdown; SIGKILL
 after a grace period) and starts a new one. A child that fails at start, say with a
 syntax error in the module being edited, is reported and restarted at the next change.
-SIGINT or SIGTERM stops the child and then the reloader.
+SIGINT or SIGTERM stops the child and then the reloader. The child runs with
+``MRTR_DEBUG=1`` (unless set otherwise), so its server shows clients every error in full.
 
 ``watchfiles`` comes with the ``dev`` extra (``pip install 'mrtr[dev]'``).
 """
@@ -44,6 +45,17 @@ def run_with_reload(argv: list[str], *, root: str | None = None) -> int:
     return trio.run(_supervise, [sys.executable, "-m", "mrtr", *argv], Path(root or os.getcwd()))
 
 
+def _development_env() -> dict[str, str]:
+    """The child's environment: this one, with ``MRTR_DEBUG=1`` unless it was set.
+
+    A server being developed shows its clients every error in full (see
+    ``Server(debug=...)``); ``MRTR_DEBUG=0`` keeps the production masking while reloading.
+    """
+    env = dict(os.environ)
+    env.setdefault("MRTR_DEBUG", "1")
+    return env
+
+
 async def _supervise(command: list[str], root: Path) -> int:
     from watchfiles import PythonFilter, awatch
 
@@ -72,7 +84,7 @@ async def _supervise(command: list[str], root: Path) -> int:
         nursery.start_soon(on_signal)
         while not stop.is_set():
             changed = trio.Event()
-            process = await trio.lowlevel.open_process(command, cwd=root)
+            process = await trio.lowlevel.open_process(command, cwd=root, env=_development_env())
             exited = trio.Event()
 
             async def reap(process: Any = process, exited: trio.Event = exited) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from ..core import wire
-from ..core.jsonrpc import Broadcast, Dispatcher, Notify, Response, RunSync, request
+from ..core.jsonrpc import Broadcast, Dispatcher, Notify, Response, RunSync, SessionDispatcher, request
 from ..core.mirroring import InvalidHeaderSchema, mirrored_parameters
 from ..core.wire import PROTOCOL_VERSION
 from .app import DEFAULT_APP, load_server
@@ -174,6 +175,7 @@ def add_serve_command(commands: Any) -> None:
             "  mrtr serve myapp.main:server --port 9000\n"
             "  mrtr serve myapp.main:server --host 0.0.0.0 --workers 4\n"
             "  mrtr serve myapp.main:server --stdio        # for clients that spawn the server\n"
+            "  mrtr serve myapp.main:server --era modern   # MCP 2026-07-28 only, no 2025 sessions\n"
             "\n"
             "Set MRTR_SECRET (Base64 of 32 random bytes) so requestState tokens survive restarts and\n"
             "work across workers; without it an ephemeral key is generated."
@@ -201,6 +203,11 @@ def add_serve_command(commands: Any) -> None:
     serve.add_argument(
         "--stdio", action="store_true",
         help="serve on stdin/stdout instead of HTTP (stdout then carries protocol messages only)",
+    )
+    serve.add_argument(
+        "--era", default="both", choices=["both", "modern"],
+        help="protocol eras served: both (2026-07-28, and 2025-era clients in sessions opened by initialize), "
+             "or modern (2026-07-28 only; initialize is refused naming the versions served) (default: both)",
     )
     serve.add_argument(
         "--tasks", default=None, metavar="URL",
@@ -291,12 +298,10 @@ def _serve(args: argparse.Namespace) -> int:
         with contextlib.redirect_stdout(sys.stderr):
             server = load_server(args.app or DEFAULT_APP)
         _announce(server, args.log_format)
-        run_stdio(server)
+        run_stdio(_with_settings(server, args))
         return 0
     server = load_server(args.app or DEFAULT_APP)
-    served: Dispatcher = server
-    if args.tasks is not None or args.task_lease is not None or args.task_ttl is not None:
-        served = _WithTaskSettings(server, args.tasks, args.task_lease, args.task_ttl)
+    served = _with_settings(server, args)
     host = args.host or DEFAULT_HOST
     port = DEFAULT_PORT if args.port is None else args.port
     workers = args.workers or 1
@@ -307,6 +312,11 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     if workers == 1:  # with more, run() shares one generated key among the workers and says so
         server.settle_key()
+    elif server.has_once_handlers and not server.has_task_tools and not (
+            args.tasks or server.tasks_url or os.environ.get("MRTR_TASKS")):
+        print("mrtr serve: warning: the rounds of handlers declared once=True are recorded in memory, one record "
+              "per worker: a retry that reaches another worker runs the round again; give --tasks "
+              "sqlite:///rounds.sqlite3 (one host) or --tasks redis://... (several)", file=sys.stderr, flush=True)
     _announce(server, args.log_format, banner(server, host, port, workers))
     try:
         options: dict[str, Any] = {} if args.allowed_hosts is None else {"allowed_hosts": tuple(args.allowed_hosts)}
@@ -331,20 +341,35 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-class _WithTaskSettings:
-    """The loaded server as the transports run it, with the task settings of the command line.
+def _with_settings(server: Server, args: argparse.Namespace) -> Dispatcher:
+    """The loaded server, or the server with the command line's task and era settings when any is given."""
+    era = getattr(args, "era", "both")
+    if args.tasks is None and args.task_lease is None and args.task_ttl is None and era == "both":
+        return server
+    return _WithSettings(server, args.tasks, args.task_lease, args.task_ttl, legacy=era == "both")
+
+
+class _WithSettings:
+    """The loaded server as the transports run it, with the task and era settings of the command line.
 
     ``--tasks``, ``--task-lease`` and ``--task-ttl`` are arguments of
     ``Server.running()``, which the transports enter (in each worker, after the fork);
-    every other part of the dispatcher protocol is the server's own.
+    ``--era modern`` leaves out the server's legacy era, so the transports serve the
+    modern era alone; every other part of the dispatcher protocol is the server's own.
     """
 
     def __init__(self, server: Server, tasks_url: str | None, task_lease: float | None,
-                 task_ttl: float | None) -> None:
+                 task_ttl: float | None, *, legacy: bool = True) -> None:
         self.server = server
         self.tasks_url = tasks_url
         self.task_lease = task_lease
         self.task_ttl = task_ttl
+        self._legacy = legacy
+
+    @property
+    def legacy(self) -> SessionDispatcher | None:
+        """The server's legacy era, or ``None`` under ``--era modern``."""
+        return self.server.legacy if self._legacy else None
 
     def running(self) -> AbstractAsyncContextManager[Any]:
         """The server's ``running()`` with the command line's task store, lease and TTL."""

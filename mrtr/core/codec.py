@@ -116,7 +116,10 @@ class RequestState(msgspec.Struct, array_like=True, frozen=True):
     ``arguments_digest`` the 16-byte :func:`arguments_digest` of the original arguments;
     ``issued_at`` the mint time in epoch milliseconds; ``principal`` the authenticated
     principal at mint time, ``None`` when unauthenticated; ``ledger`` the conversation's
-    slots, answered and pending.
+    slots, answered and pending; ``handler_version`` the version of the handler that
+    recorded the ledger (:func:`mrtr.core.versions.handler_version`; empty in tokens from
+    before it was kept, which still open: a trailing member with a default, which older
+    decoders ignore).
     """
 
     version: int
@@ -126,6 +129,7 @@ class RequestState(msgspec.Struct, array_like=True, frozen=True):
     issued_at: int
     principal: str | None
     ledger: tuple[Slot, ...]
+    handler_version: str = ""
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -372,6 +376,10 @@ class RequestStateCodec:
             raise ExpiredRequestState(_MSG_EXPIRED)
         return state
 
+    def expires_at(self, state: RequestState) -> float:
+        """When a token carrying ``state`` stops being accepted, in epoch seconds."""
+        return (state.issued_at + self._ttl_ms) / 1000
+
     def mint(
         self,
         *,
@@ -381,10 +389,12 @@ class RequestStateCodec:
         principal: str | None,
         ledger: Sequence[Slot],
         digest: bytes | None = None,
+        handler_version: str = "",
     ) -> str:
         """Build a :class:`RequestState` issued now for this request and seal it.
 
-        ``digest``, when the caller already computed it, is ``arguments_digest(arguments)``.
+        ``digest``, when the caller already computed it, is ``arguments_digest(arguments)``;
+        ``handler_version`` the version of the handler that recorded ``ledger``.
         """
         state = RequestState(
             version=FORMAT_VERSION,
@@ -394,6 +404,7 @@ class RequestStateCodec:
             issued_at=int(self._clock() * 1000),
             principal=principal,
             ledger=tuple(ledger),
+            handler_version=handler_version,
         )
         return self.encode(state)
 

@@ -1,8 +1,9 @@
 """What a handler can yield: descriptions of work for the runtime to interpret.
 
 A handler never performs a round trip itself. It yields a *request* (:class:`Elicit`,
-:class:`Sample`, :class:`ListRoots`), a group of them, or a memoized :class:`Step`,
-and the runtime decides what happens: send a recorded answer back, run the step once,
+:class:`Sample`, :class:`ListRoots`), a group of them, a memoized :class:`Step`, or a
+version gate (:class:`Patched`), and the runtime decides what happens: send a recorded
+answer back, run the step once, say which side of a code change a conversation is on,
 or pause the conversation and ask the client.
 
 Every effect knows three things the runtime needs: its ledger kind, its fingerprint
@@ -21,13 +22,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-import msgspec
-
 from .jsonrpc import canonical
 from .kinds import KINDS, Kind
 from .schema import Form, RequestedSchema, requested_schema
 
-__all__ = ["Request", "Elicit", "ElicitURL", "Sample", "ListRoots", "Step", "ElicitResult", "NotYielded"]
+__all__ = ["Request", "Elicit", "ElicitURL", "Sample", "ListRoots", "Step", "Patched", "ElicitResult", "NotYielded",
+           "MAX_CHANGE_ID"]
 
 
 class NotYielded(AttributeError):
@@ -171,9 +171,9 @@ class Request(_Effect):
 class Elicit(Request):
     """Ask the user to fill a form (a form-mode ``elicitation/create`` request).
 
-    ``schema`` is a :class:`mrtr.Form` or a flat ``msgspec.Struct`` subclass. The handler
-    receives an :class:`ElicitResult`; when a Struct was given and the user accepted,
-    ``result.value`` is an instance of it.
+    ``schema`` is a :class:`mrtr.Form`, a flat ``msgspec.Struct`` subclass or a flat
+    pydantic ``BaseModel`` subclass. The handler receives an :class:`ElicitResult`; when a
+    Struct or model was given and the user accepted, ``result.value`` is an instance of it.
     """
 
     __slots__ = ("message", "schema", "_compiled")
@@ -181,7 +181,7 @@ class Elicit(Request):
     kind = Kind.ELICIT
     parts = ("message", "requestedSchema")
 
-    def __init__(self, message: str, schema: Form | type[msgspec.Struct] | RequestedSchema, *, key: str | None = None) -> None:
+    def __init__(self, message: str, schema: Form | type | RequestedSchema, *, key: str | None = None) -> None:
         if not isinstance(message, str):
             raise TypeError(f"Elicit message must be a str, got {type(message).__name__}")
         self.message = message
@@ -481,6 +481,56 @@ class Step(_Effect):
         return f"Step({self.name}, args={self.args!r}, kwargs={self.kwargs!r})"
 
 
+MAX_CHANGE_ID = 64
+"""The longest change id a :class:`Patched` takes, in characters: its marker rides in every token."""
+
+
+class Patched(_Effect):
+    """A version gate for a handler changed while conversations and tasks are in flight.
+
+    ``if (yield Patched("change-id")):`` gives ``True`` in a conversation (or task) that
+    reaches this point for the first time under code that has the patch, and records a
+    marker there (the change id and a few bytes); it gives ``False`` in one whose ledger
+    was recorded past this point by code from before the patch, so that conversation
+    keeps taking the old branch and replays the answers it recorded there. The marker
+    takes an ordinal; in an old ledger the gate takes none, so the old branch's yields
+    meet the positions they recorded.
+
+    ``deprecated=True`` is for the step after the old branch is removed: the gate gives
+    ``True`` everywhere, replays a marker recorded under it, and writes none, so once no
+    conversation recorded with the marker is in flight the line can go. See the patch
+    life cycle in ``docs/handlers.md``.
+    """
+
+    __slots__ = ("change_id", "deprecated")
+
+    kind: ClassVar[Kind] = Kind.PATCH
+
+    def __init__(self, change_id: str, *, deprecated: bool = False) -> None:
+        if not isinstance(change_id, str) or not change_id or change_id != change_id.strip():
+            raise ValueError(f"Patched needs a non-empty change id without surrounding spaces, got {change_id!r}")
+        if len(change_id) > MAX_CHANGE_ID:
+            raise ValueError(f"Patched change id {change_id[:20]!r}... is longer than {MAX_CHANGE_ID} characters; "
+                             "it is recorded in every ledger that passes the gate")
+        self.change_id = change_id
+        self.deprecated = deprecated
+
+    def describe(self) -> str:
+        """A short human description for diagnostics."""
+        return f"Patched({self.change_id!r})"
+
+    def describe_call(self) -> str:
+        return f"Patched({self.change_id!r})"
+
+    def __bool__(self) -> bool:
+        # `if Patched("x"):` without yield would always take the new branch, old conversations included.
+        raise _forgot_yield(self, "tested the truth of", NotYieldedUse)
+
+    def __repr__(self) -> str:
+        extra = ", deprecated=True" if self.deprecated else ""
+        return f"Patched({self.change_id!r}{extra})"
+
+
 _IDENTITIES: dict[Any, tuple[str | None, bytes]] = {}
 
 
@@ -508,17 +558,21 @@ class ElicitResult:
 
     ``action`` is ``"accept"``, ``"decline"`` or ``"cancel"``. ``content`` is the
     submitted form (a dict) on accept and ``None`` otherwise. ``value`` is the content
-    converted to the Struct the question was asked with, or the dict for a Form, or
-    ``None`` when the user did not accept. Decline and cancel are answers too: they are
-    recorded and never asked again.
+    converted to the Struct (or pydantic model) the question was asked with, or the dict
+    for a Form, or ``None`` when the user did not accept. Decline and cancel are answers
+    too: they are recorded and never asked again. ``question`` is the wire key and the
+    question it answers, as the runtime delivered it (``None`` for one built by hand).
     """
 
-    __slots__ = ("action", "content", "value")
+    __slots__ = ("action", "content", "value", "question")
 
     def __init__(self, action: str, content: dict[str, Any] | None = None, value: Any = None) -> None:
         self.action = action
         self.content = content
         self.value = value
+        # (wire key, the question as it reads in source), set by the runtime when it delivers
+        # the answer: a handler that reads the content of a declined answer is told which.
+        self.question: tuple[str, str] | None = None
 
     @property
     def accepted(self) -> bool:

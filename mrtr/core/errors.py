@@ -6,7 +6,10 @@ transport should answer with (``status_hint``, the way h11's ``ProtocolError`` c
 ``error_status_hint``). The core raises them; the transports only render them.
 
 Failures of handler code are kept apart in :class:`HandlerError`: a tool turns them
-into an ``isError`` result, prompts and resources into ``-32603``.
+into an ``isError`` result, prompts and resources into ``-32603``. What of them a client
+sees is the server's choice: by default only the message of a :class:`PublicError` the
+author raised on purpose, and of the runtime's own refusals only their typed error and
+contract (:meth:`ProtocolError.masked`), never file paths or source lines.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ __all__ = [
     "InvalidRequestState",
     "ExpiredRequestState",
     "HandlerError",
+    "PublicError",
     "EphemeralKeyWarning",
     "status_for_code",
 ]
@@ -99,6 +103,15 @@ class ProtocolError(Exception):
         if self.data is not None:
             error["data"] = self.data
         return error
+
+    def masked(self) -> ProtocolError:
+        """This error as a client may see it from a server that masks errors.
+
+        Most errors say nothing but what the request did wrong and are their own masked
+        form; a diagnostic that names the handler's files and source lines
+        (:class:`ReplayMismatch`) gives a copy without them.
+        """
+        return self
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(code={self.code}, message={self.message!r})"
@@ -169,8 +182,21 @@ class ReplayMismatch(InvalidParams):
     """A replayed handler asked something other than what its ledger recorded (-32602).
 
     The handler broke the idempotency contract: the Nth request or Step reached during
-    a replay must be the same as in the execution that recorded it.
+    a replay must be the same as in the execution that recorded it. ``message`` is the
+    whole diagnostic (the handler's file and line, what changed and why); ``brief`` the
+    part a client of a server that masks errors sees: the position, the names of what
+    changed and the contract.
     """
+
+    def __init__(self, message: str, *, data: Any = None, brief: str | None = None) -> None:
+        super().__init__(message, data=data)
+        self.brief = brief
+
+    def masked(self) -> ProtocolError:
+        """A copy whose message is :attr:`brief`: no paths, source lines or values the handler computed."""
+        if self.brief is None or self.brief == self.message:
+            return self
+        return ReplayMismatch(self.brief, data=self.data, brief=self.brief)
 
 
 class InvalidRequestState(InvalidParams):
@@ -186,12 +212,33 @@ class HandlerError(Exception):
 
     ``__cause__`` holds the original exception when handler code raised one;
     ``location`` is ``"file:line"`` of the handler frame involved, when known.
+    ``public`` is true when the handler raised a :class:`PublicError`: its message is
+    meant for the caller and reaches the client even from a server that masks errors.
     """
 
-    def __init__(self, message: str, *, location: str | None = None) -> None:
+    def __init__(self, message: str, *, location: str | None = None, public: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.location = location
+        self.public = public
+
+
+class PublicError(Exception):
+    """Raise it in a handler to tell the caller why the call failed, in words meant for them.
+
+    ``raise PublicError("No expense 42 in your account")``: a tool answers with an
+    ``isError`` result carrying exactly that message, a prompt or resource with a
+    ``-32603`` error carrying it. Any other exception a handler raises is masked by
+    default: the client sees a generic message naming the tool and a short reference
+    that the server's log prints beside the full traceback. So put in the message only
+    what the caller may read: never a path, a query, a URL with credentials.
+    """
+
+    def __init__(self, message: str) -> None:
+        if not isinstance(message, str) or not message:
+            raise TypeError(f"PublicError needs the message for the caller, a non-empty str, got {message!r}")
+        super().__init__(message)
+        self.message = message
 
 
 class EphemeralKeyWarning(UserWarning):

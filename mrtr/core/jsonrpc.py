@@ -13,6 +13,8 @@ instead of the server class: anything that can say which methods it serves, whic
 ``Mcp-Param-*`` headers a tool mirrors, turn one request into one response, and be
 run by a transport (its lifecycle: what it keeps running while served, its key ring
 built before the first request, the :class:`Broadcast` hub its listen streams use).
+A dispatcher that also serves the legacy era (2025-era sessions opened by
+``initialize``) offers it as :attr:`Dispatcher.legacy`, a :class:`SessionDispatcher`.
 
 The rule for ids: a request's ``id`` is a string or an integer. An error that cannot
 be tied to a request (unreadable JSON, an id of the wrong type) is sent without an
@@ -30,6 +32,7 @@ from typing import Any, Final, NamedTuple, Protocol
 import msgspec
 
 from .errors import InvalidRequest, ParseError, ProtocolError
+from .peer import Peer
 
 __all__ = [
     "JSONRPC_VERSION",
@@ -40,6 +43,7 @@ __all__ = [
     "RequestId",
     "Response",
     "RunSync",
+    "SessionDispatcher",
     "canonical",
     "encode",
     "is_request",
@@ -141,10 +145,11 @@ def is_request(message: Mapping[str, Any]) -> bool:
     return "id" in message and "method" in message
 
 
-def parse_response(data: bytes | str) -> dict[str, Any]:
+def parse_response(data: bytes | str, *, requests: bool = False) -> dict[str, Any]:
     """Parse one message a server sent: a response (``result`` or ``error``) or a notification.
 
-    Raises :class:`~mrtr.core.errors.ParseError` for bytes that are not JSON and
+    With ``requests`` (a legacy session, where servers send requests of their own) a
+    request (``id`` and ``method``) is accepted too. Raises :class:`~mrtr.core.errors.ParseError` for bytes that are not JSON and
     :class:`~mrtr.core.errors.InvalidRequest` for JSON that is neither a response nor a
     notification (a response needs exactly one of ``result`` and ``error``, and an
     ``error`` needs an integer ``code`` and a string ``message``; only an error may have
@@ -157,8 +162,10 @@ def parse_response(data: bytes | str) -> dict[str, Any]:
     if not isinstance(message, dict) or message.get("jsonrpc") != JSONRPC_VERSION:
         raise InvalidRequest("Invalid response: expected a JSON-RPC 2.0 object")
     if "method" in message:
-        if "id" in message or not isinstance(message["method"], str):
+        if not isinstance(message["method"], str) or ("id" in message and not requests):
             raise InvalidRequest("Invalid response: servers send no requests on this protocol")
+        if "id" in message and not _valid_id(message["id"]):
+            raise InvalidRequest('Invalid request: "id" must be a string or an integer')
         if message.get("params") is not None and not isinstance(message["params"], dict):
             raise InvalidRequest('Invalid response: notification "params" must be an object')
         return message
@@ -330,4 +337,67 @@ class Dispatcher(Protocol):
 
     def listen_through(self, hub: Broadcast) -> Callable[[], None]:
         """Let listen streams use ``hub`` while the transport serves; returns what detaches it."""
+        ...
+
+    @property
+    def legacy(self) -> SessionDispatcher | None:
+        """The legacy era (sessions opened by ``initialize``), or ``None`` when only the modern era is served.
+
+        Without it a transport answers every message as today: ``initialize`` reaches
+        :meth:`respond`, which refuses it naming the versions served.
+        """
+        ...
+
+
+class SessionDispatcher(Protocol):
+    """The legacy era of a dispatcher (MCP 2025-11-25, 2025-06-18, 2025-03-26), as a transport drives it.
+
+    A legacy client opens a session with ``initialize`` and names it in every later
+    message. The transport tells the era of each message (:func:`mrtr.core.eras.era_of`;
+    stdio pins it by the first request) and keeps what is its own per session: where
+    notifications unrelated to any request go (the ``outlet`` given at
+    :meth:`initialize`, callable from any thread), the server-to-client requests
+    awaiting answers, the requests in flight (a ``notifications/cancelled`` cancels one:
+    the transport cancels its task, and sends no response). Per request it gives a
+    :class:`~mrtr.core.peer.Peer` that reaches the client, and a ``notify`` for that
+    request's notifications. Everything else (the session, its bounds, what it
+    negotiated, how results and errors look in its version) is the dispatcher's.
+
+    Every method takes the request's ``headers`` and verified ``auth`` as
+    :meth:`Dispatcher.respond` does: a session is found only by the principal that
+    opened it (a principal source asked for a lookup outside a request, by
+    :meth:`version_of` or :meth:`close`, sees the method ``""``). JSON-RPC errors of this era go with status 200 (a transport with
+    statuses keeps 4xx for its own faults); :class:`Response` says so.
+    """
+
+    async def initialize(self, message: Mapping[str, Any], *, outlet: Notify, headers: Mapping[str, str] | None = None,
+                         auth: Any = None, client: str | None = None, lasting: bool = False,
+                         on_end: Callable[[str], None] | None = None) -> tuple[Response, str | None]:
+        """Serve ``initialize``: its response, and the id of the session it opened (``None`` when refused).
+
+        ``client`` names the client for the per-client bound when no principal does (a
+        remote address); ``lasting`` marks a session the transport holds for its whole
+        connection (it never expires); ``on_end(reason)`` is called once when the
+        session ends for any reason (closed, expired, ended to make room).
+        """
+        ...
+
+    async def version_of(self, session_id: str, *, headers: Mapping[str, str] | None = None,
+                         auth: Any = None) -> str | None:
+        """The negotiated version of a live session this caller opened; ``None`` for any other id."""
+        ...
+
+    async def respond(self, session_id: str | None, message: Mapping[str, Any], *, peer: Peer,
+                      headers: Mapping[str, str] | None = None, notify: Notify | None = None,
+                      run_sync: RunSync | None = None, auth: Any = None) -> Response:
+        """Serve one request of session ``session_id`` (``None`` before ``initialize``: only ``ping`` is served)."""
+        ...
+
+    async def notification(self, session_id: str | None, message: Mapping[str, Any], *,
+                           headers: Mapping[str, str] | None = None, auth: Any = None) -> None:
+        """Take one client notification of the session (``notifications/initialized``, ...); never raises."""
+        ...
+
+    async def close(self, session_id: str, *, headers: Mapping[str, str] | None = None, auth: Any = None) -> bool:
+        """End a session this caller opened; whether it was live."""
         ...

@@ -1,4 +1,4 @@
-"""The kinds of request a handler can put to a client, and the Step, in one table.
+"""The kinds of request a handler can put to a client, the Step and the patch marker, in one table.
 
 Every place that needs to know something about a kind reads it here: the effects a
 handler yields (their method and capability), the ledger (the code a slot stores, the
@@ -11,7 +11,8 @@ test that walks every row through all of them says what is missing.
 
 Elicitation's two modes, form and URL, are one kind: they share a method, a capability
 (with one member per mode), a default key and an answer type, and the ledger tells
-them apart by fingerprint. This module does no I/O.
+them apart by fingerprint. The Step and the patch marker (:class:`~mrtr.core.effects.Patched`)
+are never sent to a client: they have no method. This module does no I/O.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import msgspec
 
 from . import wire
 
-__all__ = ["Kind", "RequestKind", "KINDS", "REQUEST_KINDS", "kind_of", "decode_input_response"]
+__all__ = ["Kind", "RequestKind", "KINDS", "REQUEST_KINDS", "ASKED", "kind_of", "decode_input_response"]
 
 
 class Kind(IntEnum):
@@ -35,6 +36,7 @@ class Kind(IntEnum):
     SAMPLE = 1
     ROOTS = 2
     STEP = 3
+    PATCH = 4
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,7 @@ class RequestKind:
     """One row of the table: everything the runtime knows about a kind.
 
     ``method``, ``capability``, ``request``, ``answer`` and ``answer_label`` are ``None``
-    for the Step, which is never sent to a client.
+    for the Step and the patch marker, which are never sent to a client.
     """
 
     kind: Kind
@@ -86,6 +88,7 @@ KINDS: Mapping[Kind, RequestKind] = {
             request=wire.ListRootsRequest, answer=wire.ListRootsResult, answer_label="roots result (ListRootsResult)",
         ),
         RequestKind(Kind.STEP, "Step", "step-"),
+        RequestKind(Kind.PATCH, "Patched", "patch-"),
     )
 }
 """Every kind by its code."""
@@ -94,6 +97,9 @@ REQUEST_KINDS: tuple[RequestKind, ...] = tuple(row for row in KINDS.values() if 
 """The kinds a client can be asked, in code order."""
 
 _BY_METHOD: Mapping[str, RequestKind] = {row.method: row for row in REQUEST_KINDS if row.method is not None}
+
+ASKED: frozenset[int] = frozenset(int(row.kind) for row in REQUEST_KINDS)
+"""The codes of the kinds a client answers: a ledger slot of one of them travels under a wire key."""
 
 
 def kind_of(method: str) -> RequestKind:

@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from .errors import InvalidParams
-from .kinds import KINDS, Kind, RequestKind, decode_input_response
+from .kinds import ASKED, KINDS, Kind, RequestKind, decode_input_response
 
 __all__ = ["Slot", "Ledger", "default_key", "decode_answer", "merge_answers", "ACTIONS", "ACTION_CODES"]
 
@@ -41,7 +41,8 @@ class Slot(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):
     ordinal. ``answer`` is ``None`` while pending; otherwise its shape depends on
     ``kind``: ``[action code, content]`` for elicitation, the builtins form of the
     client's result for sampling and roots, the builtins form of the step's value for
-    a Step. ``answered`` distinguishes a Step that returned ``None`` from a pending slot.
+    a Step, the change id for a patch marker (whose fingerprint is empty: the marker is
+    a few bytes). ``answered`` distinguishes a Step that returned ``None`` from a pending slot.
     """
 
     kind: int
@@ -79,8 +80,8 @@ class Ledger:
         return isinstance(other, Ledger) and self.slots == other.slots and self.fresh == other.fresh
 
     def index_of_key(self) -> dict[str, int]:
-        """Map the wire key of each client request slot to its 0-based index (Steps are never issued)."""
-        return {slot.wire_key(i + 1): i for i, slot in enumerate(self.slots) if slot.kind != Kind.STEP}
+        """Map the wire key of each client request slot to its 0-based index (Steps and patch markers are never issued)."""
+        return {slot.wire_key(i + 1): i for i, slot in enumerate(self.slots) if slot.kind in ASKED}
 
 
 def decode_answer(kind: Kind, key: str, value: Any) -> Any:

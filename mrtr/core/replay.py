@@ -15,6 +15,11 @@ runtime closes a paused generator at once so ``finally`` blocks run once per rou
 from __future__ import annotations
 
 import inspect
+import linecache
+import logging
+import os
+import re
+import sys
 import typing
 import weakref
 from collections.abc import Callable, Mapping
@@ -23,10 +28,13 @@ from typing import Any
 import msgspec
 
 from .context import Context
-from .effects import ElicitResult, ElicitURL, NotYielded, NotYieldedUse, Request, Step
-from .errors import HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, ReplayMismatch
+from . import models
+from .effects import Elicit, ElicitResult, ElicitURL, NotYielded, NotYieldedUse, Patched, Request, Step
+from .errors import (HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, PublicError,
+                     ReplayMismatch)
 from .kinds import KINDS, Kind, decode_input_response
 from .ledger import ACTIONS, Ledger, Slot, decode_answer, default_key
+from .schema import FormTypeError, schema_changes
 
 __all__ = ["Completed", "InputRequired", "Detached", "HandlerSpec", "replay", "replay_async"]
 
@@ -205,13 +213,28 @@ def _yield_location(gen: Any) -> str:
     return _location(_yield_position(gen))
 
 
-def _traceback_location(exc: BaseException) -> str | None:
+_CORE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _handler_frame(exc: BaseException) -> Any:
+    """The innermost traceback entry outside this package's core: where handler code made the call that failed.
+
+    An error raised inside the core on the handler's behalf (building an ``Elicit``
+    from a Struct the form rules refuse) is the handler's line, not ``schema.py``'s.
+    """
     tb = exc.__traceback__
-    location = None
+    found = innermost = None
     while tb is not None:
-        location = f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
+        innermost = tb
+        if not tb.tb_frame.f_code.co_filename.startswith(_CORE):
+            found = tb
         tb = tb.tb_next
-    return location
+    return found or innermost
+
+
+def _traceback_location(exc: BaseException) -> str | None:
+    tb = _handler_frame(exc)
+    return None if tb is None else f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}"
 
 
 def _handler_failed(spec: HandlerSpec, exc: Exception) -> HandlerError:
@@ -220,9 +243,84 @@ def _handler_failed(spec: HandlerSpec, exc: Exception) -> HandlerError:
         mistake = HandlerError(str(exc), location=exc.location)
         mistake.__cause__ = exc
         return mistake
-    error = HandlerError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, location=_traceback_location(exc))
+    location = _traceback_location(exc)
+    if isinstance(exc, PublicError):
+        error = HandlerError(exc.message, location=location, public=True)
+    elif isinstance(exc, FormTypeError):
+        error = HandlerError(
+            f"handler {spec.name} asked at {location or '<unknown>'} with a form that cannot be expressed: {exc}; "
+            "an elicitation form is flat (see docs/handlers.md, Schemas)",
+            location=location,
+        )
+    else:
+        error = HandlerError(_unanswered_use(spec, exc, location) or (f"{type(exc).__name__}: {exc}" if str(exc)
+                             else type(exc).__name__), location=location)
     error.__cause__ = exc
     return error
+
+
+# What using the content of an answer that has none looks like, in Python's words.
+_NONE_USES = ("'NoneType' object is not subscriptable", "'NoneType' object has no attribute",
+              "'NoneType' object is not iterable", "argument of type 'NoneType' is not")
+
+
+def _unanswered_results(name: str, value: Any) -> list[tuple[str, ElicitResult]]:
+    """The declined or cancelled answers a local variable holds (itself, or a group's answers)."""
+    if isinstance(value, ElicitResult):
+        return [] if value.accepted or value.question is None else [(name, value)]
+    members: Any = None
+    if isinstance(value, tuple) and value and len(value) <= 64:
+        members = enumerate(value)
+    elif isinstance(value, dict) and value and len(value) <= 64:
+        members = value.items()
+    if members is None:
+        return []
+    return [(f"{name}[{key!r}]", member) for key, member in members
+            if isinstance(member, ElicitResult) and not member.accepted and member.question is not None]
+
+
+def _unanswered_use(spec: HandlerSpec, exc: Exception, location: str | None) -> str | None:
+    """A handler read the content of a declined or cancelled answer: say which question, where, and the fix."""
+    if not isinstance(exc, (TypeError, AttributeError)) or not any(use in str(exc) for use in _NONE_USES):
+        return None
+    tb = _handler_frame(exc)
+    if tb is None:
+        return None
+    frame = tb.tb_frame
+    line = linecache.getline(frame.f_code.co_filename, tb.tb_lineno)
+    candidates = [found for name, value in frame.f_locals.items() for found in _unanswered_results(name, value)]
+    if not candidates:
+        return None
+    scores = [_spelled(path, line) for path, _ in candidates]
+    best = max(scores)
+    if best == 0 and len(candidates) != 1:
+        return None
+    path, result = candidates[scores.index(best)]
+    assert result.question is not None
+    key, question = result.question
+    variable, _, member = path.partition("[")
+    near = (rf"\b{re.escape(variable)}\s*\[\s*['\"]?{re.escape(member[:-1].strip(chr(39)))}['\"]?\s*\]" if member
+            else rf"\b{re.escape(variable)}")
+    used = re.search(near + r"\s*\.\s*(content|value)\b", line) or re.search(r"\.\s*(content|value)\b", line)
+    attribute = used.group(1) if used else "content"
+    what = "declined" if result.action == "decline" else "cancelled"
+    return (
+        f"handler {spec.name} used `.{attribute}` of the answer to {question} (key \"{key}\"), which the user "
+        f"{what}, at {location or '<unknown>'} ({type(exc).__name__}: {exc}): a declined or cancelled answer has "
+        f"no content (`.content` and `.value` are None); check `{path}.accepted` first and handle decline and "
+        "cancel, which are answers too and are never asked again"
+    )
+
+
+def _spelled(path: str, line: str) -> int:
+    """How surely ``line`` uses the answer at ``path``: 2 names it exactly, 1 names its variable, 0 neither."""
+    variable, _, member = path.partition("[")
+    if not re.search(rf"\b{re.escape(variable)}\b", line):
+        return 0
+    if not member:
+        return 2 if re.search(rf"\b{re.escape(variable)}\s*\.\s*(content|value)\b", line) else 1
+    member = member[:-1]
+    return 2 if member in line or member.replace("'", '"') in line else 1
 
 
 # -- Step values ------------------------------------------------------------------------
@@ -256,6 +354,8 @@ def _step_value(step: Step, stored: Any) -> Any:
     hint = _step_return_type(step.fn)
     if hint is _NO_TYPE or hint is Any:
         return stored
+    if models.is_model(hint):
+        return hint.model_validate(stored)
     return msgspec.convert(stored, hint, strict=False)
 
 
@@ -272,26 +372,35 @@ _CONTRACT = (
 )
 
 
-class _Execution:
-    """The bookkeeping of one run of a handler against a ledger."""
+class _Interpretation:
+    """How a yielded value is read, whichever driver runs the handler.
 
-    __slots__ = ("spec", "ctx", "slots", "recorded", "fresh", "unmatched", "cursor", "keys", "step_at", "on_step",
-                 "detach")
+    The replay drivers (below) and the live driver (:mod:`mrtr.core.live`) share it:
+    what counts as a request, a group, a Step or a result; the capability gate, checked
+    for every member before anything is asked; ordinals, default and chosen keys and
+    their uniqueness; fingerprints; and how an answer is checked and converted before
+    the handler sees it. A subclass says only where answers come from
+    (:meth:`_answer`, :meth:`_step_answer`).
+    """
 
-    def __init__(self, spec: HandlerSpec, ctx: Context, ledger: Ledger, unmatched: Mapping[str, Any] | None,
-                 on_step: Callable[[Ledger], Any] | None = None, detach: bool = False) -> None:
+    __slots__ = ("spec", "ctx", "cursor", "keys", "on_step", "detach")
+
+    def __init__(self, spec: HandlerSpec, ctx: Context, on_step: Callable[[Ledger], Any] | None = None,
+                 detach: bool = False) -> None:
         self.spec = spec
-        self.on_step = on_step
-        self.detach = detach
         self.ctx = ctx
-        self.slots = list(ledger.slots)
-        self.recorded = len(self.slots)
-        self.fresh = set(ledger.fresh)
-        self.unmatched = dict(unmatched) if unmatched else None
         self.cursor = 0
         self.keys: dict[str, tuple[int, tuple[str, int] | None]] = {}
-        self.step_at: tuple[int, bytes] | None = None
-        ctx.is_replaying = self.recorded > 0
+        self.on_step = on_step
+        self.detach = detach
+
+    def record_step(self, step: Step, result: Any, gen: Any) -> Any:
+        """What a Step's function returned, as the handler receives it (a ledger records it too)."""
+        return _step_value(step, recorded(step, result, gen))
+
+    def snapshot(self) -> Ledger:
+        """The ledger so far, for ``on_step`` and a detached execution (none without a ledger)."""
+        return Ledger()
 
     # The runtime's answer to one yielded value: (operation, payload).
     def interpret(self, yielded: Any, gen: Any, *, result_allowed: bool) -> tuple[int, Any]:
@@ -301,8 +410,10 @@ class _Execution:
                 outcome = (_STOP, pending) if pending else (_SEND, answers[0])
             elif isinstance(yielded, Step):
                 outcome = self._step(yielded, gen)
+            elif isinstance(yielded, Patched):
+                outcome = (_SEND, self._patched(yielded))
             else:
-                members = _group_members(yielded)
+                members = _group_members(yielded, self.spec, gen)
                 if members is None:
                     if result_allowed:
                         return _RESULT, yielded
@@ -313,15 +424,13 @@ class _Execution:
                         location=_yield_location(gen),
                     )
                 answers, pending = self._ask(members, gen)
-                if pending:
-                    outcome = (_STOP, pending)
-                elif isinstance(yielded, dict):
-                    outcome = (_SEND, {key: answer for (key, _), answer in zip(members, answers)})
-                else:
-                    outcome = (_SEND, tuple(answers))
+                outcome = (_STOP, pending) if pending else (_SEND, gathered(yielded, members, answers))
         finally:
-            self.ctx.is_replaying = self.cursor < self.recorded
+            self._interpreted()
         return outcome
+
+    def _interpreted(self) -> None:
+        """Called after every yield has been interpreted, whatever the outcome."""
 
     def _claim(self, key: str, ordinal: int, gen: Any) -> None:
         # Every yield passes here on every replay: keep the position raw, format only on error.
@@ -337,10 +446,8 @@ class _Execution:
         self.keys[key] = (ordinal, position)
 
     def _ask(self, members: Any, gen: Any) -> tuple[list[Any], dict[str, Request]]:
-        answers: list[Any] = []
-        pending: dict[str, Request] = {}
         capabilities = self.ctx.client_capabilities
-        for explicit_key, request in members:
+        for _, request in members:
             missing = request.missing_capability(capabilities)
             if missing is not None:
                 raise MissingRequiredClientCapability(
@@ -348,68 +455,149 @@ class _Execution:
                     f"({request.method}); declare it in io.modelcontextprotocol/clientCapabilities",
                     missing,
                 )
+        answers: list[Any] = []
+        pending: dict[str, Request] = {}
+        for explicit_key, request in members:
             self.cursor += 1
             ordinal = self.cursor
-            kind = request.kind
-            standard = default_key(kind, ordinal)
+            standard = default_key(request.kind, ordinal)
             key = standard if explicit_key is None else explicit_key
             self._claim(key, ordinal, gen)
-            fingerprint = request.fingerprint()
-            index = ordinal - 1
-            if index < len(self.slots):
-                slot = self.slots[index]
-                # slot.key is None exactly when the slot travels under its standard key
-                if slot.kind != kind or slot.fingerprint != fingerprint or slot.key != (None if key == standard else key):
-                    raise self._mismatch(ordinal, slot, request, key, fingerprint, gen)
-                if slot.answered:
-                    answers.append(self._deliver(index, slot, request, key))
-                    continue
-                raw = self.unmatched.pop(key, _MISSING) if self.unmatched else _MISSING
-                if raw is _MISSING:
-                    pending[key] = request
-                    answers.append(None)
-                    continue
-                slot = Slot(kind, fingerprint, slot.key, True, decode_answer(kind, key, raw))
-                self.slots[index] = slot
-                self.fresh.add(index)
-                answers.append(self._deliver(index, slot, request, key))
-                continue
-            stored_key = None if key == standard else key
-            raw = self.unmatched.pop(key, _MISSING) if self.unmatched else _MISSING
-            if raw is _MISSING:
-                self.slots.append(Slot(kind, fingerprint, stored_key))
+            answer = self._answer(ordinal, key, key == standard, request, request.fingerprint(), gen)
+            if answer is _PENDING:
                 pending[key] = request
                 answers.append(None)
             else:
-                slot = Slot(kind, fingerprint, stored_key, True, decode_answer(kind, key, raw))
-                self.slots.append(slot)
-                self.fresh.add(index)
-                answers.append(self._deliver(index, slot, request, key))
+                answers.append(answer)
         return answers, pending
 
-    def _deliver(self, index: int, slot: Slot, request: Request, key: str) -> Any:
-        answer = slot.answer
-        if slot.kind == Kind.ELICIT:
-            code, content = answer
-            if code or isinstance(request, ElicitURL):  # URL mode answers carry no content
-                return ElicitResult(ACTIONS[code])
-            compiled = request.requested  # type: ignore[attr-defined]
-            if index in self.fresh:
-                try:
-                    content = compiled.validate(content)
-                except InvalidParams as exc:
-                    raise InvalidParams(f'inputResponses key "{key}": {exc.message}', data=exc.data) from None
-                self.fresh.discard(index)
-            return ElicitResult("accept", content, compiled.convert(content))
-        # Fresh answers are already Structs; answers from a token come back as builtins.
-        return decode_input_response(KINDS[request.kind], answer)
+    def _answer(self, ordinal: int, key: str, standard: bool, request: Request, fingerprint: bytes, gen: Any) -> Any:
+        """The answer to the request at ``ordinal`` as the handler receives it, or ``_PENDING``."""
+        raise NotImplementedError
 
     def _step(self, step: Step, gen: Any) -> tuple[int, Any]:
         self.cursor += 1
         ordinal = self.cursor
         key = default_key(Kind.STEP, ordinal)
         self._claim(key, ordinal, gen)
-        fingerprint = step.fingerprint()
+        return self._step_answer(ordinal, key, step, step.fingerprint(), gen)
+
+    def _step_answer(self, ordinal: int, key: str, step: Step, fingerprint: bytes, gen: Any) -> tuple[int, Any]:
+        """``(_SEND, value)`` for a Step whose value is known, else ``(_RUN_STEP, step)``."""
+        raise NotImplementedError
+
+    def _patched(self, patch: Patched) -> bool:
+        """Which side of a code change this run is on: a run with nothing recorded is on the new side.
+
+        The marker takes an ordinal (unless deprecated), as a fresh replay's does, so the
+        keys after it are the same whichever driver runs the handler.
+        """
+        if not patch.deprecated:
+            self.cursor += 1
+        return True
+
+
+def gathered(yielded: Any, members: Any, answers: list[Any]) -> Any:
+    """What the handler receives for a yield whose ``members`` got ``answers``: one answer, a tuple or a dict."""
+    if isinstance(yielded, Request):
+        return answers[0]
+    if isinstance(yielded, dict):
+        return {key: answer for (key, _), answer in zip(members, answers)}
+    return tuple(answers)
+
+
+def delivered(kind: Kind, answer: Any, request: Request, key: str, *, check: bool) -> Any:
+    """An answer in its stored form (:func:`~mrtr.core.ledger.decode_answer`), as the handler receives it.
+
+    ``check`` validates accepted form content against the schema that was asked (an
+    answer that arrived with this request); one from a sealed token was checked when
+    it was first used.
+    """
+    if kind == Kind.ELICIT:
+        code, content = answer
+        if code or isinstance(request, ElicitURL):  # URL mode answers carry no content
+            result = ElicitResult(ACTIONS[code])
+            result.question = (key, request.describe_call())
+            return result
+        compiled = request.requested  # type: ignore[attr-defined]
+        if check:
+            try:
+                content = compiled.validate(content)
+            except InvalidParams as exc:
+                raise InvalidParams(f'inputResponses key "{key}": {exc.message}', data=exc.data) from None
+        return ElicitResult("accept", content, compiled.convert(content))
+    # Fresh answers are already Structs; answers from a token come back as builtins.
+    return decode_input_response(KINDS[request.kind], answer)
+
+
+def recorded(step: Step, result: Any, gen: Any) -> Any:
+    """What a Step's function returned, in the builtins form a ledger records (bytes kept)."""
+    try:
+        return msgspec.to_builtins(result, builtin_types=(bytes, bytearray), enc_hook=models.enc_hook)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise HandlerError(
+            f"{step.describe()} returned {type(result).__name__}, which cannot be recorded in the ledger "
+            f"({exc}); a Step must return msgspec-encodable data",
+            location=_yield_location(gen),
+        ) from None
+
+
+_PENDING = object()
+
+
+class _Execution(_Interpretation):
+    """The bookkeeping of one run of a handler against a ledger."""
+
+    __slots__ = ("slots", "recorded", "fresh", "unmatched", "step_at")
+
+    def __init__(self, spec: HandlerSpec, ctx: Context, ledger: Ledger, unmatched: Mapping[str, Any] | None,
+                 on_step: Callable[[Ledger], Any] | None = None, detach: bool = False) -> None:
+        super().__init__(spec, ctx, on_step, detach)
+        self.slots = list(ledger.slots)
+        self.recorded = len(self.slots)
+        self.fresh = set(ledger.fresh)
+        self.unmatched = dict(unmatched) if unmatched else None
+        self.step_at: tuple[int, bytes] | None = None
+        ctx.is_replaying = self.recorded > 0
+
+    def _interpreted(self) -> None:
+        self.ctx.is_replaying = self.cursor < self.recorded
+
+    def _answer(self, ordinal: int, key: str, standard: bool, request: Request, fingerprint: bytes, gen: Any) -> Any:
+        kind = request.kind
+        index = ordinal - 1
+        stored_key = None if standard else key
+        if index < len(self.slots):
+            slot = self.slots[index]
+            # slot.key is None exactly when the slot travels under its standard key
+            if slot.kind != kind or slot.fingerprint != fingerprint or slot.key != stored_key:
+                raise self._mismatch(ordinal, slot, request, key, fingerprint, gen)
+            if slot.answered:
+                return self._deliver(index, slot, request, key)
+            raw = self.unmatched.pop(key, _MISSING) if self.unmatched else _MISSING
+            if raw is _MISSING:
+                return _PENDING
+            slot = Slot(kind, fingerprint, slot.key, True, decode_answer(kind, key, raw))
+            self.slots[index] = slot
+            self.fresh.add(index)
+            return self._deliver(index, slot, request, key)
+        raw = self.unmatched.pop(key, _MISSING) if self.unmatched else _MISSING
+        if raw is _MISSING:
+            self.slots.append(Slot(kind, fingerprint, stored_key))
+            return _PENDING
+        slot = Slot(kind, fingerprint, stored_key, True, decode_answer(kind, key, raw))
+        self.slots.append(slot)
+        self.fresh.add(index)
+        return self._deliver(index, slot, request, key)
+
+    def _deliver(self, index: int, slot: Slot, request: Request, key: str) -> Any:
+        check = index in self.fresh
+        value = delivered(Kind(slot.kind), slot.answer, request, key, check=check)
+        if check and isinstance(value, ElicitResult) and value.accepted and not isinstance(request, ElicitURL):
+            self.fresh.discard(index)  # checked against its form now; a later execution trusts it
+        return value
+
+    def _step_answer(self, ordinal: int, key: str, step: Step, fingerprint: bytes, gen: Any) -> tuple[int, Any]:
         index = ordinal - 1
         if index < len(self.slots):
             slot = self.slots[index]
@@ -423,24 +611,35 @@ class _Execution:
         self.step_at = (index, fingerprint)
         return _RUN_STEP, step
 
+    def _patched(self, patch: Patched) -> bool:
+        """Which side of a code change this conversation is on (see :class:`~mrtr.core.effects.Patched`)."""
+        index = self.cursor
+        if index < len(self.slots):
+            slot = self.slots[index]
+            if slot.kind == Kind.PATCH and slot.answer == patch.change_id:
+                self.cursor += 1
+                return True
+            # Recorded past this point by code without the patch: the old branch, and the gate
+            # takes no ordinal, so the old branch's yields meet the positions they recorded.
+            return patch.deprecated
+        if not patch.deprecated:
+            self.cursor += 1
+            self.slots.append(Slot(Kind.PATCH, b"", None, True, patch.change_id))
+        return True
+
     def record_step(self, step: Step, result: Any, gen: Any) -> Any:
         """Record what a Step's function returned and give back the value to send."""
         assert self.step_at is not None
         index, fingerprint = self.step_at
         self.step_at = None
-        try:
-            stored = msgspec.to_builtins(result, builtin_types=(bytes, bytearray))
-        except (TypeError, msgspec.EncodeError) as exc:
-            raise HandlerError(
-                f"{step.describe()} returned {type(result).__name__}, which cannot be recorded in the ledger "
-                f"({exc}); a Step must return msgspec-encodable data",
-                location=_yield_location(gen),
-            ) from None
+        stored = recorded(step, result, gen)
         self.slots[index] = Slot(Kind.STEP, fingerprint, None, True, stored)
         return _step_value(step, stored)
 
     def _mismatch(self, ordinal: int, slot: Slot, asked: Request | Step, key: str, fingerprint: bytes, gen: Any) -> ReplayMismatch:
         recorded_kind = Kind(slot.kind)
+        if recorded_kind is Kind.PATCH:
+            return self._unpatched(ordinal, slot, asked, gen)
         recorded_key = slot.wire_key(ordinal)
         lines = [
             f'MRTR replay mismatch at ordinal #{ordinal} (key "{recorded_key}"): the handler asked something '
@@ -461,10 +660,32 @@ class _Execution:
             if slot.fingerprint[8:] != fingerprint[8:]:
                 changed.append(second)
         lines.append(f"  changed: {', '.join(changed) or 'nothing visible'}")
+        if isinstance(asked, Elicit) and "requestedSchema" in changed:
+            lines.extend(f"  {line}" for line in _schema_lines(slot.fingerprint[8:], asked))
         if recorded_kind == asked.kind and changed:
             lines.extend(f"  {line}" for line in _why(asked, changed))
         lines.append(_CONTRACT)
-        return ReplayMismatch("\n".join(lines), data={"ordinal": ordinal, "key": recorded_key, "changed": changed})
+        # What a client of a server that masks errors sees: the position and what changed, by name.
+        brief = "\n".join([lines[0], f"  changed: {', '.join(changed) or 'nothing visible'}", _CONTRACT])
+        return ReplayMismatch("\n".join(lines), data={"ordinal": ordinal, "key": recorded_key, "changed": changed},
+                              brief=brief)
+
+    def _unpatched(self, ordinal: int, slot: Slot, asked: Request | Step, gen: Any) -> ReplayMismatch:
+        change = slot.answer
+        first = (f'MRTR replay mismatch at ordinal #{ordinal}: this ledger position holds the patch marker "{change}", '
+                 f'recorded by code that has `yield Patched("{change}")` here, and this code asks '
+                 f"{KINDS[asked.kind].label} instead.")
+        why = ("  why: this node runs the code from before the patch while the conversation or task was recorded by a "
+               "node that has it (finish the deploy before such rounds reach old nodes), or the patch was removed "
+               "while conversations or tasks recorded under it were in flight (put it back; "
+               f'`yield Patched("{change}", deprecated=True)` replays the marker and takes the new branch)')
+        lines = [first.replace(f"asks {KINDS[asked.kind].label}", f"asks {asked.describe()}"),
+                 f"  at {_yield_location(gen)} in handler {self.spec.name}", "  changed: patch", why]
+        return ReplayMismatch(
+            "\n".join(lines),
+            data={"ordinal": ordinal, "key": default_key(Kind.PATCH, ordinal), "changed": ["patch"], "patch": change},
+            brief="\n".join([first, "  changed: patch", why]),  # no path, no question text the handler built
+        )
 
     def ledger(self) -> Ledger:
         return Ledger(tuple(self.slots))
@@ -514,13 +735,28 @@ def _why(asked: Request | Step, changed: list[str]) -> list[str]:
             "arguments, answers or Step values: text built from the clock, random values or reads outside a "
             "Step changes between rounds"
         )
-    for part in ("requestedSchema", "url", "messages", "parameters"):
+    for part, plural in (("requestedSchema", False), ("url", False), ("messages", True), ("parameters", True)):
         if part in changed:
             lines.append(
-                f"why: the request's {part} differ from the recorded run; build them from the arguments, answers "
-                "or Step values, not from data that changes between rounds"
+                f"why: the request's {part} {'differ' if plural else 'differs'} from the recorded run; build "
+                f"{'them' if plural else 'it'} from the arguments, answers or Step values, not from data that "
+                "changes between rounds (a choice list read outside a Step, say)"
             )
     return lines
+
+
+def _schema_lines(recorded: bytes, asked: Elicit) -> list[str]:
+    """Which properties and keywords of the form changed, old and new, when this process saw the old one."""
+    changes = schema_changes(recorded, asked.requested)
+    if changes is None:
+        return [f"requestedSchema now: {_short_schema(asked)} (the recorded one was compiled in another process, "
+                "and a token keeps only its fingerprint)"]
+    return [f"requestedSchema: {change}" for change in changes]
+
+
+def _short_schema(asked: Elicit) -> str:
+    text = asked.requested.canonical.decode()
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _short(value: Any) -> str:
@@ -528,16 +764,22 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _group_members(yielded: Any) -> list[tuple[str | None, Request]] | None:
-    """The members of a group yield, or ``None`` when ``yielded`` is not a group."""
+def _group_members(yielded: Any, spec: HandlerSpec | None = None, gen: Any = None
+                   ) -> list[tuple[str | None, Request]] | None:
+    """The members of a group yield, or ``None`` when ``yielded`` is not a group.
+
+    A group mixing requests with anything else is a handler error naming what the
+    handler put in it and, with ``spec`` and ``gen``, the handler and the yield's line.
+    """
     if isinstance(yielded, (tuple, list)):
         if not yielded:
             return None
         flags = [isinstance(member, Request) for member in yielded]
         if all(flags):
             return [(member.key, member) for member in yielded]
-        if any(flags) or any(isinstance(member, Step) for member in yielded):
-            raise HandlerError("a group yield may only hold requests (Elicit, Sample, ListRoots); Steps run alone")
+        if any(flags) or any(isinstance(member, (Step, Patched)) for member in yielded):
+            odd = flags.index(False)
+            raise _not_a_group(yielded, f"member #{odd + 1}", yielded[odd], spec, gen)
         return None
     if isinstance(yielded, dict) and yielded:
         values = list(yielded.values())
@@ -546,14 +788,36 @@ def _group_members(yielded: Any) -> list[tuple[str | None, Request]] | None:
             members: list[tuple[str | None, Request]] = []
             for key, request in yielded.items():
                 if not isinstance(key, str) or not key:
-                    raise HandlerError(f"a keyed group needs non-empty string keys, got {key!r}")
+                    raise _group_error(f"a keyed group needs non-empty string keys, got {key!r}", spec, gen)
                 if request.key is not None and request.key != key:
-                    raise HandlerError(f'a keyed group names a request "{key}" that was built with key="{request.key}"')
+                    raise _group_error(
+                        f'a keyed group names a request "{key}" that was built with key="{request.key}"', spec, gen)
                 members.append((key, request))
             return members
-        if any(flags) or any(isinstance(member, Step) for member in values):
-            raise HandlerError("a group yield may only hold requests (Elicit, Sample, ListRoots); Steps run alone")
+        if any(flags) or any(isinstance(member, (Step, Patched)) for member in values):
+            odd = flags.index(False)
+            key = list(yielded)[odd]
+            raise _not_a_group(yielded, f"member {key!r}", values[odd], spec, gen)
     return None
+
+
+def _group_error(message: str, spec: HandlerSpec | None, gen: Any) -> HandlerError:
+    if spec is None:
+        return HandlerError(message)
+    location = _yield_location(gen)
+    return HandlerError(f"handler {spec.name} at {location}: {message}", location=location)
+
+
+def _not_a_group(group: Any, which: str, member: Any, spec: HandlerSpec | None, gen: Any) -> HandlerError:
+    if isinstance(member, (Step, Patched)):
+        name = "a Step" if isinstance(member, Step) else "a Patched gate"
+        what = f"{member.describe_call()}: {name} cannot be a group member; yield it on its own, before the group"
+    else:
+        what = (f"{type(member).__name__} {_short(member)}, which is not a request; build each member with "
+                "Elicit, ElicitURL, Sample or ListRoots")
+    return _group_error(
+        f"a group yield ({type(group).__name__} of {len(group)}) may only hold requests, and its {which} is {what}",
+        spec, gen)
 
 
 # -- drivers ------------------------------------------------------------------------------
@@ -564,7 +828,9 @@ def _close(gen: Any, spec: HandlerSpec) -> None:
         gen.close()
     except RuntimeError as exc:
         if "ignored GeneratorExit" in str(exc):
-            raise _swallowed_exit(spec, gen) from None
+            error = _swallowed_exit(spec, gen)
+            _quiet_finalizer(gen)
+            raise error from None
         raise _handler_failed(spec, exc) from exc
     except Exception as exc:
         raise _handler_failed(spec, exc) from exc
@@ -575,10 +841,70 @@ async def _aclose(agen: Any, spec: HandlerSpec) -> None:
         await agen.aclose()
     except RuntimeError as exc:
         if "ignored GeneratorExit" in str(exc):
-            raise _swallowed_exit(spec, agen) from None
+            error = _swallowed_exit(spec, agen)
+            _quiet_finalizer(agen)
+            raise error from None
         raise _handler_failed(spec, exc) from exc
     except Exception as exc:
         raise _handler_failed(spec, exc) from exc
+
+
+# Handler code already reported for ignoring GeneratorExit. Such a generator stays suspended
+# after the failed close; when it is collected Python closes it again, it yields again, and
+# Python prints "Exception ignored ... generator ignored GeneratorExit" on stderr beside the
+# handler error that already said so. Nothing can end a generator that catches every
+# exception, so the collector's report of that one error is dropped, and only that one.
+_REPORTED: set[Any] = set()
+_REPORTED_MAX = 1024
+_next_hook: Any = None
+_in_hook = False
+
+
+def _quiet_finalizer(gen: Any) -> None:
+    global _next_hook
+    code = getattr(gen, "gi_code", None) or getattr(gen, "ag_code", None)
+    if code is None or len(_REPORTED) >= _REPORTED_MAX:
+        return
+    _REPORTED.add(code)
+    if hasattr(gen, "ag_code"):
+        # An event loop finalizes async generators itself and logs what fails there (trio
+        # on this logger, naming the generator "module.qualname").
+        frame = getattr(gen, "ag_frame", None)
+        module = frame.f_globals.get("__name__", "?") if frame is not None else "?"
+        _REPORTED_NAMES.add(f"{module}.{gen.__qualname__}")
+        if not _REPORTED_NAMES_FILTERED:
+            _REPORTED_NAMES_FILTERED.append(True)
+            logging.getLogger("trio.async_generator_errors").addFilter(_LoopFinalizerFilter())
+    if sys.unraisablehook is not _unraisable:
+        _next_hook = sys.unraisablehook
+        sys.unraisablehook = _unraisable
+
+
+_REPORTED_NAMES: set[str] = set()
+_REPORTED_NAMES_FILTERED: list[bool] = []
+
+
+class _LoopFinalizerFilter(logging.Filter):
+    """Drops an event loop's report of finalizing an async handler already reported for ignoring GeneratorExit."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (args and str(args[0]) in _REPORTED_NAMES)
+
+
+def _unraisable(unraisable: Any) -> None:
+    global _in_hook
+    source = unraisable.object
+    code = getattr(source, "gi_code", None) or getattr(source, "ag_code", None)
+    if (code in _REPORTED and isinstance(unraisable.exc_value, RuntimeError)
+            and "ignored GeneratorExit" in str(unraisable.exc_value)):
+        return
+    forward = _next_hook if _next_hook is not None and not _in_hook else sys.__unraisablehook__
+    _in_hook = True
+    try:
+        forward(unraisable)
+    finally:
+        _in_hook = False
 
 
 def _swallowed_exit(spec: HandlerSpec, gen: Any) -> HandlerError:
@@ -604,109 +930,128 @@ async def _aclose_quietly(agen: Any) -> None:
         pass
 
 
-def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired | Detached:
+_DONE, _DETACHED = 4, 5
+
+
+def _advance(gen: Any, execution: _Interpretation, send: Any, throw: BaseException | None) -> tuple[int, Any]:
+    """Resume a sync generator until the runtime must stop it, whichever driver runs it.
+
+    Returns ``(_DONE, Completed)`` when the handler returned, ``(_STOP, pending)`` when it
+    asked what has no answer yet (the generator is then suspended at that yield), or
+    ``(_DETACHED, None)`` when it reached a Step the execution detaches at. Raises what
+    the handler or the interpretation raises; the caller closes the generator.
+    """
     spec = execution.spec
-    send: Any = None
-    throw: BaseException | None = None
-    try:
-        while True:
+    while True:
+        try:
+            if throw is None:
+                yielded = gen.send(send)
+            else:
+                error, throw = throw, None
+                yielded = gen.throw(error)
+        except StopIteration as stop:
+            return _DONE, _check_result(spec, stop.value)
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            raise _handler_failed(spec, exc) from exc
+        operation, payload = execution.interpret(yielded, gen, result_allowed=False)
+        if operation == _SEND:
+            send = payload
+        elif operation == _STOP:
+            return _STOP, payload
+        elif execution.detach:
+            return _DETACHED, None
+        else:  # _RUN_STEP
             try:
-                if throw is None:
-                    yielded = gen.send(send)
-                else:
-                    error, throw = throw, None
-                    yielded = gen.throw(error)
-            except StopIteration as stop:
-                return _check_result(spec, stop.value)
-            except ProtocolError:
-                raise
+                result = payload.fn(*payload.args, **payload.kwargs)
             except Exception as exc:
-                raise _handler_failed(spec, exc) from exc
-            operation, payload = execution.interpret(yielded, gen, result_allowed=False)
-            if operation == _SEND:
-                send = payload
-            elif operation == _STOP:
-                outcome: Completed | InputRequired | Detached = InputRequired(payload, execution.ledger())
-                break
-            elif execution.detach:
-                outcome = Detached(execution.snapshot())
-                break
-            else:  # _RUN_STEP
-                try:
-                    result = payload.fn(*payload.args, **payload.kwargs)
-                except Exception as exc:
-                    throw, send = exc, None
-                    continue
+                throw, send = exc, None
+                continue
+            if inspect.isawaitable(result):
+                getattr(result, "close", lambda: None)()
+                raise HandlerError(
+                    f"{payload.describe()} is async, but handler {spec.name} is a sync generator; "
+                    "use an async handler for async steps",
+                    location=_yield_location(gen),
+                )
+            send = execution.record_step(payload, result, gen)
+            if execution.on_step is not None:
+                execution.on_step(execution.snapshot())
+
+
+async def _aadvance(agen: Any, execution: _Interpretation, send: Any, throw: BaseException | None) -> tuple[int, Any]:
+    """:func:`_advance` for an async generator; ``(_RESULT, value)`` when it yielded its result."""
+    spec = execution.spec
+    while True:
+        try:
+            if throw is None:
+                yielded = await agen.asend(send)
+            else:
+                error, throw = throw, None
+                yielded = await agen.athrow(error)
+        except StopAsyncIteration:
+            location = _definition(spec.fn)
+            raise HandlerError(
+                f"async generator handler {spec.name} at {location} ended without yielding a result: an async "
+                "generator cannot `return` a value, so it ends by yielding it (`yield result`; `yield None` for "
+                "an empty one). A bare `return` or falling off the end leaves the client with nothing",
+                location=location,
+            ) from None
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            raise _handler_failed(spec, exc) from exc
+        operation, payload = execution.interpret(yielded, agen, result_allowed=True)
+        if operation == _SEND:
+            send = payload
+        elif operation in (_STOP, _RESULT):
+            return operation, payload
+        elif execution.detach:
+            return _DETACHED, None
+        else:  # _RUN_STEP
+            try:
+                result = payload.fn(*payload.args, **payload.kwargs)
                 if inspect.isawaitable(result):
-                    getattr(result, "close", lambda: None)()
-                    raise HandlerError(
-                        f"{payload.describe()} is async, but handler {spec.name} is a sync generator; "
-                        "use an async handler for async steps",
-                        location=_yield_location(gen),
-                    )
-                send = execution.record_step(payload, result, gen)
-                if execution.on_step is not None:
-                    execution.on_step(execution.snapshot())
+                    result = await result
+            except Exception as exc:
+                throw, send = exc, None
+                continue
+            send = execution.record_step(payload, result, agen)
+            if execution.on_step is not None:
+                saved = execution.on_step(execution.snapshot())
+                if inspect.isawaitable(saved):
+                    await saved
+
+
+def _drive(gen: Any, execution: _Execution) -> Completed | InputRequired | Detached:
+    try:
+        operation, payload = _advance(gen, execution, None, None)
+        if operation == _DONE:
+            return payload  # type: ignore[no-any-return]
+        outcome: InputRequired | Detached = (InputRequired(payload, execution.ledger()) if operation == _STOP
+                                             else Detached(execution.snapshot()))
     except BaseException:
         _close_quietly(gen)
         raise
-    _close(gen, spec)
+    _close(gen, execution.spec)
     return outcome
 
 
 async def _adrive(agen: Any, execution: _Execution) -> Completed | InputRequired | Detached:
-    spec = execution.spec
-    send: Any = None
-    throw: BaseException | None = None
     try:
-        while True:
-            try:
-                if throw is None:
-                    yielded = await agen.asend(send)
-                else:
-                    error, throw = throw, None
-                    yielded = await agen.athrow(error)
-            except StopAsyncIteration:
-                location = _definition(spec.fn)
-                raise HandlerError(
-                    f"async generator handler {spec.name} at {location} ended without yielding a result: an async "
-                    "generator cannot `return` a value, so it ends by yielding it (`yield result`; `yield None` for "
-                    "an empty one). A bare `return` or falling off the end leaves the client with nothing",
-                    location=location,
-                ) from None
-            except ProtocolError:
-                raise
-            except Exception as exc:
-                raise _handler_failed(spec, exc) from exc
-            operation, payload = execution.interpret(yielded, agen, result_allowed=True)
-            if operation == _SEND:
-                send = payload
-            elif operation == _STOP:
-                outcome: Completed | InputRequired | Detached = InputRequired(payload, execution.ledger())
-                break
-            elif operation == _RESULT:
-                outcome = Completed(payload)
-                break
-            elif execution.detach:
-                outcome = Detached(execution.snapshot())
-                break
-            else:  # _RUN_STEP
-                try:
-                    result = payload.fn(*payload.args, **payload.kwargs)
-                    if inspect.isawaitable(result):
-                        result = await result
-                except Exception as exc:
-                    throw, send = exc, None
-                    continue
-                send = execution.record_step(payload, result, agen)
-                if execution.on_step is not None:
-                    saved = execution.on_step(execution.snapshot())
-                    if inspect.isawaitable(saved):
-                        await saved
+        operation, payload = await _aadvance(agen, execution, None, None)
+        outcome: Completed | InputRequired | Detached
+        if operation == _STOP:
+            outcome = InputRequired(payload, execution.ledger())
+        elif operation == _RESULT:
+            outcome = Completed(payload)
+        else:
+            outcome = Detached(execution.snapshot())
     except BaseException:
         await _aclose_quietly(agen)
         raise
-    await _aclose(agen, spec)
+    await _aclose(agen, execution.spec)
     return outcome
 
 

@@ -33,10 +33,19 @@ import msgspec.inspect as mi
 from .errors import InvalidParams
 from .jsonrpc import canonical as _canonical
 
-__all__ = ["STRING_FORMATS", "Form", "RequestedSchema", "requested_schema"]
+__all__ = ["STRING_FORMATS", "Form", "FormTypeError", "RequestedSchema", "requested_schema", "schema_changes"]
 
 STRING_FORMATS: frozenset[str] = frozenset({"email", "uri", "date", "date-time"})
 """The values ``format`` may take on a string property."""
+
+class FormTypeError(TypeError):
+    """A type given as an elicitation form has a field the flat form vocabulary cannot express.
+
+    The message names the type and the field (``Shipping.weight: gt, lt and multiple_of
+    cannot be expressed...``); the replay core adds the handler and the line of its
+    ``yield`` when a handler asked with it.
+    """
+
 
 # A property check returns None when the value is acceptable, else what is wrong with it.
 # Returning a reason rather than raising lets the same check serve answers (InvalidParams)
@@ -760,6 +769,73 @@ def _const_titles(name: str, entries: object, where: str) -> tuple[list[str], li
     return values, labels
 
 
+# ------------------------------------------------------------- schemas seen lately
+
+# The forms this process compiled lately, by the 8 bytes of their digest that a ledger
+# slot's fingerprint holds: a replay mismatch on the schema can then say what changed,
+# old and new, when the recorded round ran in this process (the token keeps only the
+# fingerprint). Bounded in entries and bytes; the oldest go first.
+_SEEN: dict[bytes, bytes] = {}
+_SEEN_ENTRIES = 512
+_SEEN_BYTES = 4 << 20
+_seen_bytes = 0
+
+
+def _remember(digest8: bytes, canonical: bytes) -> None:
+    global _seen_bytes
+    if digest8 in _SEEN or len(canonical) > _SEEN_BYTES // 8:
+        return
+    _SEEN[digest8] = canonical
+    _seen_bytes += len(canonical)
+    while len(_SEEN) > _SEEN_ENTRIES or _seen_bytes > _SEEN_BYTES:
+        try:
+            _seen_bytes -= len(_SEEN.pop(next(iter(_SEEN))))
+        except (StopIteration, KeyError, RuntimeError):  # another thread evicted it first
+            break
+
+
+def _changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    lines: list[str] = []
+    old_props = old.get("properties") or {}
+    new_props = new.get("properties") or {}
+    for name in old_props:
+        if name not in new_props:
+            lines.append(f"property {_render(name)} removed (was {_render(old_props[name])})")
+    for name, prop in new_props.items():
+        before = old_props.get(name)
+        if before is None:
+            lines.append(f"property {_render(name)} added: {_render(prop)}")
+            continue
+        for keyword in [*before, *(k for k in prop if k not in before)]:
+            was, now = before.get(keyword, _ABSENT), prop.get(keyword, _ABSENT)
+            if was != now:
+                lines.append(f"property {_render(name)}, {keyword}: {_shown(was)} -> {_shown(now)}")
+    if old.get("required") != new.get("required"):
+        lines.append(f"required: {_shown(old.get('required', _ABSENT))} -> {_shown(new.get('required', _ABSENT))}")
+    return lines
+
+
+_ABSENT = object()
+
+
+def _shown(value: object) -> str:
+    return "(absent)" if value is _ABSENT else _render(value)
+
+
+def schema_changes(recorded_digest8: bytes, asked: RequestedSchema) -> list[str] | None:
+    """What differs between a recorded form and ``asked``, one line per property keyword.
+
+    ``recorded_digest8`` is the half of a ledger fingerprint that stands for the schema.
+    ``None`` when this process has not compiled that schema lately (it was asked in
+    another process, or long ago): only its fingerprint is known then.
+    """
+    canonical = _SEEN.get(recorded_digest8)
+    if canonical is None:
+        return None
+    old = msgspec.json.decode(canonical)
+    return _changes(old, asked.schema) or ["no property or keyword differs (the schema's canonical form does)"]
+
+
 # ------------------------------------------------------------------- RequestedSchema
 
 
@@ -780,6 +856,7 @@ class RequestedSchema:
         "_required",
         "_hooks",
         "_fill_none",
+        "_make",
     )
 
     schema: dict[str, Any]
@@ -795,6 +872,7 @@ class RequestedSchema:
     _required: tuple[str, ...]
     _hooks: tuple[tuple[str, _Hook], ...]
     _fill_none: tuple[str, ...]
+    _make: Callable[[dict[str, Any]], Any] | None
 
     def __init__(self, schema: Mapping[str, Any]) -> None:
         """Compile a raw ``requestedSchema`` object (see :meth:`Form.from_schema`)."""
@@ -807,9 +885,12 @@ class RequestedSchema:
         struct_type: type[msgspec.Struct] | None = None,
         hooks: tuple[tuple[str, _Hook], ...] = (),
         fill_none: tuple[str, ...] = (),
+        make: Callable[[dict[str, Any]], Any] | None = None,
     ) -> RequestedSchema:
         self = cls.__new__(cls)
         self._setup(form, struct_type, hooks, fill_none)
+        # A form derived from another model kind (pydantic) builds that model from the answer.
+        object.__setattr__(self, "_make", make)
         return self
 
     def _setup(
@@ -830,6 +911,8 @@ class RequestedSchema:
         init(self, "_required", tuple(name for name, prop in form._props.items() if prop.required))
         init(self, "_hooks", hooks)
         init(self, "_fill_none", fill_none)
+        init(self, "_make", None)
+        _remember(self.digest[:8], canonical)
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"RequestedSchema is immutable (cannot set {name!r})")
@@ -915,6 +998,8 @@ class RequestedSchema:
                 value = data.get(name)
                 if value is not None:
                     data[name] = hook(value)
+        if self._make is not None:
+            return self._make(data)
         try:
             return msgspec.convert(data, struct_type, strict=False)
         except msgspec.ValidationError as exc:
@@ -1127,7 +1212,7 @@ def _field_default(field: mi.Field) -> object:
     return None
 
 
-def _derive(cls: type[msgspec.Struct]) -> RequestedSchema:
+def _derive(cls: type[msgspec.Struct], make: Callable[[dict[str, Any]], Any] | None = None) -> RequestedSchema:
     info = msgspec.inspect.type_info(cls)
     if not isinstance(info, mi.StructType):  # pragma: no cover - type_info of a Struct class
         raise TypeError(f"{cls.__name__} is not a Struct")
@@ -1163,20 +1248,39 @@ def _derive(cls: type[msgspec.Struct]) -> RequestedSchema:
             hooks.append((field.encode_name, hook))
         if nullable and field.required:
             fill_none.append(field.encode_name)
-    return RequestedSchema._compile(form, cls, tuple(hooks), tuple(fill_none))
+    return RequestedSchema._compile(form, cls, tuple(hooks), tuple(fill_none), make)
+
+
+def _derived(spec: type) -> RequestedSchema:
+    try:
+        if issubclass(spec, msgspec.Struct):
+            return _derive(spec)
+        from . import models
+
+        if models.is_model(spec):
+            return _derive(models.as_struct(spec), models.builder(spec))
+    except FormTypeError:
+        raise
+    except TypeError as exc:
+        raise FormTypeError(str(exc)) from None
+    raise TypeError(
+        f"expected a Form, a msgspec.Struct class, a pydantic model or a RequestedSchema, got {spec!r}"
+    )
 
 
 # Keyed by class: a Struct's form never changes, and every replayed question asks again.
 _STRUCT_CACHE: dict[type, RequestedSchema] = {}
 
 
-def requested_schema(spec: Form | type[msgspec.Struct] | RequestedSchema) -> RequestedSchema:
-    """Compile a form, a flat Struct class, or pass a compiled form through.
+def requested_schema(spec: Form | type | RequestedSchema) -> RequestedSchema:
+    """Compile a form, a flat Struct class or pydantic model, or pass a compiled form through.
 
-    Repeat calls are cheap: a Struct class is derived once and cached by class, a
-    :class:`Form` keeps its compiled form until it is modified. A Struct field the
-    flat vocabulary cannot express raises ``TypeError`` naming the struct and field;
-    anything that is not one of the three accepted kinds raises ``TypeError``.
+    Repeat calls are cheap: a Struct or model class is derived once and cached by class,
+    a :class:`Form` keeps its compiled form until it is modified. A field the flat
+    vocabulary cannot express raises :class:`FormTypeError` (a ``TypeError``) naming the
+    class and field; anything that is not one of the accepted kinds raises ``TypeError``.
+    A pydantic model is read as the Struct it is equivalent to (:mod:`mrtr.core.models`),
+    so the same rules give the same errors, and the handler receives the model.
     """
     if isinstance(spec, Form):
         compiled = spec._compiled
@@ -1187,11 +1291,10 @@ def requested_schema(spec: Form | type[msgspec.Struct] | RequestedSchema) -> Req
         compiled = _STRUCT_CACHE.get(spec)
         if compiled is not None:
             return compiled
-        if issubclass(spec, msgspec.Struct):
-            # setdefault: if two threads derive at once, both get the same object.
-            return _STRUCT_CACHE.setdefault(spec, _derive(spec))
+        # setdefault: if two threads derive at once, both get the same object.
+        return _STRUCT_CACHE.setdefault(spec, _derived(spec))
     if isinstance(spec, RequestedSchema):
         return spec
     raise TypeError(
-        f"expected a Form, a msgspec.Struct class or a RequestedSchema, got {spec!r}"
+        f"expected a Form, a msgspec.Struct class, a pydantic model or a RequestedSchema, got {spec!r}"
     )

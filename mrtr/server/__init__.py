@@ -7,7 +7,9 @@ schemas; :mod:`~mrtr.server.results` shapes handler values into results;
 :mod:`~mrtr.server.lifespan` holds ``@server.lifespan``; :mod:`~mrtr.server.subscriptions`
 holds ``subscriptions/listen`` and the fan-out of ``notify_*``;
 :mod:`~mrtr.server.dispatch` holds the server class with the envelope rules and
-capabilities.
+capabilities. The legacy (2025) era is :mod:`~mrtr.server.legacy` (``initialize``, the
+2025 utilities, results and errors per version) over :mod:`~mrtr.server.sessions`
+(the sessions and the registry that bounds them).
 """
 
 from .dispatch import SUPPORTED_VERSIONS, RequestInfo, Server

@@ -1,4 +1,4 @@
-"""An MCP 2026-07-28 server: a registry of tools, prompts and resources, and stateless dispatch.
+"""An MCP server: a registry of tools, prompts and resources, and stateless dispatch.
 
 :class:`Server` knows nothing about sockets. A transport parses a JSON-RPC message with
 :func:`mrtr.core.jsonrpc.parse_message` and hands requests to :meth:`Server.respond`, which
@@ -10,7 +10,14 @@ Every request stands alone: its ``_meta`` must carry the protocol version and th
 client's capabilities, and nothing is remembered between requests. The three methods
 that may ask the user for input (``tools/call``, ``prompts/get``, ``resources/read``)
 run through a carrier (:mod:`mrtr.carriers`): the token carrier, or the tasks carrier for a
-task tool called by a client that declared the tasks extension.
+task tool called by a client that declared the tasks extension. A handler declared
+``once=True`` has the rounds that carry a token run through the server's round records
+(:class:`~mrtr.carriers.contract.RoundRecords`, in the task store), so the round that
+completes it runs at most once per token.
+
+That is the modern era (2026-07-28). The legacy era (2025-era clients, sessions opened
+by ``initialize``) is :attr:`Server.legacy`, :mod:`mrtr.server.legacy`: the same
+registry and handlers, served live.
 """
 
 from __future__ import annotations
@@ -18,19 +25,31 @@ from __future__ import annotations
 import base64
 import inspect
 import logging
+import os
+import secrets
 import warnings
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeVar
 
 import msgspec
 
-from ..carriers.contract import (STALL_WARNING, TASKS_EXTENSION, Carrier, CarrierOutcome, Interim, Placement,
-                                 TaskAccess, TaskHost, ToolBinding)
-from ..carriers.token import TokenCarrier
-from ..core import wire
+from ..carriers.contract import (
+    STALL_WARNING,
+    TASKS_EXTENSION,
+    Carrier,
+    CarrierOutcome,
+    Interim,
+    Placement,
+    RoundRecords,
+    TaskAccess,
+    TaskHost,
+    ToolBinding,
+)
+from ..carriers.token import CheckedToken, TokenCarrier
+from ..core import models, wire
 from ..core.codec import RequestStateCodec
 from ..core.context import LOG_LEVELS, Context
 from ..core.errors import (
@@ -45,9 +64,12 @@ from ..core.errors import (
     UnsupportedProtocolVersion,
 )
 from ..core.jsonrpc import Broadcast, Notify, Response, RunSync, result_response
+from ..core.eras import LEGACY, MODERN, era_of
+from .legacy import LegacyEra
 from .lifespan import Lifespan
 from .registry import Header, Registry
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
+from .sessions import SessionRegistry
 from .subscriptions import Subscriptions
 
 __all__ = [
@@ -135,6 +157,19 @@ _TASK_GUARDS = 4096  # tasks whose guard is remembered (a few hundred bytes each
 
 PrincipalSource = Callable[[RequestInfo], "str | None | Awaitable[str | None]"]
 
+def _eras(eras: str | Iterable[str]) -> frozenset[str]:
+    """The eras ``Server(eras=...)`` names: ``"both"``, ``"modern"``, or a collection of era names."""
+    if isinstance(eras, str):
+        named = {"both": (MODERN, LEGACY), MODERN: (MODERN,)}.get(eras)
+        if named is None:
+            raise ValueError(f'eras must be "both" or "modern", or a collection of era names, got {eras!r}')
+        return frozenset(named)
+    served = frozenset(eras)
+    if served not in (frozenset({MODERN}), frozenset({MODERN, LEGACY})):
+        raise ValueError(f'eras must hold "modern", and may hold "legacy"; got {sorted(served)!r}')
+    return served
+
+
 # A method family is offered, and its capability advertised, only while something of
 # its kind is registered: one table for both, so they never disagree.
 _OFFERED_BY_FAMILY: dict[str, tuple[str, Callable[[Registry], bool]]] = {
@@ -168,13 +203,34 @@ class Server(Registry):
     client (unless ``principal`` is given), ``tools/list`` leaves out the tools whose
     ``scopes`` the caller lacks, and lists default to ``cache_scope="private"``.
 
+    What a failing handler shows the client (see ``docs/security.md``): with
+    ``mask_errors`` (the default) the message of a :class:`~mrtr.core.errors.PublicError`
+    the handler raised on purpose, and for any other exception a generic message naming
+    the tool, prompt or resource with a short reference that the server's log prints
+    beside the traceback; replay diagnostics go as their typed error and contract,
+    without file paths and source lines. ``debug=True`` (or ``MRTR_DEBUG=1``, which
+    ``mrtr serve --reload`` sets) shows the client everything, for development, and so
+    does ``mask_errors=False``; an explicit ``mask_errors`` wins over ``debug``.
+
     ``tasks_url``, ``task_lease``, ``task_ttl`` and ``task_max_bytes`` configure task
     tools (see ``docs/tasks.md``): the task store (``MRTR_TASKS`` or
     ``sqlite:///mrtr-tasks.sqlite3``), the runner's lease in seconds (``MRTR_TASK_LEASE``
     or 30), how long a task lives after its last activity in seconds (``MRTR_TASK_TTL``
     or one hour; ``math.inf``: no limit) and the cap on one task record
     (``mrtr.tasks.MAX_RECORD_BYTES``). :meth:`running` takes the same arguments for one
-    serving block (``mrtr serve --tasks``, ``--task-lease``, ``--task-ttl``).
+    serving block (``mrtr serve --tasks``, ``--task-lease``, ``--task-ttl``). The same
+    store records the rounds of handlers declared ``once=True`` (with the same lease
+    and record cap); a server with such handlers and no task tools uses ``memory:``
+    when no store is configured.
+
+    ``eras`` says which protocol eras are served (see ``docs/eras.md``): ``"both"`` (the
+    default) serves 2025-era clients too, in sessions opened by ``initialize``, with the
+    same handlers (:attr:`legacy`); ``"modern"`` serves MCP 2026-07-28 only, and answers
+    ``initialize`` with ``-32022`` naming the versions it speaks. ``answer_timeout``
+    bounds, in seconds, how long a 2025-era call waits for the client's answers to one
+    round (default: the ``requestState`` TTL); ``sessions`` is the
+    :class:`~mrtr.server.sessions.SessionRegistry` holding those sessions, for other
+    bounds than its defaults.
     """
 
     def __init__(
@@ -195,13 +251,18 @@ class Server(Registry):
         list_ttl_ms: int = 60_000,
         cache_scope: Literal["public", "private"] | None = None,
         auth: Any = None,
-        mask_errors: bool = False,
+        mask_errors: bool | None = None,
+        debug: bool | None = None,
         tasks_url: str | None = None,
         task_lease: float | None = None,
         task_ttl: float | None = None,
         task_max_bytes: int | None = None,
+        eras: str | Iterable[str] = "both",
+        answer_timeout: float | None = None,
+        sessions: SessionRegistry | None = None,
     ) -> None:
         super().__init__()
+        served = _eras(eras)
         if answers not in ("strict", "lenient"):
             raise ValueError(f'answers must be "strict" or "lenient", got {answers!r}')
         if sync_handlers not in ("inline", "thread"):
@@ -213,7 +274,8 @@ class Server(Registry):
             raise ValueError("give either codec or secret/ttl, not both")
         _TaskSettings(tasks_url, task_lease, task_ttl, task_max_bytes).check()
         self.name = name
-        self.mask_errors = mask_errors
+        self.debug = _env_flag("MRTR_DEBUG") if debug is None else bool(debug)
+        self.mask_errors = (not self.debug) if mask_errors is None else bool(mask_errors)
         self.version = version
         self.instructions = instructions
         self.server_info: dict[str, Any] = {"name": name, "version": version}
@@ -251,7 +313,15 @@ class Server(Registry):
         # never goes stale; it spares the store a second read when the transport asked first.
         self._task_guards: OrderedDict[tuple[str, str | None], TaskAccess] = OrderedDict()
         self._tasks: TaskHost | None = None
+        self._rounds: RoundRecords | None = None
         self._task_settings = _TaskSettings(tasks_url, task_lease, task_ttl, task_max_bytes)
+        self._legacy: LegacyEra | None = None
+        if LEGACY in served:
+            self._legacy = LegacyEra(self, sessions if sessions is not None else SessionRegistry(),
+                                     answer_timeout=answer_timeout)
+            self._subscriptions.relay(self._legacy.publish)
+        elif sessions is not None or answer_timeout is not None:
+            raise ValueError("sessions= and answer_timeout= configure the legacy era, which eras= leaves out")
 
     # -- lifespan ----------------------------------------------------------------------
 
@@ -296,8 +366,18 @@ class Server(Registry):
 
     @asynccontextmanager
     async def _tasks_running(self, settings: _TaskSettings) -> AsyncIterator[None]:
-        if not self.has_task_tools or self._tasks is not None:
+        if self._rounds is not None or not (self.has_task_tools or self.has_once_handlers):
             yield
+            return
+        if not self.has_task_tools:
+            from ..carriers.tasks.host import serve_rounds
+
+            async with serve_rounds(settings.url, lease=settings.lease, max_record_bytes=settings.max_bytes) as rounds:
+                self._rounds = rounds
+                try:
+                    yield
+                finally:
+                    self._rounds = None
             return
         from ..carriers.tasks.host import serve_tasks
 
@@ -308,10 +388,12 @@ class Server(Registry):
         async with serve_tasks(self.task_binding, self.token_carrier, settings.url, lease=settings.lease,
                                ttl=settings.ttl, max_record_bytes=settings.max_bytes, on_change=changed) as carrier:
             self._tasks = carrier
+            self._rounds = carrier.rounds
             try:
                 yield
             finally:
                 self._tasks = None
+                self._rounds = None
 
     def settle_key(self) -> None:
         """Build the ``requestState`` key ring now, before the first request.
@@ -329,6 +411,11 @@ class Server(Registry):
     def tasks(self) -> TaskHost | None:
         """This node's tasks carrier while :meth:`running` (with task tools registered), else ``None``."""
         return self._tasks
+
+    @property
+    def rounds(self) -> RoundRecords | None:
+        """Where rounds that run once are recorded while :meth:`running` (with such handlers), else ``None``."""
+        return self._rounds
 
     @property
     def tasks_url(self) -> str | None:
@@ -375,6 +462,21 @@ class Server(Registry):
         return self._auth
 
     @property
+    def legacy(self) -> LegacyEra | None:
+        """The legacy era (2025-era sessions), or ``None`` when ``eras="modern"``.
+
+        What a transport drives for a client that opens with ``initialize`` (see
+        :class:`~mrtr.core.jsonrpc.SessionDispatcher`); its ``sessions`` is the
+        :class:`~mrtr.server.sessions.SessionRegistry`.
+        """
+        return self._legacy
+
+    @property
+    def eras(self) -> tuple[str, ...]:
+        """The eras served: ``("modern", "legacy")`` by default, ``("modern",)`` with ``eras="modern"``."""
+        return (MODERN, LEGACY) if self._legacy is not None else (MODERN,)
+
+    @property
     def answers(self) -> str:
         """The answer policy: ``"strict"`` or ``"lenient"``."""
         return self._answers
@@ -389,6 +491,10 @@ class Server(Registry):
             return self._subscriptions.available  # only while a transport can hold the stream
         offered = _OFFERED_BY_FAMILY.get(method.split("/", 1)[0])
         return offered is None or offered[1](self)
+
+    def _offered(self, family: str) -> bool:
+        """Whether the method family (``tools``, ``prompts``, ``resources``, ``completion``) is offered: both eras ask."""
+        return _OFFERED_BY_FAMILY[family][1](self)
 
     def capabilities(self) -> dict[str, Any]:
         """The server capabilities, derived from what is registered.
@@ -417,6 +523,7 @@ class Server(Registry):
         return ToolBinding(
             tool.fn, self._tool_arguments(tool, raw_arguments), lambda value: shape_tool_result(value, structured),
             lambda error: self._tool_error(name, error), tool.scopes,
+            lambda error: self.shown(error).to_error_object(),
         )
 
     # -- subscriptions ---------------------------------------------------------------
@@ -584,16 +691,16 @@ class Server(Registry):
         handler away from the event loop when the server was built with
         ``sync_handlers="thread"`` (``notify`` must then accept calls from that thread;
         see :mod:`mrtr.transports.shared`). Without ``run_sync`` every handler runs inline.
-        Protocol errors become error responses with their status hint; an unexpected
-        failure becomes ``-32603`` (logged with its traceback, never sent to the
-        client). ``auth`` is the caller's verified token; a protected server refuses a
+        Protocol errors become error responses with their status hint (as :meth:`shown`
+        gives them); an unexpected failure becomes ``-32603`` (logged with its
+        traceback, never sent to the client). ``auth`` is the caller's verified token; a protected server refuses a
         request without one.
         """
         request_id: Any = message.get("id")
         try:
             result = await self._dispatch(message, headers or {}, notify, run_sync, auth)
         except ProtocolError as error:
-            return Response.refusing(request_id, error)
+            return Response.refusing(request_id, self.shown(error))
         except Exception:
             log.exception("unexpected failure serving %s", message.get("method"))
             return Response.refusing(request_id, InternalError("Internal error"))
@@ -620,7 +727,14 @@ class Server(Registry):
         if self._auth is not None and auth is None:
             # Fail closed: a transport that cannot authenticate must not reach a protected server.
             raise InvalidRequest("Unauthorized: this server requires a verified bearer token")
-        # Unknown and removed methods (initialize, ping, ...) are -32601 whatever their params.
+        if method == "initialize" and era_of(message) == LEGACY:
+            # A legacy client cannot fall forward: name the versions this dispatch speaks (a
+            # transport serving the legacy era routes initialize to Server.legacy instead).
+            # One carrying the modern claim is a modern request for a removed method: -32601.
+            params = message.get("params")
+            requested = params.get("protocolVersion") if isinstance(params, Mapping) else None
+            raise UnsupportedProtocolVersion(requested if isinstance(requested, str) else "", list(SUPPORTED_VERSIONS))
+        # Unknown and removed methods (ping, logging/setLevel, ...) are -32601 whatever their params.
         if not self.serves(method):
             raise MethodNotFound(f"Method not found: {method}")
         handler = self._methods[method]
@@ -687,19 +801,27 @@ class Server(Registry):
         return self._cacheable(result)
 
     def _page(self, request: _Request, items: list[dict[str, Any]], member: str) -> dict[str, Any]:
-        offset = _decode_cursor(request.params.get("cursor"))
+        return self._cacheable(self._paged(request.params, items, member))
+
+    def _paged(self, params: Mapping[str, Any], items: list[dict[str, Any]], member: str) -> dict[str, Any]:
+        """The page of ``items`` a list request's ``cursor`` asks for, under ``member``: both eras page alike."""
+        offset = _decode_cursor(params.get("cursor"))
         if offset > len(items):
             raise InvalidParams("Invalid cursor")
         page = items[offset:offset + self.page_size]
         result: dict[str, Any] = {member: page}
         if offset + self.page_size < len(items):
             result["nextCursor"] = _encode_cursor(offset + self.page_size)
-        return self._cacheable(result)
+        return result
 
     def _permitted(self, request: _Request, scopes: tuple[str, ...]) -> bool:
+        return self._allows(request.auth, scopes)
+
+    def _allows(self, auth: Any, scopes: tuple[str, ...]) -> bool:
+        """Whether the caller's verified token grants ``scopes`` (always, on a server without ``auth=``)."""
         if self._auth is None or not scopes:
             return True
-        return request.auth is not None and bool(self._auth.satisfies(request.auth, scopes))
+        return auth is not None and bool(self._auth.satisfies(auth, scopes))
 
     async def _list_tools(self, request: _Request) -> dict[str, Any]:
         tools = [tool.definition for tool in self._tools.values() if self._permitted(request, tool.scopes)]
@@ -714,9 +836,13 @@ class Server(Registry):
     async def _list_templates(self, request: _Request) -> dict[str, Any]:
         return self._page(request, [template.definition for template in self._templates], "resourceTemplates")
 
+    def _named_tool(self, params: Mapping[str, Any]) -> tuple[str, Any]:
+        """The tool a ``tools/call`` names: -32602 for a missing or unknown name."""
+        return _named(params, self._tools, "tools/call", "tool")
+
     async def _call_tool(self, request: _Request) -> dict[str, Any]:
         params = request.params
-        name, tool = _named(params, self._tools, "tools/call", "tool")
+        name, tool = self._named_tool(params)
         if not self._permitted(request, tool.scopes):
             # The HTTP transports answer 403 before dispatch; this guards in-process callers.
             raise InvalidRequest(f"Forbidden: tool {name} needs the scopes {' '.join(tool.scopes)}")
@@ -727,13 +853,17 @@ class Server(Registry):
         arguments = self._tool_arguments(tool, params.get("arguments"))
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
-        try:
-            outcome = await self._execute(request, tool.fn, arguments, ctx, tool.thread)
-        except HandlerError as error:
-            return self._tool_error(name, error)
-        if isinstance(outcome, Interim):
-            return outcome.result
-        return shape_tool_result(outcome.result, tool.structured)
+
+        async def produce() -> dict[str, Any]:
+            try:
+                outcome = await self._execute(request, tool.fn, arguments, ctx, tool.thread)
+            except HandlerError as error:
+                return self._tool_error(name, error)
+            if isinstance(outcome, Interim):
+                return outcome.result
+            return shape_tool_result(outcome.result, tool.structured)
+
+        return await self._round(request, tool.once, principal, produce)
 
     def _tool_arguments(self, tool: Any, raw: Any) -> dict[str, Any]:
         if raw is None:
@@ -746,7 +876,12 @@ class Server(Registry):
             decoded = msgspec.convert(raw, tool.arguments_type, strict=False)
         except msgspec.ValidationError as exc:
             raise InvalidParams(f"Invalid arguments for tool {tool.name}: {exc}") from None
-        return {field_name: getattr(decoded, field_name) for field_name in tool.parameter_names}
+        arguments = {field_name: getattr(decoded, field_name) for field_name in tool.parameter_names}
+        for field_name, model in tool.models.items():
+            if arguments[field_name] is not None:
+                arguments[field_name] = models.validate(
+                    model, arguments[field_name], f"Invalid arguments for tool {tool.name}: `{field_name}`")
+        return arguments
 
     async def _task_method(self, request: _Request) -> dict[str, Any]:
         if not _declares_tasks(request.envelope):
@@ -770,8 +905,8 @@ class Server(Registry):
             return await tasks.update(task_id, principal, request.params.get("inputResponses"))
         return await tasks.cancel(task_id, principal)
 
-    async def _get_prompt(self, request: _Request) -> dict[str, Any]:
-        params = request.params
+    def _prompt_arguments(self, params: Mapping[str, Any]) -> tuple[str, Any, dict[str, Any]]:
+        """The prompt a ``prompts/get`` names and the arguments its handler gets: -32602 for bad ones."""
         name, prompt = _named(params, self._prompts, "prompts/get", "prompt")
         raw = params.get("arguments") or {}
         if not isinstance(raw, dict) or not all(isinstance(value, str) for value in raw.values()):
@@ -779,13 +914,21 @@ class Server(Registry):
         missing = [argument for argument in prompt.required if argument not in raw]
         if missing:
             raise InvalidParams(f"Invalid arguments for prompt {name}: missing required argument {missing[0]!r}")
-        arguments = {key: value for key, value in raw.items() if key in prompt.parameter_names}
+        return name, prompt, {key: value for key, value in raw.items() if key in prompt.parameter_names}
+
+    async def _get_prompt(self, request: _Request) -> dict[str, Any]:
+        name, prompt, arguments = self._prompt_arguments(request.params)
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
-        outcome = await self._run_protocol_handler(request, prompt.fn, arguments, ctx, prompt.thread)
-        if isinstance(outcome, Interim):
-            return outcome.result
-        return shape_prompt_result(outcome.result, prompt.definition.get("description"))
+
+        description = prompt.definition.get("description")
+
+        async def produce() -> dict[str, Any] | ProtocolError:
+            return await self._run_protocol_handler(request, prompt.fn, arguments, ctx,
+                                                    lambda value: shape_prompt_result(value, description),
+                                                    prompt.thread)
+
+        return await self._round(request, prompt.once, principal, produce)
 
     async def _read_resource(self, request: _Request) -> dict[str, Any]:
         params = request.params
@@ -796,13 +939,39 @@ class Server(Registry):
         if found is None:
             raise InvalidParams(f"Resource not found: {uri}", data={"uri": uri})
         entry, arguments = found
-        fn, mime_type = entry.fn, entry.mime_type
         principal = await self._principal(request)
         ctx = self._context(request, arguments, principal, uri)
-        outcome = await self._run_protocol_handler(request, fn, arguments, ctx, entry.thread)
-        if isinstance(outcome, Interim):
-            return outcome.result
-        return self._cacheable(shape_resource_result(outcome.result, uri, mime_type), ttl_ms=0)
+
+        async def produce() -> dict[str, Any] | ProtocolError:
+            return await self._run_protocol_handler(
+                request, entry.fn, arguments, ctx,
+                lambda value: self._cacheable(shape_resource_result(value, uri, entry.mime_type), ttl_ms=0),
+                entry.thread)
+
+        return await self._round(request, entry.once, principal, produce)
+
+    async def _round(self, request: _Request, once: bool, principal: str | None,
+                     produce: Callable[[], Awaitable[dict[str, Any] | ProtocolError]]) -> dict[str, Any]:
+        """The result of one round: ``produce``'s, run at most once per token for a handler declared ``once``.
+
+        A ``once`` round that carries a token goes through :attr:`rounds` (a retry gets
+        the recorded result or error); one without a token (a first call) has nothing to
+        name it and runs as any other. The tasks carrier keys the rounds it serves itself.
+        An error ``produce`` returns is the round's answer, recorded like a result.
+        """
+        if once and self._carrier_for(request) is self.token_carrier:
+            request.checked = self.token_carrier.check(request.method, request.params, principal)
+            key = request.checked.key()
+            if key is not None:
+                rounds = self._rounds
+                if rounds is None:
+                    raise InternalError("Internal error: no task store is running for the rounds that run once "
+                                        "(enter Server.running())")
+                return await rounds.once(key, produce)
+        outcome = await produce()
+        if isinstance(outcome, ProtocolError):
+            raise outcome
+        return outcome
 
     def _carrier_for(self, request: _Request) -> Carrier:
         """The carrier that holds this request's ledger.
@@ -822,30 +991,72 @@ class Server(Registry):
         carrier = self._carrier_for(request)
         # Where its sync code runs is decided in run_handler, from this placement and the transport's run_sync.
         placement = Placement(thread or self.sync_handlers == "thread", self.stall_warning)
+        if request.checked is not None and carrier is self.token_carrier:  # its token is read already
+            return await self.token_carrier.execute(request.method, request.params, fn, arguments, ctx,
+                                                    run_sync=request.run_sync, checked=request.checked,
+                                                    placement=placement)
         return await carrier.execute(request.method, request.params, fn, arguments, ctx, run_sync=request.run_sync,
                                      placement=placement)
 
-    async def _run_protocol_handler(self, request: _Request, fn: Any, arguments: Mapping[str, Any],
-                                    ctx: Context, thread: bool = False) -> CarrierOutcome:
+    async def _run_protocol_handler(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context,
+                                    shape: Callable[[Any], dict[str, Any]],
+                                    thread: bool = False) -> dict[str, Any] | ProtocolError:
+        """A prompt's or resource's round: the result ``shape`` makes of its value, the carrier's interim
+        result, or its handler's failure as the ``-32603`` to answer (returned, so a round that runs once
+        records it)."""
         try:
-            return await self._execute(request, fn, arguments, ctx, thread)
+            outcome = await self._execute(request, fn, arguments, ctx, thread)
         except HandlerError as error:
-            text = self._handler_failed(request.method, ctx.target, error)
-            raise InternalError(f"Internal error: {text}" if text else "Internal error") from None
+            return self._internal_error(request.method, ctx.target, error)
+        if isinstance(outcome, Interim):
+            return outcome.result
+        return shape(outcome.result)
+
+    def _internal_error(self, method: str, target: Any, error: HandlerError) -> InternalError:
+        """A failed prompt or resource handler as its ``-32603`` (they have no error result), in both eras."""
+        text = self._handler_failed(method, target, error)
+        return InternalError(text if error.public else f"Internal error: {text}")
 
     def _tool_error(self, name: str, error: HandlerError) -> dict[str, Any]:
-        """A failing tool's result: the error as tool output, so the model can see it (unless masked)."""
-        text = self._handler_failed("tools/call", name, error) or "The tool failed with an internal error."
+        """A failing tool's result: the error as tool output, so the model can see it (as much as may be shown)."""
+        text = self._handler_failed("tools/call", name, error)
         return {"resultType": "complete", "content": [{"type": "text", "text": text}], "isError": True}
 
-    def _handler_failed(self, method: str, target: Any, error: HandlerError) -> str | None:
-        """Log a failed handler with its traceback; the text the client may see (``None`` when masked)."""
+    def _handler_failed(self, method: str, target: Any, error: HandlerError) -> str:
+        """Log a failed handler with its traceback and a reference; the text the client may see.
+
+        Everything when errors are not masked; a :class:`~mrtr.core.errors.PublicError`'s
+        message always; otherwise a generic sentence naming the target and the reference
+        the log line carries, so an operator can find the traceback a user reports.
+        """
+        reference = secrets.token_hex(4)
         where = f" at {error.location}" if error.location else ""
-        log.error("%s %r failed%s: %s", method, target, where, error.message, exc_info=error.__cause__)
-        return None if self.mask_errors else error.message
+        log.error("%s %r failed%s [reference %s]: %s", method, target, where, reference, error.message,
+                  exc_info=error.__cause__)
+        if error.public or not self.mask_errors:
+            return error.message
+        return (f"{_KIND_OF.get(method, 'handler')} {target} failed with an internal error "
+                f"(reference {reference}; the server's log has the details)")
+
+    def shown(self, error: ProtocolError) -> ProtocolError:
+        """``error`` as this server shows it to clients: :meth:`~mrtr.core.errors.ProtocolError.masked` when masking.
+
+        The runtime's own diagnostics (a replay mismatch) keep their code, data and
+        contract, and leave out the handler's files, source lines and values.
+        """
+        if not self.mask_errors:
+            return error
+        masked = error.masked()
+        if masked is not error:
+            # The client gets the brief form; whoever runs the server needs the whole diagnostic.
+            log.warning("%s (the client was sent this without the handler's files and lines)", error.message)
+        return masked
 
     async def _complete(self, request: _Request) -> dict[str, Any]:
-        params = request.params
+        return {"resultType": "complete", **await self._completion_of(request.params)}
+
+    async def _completion_of(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``{"completion": ...}`` a ``completion/complete`` with ``params`` answers, in both eras."""
         ref = params.get("ref")
         argument = params.get("argument")
         if not isinstance(ref, dict) or not isinstance(argument, dict):
@@ -859,11 +1070,21 @@ class Server(Registry):
         except ProtocolError:
             raise
         except Exception as exc:
-            log.error("completion/complete failed", exc_info=exc)
-            raise InternalError("Internal error" if self.mask_errors else f"Internal error: completion failed: {exc}") from exc
+            reference = secrets.token_hex(4)
+            log.error("completion/complete failed [reference %s]", reference, exc_info=exc)
+            raise InternalError(f"Internal error: completion failed (reference {reference})" if self.mask_errors
+                                else f"Internal error: completion failed: {exc}") from exc
         completion = dict(values) if isinstance(values, dict) else {"values": list(values or [])}
         completion["values"] = [str(value) for value in completion.get("values", [])][:100]
-        return {"resultType": "complete", "completion": completion}
+        return {"completion": completion}
+
+
+_KIND_OF = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}
+
+
+def _env_flag(name: str) -> bool:
+    """A yes/no environment variable: ``1``, ``true``, ``yes`` or ``on`` (any case) mean yes."""
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _declares_tasks(envelope: _Envelope) -> bool:
@@ -904,6 +1125,7 @@ class _Request:
     id: Any
     run_sync: RunSync | None
     auth: Any = None  # the verified mrtr.auth.AccessToken, on a protected server
+    checked: CheckedToken | None = None  # its token, once read for a round that runs once
 
 
 def _read_envelope(params: Mapping[str, Any]) -> _Envelope:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import re
+import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,9 +20,12 @@ from typing import Any
 
 import msgspec
 
+from ..core import models
+from ..core.docstrings import first_paragraph
 from ..core.errors import InvalidParams
 from ..core.mirroring import InvalidHeaderSchema, is_token, mirrored_parameters
 from ..core.replay import CONTEXT_NAMES, handler_spec
+from ..core.versions import set_handler_version
 
 __all__ = ["Header", "PromptEntry", "Registry", "ResourceEntry", "TemplateEntry", "ToolEntry"]
 
@@ -73,6 +77,8 @@ class ToolEntry:
     check_arguments: Callable[[Mapping[str, Any]], None] | None = None  # a hand-written inputSchema
     scopes: tuple[str, ...] = ()  # OAuth scopes a caller needs on a protected server
     task: str | None = None  # "optional" or "required": may run as a task (the tasks extension)
+    models: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # parameter -> pydantic model it is
+    once: bool = False  # the round that completes a conversation runs at most once per token
     thread: bool = False  # its sync code runs in a worker thread, whatever the server's sync_handlers
 
 
@@ -85,6 +91,7 @@ class PromptEntry:
     parameter_names: tuple[str, ...]
     required: tuple[str, ...]
     definition: dict[str, Any]
+    once: bool = False
     thread: bool = False
 
 
@@ -96,6 +103,7 @@ class ResourceEntry:
     fn: Any
     definition: dict[str, Any]
     mime_type: str | None
+    once: bool = False
     thread: bool = False
 
 
@@ -107,19 +115,26 @@ class TemplateEntry:
     fn: Any
     definition: dict[str, Any]
     mime_type: str | None
+    once: bool = False
     thread: bool = False
 
 
-def _first_paragraph(doc: str | None) -> str | None:
-    if not doc:
-        return None
-    return inspect.cleandoc(doc).split("\n\n")[0].replace("\n", " ").strip() or None
+def _versioned(kind: str, fn: Any, version: str | None, once: Any) -> None:
+    """Check the ``once`` and ``version`` options every decorator takes; record the version."""
+    if not isinstance(once, bool):
+        raise TypeError(f"@server.{kind}: once must be True or False, got {once!r}")
+    if version is not None:
+        set_handler_version(fn, version)
 
 
 def _describe(definition: dict[str, Any], fn: Any, title: str | None, description: str | None,
               mime_type: str | None = None) -> dict[str, Any]:
-    """Add the optional display members; the description defaults to the docstring's first paragraph."""
-    for key, value in (("title", title), ("description", description or _first_paragraph(fn.__doc__)),
+    """Add the optional display members; the description defaults to the docstring's first paragraph.
+
+    As plain text: a docstring's reStructuredText markup means nothing to a client or a
+    model (:mod:`mrtr.core.docstrings`). A description given explicitly is published as given.
+    """
+    for key, value in (("title", title), ("description", description or first_paragraph(fn.__doc__)),
                        ("mimeType", mime_type)):
         if value:
             definition[key] = value
@@ -179,12 +194,17 @@ def _check_parameter_schemas(owner: str, fn: Any, parameters: list[inspect.Param
                 "`mrtr.Context` if it is meant to receive the request context"
             )
         annotation, _ = _strip_header(hints[parameter.name])
+        model = _model_of(annotation)
         try:
-            msgspec.json.schema(annotation)
-        except (TypeError, ValueError) as exc:
+            if model is not None:
+                models.json_schema(model)
+            else:
+                msgspec.json.schema(annotation)
+        except (TypeError, ValueError, ImportError) as exc:
             raise TypeError(
                 f"tool {owner}{_where(fn)}: parameter {parameter.name!r} has no JSON Schema ({exc}); use types msgspec "
-                "can describe (str, int, float, bool, lists, dicts, Literal, Enum, Struct, dataclass, TypedDict), "
+                "can describe (str, int, float, bool, lists, dicts, Literal, Enum, Struct, dataclass, TypedDict, "
+                "pydantic model), "
                 "or annotate it `mrtr.Context` if it is meant to receive the request context"
             ) from None
 
@@ -214,12 +234,30 @@ def _inline_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
+def _model_of(annotation: Any) -> Any:
+    """The pydantic model a parameter is (``Model`` or ``Model | None``), else ``None``."""
+    if models.is_model(annotation):
+        return annotation
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        members = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        if len(members) == 1 and models.is_model(members[0]):
+            return members[0]
+    return None
+
+
 def _arguments_struct(owner: str, parameters: list[inspect.Parameter], hints: Mapping[str, Any]) -> tuple[Any, dict[str, str]]:
-    """A Struct that decodes a tool's arguments, and its ``x-mcp-header`` names by parameter."""
+    """A Struct that decodes a tool's arguments, and its ``x-mcp-header`` names by parameter.
+
+    A parameter that is a pydantic model arrives as an object here and is validated by
+    pydantic afterwards (:attr:`ToolEntry.models`).
+    """
     fields: list[tuple[Any, ...]] = []
     headers: dict[str, str] = {}
     for parameter in parameters:
         annotation, header = _strip_header(hints.get(parameter.name, Any))
+        model = _model_of(annotation)
+        if model is not None:
+            annotation = dict[str, Any] if annotation is model else dict[str, Any] | None
         if header is not None:
             headers[parameter.name] = header
         if parameter.default is inspect.Parameter.empty:
@@ -230,14 +268,35 @@ def _arguments_struct(owner: str, parameters: list[inspect.Parameter], hints: Ma
     return struct, headers
 
 
-def _tool_input_schema(owner: str, struct: Any, headers: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+def _merge_defs(owner: str, schema: dict[str, Any], defs: Mapping[str, Any]) -> None:
+    known = schema.setdefault("$defs", {})
+    for name, definition in defs.items():
+        if name in known and known[name] != definition:
+            raise TypeError(f"{owner}: two different types named {name!r} in its inputSchema; rename one")
+        known[name] = definition
+
+
+def _tool_input_schema(owner: str, struct: Any, headers: Mapping[str, str],
+                       model_parameters: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
     """The ``inputSchema`` for a tool's arguments, and its mirrored headers (lowercase) by parameter.
 
     The annotations are checked by the rules every HTTP client applies to the published
-    schema, so the server never publishes a tool that clients must leave out.
+    schema, so the server never publishes a tool that clients must leave out. A pydantic
+    model parameter gets pydantic's own schema, its definitions beside msgspec's.
     """
     schema = _inline_schema(msgspec.json.schema(struct))
     properties = schema.setdefault("properties", {})
+    for parameter, model in (model_parameters or {}).items():
+        published = dict(models.json_schema(model))
+        _merge_defs(owner, schema, published.pop("$defs", {}))
+        if "default" in properties[parameter]:
+            published["default"] = properties[parameter]["default"]
+        if parameter not in schema.get("required", ()):
+            published = {"anyOf": [published, {"type": "null"}], **({"default": published.pop("default")}
+                                                                       if "default" in published else {})}
+        properties[parameter] = published
+    if not schema.get("$defs"):
+        schema.pop("$defs", None)
     for parameter, header in headers.items():
         properties[parameter] = {**properties[parameter], "x-mcp-header": header}
     try:
@@ -250,8 +309,23 @@ def _tool_input_schema(owner: str, struct: Any, headers: Mapping[str, str]) -> t
 def _is_structured_type(hint: Any) -> bool:
     """Whether a return annotation describes an object worth an ``outputSchema``."""
     if isinstance(hint, type):
-        return issubclass(hint, msgspec.Struct) or dataclasses.is_dataclass(hint) or typing.is_typeddict(hint)
+        return (issubclass(hint, msgspec.Struct) or dataclasses.is_dataclass(hint) or typing.is_typeddict(hint)
+                or models.is_model(hint))
     return typing.get_origin(hint) is dict
+
+
+def _output_schema(owner: str, fn: Any, hint: Any) -> dict[str, Any]:
+    """The ``outputSchema`` of a tool's return type, refused at registration when there is none."""
+    try:
+        if models.is_model(hint):
+            return _inline_schema(models.json_schema(hint, mode="serialization"))
+        return _inline_schema(msgspec.json.schema(hint))
+    except (TypeError, ValueError, ImportError) as exc:
+        raise TypeError(
+            f"tool {owner}{_where(fn)}: its return type {getattr(hint, '__qualname__', hint)} has no JSON Schema "
+            f"({exc}); return types msgspec or pydantic can describe (a Struct, dataclass, TypedDict or pydantic "
+            "model of str, int, float, bool, lists, dicts, Literal, Enum...), or drop the return annotation"
+        ) from None
 
 
 def _type_hints(fn: Any) -> dict[str, Any]:
@@ -310,6 +384,15 @@ def _schema_check(tool_name: str, schema: dict[str, Any]) -> Callable[[Mapping[s
     return check
 
 
+def _twice(kind: str, what: str, first: Any, again: Any, fix: str) -> str:
+    """A second registration under a name already taken: both functions, where each is, and the fix."""
+    def named(fn: Any) -> str:
+        return f"{getattr(fn, '__qualname__', fn)!s}{_where(fn) or ' (location unknown)'}"
+
+    return (f"a {kind} {what} is already registered, by {named(first)}; {named(again)} registers it again. "
+            f"Give one of them another name ({fix}), or remove one")
+
+
 def _given_name(kind: str, given: str, name: str | None) -> str:
     if name is not None and name != given:
         raise TypeError(f"@server.{kind}({given!r}, name={name!r}) names the {kind} twice")
@@ -356,6 +439,8 @@ class Registry:
         input_schema: Mapping[str, Any] | None = None,
         scopes: Sequence[str] = (),
         task: str | None = None,
+        once: bool = False,
+        version: str | None = None,
         thread: bool = False,
     ) -> Any:
         """Register a tool. Usable bare (``@server.tool``) or with options.
@@ -381,6 +466,14 @@ class Registry:
         ``task="required"`` refuses clients without the extension (``-32021``). See
         ``docs/tasks.md``.
 
+        ``once=True`` runs the round that completes a conversation at most once per
+        ``requestState``: its result is recorded in the server's store, and a retry of it
+        (on any worker or node sharing the store) gets that result without the handler
+        running again. A first call without a token has nothing to name it and runs each
+        time. ``version`` names the handler's version in the tokens and tasks it records
+        (by default a digest of its code), which a replay mismatch after a deploy reports.
+        See ``docs/handlers.md`` (the idempotency contract).
+
         ``thread=True`` runs this sync handler in a worker thread (as
         ``Server(sync_handlers="thread")`` runs them all), so blocking code in it (a
         database call, a service request) does not stall the other requests; see
@@ -395,14 +488,17 @@ class Registry:
 
         def register(fn: Any) -> Any:
             _handler_callable("tool", fn)
+            _versioned("tool", fn, version, once)
             in_thread = _thread_choice("tool", fn, thread)
             tool_name = name or fn.__name__
             hints = _type_hints(fn)
             parameters = _signature_parameters(fn)
             _check_parameter_schemas(tool_name, fn, parameters, hints)
             struct, headers = _arguments_struct(_camel_owner(tool_name), parameters, hints)
+            model_parameters = {p.name: model for p in parameters
+                                if (model := _model_of(_strip_header(hints[p.name])[0])) is not None}
             definition = _describe({"name": tool_name}, fn, title, description)
-            generated, mirrored = _tool_input_schema(_camel_owner(tool_name), struct, headers)
+            generated, mirrored = _tool_input_schema(_camel_owner(tool_name), struct, headers, model_parameters)
             if input_schema is not None:
                 if input_schema.get("type") != "object":
                     raise ValueError(f"tool {tool_name}: input_schema must be an object schema (type: object)")
@@ -414,7 +510,7 @@ class Registry:
             returns = hints.get("return", inspect.Parameter.empty)
             structured = _is_structured_type(returns)
             if structured:
-                definition["outputSchema"] = _inline_schema(msgspec.json.schema(returns))
+                definition["outputSchema"] = _output_schema(tool_name, fn, returns)
                 if definition["outputSchema"].get("type") != "object":
                     definition.pop("outputSchema")
                     structured = False
@@ -422,13 +518,20 @@ class Registry:
                 definition["annotations"] = dict(annotations)
             if meta:
                 definition["_meta"] = dict(meta)
+            if task is not None:
+                # The 2026 schema has no member for it; the 2025 one's Tool.execution says it,
+                # and clients (mrtr list) read it there to tell a task tool before calling it.
+                definition["execution"] = {"taskSupport": task}
             if tool_name in self._tools:
-                raise ValueError(f"a tool named {tool_name!r} is already registered")
+                raise ValueError(_twice("tool", f"named {tool_name!r}", self._tools[tool_name].fn, fn,
+                                        "@server.tool(name=...)"))
             self._tools[tool_name] = ToolEntry(
                 tool_name, fn, struct, tuple(p.name for p in parameters), definition,
                 mirrored, structured, check_arguments,
                 tool_scopes,
                 task,
+                model_parameters,
+                once,
                 in_thread,
             )
             return fn
@@ -437,18 +540,20 @@ class Registry:
 
     def prompt(
         self, fn: Any = None, *, name: str | None = None, title: str | None = None, description: str | None = None,
-        thread: bool = False,
+        once: bool = False, version: str | None = None, thread: bool = False,
     ) -> Any:
         """Register a prompt; its parameters (strings) become the prompt's arguments.
 
         Usable bare (``@server.prompt``), with the name (``@server.prompt("review")``) or
-        with options. ``thread=True`` runs it in a worker thread (see :meth:`tool`).
+        with options. ``once`` and ``version`` are as for :meth:`tool`; ``thread=True`` runs it in a
+        worker thread (see :meth:`tool`).
         """
         if isinstance(fn, str):  # @server.prompt("name")
             fn, name = None, _given_name("prompt", fn, name)
 
         def register(fn: Any) -> Any:
             _handler_callable("prompt", fn)
+            _versioned("prompt", fn, version, once)
             in_thread = _thread_choice("prompt", fn, thread)
             prompt_name = name or fn.__name__
             hints = _type_hints(fn)
@@ -468,9 +573,10 @@ class Registry:
             if arguments:
                 definition["arguments"] = arguments
             if prompt_name in self._prompts:
-                raise ValueError(f"a prompt named {prompt_name!r} is already registered")
+                raise ValueError(_twice("prompt", f"named {prompt_name!r}", self._prompts[prompt_name].fn, fn,
+                                        "@server.prompt(name=...)"))
             self._prompts[prompt_name] = PromptEntry(
-                prompt_name, fn, tuple(p.name for p in parameters), tuple(required), definition, in_thread
+                prompt_name, fn, tuple(p.name for p in parameters), tuple(required), definition, once, in_thread
             )
             return fn
 
@@ -484,11 +590,13 @@ class Registry:
         title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
+        once: bool = False,
+        version: str | None = None,
         thread: bool = False,
     ) -> Callable[[Any], Any]:
         """Register a static resource at ``uri``; the handler returns its text or bytes.
 
-        ``thread=True`` runs it in a worker thread (see :meth:`tool`).
+        ``once`` and ``version`` are as for :meth:`tool`; ``thread=True`` runs it in a worker thread.
         """
         _resource_uri("resource", uri, '@server.resource("notes://welcome")')
         if "{" in uri:
@@ -499,10 +607,11 @@ class Registry:
         def register(fn: Any) -> Any:
             _handler_callable("resource", fn)
             in_thread = _thread_choice("resource", fn, thread)
+            _versioned("resource", fn, version, once)
             definition = _describe({"uri": uri, "name": name or fn.__name__}, fn, title, description, mime_type)
             if uri in self._resources:
-                raise ValueError(f"a resource at {uri!r} is already registered")
-            self._resources[uri] = ResourceEntry(uri, fn, definition, mime_type, in_thread)
+                raise ValueError(_twice("resource", f"at {uri!r}", self._resources[uri].fn, fn, "another uri"))
+            self._resources[uri] = ResourceEntry(uri, fn, definition, mime_type, once, in_thread)
             return fn
 
         return register
@@ -515,21 +624,25 @@ class Registry:
         title: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
+        once: bool = False,
+        version: str | None = None,
         thread: bool = False,
     ) -> Callable[[Any], Any]:
         """Register a resource template such as ``"notes://{id}/text"``.
 
         The handler receives each ``{variable}`` as a keyword argument (a single path
-        segment). ``thread=True`` runs it in a worker thread (see :meth:`tool`).
+        segment). ``once`` and ``version`` are as for :meth:`tool`; ``thread=True`` runs it in a worker
+        thread.
         """
         _resource_uri("resource_template", uri_template, '@server.resource_template("notes://{id}/text")')
 
         def register(fn: Any) -> Any:
             _handler_callable("resource_template", fn)
             in_thread = _thread_choice("resource_template", fn, thread)
+            _versioned("resource_template", fn, version, once)
             definition = _describe({"uriTemplate": uri_template, "name": name or fn.__name__}, fn, title,
                                    description, mime_type)
-            self._templates.append(TemplateEntry(_compile_template(uri_template), fn, definition, mime_type,
+            self._templates.append(TemplateEntry(_compile_template(uri_template), fn, definition, mime_type, once,
                                                  in_thread))
             return fn
 
@@ -551,6 +664,13 @@ class Registry:
     def has_task_tools(self) -> bool:
         """Whether any tool may run as a task (the server then needs a task store)."""
         return any(tool.task for tool in self._tools.values())
+
+    @property
+    def has_once_handlers(self) -> bool:
+        """Whether any handler was declared ``once=True`` (the server then records rounds in its store)."""
+        entries: list[Any] = [*self._tools.values(), *self._prompts.values(), *self._resources.values(),
+                              *self._templates]
+        return any(entry.once for entry in entries)
 
     def tool_definitions(self) -> list[dict[str, Any]]:
         """The ``Tool`` objects ``tools/list`` reports, in registration order."""
@@ -583,11 +703,11 @@ class Registry:
         found = self.resource_entry(uri)
         if found is None:
             return None
-        entry, arguments = found
-        return entry.fn, entry.mime_type, arguments
+        entry, variables = found
+        return entry.fn, entry.mime_type, variables
 
     def resource_entry(self, uri: str) -> tuple[ResourceEntry | TemplateEntry, dict[str, Any]] | None:
-        """The registration serving ``uri`` and its template variables (see :meth:`find_resource`), or ``None``."""
+        """The registration serving ``uri`` and its template variables, or ``None`` (see :meth:`find_resource`)."""
         resource = self._resources.get(uri)
         if resource is not None:
             return resource, {}

@@ -1,8 +1,8 @@
 """Result shaping: what handlers return, turned into MCP results.
 
 Handlers return plain values; these functions give them the wire shape. A tool may
-return text, content blocks, a ``CallToolResult``, or any msgspec-encodable value (sent
-as text and, when it is an object, as ``structuredContent``); a prompt returns text,
+return text, content blocks, a ``CallToolResult``, or any msgspec-encodable value or
+pydantic model (sent as text and, when it is an object, as ``structuredContent``); a prompt returns text,
 messages or a ``GetPromptResult``; a resource returns text, bytes, contents or a
 ``ReadResourceResult``.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from ..core import wire
+from ..core import models, wire
 from ..core.jsonrpc import encode
 
 __all__ = ["shape_prompt_result", "shape_resource_result", "shape_tool_result"]
@@ -35,7 +35,7 @@ def shape_tool_result(value: Any, structured: bool) -> dict[str, Any]:
     elif isinstance(value, list) and value and all(isinstance(item, dict) and "type" in item for item in value):
         result = {"content": list(value)}
     else:
-        data = msgspec.to_builtins(value)
+        data = msgspec.to_builtins(value, enc_hook=models.enc_hook)  # a pydantic model as its JSON form
         result = {"content": [{"type": "text", "text": encode(data).decode()}]}
         if isinstance(data, dict):
             result["structuredContent"] = data

@@ -3,7 +3,8 @@
 A transport that can hold a stream attaches its hub (a
 :class:`~mrtr.core.jsonrpc.Broadcast`) while it serves; :class:`Subscriptions` keeps the
 attached hubs, fans each server-wide notification out to all of them (list changes,
-resource updates, task status changes), and serves one listen request: it checks what
+resource updates, task status changes) and to the legacy era's sessions (a relay), and
+serves one listen request: it checks what
 the request asks to hear, registers a listener before acknowledging (so nothing
 published after the acknowledgement is missed), and relays what matches until the
 stream ends. The server decides what a caller may hear (which families are offered,
@@ -33,10 +34,15 @@ LISTEN_FILTERS = {
 class Subscriptions:
     """The hubs transports attached while serving, and the listen streams that use them."""
 
-    __slots__ = ("_hubs",)
+    __slots__ = ("_hubs", "_relays")
 
     def __init__(self) -> None:
         self._hubs: list[Broadcast] = []
+        self._relays: list[Callable[[str, dict[str, Any]], None]] = []
+
+    def relay(self, deliver: Callable[[str, dict[str, Any]], None]) -> None:
+        """Hand every published notification to ``deliver`` too (the legacy era's sessions), from any thread."""
+        self._relays.append(deliver)
 
     def attach(self, hub: Broadcast) -> Callable[[], None]:
         """Let listen streams use ``hub``; returns the function that detaches it."""
@@ -52,6 +58,8 @@ class Subscriptions:
         """Queue a notification for every listener of every attached hub; callable from any thread."""
         for hub in list(self._hubs):
             hub.publish(method, params)
+        for deliver in self._relays:
+            deliver(method, params)
 
     async def listen(
         self,

@@ -25,7 +25,7 @@ import trio
 from ..core.jsonrpc import Dispatcher, Notify
 from .logs import write_behind
 
-__all__ = ["Hub", "HubListener", "lifespan", "run_in_thread", "thread_safe"]
+__all__ = ["Hub", "HubListener", "from_any_thread", "lifespan", "run_in_thread", "thread_safe"]
 
 log = logging.getLogger("mrtr")
 
@@ -53,6 +53,35 @@ def thread_safe(notify: Notify) -> Notify:
     return relay
 
 
+def from_any_thread(notify: Notify) -> Notify:
+    """``notify`` made callable from any thread: calls off the current trio loop are queued onto it.
+
+    Unlike :func:`thread_safe`, the caller never waits and need not be a trio worker
+    thread; after the loop has stopped, calls are dropped (nobody is listening).
+    """
+    token = trio.lowlevel.current_trio_token()
+
+    def relay(method: str, params: dict[str, Any]) -> None:
+        _on_loop(token, notify, method, params)
+
+    return relay
+
+
+def _on_loop(token: trio.lowlevel.TrioToken, fn: Callable[..., None], *args: Any) -> None:
+    """Call ``fn(*args)`` on the loop of ``token``: now when already there, else queued from this thread."""
+    try:
+        here = trio.lowlevel.current_trio_token() is token
+    except RuntimeError:
+        here = False
+    if here:
+        fn(*args)
+        return
+    try:
+        token.run_sync_soon(fn, *args)
+    except trio.RunFinishedError:  # the transport has stopped: nobody is listening
+        pass
+
+
 class Hub:
     """Delivers server-wide notifications (list changes, resource updates) to listen streams.
 
@@ -71,17 +100,7 @@ class Hub:
 
     def publish(self, method: str, params: dict[str, Any]) -> None:
         """Queue ``method`` with ``params`` for every listener; callable from any thread."""
-        try:
-            on_loop = trio.lowlevel.current_trio_token() is self._token
-        except RuntimeError:
-            on_loop = False
-        if on_loop:
-            self._deliver(method, params)
-            return
-        try:
-            self._token.run_sync_soon(self._deliver, method, params)
-        except trio.RunFinishedError:  # the transport has stopped: nobody is listening
-            pass
+        _on_loop(self._token, self._deliver, method, params)
 
     def _deliver(self, method: str, params: dict[str, Any]) -> None:
         for channel in list(self._listeners):

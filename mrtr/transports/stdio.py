@@ -9,7 +9,8 @@ protocol messages and nothing else; logs go to stderr.
   never interleave. Notifications a handler sends (progress, log messages) are queued
   in order and therefore reach the client before that request's response.
 - ``notifications/cancelled`` (``params.requestId``) cancels the matching request in
-  flight; nothing more is written for it. Other client notifications are ignored.
+  flight; nothing more is written for it. Other client notifications are ignored by the
+  modern era.
 - A request reusing the id of a request still in flight is refused with ``-32600``;
   the first one keeps running.
 - At most ``max_in_flight`` requests (64 by default) are held at once, counting a
@@ -26,6 +27,20 @@ protocol messages and nothing else; logs go to stderr.
   period, 10 s by default, after which they are cancelled without a response) and
   returns.
 
+Both protocol eras are served when the dispatcher has a legacy era
+(:attr:`~mrtr.core.jsonrpc.Dispatcher.legacy`). The first request pins the connection:
+``initialize`` (or any request without the modern ``_meta`` claim) to the legacy era,
+a request carrying the claim to the modern one; a ``server/discover`` probe is answered
+by the modern era and pins nothing, and notifications before the first request are
+kept (16 at most) and replayed into the era chosen. Once pinned, a request of the other
+era is refused (``-32600`` on a legacy connection; ``initialize`` on a modern one gets
+the modern era's ``-32022`` naming its versions). In a legacy connection the server's
+own requests (``elicitation/create``, ``sampling/createMessage``, ``roots/list``) are
+lines on stdout too, and the client's answers, lines on stdin, go to the call waiting
+for them (:mod:`mrtr.transports.pending`); a call waiting for an answer gives its
+``max_in_flight`` place back meanwhile, so the answers can always be read. On EOF the
+session ends and such calls fail at once instead of waiting out the grace period.
+
 Errors that cannot be tied to a request (a line that is not JSON, a line over the size
 limit, a message whose ``id`` cannot be read) are sent without an ``id``: the MCP
 schema makes ``id`` optional on error responses and does not allow ``null``.
@@ -40,17 +55,20 @@ import signal
 import stat
 import sys
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
+from ..core.eras import LEGACY, MODERN, era_of
 from ..core.errors import InvalidRequest, ParseError, ProtocolError
 from ..core.jsonrpc import Dispatcher, Response, is_request, parse_message
+from ..core.peer import Peer
 from .logs import AccessRecord
 from .outgoing import NotificationSink, encode_response
-from .shared import Hub, lifespan, run_in_thread, thread_safe
+from .pending import PendingRequests
+from .shared import Hub, from_any_thread, lifespan, run_in_thread, thread_safe
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD",
@@ -221,21 +239,36 @@ class _LineReader:
 class _Slot:
     """One of the ``max_in_flight`` places a line read from stdin holds until answered."""
 
-    __slots__ = ("_limit", "record", "_held")
+    __slots__ = ("_limit", "record", "_held", "_place")
 
     def __init__(self, limit: trio.Semaphore) -> None:
         self._limit = limit
         self.record: AccessRecord | None = None
-        self._held = True
+        self._held = True  # the request is not answered yet
+        self._place = True  # it holds a place of the semaphore
 
     def release(self, outcome: str | None = None) -> None:
         """Free the place (once) and log the request's access line, if it has one."""
         if not self._held:
             return
         self._held = False
-        self._limit.release()
+        if self._place:
+            self._place = False
+            self._limit.release()
         if self.record is not None:
             self.record.finish(outcome=outcome)
+
+    def lend(self) -> None:
+        """Give the place back while the request waits for the client: its answers need places to be read."""
+        if self._place:
+            self._place = False
+            self._limit.release()
+
+    async def reclaim(self) -> None:
+        """Take a place again once the client answered (a cancelled wait leaves it given back)."""
+        if self._held and not self._place:
+            await self._limit.acquire()
+            self._place = True
 
 
 @dataclass(eq=False)
@@ -244,6 +277,7 @@ class _InFlight:
     message: Mapping[str, Any]
     slot: _Slot
     notes: NotificationSink
+    legacy: bool = False
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     cancelled: bool = False
     done: bool = False
@@ -267,7 +301,46 @@ class _Notifications(NotificationSink):
         self.session.queue(self.entry, data, None)
 
 
+class _Outlet(NotificationSink):
+    """The legacy session's notifications unrelated to any request (list changes, resource updates)."""
+
+    __slots__ = ("session",)
+
+    def __init__(self, session: _Session) -> None:
+        super().__init__()
+        self.session = session
+
+    def full(self) -> bool:
+        return self.session.queued_notifications >= self.session.notification_buffer
+
+    def deliver(self, data: bytes) -> None:
+        self.session.queued_notifications += 1
+        self.session.queue(None, data, None)
+
+
+class _StdioPeer:
+    """One legacy call's way to the client: stdout, giving its place back while it waits for answers."""
+
+    __slots__ = ("_peer", "_slot")
+
+    def __init__(self, peer: Peer, slot: _Slot) -> None:
+        self._peer = peer
+        self._slot = slot
+
+    async def request_all(self, requests: Sequence[tuple[str, dict[str, Any]]], *,
+                          timeout: float) -> list[dict[str, Any]]:
+        """Send the round on stdout and wait for its answers; see :class:`~mrtr.core.peer.Peer`."""
+        self._slot.lend()
+        try:
+            return await self._peer.request_all(requests, timeout=timeout)
+        finally:
+            await self._slot.reclaim()
+
+
 _Line = tuple["_InFlight | None", bytes, "_Slot | None"]
+
+_EARLY_NOTIFICATIONS = 16
+"""Notifications kept from before the first request, to replay once the era is known."""
 
 
 class _Session:
@@ -275,6 +348,15 @@ class _Session:
         self.server = server
         self.stdout = stdout
         self.in_flight: dict[Any, _InFlight] = {}
+        # The era, pinned by the first request but a server/discover probe (None until then). A
+        # dispatcher without the legacy era never pins: every message is served as it always was.
+        self.legacy = server.legacy
+        self.era: str | None = None
+        self.early: list[Mapping[str, Any]] = []
+        self.session_id: str | None = None
+        self.version: str | None = None
+        self.pending: PendingRequests | None = None
+        self.outlet = _Outlet(self)
         self.limit = trio.Semaphore(max_in_flight)
         self.notification_buffer = notification_buffer
         self.queued_notifications = 0
@@ -321,7 +403,12 @@ class _Session:
 
     # reading and dispatch
 
-    def dispatch(self, nursery: trio.Nursery, line: bytes, slot: _Slot) -> None:
+    def send_request(self, data: bytes) -> None:
+        """Queue a request of ours (or its withdrawal) as a line; counted with the notifications, never dropped."""
+        self.queued_notifications += 1
+        self.queue(None, data, None)
+
+    async def dispatch(self, nursery: trio.Nursery, line: bytes, slot: _Slot) -> None:
         try:
             message = parse_message(line)
         except ParseError as error:
@@ -332,11 +419,12 @@ class _Session:
             return
         if "id" not in message:
             slot.release()
-            self.notification(message)
+            self.notification(nursery, message)
             return
-        if not is_request(message):  # a response: JSON-RPC answers none, not even with an error
+        if not is_request(message):  # a response: the answer to a request of ours, if any waits for it
             slot.release()
-            log.debug("ignoring a response to id %r: this server sends no requests", message["id"])
+            if self.pending is None or not self.pending.answer(message):
+                log.debug("ignoring a response to id %r: no request of ours waits for it", message["id"])
             return
         slot.record = AccessRecord("stdio")
         slot.record.request(message)
@@ -348,14 +436,65 @@ class _Session:
                 slot,
             )
             return
+        era = self.route(message, nursery)
+        if era == LEGACY:
+            slot.record.round = None  # a live call has no rounds of its own: its questions ride this request
+        if era == LEGACY and message["method"] == "initialize" and self.session_id is None:
+            await self.initialize(message, slot)  # inline: the next line may already need the session
+            return
+        if era == LEGACY and era_of(message) == MODERN:
+            self.queue_error(request_id, InvalidRequest(
+                f"Invalid Request: this connection began with initialize and speaks MCP {self.version or 'of 2025'}; "
+                "a request carrying io.modelcontextprotocol/protocolVersion belongs to the modern era "
+                "(start a new connection for it)"), slot)
+            return
         notes = _Notifications(self)
-        entry = notes.entry = _InFlight(request_id, message, slot, notes)
+        entry = notes.entry = _InFlight(request_id, message, slot, notes, legacy=era == LEGACY)
         self.in_flight[request_id] = entry
         nursery.start_soon(self.run_request, entry, name=f"mrtr.stdio request {request_id!r}")
 
-    def notification(self, message: Mapping[str, Any]) -> None:
-        if message["method"] != "notifications/cancelled":
-            log.debug("ignoring notification %s", message["method"])
+    def route(self, message: Mapping[str, Any], nursery: trio.Nursery) -> str:
+        """The era a request is served in, pinning the connection's era on its first request.
+
+        A ``server/discover`` probe is answered by the modern era without pinning, so a
+        client may probe and then still ``initialize``.
+        """
+        if self.legacy is None:
+            return MODERN
+        if self.era is None:
+            if message["method"] == "server/discover":
+                return MODERN
+            self.era = era_of(message)
+            log.debug("the first request (%s) pins this connection to the %s era", message["method"], self.era)
+            early, self.early = self.early, []
+            for notice in early:
+                self.notification(nursery, notice)
+        return self.era
+
+    async def initialize(self, message: Mapping[str, Any], slot: _Slot) -> None:
+        assert self.legacy is not None
+        outlet = from_any_thread(self.outlet)
+        response, session_id = await self.legacy.initialize(message, outlet=outlet, lasting=True)
+        if session_id is not None:
+            self.session_id = session_id
+            self.version = response.message["result"]["protocolVersion"]
+            self.pending = PendingRequests(self.send_request)
+        self.queue_response(None, response, slot)
+
+    def notification(self, nursery: trio.Nursery, message: Mapping[str, Any]) -> None:
+        method = message["method"]
+        if method != "notifications/cancelled":
+            if self.legacy is None or self.era == MODERN:
+                log.debug("ignoring notification %s", method)
+            elif self.era is None:
+                if len(self.early) < _EARLY_NOTIFICATIONS:
+                    self.early.append(message)
+                else:
+                    log.debug("dropping %s: too many notifications before the first request", method)
+            else:
+                if method == "notifications/initialized" and self.pending is not None:
+                    self.pending.mark_ready()
+                nursery.start_soon(self.legacy.notification, self.session_id, message)
             return
         params = message.get("params") or {}
         request_id = params.get("requestId")
@@ -372,12 +511,34 @@ class _Session:
         entry.notes.close()
         entry.scope.cancel()
 
+    def no_session(self) -> PendingRequests:
+        """Where a request before ``initialize`` would ask the client: nowhere (the session refuses it first)."""
+        pending = PendingRequests(self.send_request)
+        pending.end("the session is not initialized")
+        return pending
+
+    async def end(self, reason: str) -> None:
+        """The input is gone: the session ends, and handlers waiting for answers fail now, not after the grace period."""
+        if self.pending is not None:
+            self.pending.end(reason)
+        # A list change published from another thread may still be on its way: it is dropped,
+        # never queued behind the writer's end.
+        self.outlet.close()
+        if self.legacy is not None and self.session_id is not None:
+            await self.legacy.close(self.session_id)
+
     async def run_request(self, entry: _InFlight) -> None:
         queued = False
         try:
             with entry.scope:
-                response = await self.server.respond(entry.message, notify=thread_safe(entry.notes),
-                                                      run_sync=run_in_thread)
+                if entry.legacy:
+                    assert self.legacy is not None
+                    peer = _StdioPeer((self.pending or self.no_session()).peer(), entry.slot)
+                    response = await self.legacy.respond(self.session_id, entry.message, peer=peer,
+                                                         notify=thread_safe(entry.notes), run_sync=run_in_thread)
+                else:
+                    response = await self.server.respond(entry.message, notify=thread_safe(entry.notes),
+                                                          run_sync=run_in_thread)
             if entry.cancelled:
                 return
             entry.notes.close()
@@ -472,8 +633,9 @@ async def _serve(session: _Session, stdin: Any, max_line_bytes: int, grace_perio
                 if not line.strip():
                     slot.release()
                     continue
-                session.dispatch(requests, line, slot)
+                await session.dispatch(requests, line, slot)
             hub.close()  # listen streams end with their result; the rest get the grace period
+            await session.end("the client closed stdin")
             if session.in_flight:
                 log.info("stdin closed; waiting up to %gs for %d request(s) in flight",
                          grace_period, len(session.in_flight))

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import trio
 
-from mrtr import Context, Elicit, ElicitURL, Form, ListRoots, Sample
+from mrtr import Context, Elicit, ElicitURL, Form, ListRoots, PublicError, Sample
 from mrtr.server import Header, Server
 
 server = Server("client-test", "1.0.0", secret=b"c" * 32)
@@ -111,7 +111,7 @@ def regional(
 @server.tool
 def fail() -> str:
     """A tool whose handler raises: an isError result."""
-    raise RuntimeError("the kitchen is closed")
+    raise PublicError("the kitchen is closed")
 
 
 @server.prompt

@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 import trio
 
-from mrtr import Elicit, Form, ListRoots, Sample
+from mrtr import Elicit, Form, ListRoots, PublicError, Sample
 from mrtr.core import content, wire
 from mrtr.server import Header, Server
 
@@ -145,7 +145,7 @@ def make_server(answers: Literal["strict", "lenient"] = "strict") -> Server:
     @server.tool
     def test_error_handling() -> str:
         """Always fails; the failure comes back as an isError result."""
-        raise RuntimeError("This tool intentionally returns an error for testing")
+        raise PublicError("This tool intentionally returns an error for testing")
 
     @server.tool
     def test_logging_tool(ctx) -> str:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import trio
 
-from mrtr import Elicit, Form, Sample
+from mrtr import Elicit, Form, PublicError, Sample
 from mrtr.server import Header, Server
 
 # tag -> "started" | "finished" | "cancelled": what the slow tool went through.
@@ -107,7 +107,7 @@ def greeting(ctx, name: str):
 
 def broken(ctx):
     """A prompt whose handler fails (-32603)."""
-    raise RuntimeError("the prompt store is down")
+    raise PublicError("the prompt store is down")
 
 
 def welcome():

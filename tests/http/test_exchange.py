@@ -343,13 +343,28 @@ async def test_an_unsupported_version_is_400_with_the_supported_list(endpoint):
     assert reply.error["data"]["requested"] == "2099-01-01"
 
 
-@pytest.mark.parametrize("method", ["initialize", "ping", "logging/setLevel", "no/such/method"])
+@pytest.mark.parametrize("method", ["ping", "logging/setLevel", "no/such/method"])
 async def test_removed_and_unknown_methods_are_404_with_the_id_kept(endpoint, method):
     message = {"jsonrpc": "2.0", "id": 42, "method": method, "params": {"protocolVersion": "2025-06-18"}}
     reply = await endpoint.post(message)
     assert_error(reply, 404, -32601, request_id=42)
     reply = await endpoint.post(message, mirror=False)  # a legacy client sends no MCP headers
     assert_error(reply, 404, -32601, request_id=42)
+
+
+async def test_initialize_with_the_modern_claim_is_a_removed_method(endpoint):
+    reply = await endpoint.call("initialize", id=43)
+    assert_error(reply, 404, -32601, request_id=43)
+
+
+async def test_initialize_is_refused_naming_the_versions_served(endpoint):
+    """A 2025 client cannot fall forward: the one error it shows its user names what the server speaks."""
+    message = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+               "params": {"protocolVersion": "2025-06-18", "capabilities": {}}}
+    for mirror in (True, False):  # a legacy client sends no MCP headers
+        reply = await endpoint.post(message, mirror=mirror)
+        assert_error(reply, 400, -32022, request_id=0)
+        assert reply.error["data"] == {"supported": [PROTOCOL], "requested": "2025-06-18"}
 
 
 async def test_a_missing_client_capability_is_400_32021(endpoint):

@@ -25,16 +25,20 @@ CAPABILITIES = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 
 
 @contextmanager
-def mrtr_serve(store_url: str, secret: str, *options: str,
-               log: Path | None = None) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
-    """``mrtr serve`` of the tasks app on a free port, with a 1 s lease; its stderr in ``log`` when given."""
+def mrtr_serve(store_url: str, secret: str, *options: str, log: Path | None = None,
+               app: str = "tests.tasks.app:server",
+               env: dict[str, str] | None = None) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+    """``mrtr serve`` of ``app`` (the tasks app) on a free port, with a 1 s lease; its stderr in ``log`` when given.
+
+    ``env`` adds to the environment of the process.
+    """
     port = free_port()
-    env = {**os.environ, "MRTR_SECRET": secret, "PYTHONPATH": str(ROOT)}
+    environment = {**os.environ, "MRTR_SECRET": secret, "PYTHONPATH": str(ROOT), **(env or {})}
     stderr: Any = subprocess.PIPE if log is None else open(log, "wb")
     process = subprocess.Popen(
-        [sys.executable, "-m", "mrtr", "serve", "tests.tasks.app:server", "--port", str(port),
+        [sys.executable, "-m", "mrtr", "serve", app, "--port", str(port),
          "--tasks", store_url, "--task-lease", "1", "--log-level", "warning", *options],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
+        cwd=ROOT, env=environment, stdout=subprocess.DEVNULL, stderr=stderr,
     )
     if log is not None:
         stderr.close()  # the child holds its own descriptor
@@ -47,9 +51,10 @@ def mrtr_serve(store_url: str, secret: str, *options: str,
             process.stderr.close()
 
 
-async def post(port: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
-    """One JSON-RPC request declaring the tasks extension; the response message."""
-    params = {**params, "_meta": meta(CAPABILITIES)}
+async def post(port: int, method: str, params: dict[str, Any],
+               capabilities: dict[str, Any] = CAPABILITIES) -> dict[str, Any]:
+    """One JSON-RPC request declaring ``capabilities`` (the tasks extension); the response message."""
+    params = {**params, "_meta": meta(capabilities)}
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
                "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method,
                "Mcp-Name": params.get("name") or params["taskId"]}

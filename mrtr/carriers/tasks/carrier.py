@@ -18,6 +18,12 @@ Lifecycle of one task, as store transitions (each one compare-and-set on the ver
 - every node polls for working tasks whose lease expired (their runner died) and takes
   them over, replaying from the saved ledger: Steps already saved are not run again; the
   Step that was running when the runner died runs again (at-least-once).
+
+The round of a call that creates its task runs once per token
+(:class:`~mrtr.carriers.tasks.rounds.FinalRounds`, in the same store): a retry of it
+with the same ``requestState`` gets the ``CreateTaskResult`` of the task it already
+created. A record keeps the version of the handler that started it, so a replay
+mismatch after a deploy says so.
 """
 
 from __future__ import annotations
@@ -32,14 +38,17 @@ from typing import Any
 import trio
 
 from ...core.context import Context
-from ...core.errors import HandlerError, InvalidParams, ProtocolError
+from ...core.errors import HandlerError, InvalidParams, ProtocolError, ReplayMismatch
 from ...core.jsonrpc import RunSync
+from ...core.kinds import ASKED
 from ...core.ledger import Ledger, merge_answers
 from ...core.replay import Completed, Detached, InputRequired
 from ...core.schema import RequestedSchema
+from ...core.versions import deploy_hint, handler_version
 from ..contract import Interim, Placement, TaskAccess, ToolBinding, run_handler
-from ..token import TokenCarrier
+from ..token import CheckedToken, TokenCarrier
 from .record import TaskRecord, TaskTooLarge, new_task_id
+from .rounds import FinalRounds
 from .store import StoreUnavailable, TaskStore, mutate
 
 __all__ = ["TaskCarrier", "Resolve", "UnknownTask", "status_message"]
@@ -92,7 +101,9 @@ class TaskCarrier:
     token carrier, which holds the call's ledger while its rounds before the task last
     (see :meth:`execute`). ``clock`` gives the time (epoch seconds) that timestamps,
     leases and expiry are reckoned in. :meth:`serve` must be running (in a nursery) for
-    tasks to run. Implements :class:`mrtr.carriers.contract.TaskHost`.
+    tasks to run. ``rounds`` records, in the same store and with the same lease, the
+    rounds that run once (the round creating a task, and the server's ``once=True``
+    handlers). Implements :class:`mrtr.carriers.contract.TaskHost`.
     """
 
     def __init__(
@@ -117,14 +128,16 @@ class TaskCarrier:
         self.poll_interval_ms = poll_interval_ms
         self.node = node or secrets.token_hex(8)
         self.token = token
+        self.rounds = FinalRounds(store, lease=self.lease, clock=clock)
         self._nursery: trio.Nursery | None = None
         self._runs: dict[str, _Run] = {}
 
     # -- the node's background work -------------------------------------------------------
 
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Run this node's tasks and take over abandoned ones until cancelled."""
+        """Run this node's tasks and rounds, and take over abandoned tasks, until cancelled."""
         async with trio.open_nursery() as nursery:
+            await nursery.start(self.rounds.serve)
             self._nursery = nursery
             try:
                 task_status.started()
@@ -194,12 +207,14 @@ class TaskCarrier:
         ledger: Ledger | None = None,
         result: dict[str, Any] | None = None,
         scopes: tuple[str, ...] = (),
+        version: str | None = None,
     ) -> TaskRecord:
         """Store a new working task, start running it, and return the stored record.
 
         ``ledger`` carries answers gathered by MRTR rounds before the task existed;
         ``result`` stores a task that is already completed (the handler finished during
-        those rounds); ``scopes`` are the tool's, which its task methods need too.
+        those rounds); ``scopes`` are the tool's, which its task methods need too;
+        ``version`` is the version of the handler that starts it.
         Returns only once the record is durable, so ``tasks/get`` resolves it at once.
         """
         if self._nursery is None:
@@ -223,6 +238,7 @@ class TaskCarrier:
             status="completed" if result is not None else "working",
             result=result,
             scopes=tuple(scopes),
+            handler_version=version,
         ).with_lifetime(now)
         await self.store.create(record)
         if result is None:
@@ -248,34 +264,49 @@ class TaskCarrier:
         and ``placement``);
         once it reaches a Step, or finishes, the task is stored and ``CreateTaskResult``
         answered. The Step and everything after it run in the task, on this node or a
-        later one.
+        later one. A call that carries a ``requestState`` runs once per token
+        (:attr:`rounds`): its retries get the ``CreateTaskResult`` of the task it created.
         """
         if self.token is None:
             raise RuntimeError("TaskCarrier.execute needs the token carrier (token=server.token_carrier)")
+        checked = self.token.check(method, params, ctx.principal)
+        key = checked.key()
+
+        async def call() -> dict[str, Any]:
+            return await self._call(method, params, handler, arguments, ctx, run_sync, checked, placement)
+
+        if key is None:  # a first call: nothing names it, so a retry of it is a new call
+            return Interim(await call())
+        return Interim(await self.rounds.once(key, call))
+
+    async def _call(self, method: str, params: Mapping[str, Any], handler: Any, arguments: Mapping[str, Any] | None,
+                    ctx: Context, run_sync: RunSync | None, checked: CheckedToken,
+                    placement: Placement | None = None) -> dict[str, Any]:
+        assert self.token is not None
         name = str(params.get("name"))
         raw = params.get("arguments") or {}
         done: dict[str, Any] | None = None
         binding: ToolBinding | None = None
         try:
             outcome = await self.token.until_step(method, params, handler, arguments, ctx, run_sync=run_sync,
-                                                  placement=placement)
+                                                  checked=checked, placement=placement)
         except HandlerError as error:
             outcome = Completed(None)
             binding = self.resolve(name, raw)
             done = binding.handler_failed(error)
         if isinstance(outcome, Interim):
-            return outcome
+            return outcome.result
         if binding is None:
             binding = self.resolve(name, raw)
         common: dict[str, Any] = {"principal": ctx.principal, "client_capabilities": ctx.client_capabilities,
-                                  "scopes": binding.scopes}
+                                  "scopes": binding.scopes, "version": handler_version(handler)}
         if isinstance(outcome, Detached):
             record = await self.create(name, raw, ledger=outcome.ledger, **common)
         else:
             if done is None:
                 done = binding.shape(outcome.result)
             record = await self.create(name, raw, result=done, **common)
-        return Interim({**record.to_wire(), "resultType": "task"})
+        return {**record.to_wire(), "resultType": "task"}
 
     async def _owned(self, task_id: Any, principal: str | None) -> TaskRecord:
         if not isinstance(task_id, str) or not task_id:
@@ -317,7 +348,8 @@ class TaskCarrier:
             if not relevant:
                 return None
             merged, _ = merge_answers(record.restored_ledger(), relevant, lenient=True)
-            answered = {slot.wire_key(i + 1) for i, slot in enumerate(merged.slots) if slot.answered}
+            answered = {slot.wire_key(i + 1) for i, slot in enumerate(merged.slots)
+                        if slot.answered and slot.kind in ASKED}
             pending = {key: request for key, request in record.input_requests.items() if key not in answered}
             changes: dict[str, Any] = {"ledger": merged.slots, "fresh": tuple(sorted(merged.fresh))}
             if pending:
@@ -535,13 +567,17 @@ class _Run:
             log.warning("task %s: %s", task_id, error.message)
             return _too_large(error)
         except HandlerError as error:
-            log.warning("task %s: handler failed: %s", task_id, error.message, exc_info=error.__cause__)
             return {"status": "completed", "result": binding.handler_failed(error)}
+        except ReplayMismatch as mismatch:
+            hinted = deploy_hint(mismatch, binding.handler, record.handler_version)
+            return {"status": "failed", "error": binding.refused(hinted), "status_message": "The task failed"}
         except ProtocolError as error:
-            return {"status": "failed", "error": error.to_error_object(), "status_message": "The task failed"}
-        except Exception as exc:
+            return {"status": "failed", "error": binding.refused(error), "status_message": "The task failed"}
+        except Exception:
+            # A fault of the runtime, not of the handler: like any unexpected failure, it
+            # reaches the log with its traceback and the client as a plain -32603.
             log.exception("task %s: runtime failure", task_id)
-            return {"status": "failed", "error": {"code": -32603, "message": f"Internal error: {exc}"},
+            return {"status": "failed", "error": {"code": -32603, "message": "Internal error"},
                     "status_message": "The task failed"}
         return self.conclude(binding, outcome)
 

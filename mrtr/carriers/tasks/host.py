@@ -1,7 +1,13 @@
-"""Run the tasks carrier (its store and its background work) for the lifetime of a serving process."""
+"""Run the tasks carrier (its store and its background work) for the lifetime of a serving process.
+
+A server without task tools whose handlers run once (``once=True``) still needs the
+store for their rounds: :func:`serve_rounds` opens it and runs only
+:class:`~mrtr.carriers.tasks.rounds.FinalRounds`.
+"""
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from collections.abc import AsyncIterator, Callable
@@ -13,10 +19,16 @@ import trio
 from ..token import TokenCarrier
 from .carrier import Resolve, TaskCarrier
 from .record import MAX_RECORD_BYTES, TaskRecord
+from .rounds import FinalRounds
 from .store import Observed, TaskStore
 from .urls import DEFAULT_URL, open_store
 
-__all__ = ["serve_tasks", "DEFAULT_LEASE", "DEFAULT_TASK_TTL", "parse_ttl"]
+__all__ = ["serve_tasks", "serve_rounds", "DEFAULT_LEASE", "DEFAULT_TASK_TTL", "ROUNDS_URL", "parse_ttl"]
+
+ROUNDS_URL = "memory:"
+"""Where a server without task tools records its rounds that run once, when no store is configured."""
+
+log = logging.getLogger("mrtr.tasks")
 
 DEFAULT_LEASE = 30.0
 """Seconds a runner's lease lasts without renewal."""
@@ -79,21 +91,51 @@ async def serve_tasks(
     before its task exists. ``url`` defaults to ``MRTR_TASKS`` or
     ``sqlite:///mrtr-tasks.sqlite3``; ``lease`` to ``MRTR_TASK_LEASE`` or 30 seconds;
     ``ttl``, the seconds a task lives after its last activity (``math.inf``: no limit),
-    to ``MRTR_TASK_TTL`` or one hour. A store that cannot be reached fails here, at
+    to ``MRTR_TASK_TTL`` or one hour. The default store is named in one log line at
+    start (``mrtr.tasks``, with the file's absolute path). A store that cannot be reached fails here, at
     start, with :class:`~mrtr.tasks.StoreUnavailable` naming it. ``max_record_bytes``
     caps one task's record (default :data:`~mrtr.tasks.MAX_RECORD_BYTES`, 1 MiB).
     ``on_change`` is told of every status change this node writes (see
     :class:`~mrtr.carriers.tasks.store.Observed`).
     """
     chosen = url or os.environ.get("MRTR_TASKS") or DEFAULT_URL
+    if chosen == DEFAULT_URL and not (url or os.environ.get("MRTR_TASKS")):
+        # Nobody chose it: a file appears in the working directory, so say which, once, at start.
+        log.warning("task store: %s (the default SQLite file in the working directory; choose the store with "
+                    "MRTR_TASKS or mrtr serve --tasks)", os.path.abspath(DEFAULT_URL[len("sqlite:///"):]))
     length = lease if lease is not None else _lease_from_env()
     ttl_ms = _ttl_ms(ttl)
     async with open_store(chosen, max_record_bytes=max_record_bytes or MAX_RECORD_BYTES) as opened:
         store: TaskStore = opened if on_change is None else Observed(opened, on_change)
         carrier = TaskCarrier(store, resolve, lease=length, ttl_ms=ttl_ms, token=token)
-        async with trio.open_nursery() as nursery:
-            await nursery.start(carrier.serve)
-            try:
-                yield carrier
-            finally:
-                nursery.cancel_scope.cancel()
+        async with _serving(carrier.serve):
+            yield carrier
+
+
+@asynccontextmanager
+async def serve_rounds(url: str | None = None, *, lease: float | None = None,
+                       max_record_bytes: int | None = None) -> AsyncIterator[FinalRounds]:
+    """Open the store and record this node's rounds that run once, for the block; gives the recorder.
+
+    For a server with handlers declared ``once=True`` and no task tools. ``url`` defaults
+    to ``MRTR_TASKS`` or :data:`ROUNDS_URL` (memory: one process only; several workers or
+    nodes need a shared store to share the records); ``lease`` to ``MRTR_TASK_LEASE`` or
+    30 seconds. A store that cannot be reached fails here, at start.
+    """
+    chosen = url or os.environ.get("MRTR_TASKS") or ROUNDS_URL
+    length = lease if lease is not None else _lease_from_env()
+    async with open_store(chosen, max_record_bytes=max_record_bytes or MAX_RECORD_BYTES) as store:
+        rounds = FinalRounds(store, lease=length)
+        async with _serving(rounds.serve):
+            yield rounds
+
+
+@asynccontextmanager
+async def _serving(serve: Callable[..., Any]) -> AsyncIterator[None]:
+    """Run ``serve`` (a carrier's background work) in a nursery for the block, and stop it after."""
+    async with trio.open_nursery() as nursery:
+        await nursery.start(serve)
+        try:
+            yield
+        finally:
+            nursery.cancel_scope.cancel()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from .record import MAX_RECORD_BYTES, TaskRecord, encode, restore
+from .record import MAX_RECORD_BYTES, TERMINAL, RoundRecord, TaskRecord, decode_round, encode, restore
 from .store import TaskExists
 
 __all__ = ["MemoryStore"]
@@ -15,8 +15,9 @@ class MemoryStore:
     """Records kept as encoded bytes, so a caller never aliases a stored record and encoding bugs show at once.
 
     Each entry is the body of the record's last full write and its lease fields
-    (version, lease expiry, expiry), kept apart as the other stores keep them. ``clock``
-    gives the time (epoch seconds) that decides whether a record has expired.
+    (version, lease expiry, expiry), kept apart as the other stores keep them. Round
+    records are kept the same way, by key, with their expiry. ``clock`` gives the time
+    (epoch seconds) that decides whether a record has expired.
     """
 
     def __init__(self, *, max_record_bytes: int = MAX_RECORD_BYTES, clock: Callable[[], float] = time.time) -> None:
@@ -24,6 +25,8 @@ class MemoryStore:
         self.max_record_bytes = max_record_bytes
         self._clock = clock
         self._records: dict[str, tuple[bytes, int, float, float | None]] = {}
+        self._rounds: dict[str, tuple[bytes, float]] = {}
+        self._next_sweep = 0.0
 
     def _live(self, task_id: str) -> TaskRecord | None:
         entry = self._records.get(task_id)
@@ -80,6 +83,52 @@ class MemoryStore:
     async def delete(self, task_id: str) -> None:
         """See :meth:`TaskStore.delete`."""
         self._records.pop(task_id, None)
+
+    async def in_flight(self) -> list[str]:
+        """See :meth:`TaskStore.in_flight`."""
+        return [task_id for task_id in list(self._records)
+                if (record := self._live(task_id)) is not None and record.status not in TERMINAL]
+
+    def _round(self, key: str) -> RoundRecord | None:
+        now = self._clock()
+        if now >= self._next_sweep:  # rounds nobody retries are never read again: drop them now and then
+            self._next_sweep = now + 10
+            for stale in [k for k, (_, end) in self._rounds.items() if now > end]:
+                del self._rounds[stale]
+        entry = self._rounds.get(key)
+        if entry is None:
+            return None
+        if now > entry[1]:
+            del self._rounds[key]
+            return None
+        return decode_round(entry[0])
+
+    async def claim_round(self, record: RoundRecord) -> RoundRecord | None:
+        """See :meth:`TaskStore.claim_round`; atomic because nothing here awaits."""
+        found = self._round(record.key)
+        if found is not None:
+            return found
+        self._rounds[record.key] = (encode(record, self.max_record_bytes), record.expires_at)
+        return None
+
+    async def get_round(self, key: str) -> RoundRecord | None:
+        """See :meth:`TaskStore.get_round`."""
+        return self._round(key)
+
+    async def settle_round(self, record: RoundRecord) -> bool:
+        """See :meth:`TaskStore.settle_round`."""
+        data = encode(record, self.max_record_bytes)
+        found = self._round(record.key)
+        if found is None or found.settled or found.claim != record.claim:
+            return False
+        self._rounds[record.key] = (data, record.expires_at)
+        return True
+
+    async def release_round(self, key: str, claim: str) -> None:
+        """See :meth:`TaskStore.release_round`."""
+        found = self._round(key)
+        if found is not None and not found.settled and found.claim == claim:
+            del self._rounds[key]
 
     async def aclose(self) -> None:
         """Nothing to release."""

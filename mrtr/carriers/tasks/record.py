@@ -1,9 +1,13 @@
-"""The task record: everything a store keeps about one task, and its wire shape.
+"""The records a store keeps: tasks (everything about one task, and its wire shape) and rounds.
 
-A record is immutable; every change is a new record with ``version`` one higher, and a
-store accepts it only if the version it holds is still the one the change was based on
-(compare-and-set). That one rule is what makes a resume happen once when several
-updates race, and what keeps a terminal state from ever changing.
+A task record is immutable; every change is a new record with ``version`` one higher,
+and a store accepts it only if the version it holds is still the one the change was
+based on (compare-and-set). That one rule is what makes a resume happen once when
+several updates race, and what keeps a terminal state from ever changing.
+
+A round record (:class:`RoundRecord`) is the store's other kind: a round that must run
+once (see :mod:`mrtr.carriers.tasks.rounds`), claimed while its first attempt runs and
+settled with its outcome, kept until its token expires.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ import msgspec
 from ...core.errors import InvalidParams
 from ...core.ledger import Ledger, Slot
 
-__all__ = ["Status", "TERMINAL", "TaskRecord", "TaskTooLarge", "MAX_RECORD_BYTES", "new_task_id", "encode", "decode",
-           "restore", "iso"]
+__all__ = ["Status", "TERMINAL", "TaskRecord", "TaskTooLarge", "RoundRecord", "MAX_RECORD_BYTES", "new_task_id",
+           "encode", "decode", "decode_round", "restore", "iso"]
 
 MAX_RECORD_BYTES = 1 << 20
 """The default cap on one encoded task record (1 MiB): arguments, ledger, pending requests and outcome together."""
@@ -53,7 +57,10 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
     absolute end of the task's life (``None``: kept until deleted), ``ttl_ms`` after its
     last activity (see :meth:`lifetime_end`); every write moves it. ``scopes`` are the
     OAuth scopes the tool needed when the task was created: every task method needs
-    them too (empty for records stored before they were kept). Times are epoch seconds.
+    them too (empty for records stored before they were kept). ``handler_version`` is
+    the version of the handler that started the task (:func:`mrtr.core.versions.handler_version`;
+    ``None`` for records stored before it was kept): a replay mismatch after a deploy says
+    so, and ``tasks/get`` never shows it. Times are epoch seconds.
     """
 
     task_id: str
@@ -77,6 +84,7 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
     expires_at: float | None = None
     version: int = 1
     scopes: tuple[str, ...] = ()
+    handler_version: str | None = None
 
     @property
     def terminal(self) -> bool:
@@ -165,15 +173,46 @@ class TaskTooLarge(InvalidParams):
         self.limit = limit
 
 
+class RoundRecord(msgspec.Struct, kw_only=True, frozen=True):
+    """One round that runs once, as a store holds it under ``key`` until ``expires_at``.
+
+    ``key`` and ``answers`` are the digests of the round's token and answers
+    (:class:`~mrtr.carriers.contract.RoundKey`); ``claim`` names the attempt that holds
+    or held it (random per attempt); ``lease_expiry`` is how long that attempt is
+    known to be alive (it renews the lease while it runs). Unsettled, the record is a
+    claim; settled, it holds the round's ``result`` object or its JSON-RPC ``error``.
+    Times are epoch seconds.
+    """
+
+    key: str
+    answers: str
+    claim: str
+    lease_expiry: float
+    expires_at: float
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+
+    @property
+    def settled(self) -> bool:
+        """Whether the round ran to an end and its outcome is recorded."""
+        return self.result is not None or self.error is not None
+
+    def expired(self, now: float) -> bool:
+        """Past its token's life: stores treat it as absent."""
+        return now > self.expires_at
+
+
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder(TaskRecord)
+_round_decoder = msgspec.json.Decoder(RoundRecord)
 
 
-def encode(record: TaskRecord, limit: int | None = None) -> bytes:
+def encode(record: TaskRecord | RoundRecord, limit: int | None = None) -> bytes:
     """A record as JSON bytes (what the stores keep); :class:`TaskTooLarge` when longer than ``limit``.
 
     The one place the size cap is checked: every store encodes each record it writes
-    here, so no path (creation, update, Step save, outcome, takeover) can store more.
+    here, so no path (creation, update, Step save, outcome, takeover, a round's
+    outcome) can store more.
     """
     data = _encoder.encode(record)
     if limit is not None and len(data) > limit:
@@ -184,6 +223,11 @@ def encode(record: TaskRecord, limit: int | None = None) -> bytes:
 def decode(data: bytes | str) -> TaskRecord:
     """The record ``encode`` produced."""
     return _decoder.decode(data)
+
+
+def decode_round(data: bytes | str) -> RoundRecord:
+    """The round record ``encode`` produced."""
+    return _round_decoder.decode(data)
 
 
 def restore(body: bytes | str, version: int, lease_expiry: float, expires_at: float | None) -> TaskRecord:

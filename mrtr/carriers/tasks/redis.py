@@ -6,6 +6,10 @@ writes the three small fields and leaves ``body`` alone. Working tasks also sit 
 sorted set scored by lease expiry, which is how a node finds tasks whose runner died.
 Create, compare-and-set and renewal are Lua scripts, so the version check and the write
 are one atomic step on the server: two nodes never both win the same transition.
+
+A round record is a hash under ``<prefix>round:<key>`` (``claim``, ``settled``, ``body``)
+that Redis expires with its token; claiming it, settling it and releasing it are Lua
+scripts too, so of two claims one wins and only the winning attempt writes the outcome.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from typing import Any
 
 import msgspec
 
-from .record import MAX_RECORD_BYTES, TaskRecord, decode, encode, restore
+from .record import MAX_RECORD_BYTES, TERMINAL, RoundRecord, TaskRecord, decode, decode_round, encode, restore
 from .store import StoreUnavailable, TaskExists, masked, reason, store_failed
 
 try:
@@ -59,6 +63,31 @@ redis.call('HSET', KEYS[1], 'version', ARGV[1], 'lease_expiry', ARGV[3], 'expire
 if ARGV[5] ~= '' then redis.call('PEXPIREAT', KEYS[1], ARGV[5]) else redis.call('PERSIST', KEYS[1]) end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[6])
 return 1
+"""
+
+
+# Rounds. ARGV: the claim, then for a claim the body and PEXPIREAT; for a settle whether it is settled,
+# the body and PEXPIREAT.
+_CLAIM_ROUND = """
+local body = redis.call('HGET', KEYS[1], 'body')
+if body then return body end
+redis.call('HSET', KEYS[1], 'claim', ARGV[1], 'settled', '0', 'body', ARGV[2])
+redis.call('PEXPIREAT', KEYS[1], ARGV[3])
+return false
+"""
+
+_SETTLE_ROUND = """
+if redis.call('HGET', KEYS[1], 'claim') ~= ARGV[1] or redis.call('HGET', KEYS[1], 'settled') ~= '0' then return 0 end
+redis.call('HSET', KEYS[1], 'settled', ARGV[2], 'body', ARGV[3])
+redis.call('PEXPIREAT', KEYS[1], ARGV[4])
+return 1
+"""
+
+_RELEASE_ROUND = """
+if redis.call('HGET', KEYS[1], 'claim') == ARGV[1] and redis.call('HGET', KEYS[1], 'settled') == '0' then
+  redis.call('DEL', KEYS[1])
+end
+return 0
 """
 
 
@@ -168,6 +197,54 @@ class RedisStore:
         """See :meth:`TaskStore.delete`."""
         await self._call(self._client.delete([self._key(task_id)]))
         await self._call(self._client.zrem(self._leases, [task_id]))
+
+    async def in_flight(self) -> list[str]:
+        """See :meth:`TaskStore.in_flight`: a SCAN over the task keys (an operator's call, not a request's)."""
+        pattern = f"{self._prefix}task:*"
+        ids = []
+        cursor: Any = 0
+        while True:
+            cursor, keys = await self._call(self._client.scan(cursor, match=pattern, count=1000))
+            for key in keys:
+                name = key.decode() if isinstance(key, bytes) else str(key)
+                status = await self._call(self._client.hget(name, "status"))
+                if status is not None and (status.decode() if isinstance(status, bytes) else status) not in TERMINAL:
+                    ids.append(name[len(self._prefix) + len("task:"):])
+            if not int(cursor):
+                return sorted(ids)
+
+    def _round_key(self, key: str) -> str:
+        return f"{self._prefix}round:{key}"
+
+    def _decode_round(self, body: Any) -> RoundRecord:
+        try:
+            return decode_round(body)
+        except (msgspec.DecodeError, ValueError, TypeError) as exc:
+            raise store_failed(self.url, exc) from None
+
+    async def claim_round(self, record: RoundRecord) -> RoundRecord | None:
+        """See :meth:`TaskStore.claim_round`."""
+        body = encode(record, self.max_record_bytes)
+        found = await self._call(self._client.eval(
+            _CLAIM_ROUND, [self._round_key(record.key)], [record.claim, body, int(record.expires_at * 1000)]))
+        return None if found is None else self._decode_round(found)
+
+    async def get_round(self, key: str) -> RoundRecord | None:
+        """See :meth:`TaskStore.get_round`; Redis drops expired rounds by itself."""
+        body = await self._call(self._client.hget(self._round_key(key), "body"))
+        return None if body is None else self._decode_round(body)
+
+    async def settle_round(self, record: RoundRecord) -> bool:
+        """See :meth:`TaskStore.settle_round`."""
+        body = encode(record, self.max_record_bytes)
+        done = await self._call(self._client.eval(
+            _SETTLE_ROUND, [self._round_key(record.key)],
+            [record.claim, "1" if record.settled else "0", body, int(record.expires_at * 1000)]))
+        return bool(done)
+
+    async def release_round(self, key: str, claim: str) -> None:
+        """See :meth:`TaskStore.release_round`."""
+        await self._call(self._client.eval(_RELEASE_ROUND, [self._round_key(key)], [claim]))
 
     async def aclose(self) -> None:
         """Connections close when the ``async with`` block ends."""

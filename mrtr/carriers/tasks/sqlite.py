@@ -4,8 +4,10 @@ WAL mode lets readers run beside the one writer; every change is one transaction
 first statement is the compare-and-set on the version, so SQLite's own locking makes it
 atomic across processes. A record's small fields (version, status, lease, expiry) and
 its body live in two tables: a lease renewal updates one short row, where updating a
-column of a row that holds a large body rewrites pages of it. Calls run in a worker
-thread (``trio.to_thread``) so a busy database never stalls the event loop.
+column of a row that holds a large body rewrites pages of it. Round records (rounds
+that run once) are a third table, one row per key, whose insert-if-absent is the
+claim. Calls run in a worker thread (``trio.to_thread``) so a busy database never
+stalls the event loop.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import TypeVar
 import msgspec
 import trio
 
-from .record import MAX_RECORD_BYTES, TaskRecord, encode, restore
+from .record import MAX_RECORD_BYTES, RoundRecord, TaskRecord, decode_round, encode, restore
 from .store import StoreUnavailable, TaskExists, masked, store_failed
 
 __all__ = ["SQLiteStore"]
@@ -37,6 +39,16 @@ CREATE TABLE IF NOT EXISTS mrtr_tasks (
 )"""
 _LEASE_INDEX = "CREATE INDEX IF NOT EXISTS mrtr_tasks_lease ON mrtr_tasks (status, lease_expiry)"
 _BODIES = "CREATE TABLE IF NOT EXISTS mrtr_task_bodies (id TEXT PRIMARY KEY, body BLOB NOT NULL)"
+_ROUNDS = """
+CREATE TABLE IF NOT EXISTS mrtr_rounds (
+    key TEXT PRIMARY KEY,
+    claim TEXT NOT NULL,
+    settled INTEGER NOT NULL,
+    expires_at REAL NOT NULL,
+    body BLOB NOT NULL
+)"""
+_ROUNDS_EXPIRY = "CREATE INDEX IF NOT EXISTS mrtr_rounds_expiry ON mrtr_rounds (expires_at)"
+_ROUND_SWEEP = 10.0  # seconds between two deletions of every expired round
 
 
 @contextmanager
@@ -69,6 +81,8 @@ def _create_schema(db: sqlite3.Connection) -> None:
             db.execute("DROP TABLE mrtr_tasks_old")
         db.execute(_TASKS)
         db.execute(_LEASE_INDEX)
+        db.execute(_ROUNDS)
+        db.execute(_ROUNDS_EXPIRY)
 
 
 def _drop_expired(db: sqlite3.Connection, now: float, task_id: str | None = None) -> None:
@@ -91,6 +105,7 @@ class SQLiteStore:
         self.max_record_bytes = max_record_bytes
         self._clock = clock
         self._db: sqlite3.Connection | None = None
+        self._next_round_sweep = 0.0
         # One connection, used by one thread at a time; other processes have their own.
         self._limiter = trio.CapacityLimiter(1)
 
@@ -212,6 +227,71 @@ class SQLiteStore:
             with _transaction(db):
                 db.execute("DELETE FROM mrtr_task_bodies WHERE id = ?", (task_id,))
                 db.execute("DELETE FROM mrtr_tasks WHERE id = ?", (task_id,))
+
+        await self._run(remove)
+
+    async def in_flight(self) -> list[str]:
+        """See :meth:`TaskStore.in_flight`."""
+
+        def select(db: sqlite3.Connection) -> list[str]:
+            rows = db.execute(
+                "SELECT id FROM mrtr_tasks WHERE status IN ('working', 'input_required') "
+                "AND (expires_at IS NULL OR expires_at >= ?) ORDER BY id", (self._clock(),)
+            ).fetchall()
+            return [row[0] for row in rows]
+
+        return await self._run(select)
+
+    async def claim_round(self, record: RoundRecord) -> RoundRecord | None:
+        """See :meth:`TaskStore.claim_round`: an insert that does nothing where a live row is, in one transaction."""
+        body = encode(record, self.max_record_bytes)
+
+        def insert(db: sqlite3.Connection) -> RoundRecord | None:
+            now = self._clock()
+            with _transaction(db):
+                if now >= self._next_round_sweep:  # rounds nobody retries are never read again
+                    self._next_round_sweep = now + _ROUND_SWEEP
+                    db.execute("DELETE FROM mrtr_rounds WHERE expires_at < ?", (now,))
+                else:
+                    db.execute("DELETE FROM mrtr_rounds WHERE key = ? AND expires_at < ?", (record.key, now))
+                cursor = db.execute("INSERT OR IGNORE INTO mrtr_rounds VALUES (?, ?, 0, ?, ?)",
+                                    (record.key, record.claim, record.expires_at, body))
+                if cursor.rowcount == 1:
+                    return None
+                row = db.execute("SELECT body FROM mrtr_rounds WHERE key = ?", (record.key,)).fetchone()
+            return decode_round(row[0])
+
+        return await self._run(insert)
+
+    async def get_round(self, key: str) -> RoundRecord | None:
+        """See :meth:`TaskStore.get_round`."""
+
+        def select(db: sqlite3.Connection) -> RoundRecord | None:
+            row = db.execute("SELECT body FROM mrtr_rounds WHERE key = ? AND expires_at >= ?",
+                             (key, self._clock())).fetchone()
+            return None if row is None else decode_round(row[0])
+
+        return await self._run(select)
+
+    async def settle_round(self, record: RoundRecord) -> bool:
+        """See :meth:`TaskStore.settle_round`: one UPDATE conditional on the claim."""
+        body = encode(record, self.max_record_bytes)
+
+        def update(db: sqlite3.Connection) -> bool:
+            cursor = db.execute(
+                "UPDATE mrtr_rounds SET settled = ?, expires_at = ?, body = ? "
+                "WHERE key = ? AND claim = ? AND settled = 0 AND expires_at >= ?",
+                (int(record.settled), record.expires_at, body, record.key, record.claim, self._clock()),
+            )
+            return cursor.rowcount == 1
+
+        return await self._run(update)
+
+    async def release_round(self, key: str, claim: str) -> None:
+        """See :meth:`TaskStore.release_round`."""
+
+        def remove(db: sqlite3.Connection) -> None:
+            db.execute("DELETE FROM mrtr_rounds WHERE key = ? AND claim = ? AND settled = 0", (key, claim))
 
         await self._run(remove)
 

@@ -4,6 +4,12 @@ A store keeps task records by id. It knows no task semantics beyond three rules:
 ``replace`` and ``renew`` succeed only if the stored version is the one the new record
 was based on (compare-and-set); an expired record is unknown to every read;
 ``claimable`` lists working tasks whose lease has run out, so a node can take them over.
+
+The same store keeps round records by key, for rounds that must run once (see
+:mod:`mrtr.carriers.tasks.rounds`), under two more rules: ``claim_round`` stores a claim
+only where no live record is (insert if absent), and ``settle_round`` and
+``release_round`` act only on an unsettled claim of the same attempt. So one SQLite
+file or one Redis serves tasks and rounds alike.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ...core.errors import InternalError
-from .record import TaskRecord
+from .record import RoundRecord, TaskRecord
 
 __all__ = ["Observed", "TaskStore", "TaskExists", "StoreUnavailable", "mutate", "masked", "store_failed"]
 
@@ -122,6 +128,35 @@ class TaskStore(Protocol):
         """Forget a task (idempotent)."""
         ...
 
+    async def in_flight(self) -> list[str]:
+        """Ids of every task neither finished (completed, failed, cancelled) nor expired."""
+        ...
+
+    async def claim_round(self, record: RoundRecord) -> RoundRecord | None:
+        """Store ``record`` (an unsettled claim) unless a live record has its key.
+
+        Returns ``None`` when it was stored, else the live record found (a claim of
+        another attempt, or a settled round). Atomic across nodes: of two claims for one
+        key, one is stored.
+        """
+        ...
+
+    async def get_round(self, key: str) -> RoundRecord | None:
+        """The live round record under ``key``, or ``None`` (never claimed, released or expired)."""
+        ...
+
+    async def settle_round(self, record: RoundRecord) -> bool:
+        """Replace the unsettled claim of ``record.key`` made by ``record.claim`` with ``record``.
+
+        For a lease renewal (``record`` still unsettled) and for the outcome (settled).
+        ``False`` when the live record is not that claim (expired, released, settled).
+        """
+        ...
+
+    async def release_round(self, key: str, claim: str) -> None:
+        """Drop the record under ``key`` if it is the unsettled claim ``claim`` (idempotent)."""
+        ...
+
     async def aclose(self) -> None:
         """Release connections."""
         ...
@@ -224,6 +259,26 @@ class Observed:
         """As the wrapped store."""
         self._seen.pop(task_id, None)
         await self.store.delete(task_id)
+
+    async def in_flight(self) -> list[str]:
+        """As the wrapped store."""
+        return await self.store.in_flight()
+
+    async def claim_round(self, record: RoundRecord) -> RoundRecord | None:
+        """As the wrapped store: rounds are no task's status."""
+        return await self.store.claim_round(record)
+
+    async def get_round(self, key: str) -> RoundRecord | None:
+        """As the wrapped store."""
+        return await self.store.get_round(key)
+
+    async def settle_round(self, record: RoundRecord) -> bool:
+        """As the wrapped store."""
+        return await self.store.settle_round(record)
+
+    async def release_round(self, key: str, claim: str) -> None:
+        """As the wrapped store."""
+        await self.store.release_round(key, claim)
 
     async def aclose(self) -> None:
         """As the wrapped store."""

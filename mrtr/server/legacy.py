@@ -1,0 +1,514 @@
+"""The legacy era of the server: 2025-era sessions, their methods, results shaped per version.
+
+A client of MCP 2025-11-25, 2025-06-18 or 2025-03-26 opens a session with
+``initialize`` and sends every later request in it. :class:`LegacyEra` serves those
+sessions for a :class:`~mrtr.server.Server`, from the same registry and with the same
+handlers as the modern era:
+
+- ``initialize`` negotiates the version (:func:`mrtr.core.eras.negotiate`), reads the
+  client's capabilities as that version defines them, and answers with the server's
+  capabilities from the same table the modern era advertises from (tools, prompts,
+  resources with ``subscribe`` and ``listChanged``, logging, completions; never tasks or
+  extensions, which are modern);
+- ``ping`` and ``logging/setLevel`` answer exactly ``{}``; ``ctx.log`` then feeds
+  ``notifications/message`` at the session's level and above (every level until the
+  client sets one, as the official SDKs do);
+- ``tools/call``, ``prompts/get`` and ``resources/read`` run through the live carrier
+  (:mod:`mrtr.carriers.live`): the same generator handler, suspended at each ``yield``
+  while the question goes to the client;
+- lists page as in the modern era; ``completion/complete`` answers from the same
+  provider; ``resources/subscribe`` and ``unsubscribe`` answer ``{}`` and the
+  server's ``notify_resource_updated`` / ``notify_*_changed`` reach the session through
+  the same fan-out ``subscriptions/listen`` uses (:mod:`mrtr.server.subscriptions`).
+
+Results are shaped from the same return values, as the session's version defines them:
+no ``resultType``, ``ttlMs``, ``cacheScope`` or server ``_meta``; ``structuredContent``
+only when it is an object, and none at all, nor ``outputSchema``, titles or
+``resource_link`` blocks, on 2025-03-26. Errors are this era's: a resource that does not
+exist is ``-32002`` with ``data.uri``; the modern codes ``-32020``-``-32022`` never
+appear. A call that cannot go on because the client lacks a capability, or its answers
+could not be had (:class:`~mrtr.core.peer.LiveRequestFailed`), is a tool's error result
+(the model sees why) and ``-32603`` with ``data`` for a prompt or a resource (which have
+no error result); the modern era answers the first with ``-32021``, which 2025 does not
+define.
+
+Every JSON-RPC error goes with status 200, as this era's Streamable HTTP carries them;
+only a refused session (:class:`~mrtr.server.sessions.SessionLimit`) hints 503.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ..carriers.live import LiveCarrier
+from ..core.context import LOG_LEVELS, Context
+from ..core.eras import LEGACY_VERSIONS, Unexpressible, negotiate, session_capabilities
+from ..core.errors import (
+    HEADER_MISMATCH,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    HandlerError,
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    MissingRequiredClientCapability,
+    ProtocolError,
+)
+from ..core.jsonrpc import Notify, Response, RunSync, error_response, result_response
+from ..core.live import MAX_LIVE_ROUNDS
+from ..core.peer import LiveRequestFailed, Peer
+from ..core.replay import Completed
+from .results import shape_prompt_result, shape_resource_result, shape_tool_result
+from .sessions import Session, SessionLimit, SessionRegistry
+
+if TYPE_CHECKING:
+    from .dispatch import Server
+
+__all__ = ["RESOURCE_NOT_FOUND", "LegacyEra", "legacy_error"]
+
+log = logging.getLogger("mrtr")
+
+RESOURCE_NOT_FOUND = -32002
+"""The 2025 code of ``resources/read`` for a uri no resource serves (``data.uri`` names it)."""
+
+_MODERN_ONLY = (HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION)
+
+# What a session's family methods need registered: the modern era's table (Server._offered).
+_FAMILIES = {"tools": "tools", "prompts": "prompts", "resources": "resources", "completion": "completion"}
+
+
+def legacy_error(error: ProtocolError) -> ProtocolError:
+    """``error`` as a legacy session receives it: the modern-only codes become ``-32603`` (message and data kept)."""
+    if error.code in _MODERN_ONLY:
+        return InternalError(error.message, data=error.data)
+    return error
+
+
+def _refusal(request_id: Any, error: ProtocolError) -> Response:
+    return Response(error_response(request_id, legacy_error(error)), 503 if isinstance(error, SessionLimit) else 200)
+
+
+def _failed_call(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+def _capability_text(error: MissingRequiredClientCapability) -> str:
+    if isinstance(error, Unexpressible):
+        return error.message
+    names = ", ".join(error.required)
+    return (f"This call needs the client's {names} capability ({error.required}), which this session's "
+            "initialize did not declare")
+
+
+# -- results per version ----------------------------------------------------------------------
+
+_MODERN_RESULT_KEYS = ("resultType", "ttlMs", "cacheScope")
+
+
+def _plain(result: dict[str, Any]) -> dict[str, Any]:
+    """A result without the members only the modern era defines."""
+    for key in _MODERN_RESULT_KEYS:
+        result.pop(key, None)
+    return result
+
+
+def _content_for(blocks: Any, version: str) -> Any:
+    if version != "2025-03-26" or not isinstance(blocks, list):
+        return blocks
+    shaped = []
+    for block in blocks:
+        if isinstance(block, dict) and block.get("type") == "resource_link":
+            # 2025-03-26 has no resource links: say where the resource is in words.
+            name = block.get("name") or block.get("uri")
+            shaped.append({"type": "text", "text": f"{name}: {block.get('uri')}"})
+        else:
+            shaped.append(block)
+    return shaped
+
+
+def _tool_result(result: dict[str, Any], version: str) -> dict[str, Any]:
+    result = _plain(result)
+    structured = result.get("structuredContent")
+    if structured is not None and (not isinstance(structured, dict) or version == "2025-03-26"):
+        result.pop("structuredContent")  # its text copy stays in content
+    if "content" in result:
+        result["content"] = _content_for(result["content"], version)
+    return result
+
+
+def _prompt_result(result: dict[str, Any], version: str) -> dict[str, Any]:
+    result = _plain(result)
+    if version == "2025-03-26":
+        for message in result.get("messages", []):
+            if isinstance(message, dict) and isinstance(message.get("content"), dict):
+                message["content"] = _content_for([message["content"]], version)[0]
+    return result
+
+
+def _definition(definition: dict[str, Any], version: str) -> dict[str, Any]:
+    """A tool, prompt, resource or template definition as ``version`` lists it."""
+    if version != "2025-03-26":
+        return definition
+    shaped = {key: value for key, value in definition.items() if key not in ("title", "outputSchema", "icons")}
+    if isinstance(shaped.get("arguments"), list):
+        shaped["arguments"] = [{key: value for key, value in argument.items() if key != "title"}
+                               for argument in shaped["arguments"]]
+    return shaped
+
+
+class LegacyEra:
+    """Serves a server's legacy sessions; implements :class:`~mrtr.core.jsonrpc.SessionDispatcher`.
+
+    ``sessions`` bounds them (:class:`~mrtr.server.sessions.SessionRegistry`);
+    ``answer_timeout`` (seconds; ``None``: the ``requestState`` TTL, the time a modern
+    client has to answer a round) bounds the wait for each round's answers;
+    ``max_rounds`` caps the rounds of one call.
+    """
+
+    def __init__(self, server: Server, sessions: SessionRegistry, *, answer_timeout: float | None = None,
+                 max_rounds: int = MAX_LIVE_ROUNDS) -> None:
+        if answer_timeout is not None and not answer_timeout > 0:
+            raise ValueError(f"answer_timeout must be a positive number of seconds, got {answer_timeout!r}")
+        self.server = server
+        self.sessions = sessions
+        self._answer_timeout = answer_timeout
+        self.max_rounds = max_rounds
+        self._methods: dict[str, Callable[[_Call], Awaitable[dict[str, Any]]]] = {
+            "logging/setLevel": self._set_level,
+            "tools/list": self._list_tools,
+            "tools/call": self._call_tool,
+            "prompts/list": self._list_prompts,
+            "prompts/get": self._get_prompt,
+            "resources/list": self._list_resources,
+            "resources/templates/list": self._list_templates,
+            "resources/read": self._read_resource,
+            "resources/subscribe": self._subscribe,
+            "resources/unsubscribe": self._unsubscribe,
+            "completion/complete": self._complete,
+        }
+
+    @property
+    def answer_timeout(self) -> float:
+        """Seconds a round of questions waits for its answers."""
+        if self._answer_timeout is not None:
+            return self._answer_timeout
+        return self.server.token_carrier.codec.ttl
+
+    def serves(self, method: str) -> bool:
+        """Whether a session request for ``method`` is dispatched (rather than answered ``-32601``)."""
+        if method == "ping":
+            return True
+        if method not in self._methods:
+            return False
+        family = _FAMILIES.get(method.split("/", 1)[0])
+        return family is None or self.server._offered(family)
+
+    def capabilities(self) -> dict[str, Any]:
+        """The ``ServerCapabilities`` an ``initialize`` answers with, from what is registered."""
+        capabilities: dict[str, Any] = {}
+        for family in ("tools", "prompts", "resources"):
+            if self.server._offered(family):
+                capabilities[family] = {"listChanged": True}
+        if "resources" in capabilities:
+            capabilities["resources"]["subscribe"] = True
+        capabilities["logging"] = {}
+        if self.server._offered("completion"):
+            capabilities["completions"] = {}
+        return capabilities
+
+    # -- the session dispatcher ---------------------------------------------------------------
+
+    async def initialize(self, message: Mapping[str, Any], *, outlet: Notify,
+                         headers: Mapping[str, str] | None = None, auth: Any = None, client: str | None = None,
+                         lasting: bool = False, on_end: Callable[[str], None] | None = None
+                         ) -> tuple[Response, str | None]:
+        """Serve ``initialize`` and open its session; see :class:`~mrtr.core.jsonrpc.SessionDispatcher`."""
+        request_id: Any = message.get("id")
+        try:
+            self._authenticated(auth)
+            params = message.get("params")
+            params = params if isinstance(params, Mapping) else {}
+            requested = params.get("protocolVersion")
+            if not isinstance(requested, str):
+                raise InvalidParams("Unsupported protocol version: initialize needs a string protocolVersion",
+                                    data={"supported": list(LEGACY_VERSIONS), "requested": requested})
+            declared = params.get("capabilities", {})
+            if not isinstance(declared, Mapping):
+                raise InvalidParams("initialize: capabilities must be an object")
+            client_info = params.get("clientInfo")
+            if client_info is not None and not (isinstance(client_info, Mapping)
+                                                and isinstance(client_info.get("name"), str)
+                                                and isinstance(client_info.get("version"), str)):
+                raise InvalidParams("initialize: clientInfo needs string name and version")
+            version = negotiate(requested)
+            principal = await self.server._principal_of("initialize", params, headers or {}, auth)
+            session = self.sessions.open(
+                version=version, client_capabilities=session_capabilities(declared, version),
+                client_info=dict(client_info) if client_info is not None else None, principal=principal,
+                client=client, outlet=outlet, lasting=lasting)
+        except ProtocolError as error:
+            return _refusal(request_id, self.server.shown(error)), None
+        except Exception:
+            log.exception("unexpected failure serving initialize")
+            return _refusal(request_id, InternalError("Internal error")), None
+        if on_end is not None:
+            session.on_end(on_end)
+        server_info = dict(self.server.server_info)
+        if version == "2025-03-26":
+            server_info.pop("title", None)
+        result: dict[str, Any] = {"protocolVersion": version, "capabilities": self.capabilities(),
+                                  "serverInfo": server_info}
+        if self.server.instructions:
+            result["instructions"] = self.server.instructions
+        log.info("opened a %s session for %s", version,
+                 client_info.get("name") if client_info is not None else "a client without clientInfo")
+        return Response(result_response(request_id, result)), session.id
+
+    async def version_of(self, session_id: str, *, headers: Mapping[str, str] | None = None,
+                         auth: Any = None) -> str | None:
+        """The negotiated version of a live session this caller opened; ``None`` for any other id."""
+        session = await self._session(session_id, "", {}, headers, auth)  # no request: the principal source sees ""
+        return None if session is None else session.version
+
+    async def respond(self, session_id: str | None, message: Mapping[str, Any], *, peer: Peer,
+                      headers: Mapping[str, str] | None = None, notify: Notify | None = None,
+                      run_sync: RunSync | None = None, auth: Any = None) -> Response:
+        """Serve one request of a session; see :class:`~mrtr.core.jsonrpc.SessionDispatcher`."""
+        request_id: Any = message.get("id")
+        method = message.get("method")
+        try:
+            self._authenticated(auth)
+            if not isinstance(method, str) or (method != "initialize" and not self.serves(method)):
+                raise MethodNotFound(f"Method not found: {method}")
+            if method == "ping":
+                return Response(result_response(request_id, {}))
+            params = message.get("params")
+            params = params if isinstance(params, Mapping) else {}
+            if method == "initialize":
+                # A session's initialize goes to SessionDispatcher.initialize; here it is a second one.
+                raise InvalidRequest("Invalid Request: this session is already initialized")
+            if session_id is None:
+                raise InvalidRequest(f"Invalid Request: {method} before initialize; a session starts with initialize")
+            session = await self._session(session_id, method, params, headers, auth)
+            if session is None:
+                raise InvalidRequest("Invalid Request: unknown or expired session; initialize a new one")
+            if self.server.sync_handlers == "inline":
+                run_sync = None
+            call = _Call(method, params, session, request_id, peer, notify, run_sync, auth, headers or {})
+            self.sessions.begin(session)
+            try:
+                result = await self._methods[method](call)
+            finally:
+                self.sessions.finish(session)
+        except ProtocolError as error:
+            return _refusal(request_id, self.server.shown(error))
+        except Exception:
+            log.exception("unexpected failure serving %s in a legacy session", method)
+            return _refusal(request_id, InternalError("Internal error"))
+        return Response(result_response(request_id, result))
+
+    async def notification(self, session_id: str | None, message: Mapping[str, Any], *,
+                           headers: Mapping[str, str] | None = None, auth: Any = None) -> None:
+        """Take one client notification of a session; see :class:`~mrtr.core.jsonrpc.SessionDispatcher`."""
+        method = message.get("method")
+        if session_id is None:
+            log.debug("ignoring %s before initialize", method)
+            return
+        params = message.get("params")
+        try:
+            session = await self._session(session_id, str(method), params if isinstance(params, Mapping) else {},
+                                          headers, auth)
+        except Exception:
+            log.debug("could not tell whose session a %s is for", method, exc_info=True)
+            return
+        if session is None:
+            log.debug("ignoring %s for an unknown session", method)
+            return
+        self.sessions.touch(session)
+        if method == "notifications/initialized":
+            session.initialized = True
+        else:
+            log.debug("%s in a legacy session", method)
+
+    async def close(self, session_id: str, *, headers: Mapping[str, str] | None = None, auth: Any = None) -> bool:
+        """End a session this caller opened; whether it was live."""
+        session = await self._session(session_id, "", {}, headers, auth)
+        return session is not None and self.sessions.end(session.id, "closed by the client")
+
+    def publish(self, method: str, params: dict[str, Any]) -> None:
+        """Hand a server-wide notification to every session that wants it; callable from any thread.
+
+        List changes go to every session; a resource update to the sessions subscribed to
+        its uri. Task notifications are modern and go nowhere here.
+        """
+        if method == "notifications/resources/updated":
+            uri = params.get("uri")
+            for session in self.sessions.sessions():
+                if session.outlet is not None and session.subscriptions and uri in session.subscriptions:
+                    session.outlet(method, dict(params))
+        elif method.endswith("/list_changed"):
+            family = method.split("/")[1]
+            if self.server._offered(family):
+                for session in self.sessions.sessions():
+                    if session.outlet is not None:
+                        session.outlet(method, {})
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _authenticated(self, auth: Any) -> None:
+        if self.server.auth is not None and auth is None:
+            # Fail closed: a transport that cannot authenticate must not reach a protected server.
+            raise InvalidRequest("Unauthorized: this server requires a verified bearer token")
+
+    async def _session(self, session_id: str, method: str, params: Mapping[str, Any],
+                       headers: Mapping[str, str] | None, auth: Any) -> Session | None:
+        principal = await self.server._principal_of(method, params, headers or {}, auth)
+        return self.sessions.get(session_id, principal)
+
+    def _context(self, call: _Call, arguments: Mapping[str, Any], target: str) -> Context:
+        session = call.session
+        meta = call.params.get("_meta")
+        token = meta.get("progressToken") if isinstance(meta, Mapping) else None
+        if token is not None and (isinstance(token, bool) or not isinstance(token, (str, int))):
+            raise InvalidParams("progressToken must be a string or an integer")
+        return Context(
+            arguments,
+            principal=session.principal,
+            client_capabilities=session.client_capabilities,
+            client_info=session.client_info,
+            method=call.method,
+            target=target,
+            request_id=call.id,
+            progress_token=token,
+            log_level=session.log_level or LOG_LEVELS[0],
+            notify=call.notify,
+            auth=call.auth,
+            lifespan=self.server._lifespan.value,
+        )
+
+    async def _execute(self, call: _Call, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> Completed:
+        carrier = LiveCarrier(call.peer, version=call.session.version, answer_timeout=self.answer_timeout,
+                              suspensions=self.sessions, max_rounds=self.max_rounds, notify=call.notify)
+        return await carrier.execute(call.method, call.params, fn, arguments, ctx, run_sync=call.run_sync)
+
+    async def _run_protocol_handler(self, call: _Call, fn: Any, arguments: Mapping[str, Any],
+                                    ctx: Context) -> Completed:
+        """A prompt's or resource's handler: every failure is a JSON-RPC error (they have no error result)."""
+        try:
+            return await self._execute(call, fn, arguments, ctx)
+        except HandlerError as error:
+            raise self.server._internal_error(call.method, ctx.target, error) from None
+        except MissingRequiredClientCapability as error:
+            raise InternalError(_capability_text(error), data=error.data) from None
+        except LiveRequestFailed as error:
+            log.info("%s %r: %s", call.method, ctx.target, error.message)
+            raise
+
+    # -- methods --------------------------------------------------------------------------------
+
+    async def _set_level(self, call: _Call) -> dict[str, Any]:
+        level = call.params.get("level")
+        if level not in LOG_LEVELS:
+            raise InvalidParams(f"logging/setLevel: level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
+        call.session.log_level = level
+        return {}
+
+    def _listed(self, call: _Call, items: list[dict[str, Any]], member: str) -> dict[str, Any]:
+        version = call.session.version
+        return self.server._paged(call.params, [_definition(item, version) for item in items], member)
+
+    async def _list_tools(self, call: _Call) -> dict[str, Any]:
+        tools = [tool.definition for tool in self.server._tools.values()
+                 if self.server._allows(call.auth, tool.scopes)]
+        return self._listed(call, tools, "tools")
+
+    async def _list_prompts(self, call: _Call) -> dict[str, Any]:
+        return self._listed(call, [prompt.definition for prompt in self.server._prompts.values()], "prompts")
+
+    async def _list_resources(self, call: _Call) -> dict[str, Any]:
+        return self._listed(call, [resource.definition for resource in self.server._resources.values()], "resources")
+
+    async def _list_templates(self, call: _Call) -> dict[str, Any]:
+        return self._listed(call, [template.definition for template in self.server._templates], "resourceTemplates")
+
+    async def _call_tool(self, call: _Call) -> dict[str, Any]:
+        server = self.server
+        name, tool = server._named_tool(call.params)
+        if not server._allows(call.auth, tool.scopes):
+            raise InvalidRequest(f"Forbidden: tool {name} needs the scopes {' '.join(tool.scopes)}")
+        version = call.session.version
+        if tool.task == "required":
+            return _failed_call(f'Tool "{name}" runs only as a task, which needs the MCP 2026-07-28 tasks '
+                                "extension; a 2025 session cannot call it")
+        arguments = server._tool_arguments(tool, call.params.get("arguments"))
+        ctx = self._context(call, arguments, name)
+        try:
+            outcome = await self._execute(call, tool.fn, arguments, ctx)
+        except HandlerError as error:
+            return _tool_result(server._tool_error(name, error), version)
+        except MissingRequiredClientCapability as error:
+            return _failed_call(_capability_text(error))
+        except LiveRequestFailed as error:
+            log.info("tools/call %r: %s", name, error.message)
+            return _failed_call(error.message)
+        return _tool_result(shape_tool_result(outcome.result, tool.structured), version)
+
+    async def _get_prompt(self, call: _Call) -> dict[str, Any]:
+        name, prompt, arguments = self.server._prompt_arguments(call.params)
+        ctx = self._context(call, arguments, name)
+        outcome = await self._run_protocol_handler(call, prompt.fn, arguments, ctx)
+        return _prompt_result(shape_prompt_result(outcome.result, prompt.definition.get("description")),
+                              call.session.version)
+
+    async def _read_resource(self, call: _Call) -> dict[str, Any]:
+        uri = call.params.get("uri")
+        if not isinstance(uri, str):
+            raise InvalidParams('resources/read needs a string "uri"')
+        found = self.server.find_resource(uri)
+        if found is None:
+            raise ProtocolError(f"Resource not found: {uri}", code=RESOURCE_NOT_FOUND, data={"uri": uri})
+        fn, mime_type, arguments = found
+        ctx = self._context(call, arguments, uri)
+        outcome = await self._run_protocol_handler(call, fn, arguments, ctx)
+        return _plain(shape_resource_result(outcome.result, uri, mime_type))
+
+    async def _subscribe(self, call: _Call) -> dict[str, Any]:
+        uri = call.params.get("uri")
+        if not isinstance(uri, str) or not uri:
+            raise InvalidParams('resources/subscribe needs a string "uri"')
+        if self.server.find_resource(uri) is None:
+            raise ProtocolError(f"Resource not found: {uri}", code=RESOURCE_NOT_FOUND, data={"uri": uri})
+        call.session.subscribe(uri)
+        return {}
+
+    async def _unsubscribe(self, call: _Call) -> dict[str, Any]:
+        uri = call.params.get("uri")
+        if not isinstance(uri, str) or not uri:
+            raise InvalidParams('resources/unsubscribe needs a string "uri"')
+        call.session.unsubscribe(uri)
+        return {}
+
+    async def _complete(self, call: _Call) -> dict[str, Any]:
+        return await self.server._completion_of(call.params)
+
+
+class _Call:
+    """One request of a session, as the methods above read it."""
+
+    __slots__ = ("method", "params", "session", "id", "peer", "notify", "run_sync", "auth", "headers")
+
+    def __init__(self, method: str, params: Mapping[str, Any], session: Session, request_id: Any, peer: Peer,
+                 notify: Notify | None, run_sync: RunSync | None, auth: Any, headers: Mapping[str, str]) -> None:
+        self.method = method
+        self.params = params
+        self.session = session
+        self.id = request_id
+        self.peer = peer
+        self.notify = notify
+        self.run_sync = run_sync
+        self.auth = auth
+        self.headers = headers
+

@@ -1,0 +1,173 @@
+"""Server-to-client requests of one legacy session, waiting for the client's answers.
+
+In a 2025-era session the server asks the client while a call runs
+(``elicitation/create``, ``sampling/createMessage``, ``roots/list``).
+:class:`PendingRequests` is what every transport carrying such sessions shares for it,
+one per session (stdio holds one for its process; Streamable HTTP one per
+``Mcp-Session-Id``):
+
+- **ids**: a per-session counter, never reused (a client's ids live in the other
+  direction, so a clash in value is harmless);
+- **sending**: a round goes out at once, every request through the ``write`` of the
+  call's :meth:`PendingRequests.peer` (stdout on stdio, the call's event stream on
+  HTTP), held back until the client sent ``notifications/initialized`` (the lifecycle
+  says a server sends no requests before it);
+- **answers**: the transport hands every JSON-RPC response the client sends to
+  :meth:`PendingRequests.answer`, which wakes the call waiting for it; an answer no
+  request waits for (unknown, timed out, withdrawn) is dropped and logged;
+- **waiting, bounded**: a round waits for all its answers at most its ``timeout``
+  (:class:`~mrtr.core.peer.AnswerTimeout`); an error answer ends the round at once
+  (:class:`~mrtr.core.peer.ClientAnswerError`); :meth:`PendingRequests.end` fails every
+  waiting round (:class:`~mrtr.core.peer.SessionEnded`);
+- **withdrawing**: whenever a round ends without all its answers (a timeout, an error
+  answer, the session ending, the call cancelled) each request still unanswered gets a
+  courtesy ``notifications/cancelled``, so the client stops asking its user.
+
+A dropped connection is not a cancellation in this era: nothing here watches one. The
+call is cancelled only by its transport (on the client's ``notifications/cancelled``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import trio
+
+from ..core.jsonrpc import encode, notification, request
+from ..core.peer import AnswerTimeout, ClientAnswerError, LiveRequestFailed, Peer, SessionEnded
+
+__all__ = ["PendingRequests"]
+
+log = logging.getLogger("mrtr")
+
+Write = Callable[[bytes], None]
+"""Queues one encoded message for the client; must not block."""
+
+
+class _Round:
+    """One ``request_all``: its requests' answers as they come, and what wakes the waiting call."""
+
+    __slots__ = ("methods", "results", "missing", "error", "changed")
+
+    def __init__(self, size: int) -> None:
+        self.methods: list[str] = []
+        self.results: list[Any] = [None] * size
+        self.missing = size
+        self.error: LiveRequestFailed | None = None
+        self.changed = trio.Event()
+
+
+class PendingRequests:
+    """The server-to-client requests of one session awaiting answers; see the module docstring.
+
+    ``write`` is where requests and withdrawals go unless a call's :meth:`peer` names
+    its own. Use from the session's trio loop.
+    """
+
+    def __init__(self, write: Write) -> None:
+        self._write = write
+        self._next_id = 0
+        self._waiting: dict[Any, tuple[_Round, int]] = {}
+        self._ready = trio.Event()
+        self.ended: str | None = None
+
+    @property
+    def waiting(self) -> int:
+        """Requests sent and not answered yet."""
+        return len(self._waiting)
+
+    def peer(self, write: Write | None = None) -> Peer:
+        """The :class:`~mrtr.core.peer.Peer` of one call, sending its requests with ``write`` (default: the session's)."""
+        return _CallPeer(self, write or self._write)
+
+    def mark_ready(self) -> None:
+        """The client sent ``notifications/initialized``: requests may go out."""
+        self._ready.set()
+
+    def answer(self, message: Mapping[str, Any]) -> bool:
+        """Hand over a JSON-RPC response from the client; whether a request waited for it."""
+        entry = self._waiting.pop(message.get("id"), None)
+        if entry is None:
+            log.debug("dropping an answer to %r: no request waits for it (answered, withdrawn or timed out)",
+                      message.get("id"))
+            return False
+        round_, index = entry
+        if "error" in message:
+            if round_.error is None:
+                round_.error = ClientAnswerError(round_.methods[index], message.get("error"))
+        else:
+            round_.results[index] = message.get("result")
+            round_.missing -= 1
+        round_.changed.set()
+        return True
+
+    def end(self, reason: str) -> None:
+        """The session ended: every waiting round fails with :class:`~mrtr.core.peer.SessionEnded`."""
+        self.ended = reason
+        self._ready.set()  # a round held back for initialized fails now too
+        for round_, index in list(self._waiting.values()):
+            if round_.error is None:
+                round_.error = SessionEnded(round_.methods[index], reason)
+            round_.changed.set()
+
+    async def request_all(self, requests: Sequence[tuple[str, dict[str, Any]]], *, timeout: float,
+                          write: Write | None = None) -> list[dict[str, Any]]:
+        """Send a round and wait for all its answers; see :meth:`mrtr.core.peer.Peer.request_all`."""
+        if not requests:
+            return []
+        send = write or self._write
+        round_ = _Round(len(requests))
+        sent: list[Any] = []
+        outcome = "the call ended before the client answered"
+        try:
+            with trio.move_on_after(timeout) as deadline:
+                await self._ready.wait()
+                if self.ended is not None:
+                    raise SessionEnded(requests[0][0], self.ended)
+                for index, (method, params) in enumerate(requests):
+                    self._next_id += 1
+                    request_id = self._next_id
+                    round_.methods.append(method)
+                    self._waiting[request_id] = (round_, index)
+                    sent.append(request_id)
+                    send(encode(request(request_id, method, params)))
+                while round_.missing:
+                    if round_.error is not None:
+                        outcome = "another request of the same round failed"
+                        raise round_.error
+                    round_.changed = trio.Event()
+                    await round_.changed.wait()
+                if round_.error is not None:
+                    raise round_.error
+                outcome = ""
+                return list(round_.results)
+            outcome = f"no answer within {timeout:g} s"
+            unanswered = next((round_.methods[i] for i, rid in enumerate(sent) if rid in self._waiting),
+                              requests[0][0])
+            raise AnswerTimeout(unanswered, timeout)
+        finally:
+            self._withdraw(sent, send, outcome)
+
+    def _withdraw(self, sent: list[Any], send: Write, reason: str) -> None:
+        for request_id in sent:
+            if self._waiting.pop(request_id, None) is None:
+                continue  # answered
+            if self.ended is None:
+                send(encode(notification("notifications/cancelled", {"requestId": request_id, "reason": reason})))
+
+
+class _CallPeer:
+    """The peer of one call: its session's pending requests, written where the call's go."""
+
+    __slots__ = ("_pending", "_write")
+
+    def __init__(self, pending: PendingRequests, write: Write) -> None:
+        self._pending = pending
+        self._write = write
+
+    async def request_all(self, requests: Sequence[tuple[str, dict[str, Any]]], *,
+                          timeout: float) -> list[dict[str, Any]]:
+        """Send every request at once and return their results, in order; see :class:`~mrtr.core.peer.Peer`."""
+        return await self._pending.request_all(requests, timeout=timeout, write=self._write)

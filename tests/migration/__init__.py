@@ -1,0 +1,1 @@
+"""The migration guide's FastMCP tool and its mrtr version, both run (docs/handlers.md, Coming from FastMCP)."""
