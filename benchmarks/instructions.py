@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import ROOT, free_port, log, wait_for_port
+from .common import ROOT, free_port, log, stop, wait_for_port
 from .loadgen import META
 
 SERVERS = {
@@ -141,12 +141,7 @@ def measure(name: str, args: list[str] | None, flow: str, requests: int, mrtr_ro
         _control("-d", process.pid)
         client.close()
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, timeout=120)  # under valgrind a shutdown takes its time
     dumps = sorted(workdir.glob(f"{out.name}.*"), key=lambda p: p.stat().st_mtime)
     totals = [_total(path) for path in dumps]
     if not totals:

@@ -175,7 +175,9 @@ async def lifespan(dispatcher: Dispatcher) -> AsyncIterator[Hub]:
     itself (``with trio.CancelScope(shield=True):``). The :class:`Hub` it gives is
     attached to the dispatcher (``listen_through``) so ``subscriptions/listen`` streams
     work while it serves; the transport calls ``hub.close()`` when its shutdown begins,
-    so listen streams end before the requests in flight are drained.
+    so listen streams end before the requests in flight are drained. While it serves,
+    access lines wait for the loop's idle moments (:func:`mrtr.transports.logs.write_behind`);
+    what waits is written when it ends.
     """
     hub = Hub()
     detach = dispatcher.listen_through(hub)

@@ -337,25 +337,17 @@ class _Connection:
 
     async def write(self, data: bytes) -> None:
         """Send all of ``data``; a wait (under ``write_timeout``) only when the kernel buffer is full."""
-        try:
-            sent = self.sock.send(data)
-        except BlockingIOError:
-            sent = 0
-        except OSError as exc:
-            raise ClientGone() from exc
-        if sent == len(data):  # the common case: the kernel took it all at once
-            return
-        view = memoryview(data)[sent:]
-        while view:
+        rest: bytes | memoryview = data  # a view is made only if the kernel takes part of it
+        while True:
             try:
-                sent = self.sock.send(view)
+                sent = self.sock.send(rest)
             except BlockingIOError:
                 sent = 0
             except OSError as exc:
                 raise ClientGone() from exc
-            view = view[sent:]
-            if not view:
+            if sent == len(rest):
                 return
+            rest = memoryview(rest)[sent:]
             with trio.move_on_after(self.config.write_timeout) as scope:
                 await trio.lowlevel.wait_writable(self.sock)
             if scope.cancelled_caught:
