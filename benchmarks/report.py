@@ -320,10 +320,22 @@ def table_goals(results: dict[str, Any]) -> str:
 
 def table_machine(results: dict[str, Any]) -> str:
     """Where and when the recorded figures were taken."""
-    return (f"{results.get('machine', '')}; {'quick' if results.get('quick') else 'full'} run started "
+    ran = [part for part in results.get("parts", []) if part not in results.get("earlier", {})]
+    which = f" of {', '.join(ran)}" if ran and results.get("earlier") else ""
+    return (f"{results.get('machine', '')}; {'quick' if results.get('quick') else 'full'} run{which} started "
             f"{results.get('started', '?')}, {results.get('seconds', '?')} s; load average "
             f"{results.get('load_before', '?')} at the start and {results.get('load_after', '?')} at the end "
-            f"(the suite shares the cores with whatever else runs).")
+            f"(the suite shares the cores with whatever else runs)." + _earlier(results))
+
+
+def _earlier(results: dict[str, Any]) -> str:
+    """Which parts a merged record kept from an earlier run, and that run's start and load."""
+    runs: dict[tuple[Any, ...], list[str]] = {}
+    for part, run in results.get("earlier", {}).items():
+        key = (run.get("started", "?"), run.get("load_before", "?"), run.get("load_after", "?"))
+        runs.setdefault(key, []).append(part)
+    return "".join(f" Parts {', '.join(parts)}: from the run started {started} (load average {before} at the "
+                   f"start, {after} at the end)." for (started, before, after), parts in runs.items())
 
 
 def table_noise(results: dict[str, Any]) -> str:
