@@ -23,6 +23,22 @@ import trio
 
 from mrtr.core.wire import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION
 
+
+@pytest.fixture(autouse=True)
+def _forget_probed_eras() -> Iterator[None]:
+    """Each test starts with a client that has probed nothing.
+
+    The client remembers the era of every HTTP endpoint it probed, for the life of the
+    process. Test servers listen on ports the OS hands out, and a port freed by one test
+    is handed to the next: without this, a scripted 2025 server could inherit the era a
+    modern server left on the same URL.
+    """
+    from mrtr.client import session
+
+    session._ERAS.clear()
+    yield
+    session._ERAS.clear()
+
 T = TypeVar("T")
 
 
