@@ -334,7 +334,8 @@ def _earlier(results: dict[str, Any]) -> str:
     for part, run in results.get("earlier", {}).items():
         key = (run.get("started", "?"), run.get("load_before", "?"), run.get("load_after", "?"))
         runs.setdefault(key, []).append(part)
-    return "".join(f" Parts {', '.join(parts)}: from the run started {started} (load average {before} at the "
+    return "".join(f" Part{'s' if len(parts) > 1 else ''} {', '.join(parts)}: from the run started {started} "
+                   f"(load average {before} at the "
                    f"start, {after} at the end)." for (started, before, after), parts in runs.items())
 
 

@@ -26,6 +26,7 @@ def test_a_merged_record_keeps_the_other_parts_and_says_which_run_measured_them(
     assert third["earlier"]["rounds"]["started"] == "2026-01-01T00:00:00Z"
     assert third["earlier"]["http"]["started"] == "2026-01-02T00:00:00Z"
     assert "soak" not in third["earlier"]
+    assert "Part rounds: from" in report.table_machine(third)
 
 
 def test_an_unmerged_record_names_no_earlier_run():
