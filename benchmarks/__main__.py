@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="use the official SDK only if .cache/interop-venv already has it (never reach a registry)")
     parser.add_argument("--before", type=Path, metavar="PATH",
                         help="also serve another checkout's mrtr (native, 1 worker) in the HTTP turns, for an A/B")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the parts of the recorded results.json this run leaves out (each noted with its run)")
     parser.add_argument("--docs", action=argparse.BooleanOptionalAction, default=None,
                         help="regenerate the tables of docs/performance.md (default: on for a full run)")
     args = parser.parse_args(argv)
@@ -50,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.python_implementation()} {platform.python_version()} on {platform.machine()}, "
                    f"{os.cpu_count()} cores",
         "load_before": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "parts": parts,
     }
     started = time.monotonic()
     if "rounds" in parts:
@@ -77,6 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     results["seconds"] = round(time.monotonic() - started, 1)
 
     out.mkdir(parents=True, exist_ok=True)
+    if args.merge and (out / "results.json").exists():
+        results = merge(json.loads((out / "results.json").read_text()), results)
     (out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=False) + "\n")
     from . import report
 
@@ -92,6 +97,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAILED: {misrouted} conversation(s) got answers that were not their own", file=sys.stderr)
         return 1
     return 0
+
+
+def merge(recorded: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+    """``results`` with the parts only ``recorded`` has, each noted under ``earlier`` with the run that measured it.
+
+    So one part can be measured again (``--only http --merge``) without losing the rest of
+    the record, and the report still says when and under what load each figure was taken.
+    """
+    merged = dict(results)
+    earlier = dict(recorded.get("earlier", {}))
+    for part in PARTS:
+        if part in results or part not in recorded:
+            continue
+        merged[part] = recorded[part]
+        earlier[part] = earlier.get(part) or {key: recorded.get(key) for key in ("started", "load_before",
+                                                                                "load_after", "quick")}
+    merged["earlier"] = {part: run for part, run in earlier.items() if part not in results}
+    return merged
 
 
 def misrouted_answers(results: dict[str, Any]) -> int:

@@ -59,6 +59,15 @@ def make_server() -> Server:
     return server
 
 
+def __getattr__(name: str) -> Server:
+    # ``mrtr serve benchmarks.apps:server``: the flows' server as a user starts it (built on first use,
+    # so the other kinds of this module never build one they do not serve).
+    if name == "server":
+        built = globals()["server"] = make_server()
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def make_task_server() -> Server:
     """The flows' server plus ``review``, a task tool: a Step, then two questions asked through the task."""
     from mrtr import Step

@@ -8,8 +8,9 @@ the python of ``.cache/interop-venv`` (see :func:`benchmarks.common.sdk_python`)
   single-request entry (``serve_one``: the request-state boundary unseals, the
   resolvers re-run, the state is sealed again), without HTTP.
 - ``sdk_peer.py serve PORT``: ``MCPServer``'s Streamable HTTP app (stateless, JSON
-  answers) under uvicorn, with the ``ask`` (one question) and ``ask3`` (three questions
-  in sequence) tools of the HTTP flows.
+  answers) under uvicorn, access lines off, with the ``ask`` (one question) and ``ask3``
+  (three questions in sequence) tools of the HTTP flows; ``serve-defaults PORT``: the
+  same under uvicorn as it starts by default (log level info, an access line per request).
 
 The tools ask the same questions as the mrtr handlers of the suite: a form with one
 ``email`` string. The SDK seals its state with AES-256-GCM, as mrtr does.
@@ -167,15 +168,21 @@ def inproc() -> None:
         print(json.dumps(reply), flush=True)
 
 
-def serve(port: int) -> None:
+def serve(port: int, defaults: bool = False) -> None:
+    """Under uvicorn, access lines off; ``defaults``: uvicorn as it starts by default (info, access lines on)."""
     import uvicorn
 
     app = server.streamable_http_app(json_response=True, stateless_http=True)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    if defaults:
+        uvicorn.run(app, host="127.0.0.1", port=port)
+    else:
+        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "inproc":
         inproc()
+    elif sys.argv[1] == "serve-defaults":
+        serve(int(sys.argv[2]), defaults=True)
     else:
         serve(int(sys.argv[2]))

@@ -139,8 +139,11 @@ def _error_body(error: ProtocolError, request_id: Any = None) -> bytes:
     return _encode_json(error_response(request_id, error))
 
 
+_CONTENT_TYPE_JSON: RawHeader = (b"content-type", _JSON)
+
+
 def _json_headers(body: bytes, extra: Iterable[RawHeader] = ()) -> list[RawHeader]:
-    return [(b"content-type", _JSON), (b"content-length", str(len(body)).encode("ascii")), *extra]
+    return [_CONTENT_TYPE_JSON, (b"content-length", b"%d" % len(body)), *extra]
 
 
 _SSE_HEADERS: list[RawHeader] = [
@@ -170,14 +173,14 @@ class _Tracked:
         self.started = True
         if self.record is not None:
             self.record.status = status
-        await self.inner.respond(status, [*headers, *self.cors], body)
+        await self.inner.respond(status, [*headers, *self.cors] if self.cors else headers, body)
         self.finished = True
 
     async def start(self, status: int, headers: list[RawHeader]) -> None:
         self.started = True
         if self.record is not None:
             self.record.status = status
-        await self.inner.start(status, [*headers, *self.cors])
+        await self.inner.start(status, [*headers, *self.cors] if self.cors else headers)
 
     async def send(self, chunk: bytes) -> None:
         await self.inner.send(chunk)
@@ -336,48 +339,51 @@ async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], head
 
     The handler's coroutine is first stepped in this task. A handler that finishes
     without suspending (a sync handler running inline) is answered with no task,
-    watcher or channel: JSON, or SSE of its buffered notifications. One that suspends
-    goes on in this task while ``nursery`` runs a disconnect watcher and, once it
-    notifies, a stream writer; the wire bytes are the same either way.
+    watcher, channel or cancel scope: JSON, or SSE of its buffered notifications. One
+    that suspends goes on in this task while ``nursery`` runs a disconnect watcher and,
+    once it notifies, a stream writer; the wire bytes are the same either way. When the
+    client goes away, ``nursery``'s scope is cancelled, this task with it.
     """
     notes = _Notifications(config.notification_buffer)
-    handler = trio.CancelScope()
     stream: _Stream | None = None
-    watcher: trio.CancelScope | None = None
-    response: Response | None = None
-    extra = {} if auth is None else {"auth": auth}
-    coro = server.respond(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread, **extra)
-
-    def start_stream() -> None:
-        nonlocal stream
-        stream = notes.stream = _Stream(out, notes, config, handler)
-        notes.on_first = None
-        nursery.start_soon(stream.run)
-
-    with handler:
+    if auth is None:
+        coro = server.respond(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread)
+    else:
+        coro = server.respond(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread, auth=auth)
+    try:
         try:
             trap = coro.send(None)
         except StopIteration as done:
-            response = done.value
+            response: Response = done.value
         else:
+            # A client that goes away ends the exchange: the watcher and a failed stream cancel
+            # the scope of ``nursery``, which holds this task too (the connection's on the native
+            # server, the request's own under ASGI). So no scope of its own is entered per request:
+            # one costs more than the rest of a request's trio work.
+            gone = nursery.cancel_scope
+
+            def start_stream() -> None:
+                nonlocal stream
+                stream = notes.stream = _Stream(out, notes, config, gone)
+                notes.on_first = None
+                nursery.start_soon(stream.run)
+
             if notes.buffer:
                 start_stream()
             else:
                 notes.on_first = start_stream
+            watcher: trio.CancelScope | None = None
             if disconnected is not None:
                 watcher = trio.CancelScope()
-                nursery.start_soon(_watch, disconnected, watcher, handler)
+                nursery.start_soon(_watch, disconnected, watcher, gone)
             try:
                 response = await _resume(coro, trap)
             finally:
                 notes.on_first = None
                 if watcher is not None:
                     watcher.cancel()
-    notes.close()
-    if response is None:  # the client went away and the handler was cancelled
-        if stream is not None:
-            stream.scope.cancel()
-        raise ClientGone()
+    finally:
+        notes.close()
     final = encode_response(response, out.record)
     if stream is not None:
         stream.final = final
@@ -460,7 +466,7 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
         await _reject(out, 406, InvalidRequest(
             "Not Acceptable: Accept must list both application/json and text/event-stream"))
         return True
-    if not identity_encoded(headers.all("content-encoding")):
+    if "content-encoding" in headers and not identity_encoded(headers.all("content-encoding")):
         # A compressed body is not the JSON its Content-Type names, and one that only claims an
         # encoding has a header that lies: neither is read. RFC 9110 §15.5.16 asks for Accept-Encoding.
         await _reject(out, 415, InvalidRequest(
