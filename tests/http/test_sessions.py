@@ -412,12 +412,33 @@ async def test_a_dropped_stream_is_not_a_cancellation_and_resumes_with_last_even
             assert [m for m in late.messages if "method" in m] == []  # nothing of another stream
 
 
-async def test_a_last_event_id_the_session_cannot_resume_opens_the_get_stream(client):
+async def test_a_stream_with_nothing_left_to_resume_is_gone(client):
     session = await Session(client).open()
-    for foreign in ("99-3", "not-an-id", "1-99999999999999"):
-        async with session.listen(foreign) as stream:
-            first = await stream.next()
-            assert first is not None and first.id == "0-0", foreign
+    async with session.stream(1, "tools/call", {"name": "polite", "arguments": {}}) as stream:
+        await session.answer((await stream.message())["id"], {"action": "decline"})
+        await stream.rest()
+    headers = session.headers({"Accept": "text/event-stream", "Content-Type": None})
+    for gone in (stream.last_id, "1-5", "99-3"):  # sent whole, past its end, or never there
+        response = await client.get("/mcp", headers={**headers, "Last-Event-ID": gone})
+        assert response.status_code == 410, (gone, response.text)
+        assert error_of(response)["code"] == -32600
+    # An id this server never mints opens the GET stream, as no Last-Event-ID would.
+    async with session.listen("not-an-id") as standalone:
+        first = await standalone.next()
+        assert first is not None and first.id == "0-0"
+
+
+async def test_a_resumption_of_the_get_stream_takes_it_over(client):
+    session = await Session(client).open()
+    async with session.listen() as first:
+        assert (await first.next()).priming
+        legacy_server.notify_tools_changed()
+        changed = await first.next()
+        assert changed.message["method"] == "notifications/tools/list_changed" and changed.id == "0-1"
+        async with session.listen("0-0") as again:  # the client lost the first connection, and says so
+            assert await first.next() is None
+            replayed = await again.message()
+            assert replayed == changed.message and again.events[-1].id == "0-1"
 
 
 async def poll_until_answered(session: Session, last_id: str | None) -> dict[str, Any]:

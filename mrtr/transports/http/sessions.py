@@ -346,20 +346,28 @@ class HttpSessions:
             await out.respond(200 if closed else 404, [(b"content-length", b"0")], b"")
             return True
         resumed = parse_event_id(headers.get("last-event-id"))
-        if resumed is not None:
-            stream = session.stream(resumed[0])
-            if stream is not None and resumed[1] <= stream.count:
-                await pump(stream, out, resumed[1], session.pacing, disconnected=disconnected, nursery=nursery)
-                if stream.written and stream is not session.standalone:
-                    session.delivered(stream)
-                return out.finished
-            log.debug("a Last-Event-ID this session cannot resume; serving the GET stream instead")
         standalone = session.standalone
-        if standalone.writer:
+        if resumed is not None and resumed[0] != 0:
+            stream = session.streams.get(resumed[0])
+            if stream is None or resumed[1] > stream.count or (stream.done and resumed[1] == stream.count):
+                # Nothing is left to send on it, ever: a 4xx that does not mean the session is gone,
+                # so a client stops resuming (an empty stream would have it come back forever).
+                await _reject(out, 410, InvalidRequest(
+                    f"Gone: stream {resumed[0]} of this session has ended and nothing is left to resume"))
+                return True
+            await pump(stream, out, resumed[1], session.pacing, disconnected=disconnected, nursery=nursery)
+            if stream.written:
+                session.delivered(stream)
+            return out.finished
+        if resumed is not None and resumed[1] <= standalone.count:
+            cursor = resumed[1]  # a resumption takes the stream over from a connection the client lost
+        elif standalone.writer:
             await _reject(out, 409, InvalidRequest(
                 "Conflict: this session's GET stream is already open on another connection"))
             return True
-        await pump(standalone, out, standalone.sent, session.pacing, disconnected=disconnected, nursery=nursery)
+        else:
+            cursor = standalone.sent  # what no connection was sent yet
+        await pump(standalone, out, cursor, session.pacing, disconnected=disconnected, nursery=nursery)
         return out.finished
 
     # -- shared rules ----------------------------------------------------------------------
@@ -391,6 +399,8 @@ class HttpSessions:
         if owner is not None and owner != self.legacy.owner and self.forwarder is not None and not request.forwarded:
             forwarded = await self.forwarder.forward(owner, request, out)
             if forwarded is not None:
+                if out.record is not None:
+                    out.record.result = "forwarded"  # the owner's access line says how it was answered
                 return None
         version = await self.legacy.version_of(session_id, headers=headers, auth=access)
         session = self._sessions.get(session_id) if version is not None else None
