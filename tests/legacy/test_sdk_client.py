@@ -14,7 +14,9 @@ results: one handler serves both eras.
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -195,3 +197,24 @@ def test_300_sdk_sessions_on_two_workers_each_get_their_own_answers(legacy_pytho
     forwarded = [line for line in access.splitlines() if "mrtr.access" in line and " forwarded " in line]
     assert any(line.split("mrtr.access: ")[1].startswith("POST") and " 202 " in line for line in forwarded), \
         _tail(access, 20)
+
+
+# -- the README's 2025 client -----------------------------------------------------------------------
+
+README = REPO_ROOT / "README.md"
+
+
+def test_the_readmes_sdk_client_talks_to_the_example_server(legacy_python: Path, tmp_path: Path) -> None:
+    """The README's SDK 1.x snippet, as written but for the port, against ``mrtr serve`` (the example server)."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    snippet = next(block for block in blocks if "streamable_http_client" in block)
+    assert "http://127.0.0.1:8000/mcp" in snippet
+    with served("mrtr.examples.server:server", tmp_path / "server.log") as url:
+        script = tmp_path / "readme_client.py"
+        script.write_text(snippet.replace("http://127.0.0.1:8000/mcp", url))
+        completed = subprocess.run([str(legacy_python), str(script)], cwd=tmp_path, capture_output=True, text=True,
+                                   env=clean_env(), timeout=120, check=False)
+    assert completed.returncode == 0, _tail(completed.stderr, 30)
+    assert ast.literal_eval(completed.stdout.strip()) == {
+        "company": "Acme", "admin": "Ada Lovelace", "email": "ada@example.com", "plan": "team", "region": "eu",
+        "channels": ["email"]}
