@@ -10,6 +10,9 @@ the python of ``.cache/interop-venv`` (see :func:`benchmarks.common.sdk_python`)
 - ``sdk_peer.py serve PORT``: ``MCPServer``'s Streamable HTTP app (stateless, JSON
   answers) under uvicorn, with the ``ask`` (one question) and ``ask3`` (three questions
   in sequence) tools of the HTTP flows.
+- ``sdk_peer.py serve-stateful PORT``: the same app as the SDK serves 2025-era clients by
+  default (stateful sessions, SSE answers), where ``ask_live`` asks its question with
+  ``ctx.elicit`` while the call waits.
 
 The tools ask the same questions as the mrtr handlers of the suite: a form with one
 ``email`` string. The SDK seals its state with AES-256-GCM, as mrtr does.
@@ -24,7 +27,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.server.request_state import RequestStateSecurity
 
@@ -78,6 +81,15 @@ async def ask3(plan: str, first: Annotated[Email, Resolve(ask_first)], second: A
                third: Annotated[Email, Resolve(ask_third)]) -> str:
     """Three questions, one per round (each resolver depends on the one before)."""
     return f"{first.email},{second.email},{third.email}:{plan}"
+
+
+@server.tool()
+async def ask_live(plan: str, ctx: Context) -> str:
+    """One question asked live, in a 2025 session: the 2025 flow of the sessions part."""
+    answer = await ctx.elicit("Your email?", Email)
+    if answer.action != "accept":
+        return f"{answer.action}:{plan}"
+    return f"{answer.data.email}:{plan}"
 
 
 # -- the in-process rounds: k answered questions, then one more asked ---------------------
@@ -167,10 +179,13 @@ def inproc() -> None:
         print(json.dumps(reply), flush=True)
 
 
-def serve(port: int) -> None:
+def serve(port: int, *, stateful: bool = False) -> None:
     import uvicorn
 
-    app = server.streamable_http_app(json_response=True, stateless_http=True)
+    if stateful:  # the SDK's defaults for 2025 clients; room for every session the benchmark opens
+        app = server.streamable_http_app(max_sessions=100_000)
+    else:
+        app = server.streamable_http_app(json_response=True, stateless_http=True)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
@@ -178,4 +193,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "inproc":
         inproc()
     else:
-        serve(int(sys.argv[2]))
+        serve(int(sys.argv[2]), stateful=sys.argv[1] == "serve-stateful")

@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 
 from ..conftest import clean_env
-from ..interop.test_interop import _tail
+from ..interop.test_interop import _tail, served
 from ..legacy_schema import RESULT_DEFS, validate_server_message
-from .served import served
+
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PINNED = Path(__file__).resolve().parent / "inspector" / "package.json"

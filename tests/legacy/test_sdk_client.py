@@ -28,9 +28,9 @@ import mrtr
 from mrtr.core.answers import roots, sampled
 
 from ..conftest import clean_env, pinned_venv
-from ..interop.test_interop import _mrtr_command, _tail
+from ..interop.test_interop import _mrtr_command, _tail, served
 from ..legacy_schema import validate_server_message
-from .served import served
+
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
