@@ -9,7 +9,8 @@ keeps no connection alive, so every request (the POSTs, the answers, the GET str
 the DELETE) is a new connection the kernel may hand to any worker. A session calls
 ``secret_code`` with a nonce of its own; the question must name that nonce and the
 result must carry the code answered for it, so an answer that reached another
-session's call shows as ``misrouted``. Prints one JSON line: the counts, the owners the
+session's call shows as ``misrouted``; a session that fails, or takes longer than
+``--timeout`` seconds, is an error. Prints one JSON line: the counts, the owners the
 session ids named, the seconds taken.
 """
 
@@ -30,7 +31,8 @@ from mcp import ClientSession, types
 from mcp.client.streamable_http import streamable_http_client
 
 
-async def one(url: str, counts: Counter[str], owners: Counter[str], problems: list[str]) -> None:
+async def one(url: str, counts: Counter[str], owners: Counter[str], problems: list[str], timeout: float) -> None:
+    """One session: its own nonce and code, checked at the end; any failure (or ``timeout``) is an error."""
     nonce = secrets.token_hex(8)
     code = secrets.token_hex(8)
     asked: list[str] = []
@@ -41,24 +43,25 @@ async def one(url: str, counts: Counter[str], owners: Counter[str], problems: li
 
     try:
         limits = httpx.Limits(max_keepalive_connections=0)
-        async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(30.0, read=120.0)) as http, \
-                streamable_http_client(url, http_client=http) as (read, write, session_id):
-            async with ClientSession(read, write, elicitation_callback=on_elicit) as session:
-                await session.initialize()
-                owners[(session_id() or "?").partition(".")[0]] += 1
-                result = await session.call_tool("secret_code", {"nonce": nonce})
-                text = result.content[0].text if result.content and hasattr(result.content[0], "text") else ""
-                if asked != [f"Code for {nonce}?"] or text != f"{nonce}={code}":
-                    counts["misrouted"] += 1
-                    problems.append(f"asked {asked}, answered {text!r}, expected {nonce}={code}")
-                else:
-                    counts["ok"] += 1
+        with anyio.fail_after(timeout):
+            async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(30.0, read=120.0)) as http, \
+                    streamable_http_client(url, http_client=http) as (read, write, session_id):
+                async with ClientSession(read, write, elicitation_callback=on_elicit) as session:
+                    await session.initialize()
+                    owners[(session_id() or "?").partition(".")[0]] += 1
+                    result = await session.call_tool("secret_code", {"nonce": nonce})
+        text = result.content[0].text if result.content and hasattr(result.content[0], "text") else ""
+        if asked != [f"Code for {nonce}?"] or text != f"{nonce}={code}":
+            counts["misrouted"] += 1
+            problems.append(f"asked {asked}, answered {text!r}, expected {nonce}={code}")
+        else:
+            counts["ok"] += 1
     except Exception:
         counts["errors"] += 1
         problems.append(traceback.format_exc(limit=5))
 
 
-async def main(url: str, sessions: int, concurrency: int) -> None:
+async def main(url: str, sessions: int, concurrency: int, timeout: float) -> None:
     counts: Counter[str] = Counter()
     owners: Counter[str] = Counter()
     problems: list[str] = []
@@ -67,7 +70,7 @@ async def main(url: str, sessions: int, concurrency: int) -> None:
 
     async def limited() -> None:
         async with limiter:
-            await one(url, counts, owners, problems)
+            await one(url, counts, owners, problems, timeout)
 
     async with anyio.create_task_group() as group:
         for _ in range(sessions):
@@ -82,6 +85,7 @@ if __name__ == "__main__":
     parser.add_argument("--url", required=True)
     parser.add_argument("--sessions", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds one session may take before it fails")
     args = parser.parse_args()
-    anyio.run(main, args.url, args.sessions, args.concurrency)
+    anyio.run(main, args.url, args.sessions, args.concurrency, args.timeout)
     sys.exit(0)
