@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Runs the official MCP conformance suite's client scenarios (2026-07-28, no authorization)
-# against mrtr.Client, through tests/conformance/client.py. Expects the suite and Node in
-# .cache/node, which .ci/conformance.sh installs (run that first). Results go to
-# .cache/conformance/client/.
+# Runs the official MCP conformance suite's client scenarios against mrtr.Client, through
+# tests/conformance/client.py: every client scenario the 2026-07-28 and 2025-11-25
+# requirement lists name (authorization included), each at its own spec version, and the
+# client-credentials extension scenarios. Expects the suite and Node in .cache/node, which
+# .ci/conformance.sh installs (run that first). Results go to .cache/conformance/client/.
 #
 # Usage: .ci/conformance-client.sh [--write-report]
 #   --write-report   also rewrite the client section of docs/conformance.md

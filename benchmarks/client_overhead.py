@@ -11,7 +11,11 @@ port and sends, one after another:
   ``_meta``, headers derived from the body, the answer parsed and checked);
 - ``conversation (http)``, ``conversation (stdio)``, ``conversation (in process)``:
   whole one-question conversations through ``call_tool`` (two requests each, an
-  answerer in between), reported as requests per second for comparison.
+  answerer in between), reported as requests per second for comparison;
+- ``a client per call``: open a client, one ``call_once``, close it, with ``era="modern"``
+  (no probe), with ``era="auto"`` probing every time (the era forgotten before each), and
+  with ``era="auto"`` remembering the endpoint's era (the case of a process that opens
+  many clients): what the ``server/discover`` probe costs.
 
 Prints requests per second and the ratio to the baseline. Client and server share the
 machine's cores, so the ratio is the figure to compare.
@@ -70,6 +74,19 @@ async def main(count: int) -> None:
             rows.append(("mrtr.Client.call_once", await rate(count, partial(client.call_once, "tools/call", ARGUMENTS))))
             rows.append(("conversation (http)", await rate(count // 2, partial(client.call_tool, "ask_name",
                                                                                {"tag": "bench"}), 2)))
+        async def fresh(era: str, forget: bool) -> None:
+            if forget:
+                from mrtr.client import session
+
+                session._ERAS.clear()
+            async with mrtr.Client(url, era=era, on_elicit=answer) as client:
+                await client.call_once("tools/call", ARGUMENTS)
+
+        rows.append(("a client per call, era=modern", await rate(count // 4, partial(fresh, "modern", False))))
+        rows.append(("a client per call, era=auto, probed each time", await rate(count // 4, partial(
+            fresh, "auto", True))))
+        rows.append(("a client per call, era=auto, era remembered", await rate(count // 4, partial(
+            fresh, "auto", False))))
         nursery.cancel_scope.cancel()
     command = [sys.executable, "-m", "mrtr", "serve", "tests.client.app:server", "--stdio", "--log-level", "warning"]
     async with mrtr.Client.stdio(command, cwd=str(ROOT), on_elicit=answer) as client:

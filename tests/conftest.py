@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,6 +22,22 @@ import pytest
 import trio
 
 from mrtr.core.wire import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION
+
+
+@pytest.fixture(autouse=True)
+def _forget_probed_eras() -> Iterator[None]:
+    """Each test starts with a client that has probed nothing.
+
+    The client remembers the era of every HTTP endpoint it probed, for the life of the
+    process. Test servers listen on ports the OS hands out, and a port freed by one test
+    is handed to the next: without this, a scripted 2025 server could inherit the era a
+    modern server left on the same URL.
+    """
+    from mrtr.client import session
+
+    session._ERAS.clear()
+    yield
+    session._ERAS.clear()
 
 T = TypeVar("T")
 
@@ -93,6 +109,49 @@ def stop(process: subprocess.Popen[Any], timeout: float = 10) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on (the OS picked it; a server may take it next)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def http_server(argv: Sequence[str], url: str, *, env: Mapping[str, str] | None = None,
+                cwd: Path | str | None = None, timeout: float = 30) -> Iterator[subprocess.Popen[bytes]]:
+    """Start ``argv`` (a server listening on ``url``), wait until it answers HTTP at all, stop it at the end.
+
+    Any HTTP answer counts (a 405 to a GET, a 401): the server is serving. A process that
+    exits, or does not answer within ``timeout`` seconds, fails the test with its stderr.
+    """
+    import urllib.error
+    import urllib.request
+
+    process = subprocess.Popen(list(argv), env=None if env is None else dict(env), cwd=cwd,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(url, timeout=1)
+                break
+            except urllib.error.HTTPError:
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    process.kill()
+                    stderr = process.communicate()[1].decode(errors="replace")
+                    raise AssertionError(f"{argv[0]} did not start serving {url}:\n{stderr[-3000:]}") from None
+                time.sleep(0.05)
+        yield process
+    finally:
+        stop(process)
+        if process.stderr is not None:
+            process.stderr.close()
 
 
 @asynccontextmanager

@@ -5,6 +5,7 @@ The twin of ``tests/wire_schema.py`` for the other era, on the same
 references resolved). The schema is
 ``<checkout>/../shared/mcp-2025-11-25/schema.json`` (``MRTR_SHARED_DIR`` points elsewhere).
 
+:func:`validate_legacy_message` checks what a 2025 client sends and what it is answered.
 :func:`validate_server_message` checks a message a server sends to a 2025 client,
 including what the schema leaves open: a result carries no member only the modern era
 defines (``resultType``, ``ttlMs``, ``cacheScope``, the server-info ``_meta``), and an
@@ -18,7 +19,8 @@ from typing import Any
 from .wire_schema import _NOTIFICATION_DEFS as MODERN_NOTIFICATION_DEFS
 from .wire_schema import SHARED_DIR, SchemaFile, _fail
 
-__all__ = ["SCHEMA_PATH", "RESULT_DEFS", "validator", "validate", "is_valid", "validate_server_message"]
+__all__ = ["SCHEMA_PATH", "RESULT_DEFS", "validator", "validate", "is_valid", "validate_server_message",
+           "validate_legacy_message"]
 
 SCHEMA_PATH = SHARED_DIR / "mcp-2025-11-25" / "schema.json"
 """The official 2025-11-25 JSON Schema (draft 2020-12, definitions under ``$defs``)."""
@@ -111,3 +113,34 @@ def validate_server_message(msg: Any, result_def: str | None = None) -> None:
         validate(msg, specific)
         return
     _fail("not a JSON-RPC response, request or notification")
+
+
+_CLIENT_DEFS = {
+    "initialize": "InitializeRequest", "ping": "PingRequest", "tools/list": "ListToolsRequest",
+    "tools/call": "CallToolRequest", "prompts/list": "ListPromptsRequest", "prompts/get": "GetPromptRequest",
+    "resources/list": "ListResourcesRequest", "resources/templates/list": "ListResourceTemplatesRequest",
+    "resources/read": "ReadResourceRequest", "completion/complete": "CompleteRequest",
+    "logging/setLevel": "SetLevelRequest", "notifications/initialized": "InitializedNotification",
+    "notifications/cancelled": "CancelledNotification",
+}
+_ANSWER_DEFS = {"elicitation/create": "ElicitResult", "sampling/createMessage": "CreateMessageResult",
+                "roots/list": "ListRootsResult", "ping": "EmptyResult"}
+
+
+def validate_legacy_message(message: dict[str, Any], answering: str | None = None) -> None:
+    """Validate a 2025 client's traffic: what it sends (a request, a notification, the answer to a
+    server's request ``answering`` names) and the results it gets (the method they answer in
+    ``answering``); a server's own requests and notifications go to :func:`validate_server_message`."""
+    method = message.get("method")
+    if method in _CLIENT_DEFS:
+        validate(message, "JSONRPCRequest" if "id" in message else "JSONRPCNotification")
+        validate(message, _CLIENT_DEFS[method])
+    elif method is not None:
+        validate_server_message(message)
+    elif "error" in message:
+        validate(message, "JSONRPCErrorResponse")
+    else:
+        validate(message, "JSONRPCResultResponse")
+        definition = _ANSWER_DEFS.get(answering or "") or RESULT_DEFS.get(answering or "")
+        if definition is not None:
+            validate(message["result"], definition)

@@ -138,7 +138,7 @@ async def test_a_kind_is_declared_answered_and_parsed_by_the_client(name):
         return example.reply
 
     answerers = {Kind.ELICIT: "on_elicit", Kind.SAMPLE: "on_sample", Kind.ROOTS: "on_roots"}
-    client = mrtr.Client(server, elicitation_modes=("form", "url"), **{answerers[row.kind]: answer})
+    client = mrtr.Client(server, elicitation_modes=("form", "url"), tasks=False, **{answerers[row.kind]: answer})
     assert set(client.capabilities()) == {row.capability}
     async with client:
         result = await client.call_tool("ask")

@@ -59,8 +59,7 @@ __all__ = [
     "runs_in_thread",
 ]
 
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
-"""The tasks extension's key in client and server capabilities."""
+from ..core.wire import TASKS_EXTENSION  # noqa: E402 - re-exported: the one id the server and the client share
 
 
 class Interim(NamedTuple):

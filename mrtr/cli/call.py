@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import tempfile
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 from .arguments import UsageError, positive_int, seconds
+from .arguments import port as port_number
 
 __all__ = ["add_client_commands"]
 
@@ -52,6 +55,14 @@ def add_client_commands(commands: Any) -> None:
     call.add_argument("--max-rounds", type=positive_int, default=10, metavar="N",
                       help="give up after N rounds of questions (default: 10)")
     call.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS", help=timeout_help)
+    call.add_argument("--task", metavar="ID", help="pick up a task started before (its id was printed) and wait for it")
+    call.add_argument("--era", choices=("auto", "modern", "legacy"), default="auto",
+                      help="the protocol era to speak: probe the server (auto, the default), 2026-07-28 only "
+                           "(modern), or the 2025 initialize session (legacy)")
+    call.add_argument("--server-log", metavar="FILE",
+                      help="with --stdio, where the server's own log goes (default: kept aside, and its last lines "
+                           "shown if the call fails)")
+    _add_auth_options(call)
     call.set_defaults(run=_call)
     listing = commands.add_parser(
         "list", help="list a server's tools (with their arguments), prompts and resources",
@@ -60,7 +71,59 @@ def add_client_commands(commands: Any) -> None:
     listing.add_argument("words", nargs="*", metavar="URL", help=target_help)
     listing.add_argument("--stdio", metavar="COMMAND", help=stdio_help)
     listing.add_argument("--timeout", type=seconds, default=None, metavar="SECONDS", help=timeout_help)
+    listing.add_argument("--era", choices=("auto", "modern", "legacy"), default="auto",
+                         help="the protocol era to speak (default: probe the server)")
+    _add_auth_options(listing)
     listing.set_defaults(run=_list)
+    logout = commands.add_parser(
+        "logout", help="forget the tokens kept for a server (they are kept per server, owner-only)",
+        usage="mrtr logout URL",
+        description="Forget the OAuth tokens and client registrations mrtr call and mrtr list keep for the server "
+                    "at URL (in $MRTR_TOKENS, else $XDG_STATE_HOME/mrtr/oauth).")
+    logout.add_argument("url", metavar="URL", help="the server's URL, as given to mrtr call")
+    logout.set_defaults(run=_logout)
+
+
+def _add_auth_options(parser: Any) -> None:
+    auth = parser.add_argument_group("authorization (servers that answer 401)")
+    auth.add_argument("--client-id", metavar="ID", help="a client id registered with the authorization server "
+                                                        "(else the client registers itself where it can)")
+    auth.add_argument("--client-secret", metavar="SECRET",
+                      help="that client's secret (better: the MRTR_CLIENT_SECRET environment variable)")
+    auth.add_argument("--client-metadata-url", metavar="URL",
+                      help="the https URL of this client's metadata document, used as its client id where the "
+                           "authorization server supports client ID metadata documents")
+    auth.add_argument("--scope", action="append", default=[], metavar="SCOPE",
+                      help="ask for this scope too (repeatable)")
+    auth.add_argument("--redirect-port", type=port_number, default=0, metavar="PORT",
+                      help="the loopback port the browser comes back to (default: any free one)")
+
+
+def _auth(args: argparse.Namespace, target: str | list[str]) -> dict[str, Any]:
+    """The ``auth=`` option of the Client: the authorization code flow, tokens kept per server."""
+    if not isinstance(target, str):
+        return {}
+    import os
+
+    from ..client.oauth import AuthorizationCode
+
+    return {"auth": AuthorizationCode(client_id=args.client_id,
+                                      client_secret=args.client_secret or os.environ.get("MRTR_CLIENT_SECRET"),
+                                      client_metadata_url=args.client_metadata_url, scopes=args.scope,
+                                      redirect_port=args.redirect_port, client_name="mrtr call")}
+
+
+def _logout(args: argparse.Namespace) -> int:
+    from ..client.tokens import FileTokenStore
+
+    store = FileTokenStore()
+    try:
+        forgot = store.delete(args.url)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"mrtr logout: {'forgot the tokens of' if forgot else 'no tokens were kept for'} {args.url}",
+          file=sys.stderr)
+    return 0
 
 
 def _client_target(args: argparse.Namespace) -> tuple[str | list[str], list[str]]:
@@ -97,15 +160,46 @@ def _call(args: argparse.Namespace) -> int:
     target, words = _client_target(args)
     terminal = Terminal(sample_reply=args.sample_reply, roots=args.root)
     out = output_console(terminal.interactive and sys.stdout.isatty())
+    resume = "mrtr call " + (f"--stdio {shlex.quote(args.stdio)}" if args.stdio is not None else str(target))
+    options: dict[str, Any] = {"era": args.era, **_auth(args, target)}
+    server_log = None
+    if isinstance(target, list):
+        # The server's own log (access lines, warnings) must not land among the questions.
+        server_log = open(args.server_log or tempfile.mkstemp(prefix="mrtr-server-", suffix=".log")[1], "wb")
+        options["stderr"] = server_log.fileno()
     try:
-        return trio.run(partial(run_call, target, words, prompt=args.prompt, resource=args.resource,
-                                terminal=terminal, out=out, max_rounds=args.max_rounds, deadline=args.timeout))
+        code = trio.run(partial(run_call, target, words, prompt=args.prompt, resource=args.resource,
+                                terminal=terminal, out=out, max_rounds=args.max_rounds, deadline=args.timeout,
+                                task_id=args.task, resume=resume, **options))
     except ArgumentError as exc:
         raise UsageError(str(exc)) from None
     except KeyboardInterrupt:
         terminal.pause()
         print("mrtr call: interrupted", file=sys.stderr)
-        return 130
+        code = 130
+    finally:
+        if server_log is not None:
+            server_log.close()
+    if server_log is not None:
+        _server_log_after(Path(server_log.name), failed=code != 0, keep=args.server_log is not None)
+    return code
+
+
+def _server_log_after(path: Path, *, failed: bool, keep: bool) -> None:
+    """Show the last lines of a stdio server's log when the call failed; drop a log nobody asked to keep."""
+    try:
+        if failed:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()[-20:]
+            if lines:
+                from ..client.display import printable
+
+                print("mrtr call: the server's log ended with:", file=sys.stderr)
+                for line in lines:
+                    print(f"  {printable(line, multiline=False)}", file=sys.stderr)
+        if not keep:
+            path.unlink()
+    except OSError:
+        pass
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -123,6 +217,6 @@ def _list(args: argparse.Namespace) -> int:
     try:
         return trio.run(partial(run_list, target, out=output_console(interactive),
                                 errors=output_console(interactive and sys.stderr.isatty(), stderr=True),
-                                deadline=args.timeout))
+                                deadline=args.timeout, era=args.era, **_auth(args, target)))
     except KeyboardInterrupt:
         return 130

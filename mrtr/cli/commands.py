@@ -2,8 +2,9 @@
 
 ``mrtr serve [module:attribute] [options]`` serves a Server; ``mrtr call`` and
 ``mrtr list`` are a client for people at a terminal (``mrtr.client.terminal``, which
-needs the ``client`` extra); ``mrtr check-tasks module:attribute`` replays the tasks in
-flight in a store against that code before it is deployed (``mrtr.cli.check``).
+needs the ``client`` extra); ``mrtr logout URL`` forgets the tokens kept for a server;
+``mrtr check-tasks module:attribute`` replays the tasks in flight in a store against that
+code before it is deployed (``mrtr.cli.check``).
 
 ``module:attribute`` names a :class:`mrtr.server.Server` the way uvicorn names an ASGI
 app (``myapp.main:server``; the attribute may be dotted). The current directory is put
@@ -66,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.run(args))
     except UsageError as exc:
         message = str(exc)
-        if args.command in ("call", "list"):  # may name what a server sent (its tools): shown inert
+        if args.command in ("call", "list", "logout"):  # may name what a server sent (its tools): shown inert
             from ..client.display import printable
 
             message = printable(message)

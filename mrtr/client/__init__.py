@@ -1,14 +1,17 @@
-"""``mrtr.Client``: call MCP 2026-07-28 servers and answer their questions. See ``docs/client.md``.
+"""``mrtr.Client``: call MCP servers of both eras and answer their questions. See ``docs/client.md``.
 
 Targets: a URL (Streamable HTTP; needs the ``client`` extra for httpx), a server object
-in process, or a subprocess (:meth:`Client.stdio`).
+in process, or a subprocess (:meth:`Client.stdio`). Tasks are driven through
+:class:`TaskHandle`; OAuth lives in :mod:`mrtr.client.oauth`, its token store in
+:mod:`mrtr.client.tokens`.
 """
 
 from ..core.answers import accept, cancel, decline, roots, sampled
-from .errors import ClientError, RoundLimitExceeded
+from .errors import ClientError, ConnectionFailed, RoundLimitExceeded, StateLost, Unreadable
 from .requests import ElicitationRequest, InputRequest, RootsRequest, SamplingRequest
 from .session import (CLIENT_DEADLINE, DEFAULT_DEADLINE, DEFAULT_MAX_ROUNDS, Client, PromptResult, ResourceResult,
                       ToolResult)
+from .tasks import TaskCancelled, TaskHandle, TaskStatus
 
 __all__ = [
     "CLIENT_DEADLINE",
@@ -16,6 +19,7 @@ __all__ = [
     "DEFAULT_MAX_ROUNDS",
     "Client",
     "ClientError",
+    "ConnectionFailed",
     "ElicitationRequest",
     "InputRequest",
     "PromptResult",
@@ -23,7 +27,12 @@ __all__ = [
     "RootsRequest",
     "RoundLimitExceeded",
     "SamplingRequest",
+    "StateLost",
+    "TaskCancelled",
+    "TaskHandle",
+    "TaskStatus",
     "ToolResult",
+    "Unreadable",
     "accept",
     "cancel",
     "decline",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["ClientError", "RoundLimitExceeded"]
+__all__ = ["ClientError", "ConnectionFailed", "RoundLimitExceeded", "StateLost", "Unreadable"]
 
 
 class ClientError(Exception):
@@ -37,3 +37,23 @@ class RoundLimitExceeded(ClientError):
     ``code`` is ``-32603``: from the caller's point of view the request did not finish.
     ``data`` holds ``{"rounds": N, "lastKeys": [...]}``.
     """
+
+
+class ConnectionFailed(ClientError):
+    """The server could not be reached or stopped being reachable: no connection, a process that
+    exited or stopped reading. ``code`` is ``-32603``; nothing the server said is in it."""
+
+
+class StateLost(ClientError):
+    """The server could not open the ``requestState`` it issued ("failed authentication").
+
+    The usual cause: the server restarted with a new key (it runs without a fixed
+    ``MRTR_SECRET``, so each start makes one), or the retry reached another node that
+    has a different key. The conversation cannot continue; it must start again from the
+    first round, which :meth:`mrtr.Client.call_tool` does not do by itself (the answers
+    may have had effects).
+    """
+
+
+class Unreadable(ClientError):
+    """What the server sent cannot be read: a message over the size cap, or a body that does not decode."""

@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Iterator
 
 from ..core.errors import INTERNAL_ERROR, INVALID_REQUEST
-from .errors import ClientError
+from .errors import Unreadable
 
 __all__ = ["ACCEPT_ENCODING", "STEP", "Decoded", "Events", "Lines", "too_large"]
 
@@ -36,9 +36,9 @@ _EOL = re.compile(rb"\r\n|\r|\n")
 _BOM = b"\xef\xbb\xbf"
 
 
-def too_large(limit: int) -> ClientError:
+def too_large(limit: int) -> Unreadable:
     """The error for a message from the server longer than ``limit`` bytes."""
-    return ClientError(INTERNAL_ERROR, f"the server sent a message larger than {limit} bytes")
+    return Unreadable(INTERNAL_ERROR, f"the server sent a message larger than {limit} bytes")
 
 
 class Decoded:
@@ -54,7 +54,7 @@ class Decoded:
         codings = [coding for coding in codings if coding and coding != "identity"]
         self._coding = codings[0] if codings else None
         if len(codings) > 1 or self._coding not in (None, "gzip", "x-gzip", "deflate"):
-            raise ClientError(INVALID_REQUEST, f"the server answered with Content-Encoding {content_encoding!r}; "
+            raise Unreadable(INVALID_REQUEST, f"the server answered with Content-Encoding {content_encoding!r}; "
                                                f"the client offers only {ACCEPT_ENCODING}")
         self._inflate: zlib._Decompress | None = None
         if self._coding in ("gzip", "x-gzip"):
@@ -82,7 +82,7 @@ class Decoded:
                     self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
                     self._started = True
                     continue
-                raise ClientError(INVALID_REQUEST, f"the server's {self._coding} body does not decode: {exc}") \
+                raise Unreadable(INVALID_REQUEST, f"the server's {self._coding} body does not decode: {exc}") \
                     from None
             self._started = True
             if piece:
@@ -94,7 +94,7 @@ class Decoded:
     def end(self) -> None:
         """Check that a compressed body was complete when the response ended."""
         if self._inflate is not None and self._started and not self._inflate.eof:
-            raise ClientError(INVALID_REQUEST, f"the server's {self._coding} body ended before its end")
+            raise Unreadable(INVALID_REQUEST, f"the server's {self._coding} body ended before its end")
 
 
 class Lines:
@@ -148,8 +148,9 @@ class Lines:
 class Events:
     """The ``data`` of each server-sent event, an event held up to ``limit`` bytes.
 
-    Comments (keep-alives), ids, event names and retry fields are skipped, and take no
-    memory; a leading byte order mark is dropped.
+    Comments (keep-alives) and event names are skipped, and take no memory; a leading
+    byte order mark is dropped. The last ``id`` and ``retry`` fields are kept
+    (:attr:`last_id`, :attr:`retry`): a legacy server's stream is resumed from them.
     """
 
     def __init__(self, limit: int) -> None:
@@ -158,6 +159,10 @@ class Events:
         self._data: list[bytes] = []
         self._size = 0
         self._first = True
+        self.last_id: str | None = None
+        """The last event ``id`` seen (a legacy stream is resumed from it), or ``None``."""
+        self.retry: float | None = None
+        """The last ``retry`` field, in seconds: how long to wait before resuming, or ``None``."""
 
     def feed(self, data: bytes) -> list[bytes]:
         """The data of every event ``data`` completes."""
@@ -186,10 +191,17 @@ class Events:
         if line.startswith(b":"):
             return None
         name, _, value = line.partition(b":")
-        if name != b"data":
-            return None
         if value.startswith(b" "):
             value = value[1:]
+        if name == b"id" and b"\0" not in value:
+            self.last_id = value[:256].decode("utf-8", "replace")  # an id is echoed in a header: kept short
+            return None
+        if name == b"retry":
+            if value.isdigit() and len(value) < 10:
+                self.retry = int(value) / 1000
+            return None
+        if name != b"data":
+            return None
         self._size += len(value) + 1  # an empty data line still costs its place in the event
         if self._size > self.limit:
             raise too_large(self.limit)

@@ -27,16 +27,20 @@ import trio
 from ..core import wire
 from ..core.answers import roots as _roots
 from ..core.answers import sampled as _sampled
-from ..core.errors import HEADER_MISMATCH, INTERNAL_ERROR, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION
-from ..core.jsonrpc import Dispatcher, request
-from ..core.kinds import KINDS, REQUEST_KINDS, Kind, RequestKind, decode_input_response
+from ..core.eras import (LATEST_LEGACY_VERSION, LEGACY, LEGACY_VERSIONS, MODERN, MODERN_ERRORS, MODERN_VERSIONS, Era,
+                         InitializeResult, is_modern_error)
+from ..core.errors import (HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
+                           UNSUPPORTED_PROTOCOL_VERSION)
+from ..core.jsonrpc import JSONRPC_VERSION, Dispatcher, notification, request, result_response
+from ..core.kinds import KINDS, REQUEST_KINDS, Kind, RequestKind, decode_input_response, kind_of
 from ..core.mirroring import InvalidHeaderSchema, mirrored_parameters
-from .errors import ClientError, RoundLimitExceeded
+from .errors import ClientError, ConnectionFailed, RoundLimitExceeded, StateLost, Unreadable
 from .requests import ElicitationRequest, InputRequest, RootsRequest, SamplingRequest
-from .targets import HTTPTarget, InProcessTarget, StdioTarget, Target
+from .targets import HTTPTarget, InProcessTarget, OnRequest, StdioTarget, Target, log
+from .tasks import TaskHandle, TaskStatus
 
-__all__ = ["CLIENT_DEADLINE", "DEFAULT_DEADLINE", "DEFAULT_MAX_ROUNDS", "Client", "PromptResult", "ResourceResult",
-           "ToolResult"]
+__all__ = ["CLIENT_DEADLINE", "DEFAULT_DEADLINE", "DEFAULT_MAX_ROUNDS", "PROBE_TIMEOUT", "Client",
+           "PromptResult", "ResourceResult", "ToolResult"]
 
 DEFAULT_MAX_ROUNDS = 10
 """How many ``input_required`` rounds a call answers before giving up (other SDKs use 10 too)."""
@@ -64,6 +68,21 @@ ProgressCallback = Callable[[float, float | None, str | None], Any]
 """``on_progress(progress, total, message)``, sync or async."""
 
 _STATE_ONLY_BACKOFF = (0.05, 0.25)  # first and longest pause before a retry with nothing to answer
+
+PROBE_TIMEOUT = 5.0
+"""Seconds the era probe (``server/discover``) waits before taking a silent server for a legacy one."""
+
+
+LogCallback = Callable[[str, str | None, Any], Any]
+"""``on_log(level, logger, data)``, sync or async."""
+
+ListChangedCallback = Callable[[str], Any]
+"""``on_list_changed(what)`` with ``"tools"``, ``"prompts"`` or ``"resources"``, sync or async."""
+
+_ERAS: dict[str, Era] = {}  # the era of each HTTP endpoint this process has probed
+_LIST_CHANGED = {f"notifications/{what}/list_changed": what for what in ("tools", "prompts", "resources")}
+_STATE_LOST = "requestState failed authentication"
+RESULT_TYPE_TASK = "task"
 
 
 def _text_of(blocks: Sequence[Any]) -> str:
@@ -121,6 +140,12 @@ class ResourceResult:
         return "\n".join(item["text"] for item in self.contents if isinstance(item.get("text"), str))
 
 
+def _tool_result(result: dict[str, Any]) -> ToolResult:
+    """A ``CallToolResult`` dict, checked, as a :class:`ToolResult`."""
+    _checked(result, wire.CallToolResult, "CallToolResult")
+    return ToolResult(list(result["content"]), result.get("structuredContent"), bool(result.get("isError")), result)
+
+
 def _checked(result: dict[str, Any], shape: type[Any], what: str) -> None:
     try:
         msgspec.convert(result, shape)
@@ -155,6 +180,10 @@ def _checked_deadline(deadline: Any) -> float | None:
     return float(deadline)
 
 
+def _error_response(request_id: Any, code: int, message: str) -> dict[str, Any]:
+    return {"jsonrpc": JSONRPC_VERSION, "id": request_id, "error": {"code": code, "message": message}}
+
+
 async def _maybe_await(value: Any) -> Any:
     if inspect.isawaitable(value):
         return await value
@@ -187,6 +216,14 @@ class Client:
     response, however the server paces it (default :data:`DEFAULT_DEADLINE`; ``None``
     for none); the time an answerer takes between rounds is not counted. A method's own
     ``deadline=`` overrides it for that call.
+
+    ``era`` is ``"auto"`` (probe the server once with ``server/discover`` and speak
+    whichever era it answers in), ``"modern"`` (2026-07-28 only) or ``"legacy"`` (the
+    2025 ``initialize`` session). Answerers, progress, ``on_log(level, logger, data)``
+    and ``on_list_changed(what)`` work the same in both. ``tasks`` declares the tasks
+    extension (a task tool's call then returns when its task ends; see
+    :meth:`start_task`). ``auth`` (a :class:`mrtr.client.oauth.OAuth`) authorizes
+    requests to a protected server over HTTP.
     """
 
     def __init__(
@@ -203,9 +240,20 @@ class Client:
         headers: Mapping[str, str] | None = None,
         timeout: float | None = 60.0,
         deadline: float | None = DEFAULT_DEADLINE,
+        era: str = "auto",
+        tasks: bool = True,
+        on_log: LogCallback | None = None,
+        log_level: str = "info",
+        on_list_changed: ListChangedCallback | None = None,
+        auth: Any = None,
     ) -> None:
+        if era not in ("auto", "modern", "legacy"):
+            raise ValueError(f'era must be "auto", "modern" or "legacy", not {era!r}')
         if isinstance(target, str):
-            self.target: Target = HTTPTarget(target, headers=headers, timeout=timeout)
+            self.target: Target = HTTPTarget(target, headers=headers, timeout=timeout, auth=auth)
+        elif auth is not None:
+            raise ValueError("auth= authorizes HTTP requests: give the server's URL (over stdio a server takes its "
+                             "credentials from its environment)")
         elif hasattr(target, "send") and hasattr(target, "open"):
             self.target = target  # type: ignore[assignment]
         elif hasattr(target, "handle"):
@@ -227,10 +275,32 @@ class Client:
         self.max_rounds = max_rounds
         self.deadline = _checked_deadline(deadline)
         self.client_info = dict(client_info or {"name": "mrtr", "version": __version__})
+        self.tasks = tasks
+        self.on_log = on_log
+        self.log_level = log_level
+        self.on_list_changed = on_list_changed
+        self.era_choice = era
         self._ids = itertools.count(1)
         self._tools: dict[str, dict[str, Any]] | None = None
         self._nursery: trio.Nursery | None = None
         self._stack: contextlib.AsyncExitStack | None = None
+        self._era: Era | None = MODERN if isinstance(self.target, InProcessTarget) or era == "modern" else None
+        self._era_lock = trio.Lock()
+        self._era_cached = False  # the era came from another client's probe of the same endpoint
+        self._discovered: dict[str, Any] | None = None
+        self._notes: trio.MemorySendChannel[dict[str, Any]] | None = None
+        self.listening = False
+        """Whether the server acknowledged the stream ``on_list_changed`` is fed from (modern era)."""
+        self.server: InitializeResult | None = None
+        """What a legacy server answered to ``initialize`` (``None`` in the modern era)."""
+        if hasattr(self.target, "on_request"):
+            self.target.on_request = self._answer_server_request  # type: ignore[attr-defined]
+            self.target.on_notification = self._session_notification  # type: ignore[attr-defined]
+
+    @property
+    def era(self) -> Era | None:
+        """The era this client speaks to its server in, once it knows (after the first request)."""
+        return self._era
 
     @classmethod
     def stdio(cls, argv: Sequence[str], *, env: Mapping[str, str] | None = None, cwd: str | None = None,
@@ -250,11 +320,15 @@ class Client:
                 # Unwound last-in first-out: close the target, then stop background tasks.
                 stack.callback(nursery.cancel_scope.cancel)
                 stack.push_async_callback(self.target.aclose)
+                self._notes, notes = trio.open_memory_channel[dict[str, Any]](math.inf)
+                nursery.start_soon(self._handle_notes, notes)
                 await self.target.open(nursery)
                 serving = getattr(self.target, "serving", None)  # an in-process server's lifespan
                 if serving is not None:
                     await stack.enter_async_context(serving())
                 self._nursery = nursery
+                if self.on_list_changed is not None:
+                    nursery.start_soon(self._listen)
                 self._stack = stack.pop_all()
         except BaseExceptionGroup as group:
             raise _unwrapped(group) from None
@@ -290,9 +364,14 @@ class Client:
                     capabilities[row.capability] = {mode: {} for mode in sorted(self.elicitation_modes)}
             else:
                 capabilities[row.capability] = {}
+        if self.tasks and self._era != LEGACY:
+            capabilities["extensions"] = {wire.TASKS_EXTENSION: {}}
         return capabilities
 
     def _meta(self, request_id: int) -> dict[str, Any]:
+        if self._era == LEGACY:
+            # A legacy request's context is its session's; only the progress token travels with it.
+            return {wire.META_PROGRESS_TOKEN: request_id} if self.on_progress is not None else {}
         meta: dict[str, Any] = {
             wire.META_PROTOCOL_VERSION: wire.PROTOCOL_VERSION,
             wire.META_CLIENT_CAPABILITIES: self.capabilities(),
@@ -300,36 +379,258 @@ class Client:
         }
         if self.on_progress is not None:
             meta[wire.META_PROGRESS_TOKEN] = request_id  # unique among requests in flight
+        if self.on_log is not None:
+            meta[wire.META_LOG_LEVEL] = self.log_level
         return meta
+
+    # -- which era -------------------------------------------------------------------------------
+
+    async def _settle_era(self) -> None:
+        """Probe the server once (unless the era is fixed or known) and open a legacy session if it needs one."""
+        if self._era == MODERN or (self._era == LEGACY and self.server is not None):
+            return
+        async with self._era_lock:
+            if self._era is None:
+                key = getattr(self.target, "url", None)
+                cached = _ERAS.get(key) if key is not None else None
+                self._era = LEGACY if self.era_choice == "legacy" else cached or await self._probe()
+                self._era_cached = cached is not None and self.era_choice == "auto"
+                if key is not None:
+                    _ERAS[key] = self._era
+            if self._era == LEGACY and self.server is None:
+                try:
+                    await self._initialize()
+                except ClientError as error:
+                    if key is not None:
+                        _ERAS.pop(key, None)  # re-probe next time: the cached era may be what failed
+                    if self.era_choice == "auto" and error.code in MODERN_ERRORS:
+                        # The server refused initialize the way only a modern one does: speak modern.
+                        log.info("%s refused initialize with a modern error: a modern server", self._where())
+                        self._era = self.target.era = MODERN  # type: ignore[attr-defined]
+                        return
+                    if self._era_cached and not isinstance(error, ConnectionFailed):
+                        # What this process remembered of the endpoint no longer holds: ask it.
+                        self._era_cached = False
+                        self.target.era = MODERN  # type: ignore[attr-defined]
+                        self._era = await self._probe()
+                        if key is not None:
+                            _ERAS[key] = self._era
+                        if self._era == LEGACY:
+                            await self._initialize()
+                        return
+                    raise
+
+    async def _probe(self) -> Era:
+        """``server/discover``, judged as the 2026-07-28 backward-compatibility rules say."""
+        request_id = next(self._ids)
+        message = request(request_id, "server/discover", {"_meta": self._meta(request_id)})
+        # Over stdio a legacy server may stay silent on a request before initialize; over
+        # HTTP every request gets an answer, so silence there is only a slow server.
+        stdio = isinstance(getattr(self.target, "inner", self.target), StdioTarget)
+        limit = self.deadline if self.deadline is not None else math.inf
+        if stdio:
+            limit = min(limit, PROBE_TIMEOUT)
+        try:
+            with trio.move_on_after(limit):
+                result = await self.target.send(message, lambda note: None, None)
+                try:
+                    msgspec.convert(result, wire.DiscoverResult)
+                except msgspec.ValidationError:
+                    log.info("%s answered server/discover with something else: a legacy server", self._where())
+                    return LEGACY
+                self._discovered = result
+                return MODERN
+            if not stdio:
+                raise ClientError(INTERNAL_ERROR, f"no complete answer to server/discover within the "
+                                                  f"{limit:g} s deadline")
+            log.info("%s did not answer server/discover within %g s: a legacy server", self._where(), limit)
+            return LEGACY
+        except (ConnectionFailed, Unreadable):
+            raise  # no answer to judge: the server is unreachable, or what it sent cannot be read
+        except ClientError as error:
+            if error.status in (401, 403):
+                raise  # an authorization problem says nothing about the era
+            if is_modern_error(error.code, "server/discover"):
+                supported = error.data.get("supported") if isinstance(error.data, dict) else None
+                if error.code == UNSUPPORTED_PROTOCOL_VERSION and isinstance(supported, list) \
+                        and not set(supported) & set(MODERN_VERSIONS) and set(supported) & set(LEGACY_VERSIONS):
+                    return LEGACY  # a modern error naming only handshake versions: initialize
+                return MODERN
+            log.info("%s refused server/discover (%s): a legacy server", self._where(), error)
+            return LEGACY
+
+    def _where(self) -> str:
+        return str(getattr(self.target, "url", None) or " ".join(getattr(self.target, "argv", [])) or "the server")
+
+    def _legacy_capabilities(self) -> dict[str, Any]:
+        capabilities = self.capabilities()
+        if "roots" in capabilities:
+            capabilities["roots"] = {"listChanged": False}
+        return capabilities
+
+    async def _initialize(self) -> None:
+        """The 2025 lifecycle: ``initialize``, version check, ``notifications/initialized``, the standalone stream."""
+        self.target.era = LEGACY  # type: ignore[attr-defined]
+        params = {"protocolVersion": LATEST_LEGACY_VERSION, "capabilities": self._legacy_capabilities(),
+                  "clientInfo": self.client_info}
+        message = request(next(self._ids), "initialize", params)
+        result: dict[str, Any] | None = None
+        with trio.move_on_after(self.deadline if self.deadline is not None else math.inf):
+            result = await self.target.send(message, lambda note: None, None)
+        if result is None:
+            raise ClientError(INTERNAL_ERROR, f"{self._where()} did not answer initialize within the "
+                                              f"{self.deadline:g} s deadline")
+        try:
+            answered = msgspec.convert(result, InitializeResult)
+        except msgspec.ValidationError as exc:
+            raise ClientError(INVALID_REQUEST, f"Invalid InitializeResult from the server: {exc}") from None
+        if answered.protocol_version not in LEGACY_VERSIONS:
+            raise ClientError(INVALID_REQUEST, f"the server answered initialize with protocol version "
+                                               f"{answered.protocol_version!r}, which this client does not speak "
+                                               f"(it speaks {', '.join(LEGACY_VERSIONS + MODERN_VERSIONS)})")
+        if hasattr(self.target, "protocol_version"):
+            self.target.protocol_version = answered.protocol_version  # type: ignore[attr-defined]
+        await self.target.notify(notification("notifications/initialized"))  # type: ignore[attr-defined]
+        self.server = answered
+        listen = getattr(self.target, "listen", None)
+        if listen is not None and self._nursery is not None:
+            self._nursery.start_soon(listen)
+        if self.on_log is not None and "logging" in answered.capabilities:
+            await self.call_once("logging/setLevel", {"level": self.log_level})
+
+    async def _listen(self) -> None:
+        """Keep a ``subscriptions/listen`` stream open for the list changes the server announces (modern era).
+
+        A legacy server sends its list changes on its own (the session's stream), so
+        nothing is asked of it. A stream the server ends is opened again.
+        """
+        pause = 1.0
+        while True:
+            try:
+                await self._settle_era()
+                if self._era != MODERN:
+                    return
+                capabilities = (await self.discover()).get("capabilities") or {}
+                wanted = {f"{what}ListChanged": True for what in ("tools", "prompts", "resources")
+                          if isinstance(capabilities.get(what), dict) and capabilities[what].get("listChanged")}
+                if not wanted:
+                    return
+                request_id = next(self._ids)
+                message = request(request_id, "subscriptions/listen",
+                                  {"notifications": wanted, "_meta": self._meta(request_id)})
+                await self.target.send(message, self._session_notification, None,  # type: ignore[call-arg]
+                                       patient=True)
+                self.listening = False
+                pause = 1.0
+            except ClientError as error:
+                log.warning("the list-changes stream of %s failed: %s", self._where(), error)
+                pause = min(pause * 2, 30.0)
+            await trio.sleep(pause)
+
+    # -- what a legacy server asks and tells ------------------------------------------------------
+
+    async def _answer_server_request(self, message: dict[str, Any], rounds: list[int] | None = None
+                                     ) -> dict[str, Any]:
+        """The response to a request a legacy server sent, from the same answerers a modern round uses."""
+        request_id, method = message["id"], message["method"]
+        if method == "ping":
+            return result_response(request_id, {})
+        try:
+            row = kind_of(method)
+        except KeyError:
+            return _error_response(request_id, METHOD_NOT_FOUND, f"Method not found: {method}")
+        try:
+            item = self._request_object(str(request_id), {"method": method, "params": message.get("params") or {}})
+            answerer, row = self._answerer(item)
+        except ClientError as error:
+            log.warning("refusing a %s request from the server: %s", method, error.message)
+            code = INVALID_PARAMS if row.kind is Kind.ELICIT else METHOD_NOT_FOUND
+            return _error_response(request_id, code, error.message)
+        if rounds is not None:
+            rounds[0] += 1
+            if rounds[0] > self.max_rounds:
+                raise RoundLimitExceeded(INTERNAL_ERROR, f"the server was still asking after {self.max_rounds} "
+                                                         "questions", {"rounds": self.max_rounds,
+                                                                       "lastKeys": [item.key]})
+        answers: dict[str, Any] = {}
+        self._store(item, row, await _maybe_await(answerer(item)), answers)
+        return result_response(request_id, answers[item.key])
+
+    def _session_notification(self, note: dict[str, Any]) -> None:
+        """A notification that belongs to no call: logging and list changes, handled in order of arrival."""
+        if self._notes is not None:
+            self._notes.send_nowait(note)
+
+    async def _handle_notes(self, receiver: trio.MemoryReceiveChannel[dict[str, Any]]) -> None:
+        async for note in receiver:
+            try:
+                await self._notified(note)
+            except Exception:  # a callback's failure must not end the session's other notifications
+                log.exception("on_log or on_list_changed failed")
+
+    async def _notified(self, note: dict[str, Any]) -> None:
+        method = note.get("method")
+        params = note.get("params") or {}
+        if method == "notifications/subscriptions/acknowledged":
+            self.listening = True
+        elif method == "notifications/message" and self.on_log is not None:
+            await self._log(params)
+        elif method in _LIST_CHANGED:
+            if method == "notifications/tools/list_changed":
+                self._tools = None  # the header annotations may have changed with the tools
+            if self.on_list_changed is not None:
+                await _maybe_await(self.on_list_changed(_LIST_CHANGED[method]))
+
+    async def _log(self, params: Mapping[str, Any]) -> None:
+        try:
+            decoded = msgspec.convert(params, wire.LoggingMessageNotificationParams)
+        except msgspec.ValidationError as exc:
+            log.warning("ignoring a malformed notifications/message from the server: %s", exc)
+            return
+        assert self.on_log is not None
+        await _maybe_await(self.on_log(decoded.level, decoded.logger, decoded.data))
 
     # -- one request ---------------------------------------------------------------------------
 
     async def _send(self, message: dict[str, Any], parameters: Mapping[str, tuple[str, ...]] | None) -> dict[str, Any]:
+        extra: dict[str, OnRequest] = {}
+        if self._era == LEGACY:
+            asked = [0]  # the server's questions during this call, capped like MRTR rounds
+
+            async def on_request(server_request: dict[str, Any]) -> dict[str, Any]:
+                return await self._answer_server_request(server_request, asked)
+
+            extra["on_request"] = on_request
         on_progress = self.on_progress
-        if on_progress is None:
-            return await self.target.send(message, lambda note: None, parameters)
-        # Progress is handed over in order and every callback, sync or async, has run
-        # before the call returns.
+        if on_progress is None and self.on_log is None:
+            return await self.target.send(message, lambda note: None, parameters, **extra)  # type: ignore[call-arg]
+        # Progress and log messages are handed over in order and every callback, sync or
+        # async, has run before the call returns.
         sender, receiver = trio.open_memory_channel[dict[str, Any]](math.inf)
 
         async def report() -> None:
             async for note in receiver:
+                if note.get("method") == "notifications/message":
+                    await self._log(note.get("params") or {})
+                    continue
                 try:
                     params = msgspec.convert(note.get("params") or {}, wire.ProgressNotificationParams)
                 except msgspec.ValidationError as exc:
                     raise ClientError(INVALID_REQUEST, f"Invalid notifications/progress from the server: {exc}") \
                         from None
-                await _maybe_await(on_progress(params.progress, params.total, params.message))
+                if on_progress is not None:
+                    await _maybe_await(on_progress(params.progress, params.total, params.message))
 
         def notified(note: dict[str, Any]) -> None:
-            if note.get("method") == "notifications/progress":
+            if note.get("method") == "notifications/progress" or (
+                    note.get("method") == "notifications/message" and self.on_log is not None):
                 sender.send_nowait(note)
 
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(report)
                 with sender:
-                    result = await self.target.send(message, notified, parameters)
+                    result = await self.target.send(message, notified, parameters, **extra)  # type: ignore[call-arg]
         except BaseExceptionGroup as group:
             raise _unwrapped(group) from None
         return result
@@ -373,22 +674,43 @@ class Client:
             raise RuntimeError("use the Client in 'async with' before calling it")
         seconds = self._deadline(deadline)
         params = dict(params or {})
+        await self._settle_era()
         parameters = await self._parameters(method, params)
         for attempt in (1, 2):
             request_id = next(self._ids)
-            message = request(request_id, method, {**params, "_meta": self._meta(request_id)})
+            meta = self._meta(request_id)
+            message = request(request_id, method, {**params, "_meta": meta} if meta else params)
             try:
-                return await self._exchange(message, parameters, seconds)
+                result = await self._exchange(message, parameters, seconds)
+                self._era_cached = False
+                return result
             except ClientError as error:
+                if self._era_cached and error.status in (400, 404, 405) and not is_modern_error(error.code, method):
+                    # The era this process remembered for the endpoint no longer holds: probe again.
+                    self._era_cached = False
+                    _ERAS.pop(getattr(self.target, "url", ""), None)
+                    self._era, self.server = None, None
+                    self.target.era = MODERN  # type: ignore[attr-defined]
+                    await self._settle_era()
+                    parameters = await self._parameters(method, params)
+                    continue
                 if attempt == 2 or not self._worth_retrying(error):
                     raise
                 if error.code == HEADER_MISMATCH:
                     # A tool's header annotations may have changed since tools/list: refetch.
                     self._tools = None
                     parameters = await self._parameters(method, params)
+                elif self._era == LEGACY:
+                    # The session is gone (404): a new one, as the 2025 transport says, then once more.
+                    log.info("%s ended the session; starting a new one", self._where())
+                    self.server = None
+                    self.target.session_id = None  # type: ignore[attr-defined]
+                    await self._settle_era()
         raise AssertionError("unreachable")
 
     def _worth_retrying(self, error: ClientError) -> bool:
+        if self._era == LEGACY:
+            return error.status == 404 and getattr(self.target, "session_id", None) is not None
         if error.code == HEADER_MISMATCH:
             return self.target.mirrors_headers
         if error.code == UNSUPPORTED_PROTOCOL_VERSION:
@@ -402,8 +724,14 @@ class Client:
         """Send ``method`` and answer ``input_required`` rounds until the final result, which is returned.
 
         ``deadline`` bounds each round's exchange (default: the client's), not the whole
-        conversation: answering takes the time it takes.
+        conversation: answering takes the time it takes. A retry whose ``requestState``
+        the server can no longer open raises :class:`~mrtr.client.errors.StateLost`.
         """
+        return await self._rounds(method, params, deadline=deadline)
+
+    async def _rounds(self, method: str, params: Mapping[str, Any] | None = None, *,
+                      deadline: float | None | _Default = CLIENT_DEADLINE, allow_task: bool = False
+                      ) -> dict[str, Any]:
         original = dict(params or {})
         responses: dict[str, Any] | None = None
         state: str | None = None
@@ -415,9 +743,18 @@ class Client:
                 sent["inputResponses"] = responses
             if state is not None:
                 sent["requestState"] = state
-            result = await self.call_once(method, sent, deadline=deadline)
+            try:
+                result = await self.call_once(method, sent, deadline=deadline)
+            except ClientError as error:
+                if state is not None and error.code == INVALID_PARAMS and _STATE_LOST in error.message:
+                    raise StateLost(error.code, f"{error.message}. The server could not open the state it issued "
+                                                "for this conversation: most likely it restarted without a fixed "
+                                                "MRTR_SECRET (or the retry reached a node with another key). The "
+                                                "conversation must start again.", error.data,
+                                    status=error.status) from None
+                raise
             result_type = result.get("resultType", wire.RESULT_TYPE_COMPLETE)
-            if result_type == wire.RESULT_TYPE_COMPLETE:
+            if result_type == wire.RESULT_TYPE_COMPLETE or (allow_task and result_type == RESULT_TYPE_TASK):
                 return result
             if result_type != wire.RESULT_TYPE_INPUT_REQUIRED:
                 raise ClientError(INVALID_REQUEST, f"Invalid result: unknown resultType {result_type!r}")
@@ -514,8 +851,22 @@ class Client:
     # -- the methods ----------------------------------------------------------------------------
 
     async def discover(self) -> dict[str, Any]:
-        """``server/discover``: the server's versions, capabilities, info and instructions."""
-        result = await self.request("server/discover")
+        """``server/discover``: the server's versions, capabilities, info and instructions.
+
+        From a legacy server, the same shape built from its ``initialize`` answer
+        (``supportedVersions`` is the negotiated version).
+        """
+        if self._nursery is None:
+            raise RuntimeError("use the Client in 'async with' before calling it")
+        await self._settle_era()
+        if self.server is not None:
+            return {"resultType": wire.RESULT_TYPE_COMPLETE, "supportedVersions": [self.server.protocol_version],
+                    "capabilities": dict(self.server.capabilities), "ttlMs": 0, "cacheScope": "private",
+                    **({"instructions": self.server.instructions} if self.server.instructions else {}),
+                    "_meta": {wire.META_SERVER_INFO: msgspec.to_builtins(self.server.server_info)}}
+        result, self._discovered = self._discovered, None  # the probe's answer, used once
+        if result is None:
+            result = await self.request("server/discover")
         _checked(result, wire.DiscoverResult, "DiscoverResult")
         return result
 
@@ -574,14 +925,49 @@ class Client:
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
                         deadline: float | None | _Default = CLIENT_DEADLINE) -> ToolResult:
-        """Call a tool, answering its questions, and return its final result (``deadline``: per round)."""
+        """Call a tool, answering its questions, and return its final result (``deadline``: per round).
+
+        When the server runs the call as a task, this waits for the task (polling,
+        answering its questions, reporting its status to ``on_progress``) and returns
+        the task's result; cancelling the call cancels the task (``tasks/cancel``).
+        """
+        handle = await self.start_task(name, arguments, deadline=deadline)
+        if handle.id is None:
+            return await handle.wait()
+        try:
+            return await handle.wait()
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                try:
+                    await handle.cancel()
+                except ClientError as error:
+                    log.warning("could not cancel task %s: %s", handle.id, error)
+            raise
+
+    async def start_task(self, name: str, arguments: Mapping[str, Any] | None = None, *,
+                         deadline: float | None | _Default = CLIENT_DEADLINE) -> TaskHandle:
+        """Call a tool up to the point where the server makes it a task; return the task's handle.
+
+        The questions asked before the task exists are answered as for any call. A
+        server that answers with the result instead (a tool that is no task tool, a
+        server without the extension) gives a handle with ``id`` ``None`` holding it.
+        """
         params: dict[str, Any] = {"name": name}
         if arguments is not None:
             params["arguments"] = dict(arguments)
-        result = await self.request("tools/call", params, deadline=deadline)
-        _checked(result, wire.CallToolResult, "CallToolResult")
-        structured = result.get("structuredContent")
-        return ToolResult(list(result["content"]), structured, bool(result.get("isError")), result)
+        result = await self._rounds("tools/call", params, deadline=deadline, allow_task=self.tasks)
+        if result.get("resultType") == RESULT_TYPE_TASK:
+            if "requestState" in result:
+                raise ClientError(INVALID_REQUEST, "Invalid CreateTaskResult: a task carries no requestState")
+            status = TaskStatus.of(result)
+            return TaskHandle(self, status.task_id, first=result)
+        return TaskHandle(self, None, result=_tool_result(result))
+
+    def task(self, task_id: str) -> TaskHandle:
+        """The handle of a task started before (by this process or another), by its id."""
+        if not isinstance(task_id, str) or not task_id:
+            raise ValueError("a task id is a non-empty string")
+        return TaskHandle(self, task_id)
 
     async def get_prompt(self, name: str, arguments: Mapping[str, str] | None = None, *,
                          deadline: float | None | _Default = CLIENT_DEADLINE) -> PromptResult:

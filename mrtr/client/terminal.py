@@ -19,6 +19,9 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit, urlunsplit
+
+import trio
 
 try:
     from rich.console import Console
@@ -34,9 +37,10 @@ from ..core.docstrings import plain_text
 from ..core.errors import ProtocolError
 from ..core.schema import RequestedSchema
 from .display import printable, printable_json
-from .errors import ClientError
+from .errors import ClientError, StateLost
 from .requests import ElicitationRequest, RootsRequest, SamplingRequest
 from .session import DEFAULT_DEADLINE, Client, PromptResult, ResourceResult, ToolResult
+from .tasks import TaskHandle
 
 __all__ = ["ArgumentError", "Terminal", "parse_arguments", "show_listing", "show_result"]
 
@@ -159,16 +163,22 @@ def parse_arguments(pairs: Sequence[str], input_schema: Mapping[str, Any] | None
     """Read ``name=value`` words into arguments, typed by the tool's ``inputSchema``.
 
     A property typed integer, number or boolean gets that type; objects and arrays are
-    JSON; strings are taken as written; a name the schema does not know is JSON if it
-    parses, else text. Raises :class:`ArgumentError` for a word without ``=`` or a value
-    that does not fit its type.
+    JSON; strings are taken as written. A name the schema does not list is refused with
+    the tool's parameters, unless the schema allows more (``additionalProperties``),
+    when it is JSON if it parses, else text. Raises :class:`ArgumentError` for a word
+    without ``=``, an unknown name or a value that does not fit its type.
     """
     properties = _mapping(_mapping(input_schema).get("properties"))
+    extra = _mapping(input_schema).get("additionalProperties")
+    open_schema = input_schema is None or extra is True or isinstance(extra, Mapping)
     arguments: dict[str, Any] = {}
     for pair in pairs:
         name, sep, text = pair.partition("=")
         if not sep or not name:
             raise ArgumentError(f"{pair!r}: arguments are written name=value")
+        if name not in properties and not open_schema:
+            listed = "\n".join(_parameters(input_schema)) or "    (none)"
+            raise ArgumentError(f"the tool takes no argument {name!r}; its parameters are:\n{listed}")
         arguments[name] = _typed(name, text, properties.get(name))
     return arguments
 
@@ -283,6 +293,19 @@ class Terminal:
         if stripped == CANCEL:
             raise _Stop(cancel())
         return text
+
+    def confirm(self, question: str) -> bool:
+        """Ask a yes/no question (no answer, or end of input, is no)."""
+        if self.interactive:
+            try:
+                text = _ask(self.console, question)
+            except EOFError:
+                return False
+        else:
+            _say(self.console, question, end="", line=True)
+            text = self.stdin.readline().strip()
+            _say(self.console, text, line=True)
+        return _boolean(text) is True
 
     def _problem(self, text: str) -> None:
         _say(self.console, f"  {text}", style="red")
@@ -447,8 +470,9 @@ def _json(console: Console, value: Any) -> None:
 
 
 def _same_json(block: Mapping[str, Any], value: Any) -> bool:
+    text = block.get("text", "")
     try:
-        return bool(json.loads(block.get("text", "")) == value)
+        return bool(json.loads(text) == value)
     except ValueError:
         return False
 
@@ -458,12 +482,17 @@ def show_result(console: Console, result: ToolResult | PromptResult | ResourceRe
     if isinstance(result, ToolResult):
         if result.is_error:
             _say(console, "the tool reported an error:", style="bold red")
+        structured = result.structured
+        texts = [block for block in result.content if block.get("type") == "text"]
+        if isinstance(structured, dict) and list(structured) == ["result"] and len(texts) == 1 \
+                and structured["result"] == texts[0].get("text"):
+            structured = None  # a wrapped plain value the text block already shows
         for block in result.content:
-            if result.structured is not None and block.get("type") == "text" and _same_json(block, result.structured):
+            if structured is not None and block.get("type") == "text" and _same_json(block, structured):
                 continue  # the usual text copy of the structured content: shown once, below
             _block(console, block)
-        if result.structured is not None:
-            _json(console, result.structured)
+        if structured is not None:
+            _json(console, structured)
     elif isinstance(result, PromptResult):
         if result.description:
             _say(console, result.description, style="dim")
@@ -475,14 +504,35 @@ def show_result(console: Console, result: ToolResult | PromptResult | ResourceRe
             _contents(console, item)
 
 
-def show_error(console: Console, error: ClientError) -> None:
-    """Print a failed call: its JSON-RPC code and message, in red on a colour terminal."""
+def _hint_for(error: ClientError, url: str | None) -> str | None:
+    required = error.data.get("requiredCapabilities") if isinstance(error.data, Mapping) else None
+    if error.code == -32021 and isinstance(required, Mapping):
+        if "extensions" in required and not ({"sampling", "roots"} & set(required)):
+            return "note: this tool runs only as a task, and the client did not declare the tasks extension"
+        flags = [flag for member, flag in (("sampling", "--sample-reply TEXT"), ("roots", "--root PATH"))
+                 if member in required]
+        if flags:
+            return f"note: the server needs a capability this client did not declare: pass {' and '.join(flags)}"
+    if isinstance(error, StateLost):
+        return "note: the server restarted without a fixed MRTR_SECRET (or the retry reached a node with another " \
+               "key): the answers given so far are lost, and the conversation must start again"
+    if error.status == 404 and url is not None and error.code != -32601:
+        parts = urlsplit(url)
+        if parts.path.rstrip("/") != "/mcp":
+            suggestion = urlunsplit((parts.scheme, parts.netloc, "/mcp", "", ""))
+            return f"note: nothing answers MCP at {url}; MCP servers usually answer on the path /mcp: try {suggestion}"
+        return f"note: nothing answers MCP at {url} (HTTP 404): check the address and the server's path"
+    return None
+
+
+def show_error(console: Console, error: ClientError, url: str | None = None) -> None:
+    """Print a failed call: its JSON-RPC code and message (in red on a colour terminal), and what to do about it."""
     text = f"error {error.code}: {error.message}"
     if error.data is not None:
         text += f"\n{_json_text(error.data)}"
-    if error.code == -32021:
-        text += ("\nnote: the server needs a capability this client did not declare "
-                 "(sampling: pass --sample-reply TEXT; roots: pass --root PATH)")
+    hint = _hint_for(error, url)
+    if hint is not None:
+        text += f"\n{hint}"
     _say(console, text, style="red")
 
 
@@ -503,6 +553,23 @@ def _parameters(schema: Mapping[str, Any] | None) -> list[str]:
     return lines
 
 
+_HINTS = (("readOnlyHint", True, "read-only"), ("destructiveHint", True, "destructive"),
+          ("idempotentHint", True, "idempotent"), ("openWorldHint", False, "closed world"))
+
+
+def _traits(tool: Mapping[str, Any]) -> list[str]:
+    """What a listing says about a tool beside its name: task support, its title and hints."""
+    traits = []
+    support = _mapping(tool.get("execution")).get("taskSupport")
+    if support in ("optional", "required"):
+        traits.append("runs as a task" if support == "required" else "may run as a task")
+    annotations = _mapping(tool.get("annotations"))
+    if isinstance(annotations.get("title"), str):
+        traits.append(f"title: {annotations['title']}")
+    traits += [label for key, value, label in _HINTS if annotations.get(key) is value]
+    return traits
+
+
 def _described(item: Mapping[str, Any]) -> str:
     """`` - description`` as plain text (a docstring's markup removed), or nothing."""
     description = item.get("description")
@@ -521,7 +588,9 @@ async def show_listing(console: Console, client: Client) -> None:
     if "tools" in capabilities:
         lines = []
         for tool in await client.list_tools():
-            lines.append(f"  {_one(tool['name'])}" + _described(tool))
+            traits = _traits(tool)
+            lines.append(f"  {_one(tool['name'])}" + (f" [{_one(', '.join(traits))}]" if traits else "")
+                         + _described(tool))
             lines += _parameters(tool.get("inputSchema"))
         sections.append(("tools", lines))
     if "prompts" in capabilities:
@@ -530,7 +599,7 @@ async def show_listing(console: Console, client: Client) -> None:
             lines.append(f"  {_one(prompt['name'])}" + _described(prompt))
             for argument in prompt.get("arguments") or []:
                 need = "required" if argument.get("required") else "optional"
-                lines.append(f"    {_one(argument['name'])}=<{need}>"
+                lines.append(f"    {_one(argument['name'])}=<string, {need}>"  # prompt arguments are strings
                              + (f": {argument['description']}" if argument.get("description") else ""))
         sections.append(("prompts", lines))
     if "resources" in capabilities:
@@ -547,62 +616,109 @@ async def show_listing(console: Console, client: Client) -> None:
 
 
 def _client(target: str | Sequence[str], terminal: Terminal | None, max_rounds: int,
-            deadline: float | None) -> Client:
+            deadline: float | None, **extra: Any) -> Client:
     options = terminal.client_options() if terminal is not None else {}
     options["deadline"] = DEFAULT_DEADLINE if deadline is None else deadline
+    options.update(extra)
     if isinstance(target, str):
         return Client(target, max_rounds=max_rounds, **options)
-    return Client.stdio(target, max_rounds=max_rounds, **options)
+    stderr = options.pop("stderr", None)
+    return Client.stdio(target, max_rounds=max_rounds, stderr=stderr, **options)
+
+
+def _interrupted(error: BaseException) -> bool:
+    """Whether ``error`` is Ctrl-C, alone or as the one exception of a nursery's group."""
+    while isinstance(error, BaseExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return isinstance(error, KeyboardInterrupt)
+
+
+async def _call_tool(client: Client, words: Sequence[str], *, terminal: Terminal, task_id: str | None,
+                     resume: str) -> ToolResult:
+    handle: TaskHandle
+    if task_id is not None:
+        if words:
+            raise ArgumentError("--task takes no tool or arguments: the task already has them")
+        handle = client.task(task_id)
+    else:
+        if not words:
+            raise ArgumentError("name the tool to call (mrtr list TARGET shows them)")
+        name, *pairs = words
+        tools = {tool["name"]: tool for tool in await client.list_tools()}
+        if name not in tools:
+            known = ", ".join(sorted(tools)) or "none"
+            raise ArgumentError(f"the server has no tool {name!r} (tools: {known})")
+        handle = await client.start_task(name, parse_arguments(pairs, tools[name].get("inputSchema")))
+    try:  # from the first line that names the task: Ctrl-C may come at any moment after it
+        if handle.id is not None:
+            terminal.pause()
+            _say(terminal.console, f"task {handle.id} (resume with: {resume} --task={handle.id})", style="dim",
+                 line=True)
+        return await handle.wait()
+    except BaseException as error:
+        if handle.id is None or not _interrupted(error):
+            raise
+        terminal.pause()
+        if terminal.confirm(f"Cancel task {handle.id} on the server? [y/N] "):
+            with trio.CancelScope(shield=True):
+                await handle.cancel()
+            _say(terminal.console, f"task {handle.id} cancelled", line=True)
+        else:
+            _say(terminal.console, f"task {handle.id} goes on; resume with: {resume} --task={handle.id}",
+                 line=True)
+        raise
 
 
 async def run_call(target: str | Sequence[str], words: Sequence[str], *, prompt: str | None = None,
                    resource: str | None = None, terminal: Terminal, out: Console,
-                   max_rounds: int = 10, deadline: float | None = None) -> int:
+                   max_rounds: int = 10, deadline: float | None = None, task_id: str | None = None,
+                   resume: str = "mrtr call TARGET", **options: Any) -> int:
     """``mrtr call``: call a tool (``words[0]``, then ``name=value``), a prompt or a resource; return the exit code.
 
     ``deadline`` bounds each exchange with the server (default :data:`~mrtr.client.session.DEFAULT_DEADLINE`).
+    A tool the server runs as a task prints the task's id (``resume`` is the command line
+    that picks it up again, ``task_id`` what that command passes); Ctrl-C then asks
+    whether to cancel it. A conversation whose state the server lost (it restarted
+    without a fixed secret) is offered to start again. Other ``options`` go to :class:`Client`.
     """
-    try:
-        async with _client(target, terminal, max_rounds, deadline) as client:
-            result: ToolResult | PromptResult | ResourceResult
-            if resource is not None:
-                if words:
-                    raise ArgumentError("--resource takes no other arguments")
-                result = await client.read_resource(resource)
-            elif prompt is not None:
-                arguments = {}
-                for pair in words:
-                    name, sep, text = pair.partition("=")
-                    if not sep or not name:
-                        raise ArgumentError(f"{pair!r}: arguments are written name=value")
-                    arguments[name] = text
-                result = await client.get_prompt(prompt, arguments)
-            else:
-                if not words:
-                    raise ArgumentError("name the tool to call (mrtr list TARGET shows them)")
-                name, *pairs = words
-                tools = {tool["name"]: tool for tool in await client.list_tools()}
-                if name not in tools:
-                    known = ", ".join(sorted(tools)) or "none"
-                    raise ArgumentError(f"the server has no tool {name!r} (tools: {known})")
-                result = await client.call_tool(name, parse_arguments(pairs, tools[name].get("inputSchema")))
+    url = target if isinstance(target, str) else None
+    while True:
+        try:
+            async with _client(target, terminal, max_rounds, deadline, **options) as client:
+                result: ToolResult | PromptResult | ResourceResult
+                if resource is not None:
+                    if words:
+                        raise ArgumentError("--resource takes no other arguments")
+                    result = await client.read_resource(resource)
+                elif prompt is not None:
+                    arguments = {}
+                    for pair in words:
+                        name, sep, text = pair.partition("=")
+                        if not sep or not name:
+                            raise ArgumentError(f"{pair!r}: arguments are written name=value")
+                        arguments[name] = text
+                    result = await client.get_prompt(prompt, arguments)
+                else:
+                    result = await _call_tool(client, words, terminal=terminal, task_id=task_id, resume=resume)
+                terminal.pause()
+        except ClientError as error:
             terminal.pause()
-    except ClientError as error:
-        terminal.pause()
-        show_error(terminal.console, error)
-        return 1
-    show_result(out, result)
-    return 1 if isinstance(result, ToolResult) and result.is_error else 0
+            show_error(terminal.console, error, url)
+            if isinstance(error, StateLost) and terminal.interactive and terminal.confirm("Start again? [y/N] "):
+                continue
+            return 1
+        show_result(out, result)
+        return 1 if isinstance(result, ToolResult) and result.is_error else 0
 
 
 async def run_list(target: str | Sequence[str], *, out: Console, errors: Console,
-                   deadline: float | None = None) -> int:
+                   deadline: float | None = None, **options: Any) -> int:
     """``mrtr list``: print what the server offers; return the exit code (``deadline`` as for :func:`run_call`)."""
     try:
-        async with _client(target, None, 10, deadline) as client:
+        async with _client(target, None, 10, deadline, **options) as client:
             await show_listing(out, client)
     except ClientError as error:
-        show_error(errors, error)
+        show_error(errors, error, target if isinstance(target, str) else None)
         return 1
     return 0
 

@@ -24,6 +24,10 @@ This module holds the rules both sides of the wire share, once:
 - :func:`legacy_request` renders what a handler yields as the server-to-client request
   of a negotiated version, downgrading an elicitation form to that version's
   vocabulary or refusing what it cannot express.
+- :func:`is_modern_error` is the client's half: whether an error answering its probe
+  proves the server modern (only errors the modern era defines do; the rule never keys
+  on one code a legacy server might also send), and :class:`InitializeResult` the
+  legacy handshake's answer as the client checks it.
 
 This module does no I/O.
 """
@@ -35,9 +39,12 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
+import msgspec
+
 from .effects import Elicit, ElicitURL, ListRoots, Request, Sample
-from .errors import MissingRequiredClientCapability
-from .wire import META_PROTOCOL_VERSION, PROTOCOL_VERSION
+from .errors import (HEADER_MISMATCH, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY,
+                     UNSUPPORTED_PROTOCOL_VERSION, MissingRequiredClientCapability)
+from .wire import META_PROTOCOL_VERSION, PROTOCOL_VERSION, Implementation
 
 __all__ = [
     "MODERN",
@@ -52,6 +59,9 @@ __all__ = [
     "session_capabilities",
     "legacy_request",
     "Unexpressible",
+    "MODERN_ERRORS",
+    "is_modern_error",
+    "InitializeResult",
 ]
 
 Era = Literal["modern", "legacy"]
@@ -182,3 +192,33 @@ def legacy_request(request: Request, version: str) -> tuple[str, dict[str, Any]]
     if isinstance(request, (Sample, ListRoots)):
         return request.method, request.params()
     raise TypeError(f"no legacy form for {type(request).__name__}")
+
+
+# -- the client's half: telling a server's era from its answers --------------------------------
+
+MODERN_ERRORS: Final = frozenset({HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION})
+"""Codes only a modern server answers with: the request reached a modern server that wants it sent otherwise."""
+
+_ERA_METHODS = frozenset({"server/discover", "initialize"})
+
+
+def is_modern_error(code: Any, method: str) -> bool:
+    """Whether an error with ``code`` answering a request for ``method`` proves the server modern.
+
+    ``-32601`` counts for any method but ``server/discover`` (every modern server serves
+    it, so refusing it is the mark of a legacy one) and ``initialize`` (a modern server
+    refuses it by era).
+    """
+    if code in MODERN_ERRORS:
+        return True
+    return code == METHOD_NOT_FOUND and method not in _ERA_METHODS
+
+
+class InitializeResult(msgspec.Struct, rename="camel", kw_only=True, omit_defaults=True):
+    """A legacy server's answer to ``initialize`` (2025-11-25 ``InitializeResult``), as the client checks it."""
+
+    protocol_version: str
+    capabilities: dict[str, Any]
+    server_info: Implementation
+    instructions: str | None = None
+    meta: dict[str, Any] | None = msgspec.field(default=None, name="_meta")

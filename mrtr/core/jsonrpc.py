@@ -145,10 +145,11 @@ def is_request(message: Mapping[str, Any]) -> bool:
     return "id" in message and "method" in message
 
 
-def parse_response(data: bytes | str) -> dict[str, Any]:
+def parse_response(data: bytes | str, *, requests: bool = False) -> dict[str, Any]:
     """Parse one message a server sent: a response (``result`` or ``error``) or a notification.
 
-    Raises :class:`~mrtr.core.errors.ParseError` for bytes that are not JSON and
+    With ``requests`` (a legacy session, where servers send requests of their own) a
+    request (``id`` and ``method``) is accepted too. Raises :class:`~mrtr.core.errors.ParseError` for bytes that are not JSON and
     :class:`~mrtr.core.errors.InvalidRequest` for JSON that is neither a response nor a
     notification (a response needs exactly one of ``result`` and ``error``, and an
     ``error`` needs an integer ``code`` and a string ``message``; only an error may have
@@ -161,8 +162,10 @@ def parse_response(data: bytes | str) -> dict[str, Any]:
     if not isinstance(message, dict) or message.get("jsonrpc") != JSONRPC_VERSION:
         raise InvalidRequest("Invalid response: expected a JSON-RPC 2.0 object")
     if "method" in message:
-        if "id" in message or not isinstance(message["method"], str):
+        if not isinstance(message["method"], str) or ("id" in message and not requests):
             raise InvalidRequest("Invalid response: servers send no requests on this protocol")
+        if "id" in message and not _valid_id(message["id"]):
+            raise InvalidRequest('Invalid request: "id" must be a string or an integer')
         if message.get("params") is not None and not isinstance(message["params"], dict):
             raise InvalidRequest('Invalid response: notification "params" must be an object')
         return message

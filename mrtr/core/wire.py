@@ -61,6 +61,7 @@ __all__ = [
     "META_SERVER_INFO",
     "META_SUBSCRIPTION_ID",
     "META_PROGRESS_TOKEN",
+    "TASKS_EXTENSION",
     # scalar aliases
     "Role",
     "LoggingLevel",
@@ -202,6 +203,9 @@ META_SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 META_PROGRESS_TOKEN = "progressToken"
 """Request ``_meta`` key: opts the request into ``notifications/progress``."""
+
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+"""The tasks extension's id, under ``extensions`` in the client's and the server's capabilities."""
 
 # ---------------------------------------------------------------------------
 # Scalar aliases

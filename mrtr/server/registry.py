@@ -496,6 +496,10 @@ class Registry:
                 definition["annotations"] = dict(annotations)
             if meta:
                 definition["_meta"] = dict(meta)
+            if task is not None:
+                # The 2026 schema has no member for it; the 2025 one's Tool.execution says it,
+                # and clients (mrtr list) read it there to tell a task tool before calling it.
+                definition["execution"] = {"taskSupport": task}
             if tool_name in self._tools:
                 raise ValueError(_twice("tool", f"named {tool_name!r}", self._tools[tool_name].fn, fn,
                                         "@server.tool(name=...)"))

@@ -123,6 +123,8 @@ class IdentityProvider:
     introspection_requests: list[dict[str, Any]] = field(default_factory=list)
     client_credentials: tuple[str, str] = ("rs-client", "rs-secret")
     port: int = 0
+    authorization: AuthorizationServer | None = None
+    """When set, this provider is also an OAuth authorization server (metadata, authorize, token, register)."""
 
     @property
     def base(self) -> str:
@@ -167,6 +169,10 @@ class IdentityProvider:
 
     async def _route(self, request: h11.Request, body: bytes) -> tuple[int, list[tuple[str, str]], bytes]:
         path = request.target.decode()
+        if self.authorization is not None:
+            answered = self.authorization.route(self, request, body)
+            if answered is not None:
+                return answered
         if path == "/jwks":
             self.jwks_fetches += 1
             self.fetch_arrived.set()
@@ -226,3 +232,165 @@ class IdentityProvider:
                     return
         except (trio.BrokenResourceError, trio.ClosedResourceError, h11.ProtocolError):
             return
+
+
+def _json_reply(status: int, value: Any, *headers: tuple[str, str]) -> tuple[int, list[tuple[str, str]], bytes]:
+    return status, [("content-type", "application/json"), *headers], json.dumps(value).encode()
+
+
+@dataclass
+class AuthorizationServer:
+    """The OAuth side of the loopback provider: what an MCP client authorizes against.
+
+    It approves every authorization request at once (the "person" always says yes),
+    checks PKCE S256, the redirect URI and the ``resource``, and issues JWT access
+    tokens signed with the provider's first key for ``resource``, with refresh tokens.
+    ``mode`` makes it misbehave: ``"redirect-loop"`` (its metadata redirects to itself),
+    ``"other-issuer"`` (its metadata names another issuer), ``"huge"`` (8 MiB of
+    metadata), ``"wrong-iss"`` (the
+    authorization response names another issuer). ``seen`` records every request
+    (path, headers, form) so tests can check what reached it, and what did not.
+    """
+
+    resource: str = ""
+    scopes_supported: tuple[str, ...] = ("mcp:read", "mcp:write", "offline_access")
+    token_ttl: int = 300
+    mode: str = "ok"
+    registration: bool = True
+    seen: list[dict[str, Any]] = field(default_factory=list)
+    clients: dict[str, dict[str, Any]] = field(default_factory=dict)
+    codes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    refresh_tokens: dict[str, dict[str, Any]] = field(default_factory=dict)
+    grants: list[str] = field(default_factory=list)
+    grantable: frozenset[str] | None = None
+    """The scopes it ever grants (``None``: whatever is asked); the rest of a request is dropped."""
+
+    def metadata(self, provider: IdentityProvider) -> dict[str, Any]:
+        base = provider.base
+        document = {
+            "issuer": "https://elsewhere.example" if self.mode == "other-issuer" else base,
+            "authorization_endpoint": base + "/authorize", "token_endpoint": base + "/token",
+            "response_types_supported": ["code"], "grant_types_supported": ["authorization_code", "refresh_token",
+                                                                            "client_credentials"],
+            "code_challenge_methods_supported": ["S256"], "scopes_supported": list(self.scopes_supported),
+            "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
+            "authorization_response_iss_parameter_supported": True, "jwks_uri": provider.jwks_uri,
+        }
+        if self.registration:
+            document["registration_endpoint"] = base + "/register"
+        return document
+
+    def route(self, provider: IdentityProvider, request: h11.Request, body: bytes
+              ) -> tuple[int, list[tuple[str, str]], bytes] | None:
+        from urllib.parse import urlencode, urlsplit
+
+        target = request.target.decode()
+        path, _, query = target.partition("?")
+        headers = {name.decode().lower(): value.decode() for name, value in request.headers}
+        form = {k: v[0] for k, v in parse_qs(body.decode() if body else query).items()}
+        if path.startswith("/.well-known/") or path in ("/authorize", "/token", "/register"):
+            self.seen.append({"path": path, "headers": headers, "form": form})
+        if path == "/.well-known/oauth-authorization-server":
+            if self.mode == "redirect-loop":
+                return 302, [("location", provider.base + path)], b""
+            if self.mode == "huge":
+                return 200, [("content-type", "application/json")], b'{"issuer": "' + b"x" * (8 << 20) + b'"}'
+
+            return _json_reply(200, self.metadata(provider))
+        if path == "/register" and request.method == b"POST":
+            asked = json.loads(body or b"{}")
+            client_id = f"client-{len(self.clients) + 1}"
+            method = asked.get("token_endpoint_auth_method", "none")
+            secret = None if method == "none" else secrets_token()
+            self.clients[client_id] = {"secret": secret, "redirect_uris": asked.get("redirect_uris", []),
+                                       "method": method}
+            return _json_reply(201, {"client_id": client_id, **({"client_secret": secret} if secret else {}),
+                                     "token_endpoint_auth_method": method,
+                                     "redirect_uris": asked.get("redirect_uris", [])})
+        if path == "/authorize":
+            if form.get("code_challenge_method") != "S256" or not form.get("code_challenge"):
+                return _json_reply(400, {"error": "invalid_request"})
+            code = secrets_token()
+            self.codes[code] = dict(form)
+            redirect = form["redirect_uri"]
+            answer = {"code": code, "state": form.get("state", ""),
+                      "iss": "https://evil.example" if self.mode == "wrong-iss" else provider.base}
+            separator = "&" if urlsplit(redirect).query else "?"
+            return 302, [("location", f"{redirect}{separator}{urlencode(answer)}")], b""
+        if path == "/token" and request.method == b"POST":
+            return self._token(provider, form, headers)
+        return None
+
+    def _client_of(self, form: dict[str, str], headers: dict[str, str]) -> str | None:
+        auth = headers.get("authorization", "")
+        if auth.startswith("Basic "):
+            from urllib.parse import unquote
+
+            client_id, _, secret = base64.b64decode(auth[6:]).decode().partition(":")
+            client_id, secret = unquote(client_id), unquote(secret)
+            known = self.clients.get(client_id)
+            return client_id if known is not None and known["secret"] == secret else None
+        client_id = form.get("client_id", "")
+        known = self.clients.get(client_id)
+        if known is None:
+            return None
+        return client_id if known["secret"] in (None, form.get("client_secret")) else None
+
+    def _issue(self, provider: IdentityProvider, client_id: str, scope: str, resource: str
+               ) -> tuple[int, list[tuple[str, str]], bytes]:
+        if self.grantable is not None:
+            scope = " ".join(part for part in scope.split() if part in self.grantable)
+        token = mint(provider.keys[0], iss=provider.base, aud=resource, client_id=client_id, scope=scope,
+                     exp=int(time.time()) + self.token_ttl, jti=secrets_token())
+        refresh = secrets_token()
+        self.refresh_tokens[refresh] = {"client_id": client_id, "scope": scope, "resource": resource}
+        return _json_reply(200, {"access_token": token, "token_type": "Bearer", "expires_in": self.token_ttl,
+                                 "refresh_token": refresh, "scope": scope})
+
+    def _token(self, provider: IdentityProvider, form: dict[str, str], headers: dict[str, str]
+               ) -> tuple[int, list[tuple[str, str]], bytes]:
+        grant = form.get("grant_type", "")
+        self.grants.append(grant)
+        client_id = self._client_of(form, headers)
+        if client_id is None:
+            return _json_reply(401, {"error": "invalid_client"})
+        if grant == "authorization_code":
+            asked = self.codes.pop(form.get("code", ""), None)
+            verifier = form.get("code_verifier", "")
+            challenge = b64url(hashlib.sha256(verifier.encode()).digest())
+            if asked is None or asked["code_challenge"] != challenge or asked["client_id"] != client_id \
+                    or asked["redirect_uri"] != form.get("redirect_uri") or asked.get("resource") != form.get(
+                        "resource"):
+                return _json_reply(400, {"error": "invalid_grant"})
+            return self._issue(provider, client_id, asked.get("scope", ""), form["resource"])
+        if grant == "refresh_token":
+            known = self.refresh_tokens.pop(form.get("refresh_token", ""), None)
+            if known is None or known["client_id"] != client_id:
+                return _json_reply(400, {"error": "invalid_grant"})
+            return self._issue(provider, client_id, known["scope"], known["resource"])
+        if grant == "client_credentials":
+            return self._issue(provider, client_id, form.get("scope", ""), form.get("resource", ""))
+        return _json_reply(400, {"error": "unsupported_grant_type"})
+
+
+def secrets_token() -> str:
+    """A random, URL-safe token."""
+    import secrets
+
+    return secrets.token_urlsafe(24)
+
+
+async def approve_in_browser(url: str) -> None:
+    """A browser whose person approves: follow the authorization server's redirects, to the client's loopback one.
+
+    The loopback authorization server (and the official suite's) approves at once, so
+    following its redirect delivers the code to the client's listener, as a browser would.
+    """
+    import httpx
+
+    async with httpx.AsyncClient(follow_redirects=False, timeout=10) as client:
+        for _ in range(5):
+            response = await client.get(url)
+            if not response.is_redirect:
+                return
+            url = response.headers["location"]

@@ -23,6 +23,8 @@ import mrtr
 from mrtr.client.targets import OnNotification, Target
 from mrtr.transports.http.native import serve
 
+from ..legacy_schema import validate_legacy_message
+from ..tasks.tasks_schema import validate_task
 from ..wire_schema import RESULT_DEFS, validate, validate_message
 from .app import server as app_server
 
@@ -44,36 +46,78 @@ _REQUEST_DEFS = {
 def check_sent(message: Mapping[str, Any]) -> None:
     """Validate a request the client sends, including every answer in ``inputResponses``."""
     validate(message, "JSONRPCRequest")
-    validate(message, _REQUEST_DEFS[message["method"]])
+    if message["method"].startswith("tasks/"):
+        validate_task({"tasks/get": "GetTaskRequest", "tasks/update": "UpdateTaskRequest",
+                       "tasks/cancel": "CancelTaskRequest"}[message["method"]], dict(message))
+    else:
+        validate(message, _REQUEST_DEFS[message["method"]])
     for value in (message["params"].get("inputResponses") or {}).values():
         validate(value, "InputResponse")
 
 
 class Checked:
-    """A target wrapper that validates traffic and records ``(message, result)`` pairs."""
+    """A target wrapper that validates traffic and records ``(message, result)`` pairs.
+
+    Messages of a legacy session are checked against the 2025-11-25 schema, a task
+    against the tasks extension's; anything else the client asks of the target (the
+    legacy session's attributes) reaches the wrapped one.
+    """
 
     def __init__(self, inner: Target) -> None:
         self.inner = inner
         self.mirrors_headers = inner.mirrors_headers
         self.exchanges: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("inner", "mirrors_headers", "exchanges"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self.inner, name, value)
+
     async def open(self, nursery: trio.Nursery) -> None:
         await self.inner.open(nursery)
 
+    def _legacy(self) -> bool:
+        return getattr(self.inner, "era", "modern") == "legacy"
+
     async def send(self, message: dict[str, Any], on_notification: OnNotification,
-                   parameters: Any = None) -> dict[str, Any]:
-        check_sent(message)
+                   parameters: Any = None, **extra: Any) -> dict[str, Any]:
+        legacy = self._legacy()
+        if legacy:
+            validate_legacy_message(message)
+        else:
+            check_sent(message)
         entry: tuple[dict[str, Any], dict[str, Any] | None] = (message, None)
         self.exchanges.append(entry)
 
         def notified(note: dict[str, Any]) -> None:
-            validate_message(note)
+            validate_legacy_message(note) if legacy else validate_message(note)
             on_notification(note)
 
-        result = await self.inner.send(message, notified, parameters)
-        kind = "InputRequiredResult" if result.get("resultType") == "input_required" else \
-            RESULT_DEFS.get(message["method"])
-        validate_message({"jsonrpc": "2.0", "id": message["id"], "result": result}, result_def=kind)
+        if "on_request" in extra:
+            answer = extra["on_request"]
+
+            async def on_request(server_request: dict[str, Any]) -> dict[str, Any]:
+                validate_legacy_message(server_request)
+                response = await answer(server_request)
+                validate_legacy_message(response, server_request["method"])
+                return response
+
+            extra["on_request"] = on_request
+        result = await self.inner.send(message, notified, parameters, **extra)
+        if legacy:
+            validate_legacy_message({"jsonrpc": "2.0", "id": message["id"], "result": result}, message["method"])
+        elif result.get("resultType") == "task" or message["method"].startswith("tasks/"):
+            kind = {"tools/call": "CreateTaskResult", "tasks/get": "GetTaskResult", "tasks/update": "UpdateTaskResult",
+                    "tasks/cancel": "CancelTaskResult"}[message["method"]]
+            validate_task(kind, result)
+        else:
+            kind = "InputRequiredResult" if result.get("resultType") == "input_required" else \
+                RESULT_DEFS.get(message["method"])
+            validate_message({"jsonrpc": "2.0", "id": message["id"], "result": result}, result_def=kind)
         self.exchanges[self.exchanges.index(entry)] = (message, result)
         return result
 

@@ -57,6 +57,8 @@ async def _read_request(stream: trio.SocketStream) -> dict[str, Any] | None:
         if not chunk:
             return None
         body += chunk
+    if length == 0:  # a GET (a 2025 client's standalone stream) or a DELETE: no message, just the method
+        return {"_http_method": head.split(b" ", 1)[0].decode()}
     message: dict[str, Any] = json.loads(body[:length])
     return message
 

@@ -42,8 +42,10 @@ async def test_one_question_round_trip(connect):
     assert result.text == "Hello, Ada! [t]" and not result.is_error and result.structured is None
     assert seen[0].mode == "form" and seen[0].requested_schema["properties"]["name"]["type"] == "string"
     first, retry = client.target.sent()
-    assert first["_meta"]["io.modelcontextprotocol/clientCapabilities"] == {"elicitation": {"form": {}}}
-    assert retry["_meta"]["io.modelcontextprotocol/clientCapabilities"] == {"elicitation": {"form": {}}}
+    assert first["_meta"]["io.modelcontextprotocol/clientCapabilities"] == {
+        "elicitation": {"form": {}}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
+    assert retry["_meta"]["io.modelcontextprotocol/clientCapabilities"] == first["_meta"][
+        "io.modelcontextprotocol/clientCapabilities"]
     assert retry["inputResponses"] == {seen[0].key: {"action": "accept", "content": {"name": "Ada"}}}
     (_, round_one), _ = client.target.calls()
     assert retry["requestState"] == round_one["requestState"]
@@ -186,7 +188,7 @@ async def test_url_mode_needs_its_own_declaration(connect):
     async with connect(on_elicit=consent, elicitation_modes=("form", "url")) as client:
         assert (await client.call_tool("visit")).text == "url accept"
         sent = client.target.sent()[0]["_meta"]["io.modelcontextprotocol/clientCapabilities"]
-        assert sent == {"elicitation": {"form": {}, "url": {}}}
+        assert sent == {"elicitation": {"form": {}, "url": {}}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
     assert consents[0].mode == "url" and consents[0].url == "https://example.com/login"
 
 
@@ -202,7 +204,7 @@ async def test_sampling_and_roots(connect):
         result = await client.call_tool("think")
     assert result.text == "hi there / file:///home/ada/project"
     assert client.target.sent()[0]["_meta"]["io.modelcontextprotocol/clientCapabilities"] == {
-        "sampling": {}, "roots": {}}
+        "sampling": {}, "roots": {}, "extensions": {"io.modelcontextprotocol/tasks": {}}}
 
 
 async def test_prompt_and_resource_rounds(connect):

@@ -87,8 +87,8 @@ async def test_a_stdio_server_reporting_progress_forever_is_cut_and_told(tmp_pat
     log = tmp_path / "received.jsonl"
     argv = [sys.executable, "-c", STDIO_TRICKLE, str(log)]
     notes: list[float] = []
-    async with mrtr.Client.stdio(argv, timeout=10, deadline=1, on_progress=lambda p, t, m: notes.append(p)) \
-            as client:
+    async with mrtr.Client.stdio(argv, timeout=10, deadline=1, on_progress=lambda p, t, m: notes.append(p),
+                                 era="modern") as client:
         with trio.fail_after(GUARD), pytest.raises(ClientError, match="deadline"):
             await client.call_tool("t", {})
     assert notes, "the server did report progress"
@@ -99,7 +99,7 @@ async def test_a_stdio_server_reporting_progress_forever_is_cut_and_told(tmp_pat
 
 async def test_a_deadline_given_to_one_call_overrides_the_clients(nursery: trio.Nursery) -> None:
     url = await serve_http(nursery, trickle_sse)
-    async with mrtr.Client(url, deadline=None) as client:
+    async with mrtr.Client(url, deadline=None, era="modern") as client:
         with trio.fail_after(GUARD), pytest.raises(ClientError, match="within the 0.5 s deadline"):
             await client.call_tool("t", {}, deadline=0.5)
 

@@ -44,13 +44,24 @@ def piped(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
 def test_arguments_are_typed_by_the_input_schema():
     schema = {"properties": {"people": {"type": "integer"}, "ratio": {"type": "number"}, "vip": {"type": "boolean"},
                              "name": {"type": "string"}, "tags": {"type": "array"}, "when": {"type": ["string", "null"]}}}
-    assert parse_arguments(["people=4", "ratio=0.5", "vip=yes", "name=42", "tags=[\"a\"]", "when=7", "extra=3"],
+    assert parse_arguments(["people=4", "ratio=0.5", "vip=yes", "name=42", "tags=[\"a\"]", "when=7"],
                            schema) == {"people": 4, "ratio": 0.5, "vip": True, "name": "42", "tags": ["a"],
-                                       "when": "7", "extra": 3}
-    assert parse_arguments(["free=hello world"], schema) == {"free": "hello world"}
+                                       "when": "7"}
+    open_schema = {**schema, "additionalProperties": True}  # names beyond the listed ones are welcome
+    assert parse_arguments(["extra=3", "free=hello world"], open_schema) == {"extra": 3, "free": "hello world"}
     for bad in (["people=four"], ["vip=perhaps"], ["tags=[1"], ["novalue"]):
         with pytest.raises(ArgumentError):
             parse_arguments(bad, schema)
+
+
+def test_an_unknown_argument_is_refused_with_the_tools_parameters():
+    schema = {"type": "object", "properties": {"people": {"type": "integer", "description": "how many"}},
+              "required": ["people"]}
+    with pytest.raises(ArgumentError) as refused:
+        parse_arguments(["people=2", "peple=3"], schema)
+    assert "no argument 'peple'" in str(refused.value) and "people=<integer, required>: how many" in str(refused.value)
+    done = piped("call", "--stdio", SERVER, "pair", "nonsense=1", stdin="")  # a tool without parameters
+    assert done.returncode == 2 and "no argument 'nonsense'" in done.stderr and "(none)" in done.stderr
 
 
 # -- piped standard input ------------------------------------------------------------------------
@@ -143,7 +154,7 @@ def test_call_and_list_over_http(http_server):
     assert "client-test 1.0.0" in listed.stdout
     assert "  regional - Arguments mirrored in Mcp-Param-* headers; returns structured content." in listed.stdout
     assert "    people=<integer, optional, default 1>" in listed.stdout
-    assert "  menu - A prompt that asks a question first." in listed.stdout and "    course=<required>" in listed.stdout
+    assert "  menu - A prompt that asks a question first." in listed.stdout and "    course=<string, required>" in listed.stdout
     assert "  notes://secret - A resource behind a question." in listed.stdout
 
 
@@ -255,3 +266,43 @@ def test_url_mode_prints_the_address_and_waits():
     assert done.stdout.strip() == "url accept"
     refused = piped("call", "--stdio", SERVER, "visit", stdin="!decline\n")
     assert refused.stdout.strip() == "url decline"
+
+
+# -- what surrounds the questions ----------------------------------------------------------------
+
+
+def test_a_stdio_servers_log_stays_off_the_questions(tmp_path):
+    chatty = f"{sys.executable} -m mrtr serve tests.client.app:server --stdio"  # logs every request at info
+    done = piped("call", "--stdio", chatty, "ask_name", "tag=x", stdin="Ada\n")
+    assert done.returncode == 0, done.stderr
+    assert "mrtr.access" not in done.stderr and "registered" not in done.stderr
+    kept = tmp_path / "server.log"
+    done = piped("call", "--server-log", str(kept), "--stdio", chatty, "ask_name", "tag=x", stdin="Ada\n")
+    assert done.returncode == 0 and "mrtr.access: tools/call" in kept.read_text()
+    failing = piped("call", "--stdio", f"{sys.executable} -m mrtr serve no.such.module:app --stdio", "x")
+    assert failing.returncode == 1
+    assert "the server's log ended with:" in failing.stderr and "no.such" in failing.stderr
+
+
+def test_a_404_names_the_usual_path():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    import threading
+
+    def not_found() -> None:
+        while True:
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                return  # the test closed the socket: done
+            with connection:
+                connection.recv(65536)
+                connection.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot found")
+
+    threading.Thread(target=not_found, daemon=True).start()
+    done = piped("list", f"http://127.0.0.1:{port}/")
+    server.close()
+    assert done.returncode == 1
+    assert f"MCP servers usually answer on the path /mcp: try http://127.0.0.1:{port}/mcp" in done.stderr

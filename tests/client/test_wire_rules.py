@@ -25,6 +25,7 @@ from mrtr.core.jsonrpc import result_response
 from ..conftest import StaticDispatcher
 
 from .conftest import check_sent
+from .hostile import DISCOVER
 
 Script = Callable[[dict[str, Any], Mapping[str, str]], dict[str, Any]]
 
@@ -51,6 +52,8 @@ class Scripted(StaticDispatcher):
         self.headers.append({name.lower(): value for name, value in (headers or {}).items()})
         if message["method"] == "tools/list":
             return result_response(message["id"], {"resultType": "complete", "tools": self.tools})
+        if message["method"] == "server/discover":  # every modern server answers it: the client probes with it
+            return result_response(message["id"], DISCOVER)
         return result_response(message["id"], self.script(message["params"], headers or {}))
 
 
@@ -108,7 +111,8 @@ async def test_state_is_echoed_byte_for_byte_and_never_invented(reach):
 
 
 @pytest.mark.parametrize("result, message", [
-    ({"resultType": "task", "task": {}}, "unknown resultType 'task'"),
+    ({"resultType": "task", "task": {}}, "Invalid task from the server"),
+    ({"resultType": "pending"}, "unknown resultType 'pending'"),
     ({"resultType": "input_required"}, "neither inputRequests nor requestState"),
     ({"resultType": "input_required", "requestState": 5}, "requestState a string"),
     ({"resultType": "complete", "content": "text"}, "Invalid CallToolResult"),

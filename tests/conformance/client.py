@@ -45,6 +45,27 @@ def accept_everything(request: ElicitationRequest) -> dict[str, Any]:
     return mrtr.accept({name: _example(prop) for name, prop in properties.items()})
 
 
+CIMD_URL = "https://conformance-test.local/client-metadata.json"  # the client id the basic-cimd scenario expects
+
+
+def authorizer(scenario: str, context: dict[str, Any]) -> Any:
+    """The OAuth flow a scenario calls for, from what the suite passed in ``MCP_CONFORMANCE_CONTEXT``."""
+    from mrtr.client.oauth import AuthorizationCode, ClientCredentials
+    from mrtr.client.tokens import MemoryTokenStore
+    from tests.auth.idp import approve_in_browser  # the suite's authorization server approves at once
+
+    store = MemoryTokenStore()
+    if scenario.startswith("auth/client-credentials"):
+        if context.get("private_key_pem"):
+            return ClientCredentials(context["client_id"], private_key=context["private_key_pem"],
+                                     signing_algorithm=context.get("signing_algorithm", "ES256"), store=store)
+        return ClientCredentials(context["client_id"], client_secret=context["client_secret"], store=store)
+    if scenario == "auth/pre-registration":
+        return AuthorizationCode(client_id=context["client_id"], client_secret=context["client_secret"],
+                                 issuer=context.get("issuer"), open_url=approve_in_browser, store=store)
+    return AuthorizationCode(client_metadata_url=CIMD_URL, open_url=approve_in_browser, store=store)
+
+
 async def run(url: str, scenario: str, context: dict[str, Any]) -> None:
     client: mrtr.Client
 
@@ -54,10 +75,15 @@ async def run(url: str, scenario: str, context: dict[str, Any]) -> None:
             await client.call_tool("test_mrtr_unrelated")
         return accept_everything(request)
 
+    auth = authorizer(scenario, context) if scenario.startswith("auth/") else None
     client = mrtr.Client(url, on_elicit=answer, elicitation_modes=("form", "url"),
                          on_sample=lambda request: "conformance reply",
-                         on_roots=lambda request: ["file:///tmp"])
+                         on_roots=lambda request: ["file:///tmp"], auth=auth)
     async with client:
+        if scenario.startswith("auth/"):
+            for tool in await client.list_tools():
+                await client.call_tool(tool["name"], {})
+            return
         if scenario == "request-metadata":
             await client.discover()
         tools = await client.list_tools()

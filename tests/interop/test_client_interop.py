@@ -24,7 +24,7 @@ import mrtr
 from mrtr.client import ElicitationRequest
 
 from ..client.conftest import Checked
-from ..conftest import stop
+from ..conftest import free_port, http_server
 from .test_interop import _clean_env, _tail, interop_python  # noqa: F401 - the fixture is used by name
 
 HERE = Path(__file__).resolve().parent
@@ -35,30 +35,11 @@ who: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="Ada")
 
 @pytest.fixture(scope="module")
 def sdk_url(interop_python: Path) -> Iterator[str]:  # noqa: F811
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen([str(interop_python), str(HERE / "sdk_server.py"), str(port)], env=_clean_env(),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    deadline = time.monotonic() + START_TIMEOUT
-    try:
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=1)
-                break
-            except urllib.error.HTTPError:
-                break  # any HTTP answer: it is serving
-            except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    process.kill()
-                    pytest.fail(f"the SDK server did not start:\n{_tail(process.communicate()[1])}")
-                time.sleep(0.05)
+    with http_server([str(interop_python), str(HERE / "sdk_server.py"), str(port)], url, env=_clean_env(),
+                     timeout=START_TIMEOUT):
         yield url
-    finally:
-        stop(process)
-        if process.stderr is not None:
-            process.stderr.close()
 
 
 def answer(request: ElicitationRequest) -> dict[str, Any]:
