@@ -98,15 +98,9 @@ class _Connection(loadgen.Connection):
 
     async def _chunk(self) -> bool:
         """Move the next chunk of a chunked body into ``events``; ``False`` at its end."""
-        while (end := self.buffer.find(b"\r\n")) < 0:
-            await self._fill()
-        size = int(bytes(self.buffer[:end]).split(b";")[0], 16)
-        del self.buffer[:end + 2]
-        while len(self.buffer) < size + 2:
-            await self._fill()
-        self.events += bytes(self.buffer[:size]).replace(b"\r\n", b"\n")
-        del self.buffer[:size + 2]
-        return size > 0
+        chunk = await self.next_chunk()
+        self.events += chunk.replace(b"\r\n", b"\n")
+        return bool(chunk)
 
     async def event(self) -> dict[str, Any] | None:
         """The next JSON-RPC message of the SSE body being read (priming and comments skipped); ``None`` at its end."""
