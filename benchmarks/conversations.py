@@ -110,11 +110,11 @@ class Conversation:
             outcome = self.round(handler, params)
             if isinstance(outcome, Completed):
                 break
-            token = outcome.request_state
+            token = outcome["requestState"]
             if tokens is not None:
                 tokens.append(len(token))
             responses = {}
-            for key in outcome.input_requests:
+            for key in outcome["inputRequests"]:
                 i = len(given)
                 responses[key] = answer(i)
                 given.append(answer(i)["content"]["email"])

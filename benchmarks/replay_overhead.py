@@ -53,7 +53,7 @@ COMPILED = Elicit("x", SCHEMA).requested
 CAPS = {"elicitation": {}}
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": CAPS}
-KS_FULL = (1, 2, 5, 10, 20, 50, 100)
+KS_FULL = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20, 50, 100)
 KS_QUICK = (1, 10, 50)
 
 

@@ -39,8 +39,6 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any, Literal, overload
 
-import msgspec
-
 from ..core import wire
 from ..core.codec import RequestState, RequestStateCodec, arguments_digest
 from ..core.context import Context
@@ -206,10 +204,12 @@ class TokenCarrier:
         return state
 
     def seal(self, binding: TokenBinding, principal: str | None, outcome: InputRequired,
-             version: str = "") -> wire.InputRequiredResult:
-        """The ``InputRequiredResult`` for a paused round, with a freshly minted token.
+             version: str = "") -> dict[str, Any]:
+        """The ``InputRequiredResult`` object for a paused round, with a freshly minted token.
 
-        ``version`` is the version of the handler that recorded the ledger.
+        In wire shape (what ``msgspec.to_builtins`` makes of a
+        :class:`~mrtr.core.wire.InputRequiredResult`), built as such: every paused round
+        returns one. ``version`` is the version of the handler that recorded the ledger.
         """
         token = self.codec.mint(
             method=binding.method,
@@ -220,9 +220,8 @@ class TokenCarrier:
             digest=binding.digest,
             handler_version=version,
         )
-        # The requests are already in wire shape; msgspec encodes the dicts as they are.
-        requests: Any = outcome.to_wire()
-        return wire.InputRequiredResult(input_requests=requests, request_state=token)
+        return {"resultType": wire.RESULT_TYPE_INPUT_REQUIRED, "inputRequests": outcome.to_wire(),
+                "requestState": token}
 
     async def execute(
         self,
@@ -286,6 +285,5 @@ class TokenCarrier:
         except ReplayMismatch as mismatch:
             raise deploy_hint(mismatch, handler, None if state is None else state.handler_version) from None
         if isinstance(outcome, InputRequired):
-            sealed = self.seal(binding, ctx.principal, outcome, handler_version(handler))
-            return Interim(msgspec.to_builtins(sealed))
+            return Interim(self.seal(binding, ctx.principal, outcome, handler_version(handler)))
         return outcome

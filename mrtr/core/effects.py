@@ -91,20 +91,9 @@ class _Effect:
         raise _forgot_yield(self, f"indexed `[{item!r}]` into", NotYieldedUse)
 
 
-def _capability(request: type[Request]) -> str:
-    capability = KINDS[request.kind].capability
-    assert capability is not None, f"{request.__name__}: its kind has no capability"
-    return capability
-
-
-def _declared(request: type[Request], capabilities: Mapping[str, Any] | None) -> Any:
-    """What the client declared for the capability of ``request``'s kind (``None`` when nothing)."""
-    return capabilities.get(_capability(request)) if capabilities else None
-
-
 def _needed(request: type[Request], *features: str) -> dict[str, Any]:
     """The ``requiredCapabilities`` object naming ``request``'s capability and ``features`` of it."""
-    return {_capability(request): {feature: {} for feature in features}}
+    return {request._capability: {feature: {} for feature in features}}
 
 
 def _clip(text: str) -> str:
@@ -114,6 +103,30 @@ def _clip(text: str) -> str:
 
 def _digest8(data: bytes) -> bytes:
     return hashlib.sha256(data).digest()[:8]
+
+
+# A replay fingerprints every question it reaches, each round, and most questions are
+# the same text round after round (and conversation after conversation): their digests
+# are remembered, so a replayed question costs a dictionary lookup instead of a SHA-256.
+# The digest of a text never changes, so nothing is ever stale; the table is bounded (it
+# is emptied when full, and long texts are never kept).
+_MESSAGE_DIGESTS: dict[str, bytes] = {}
+MESSAGE_DIGESTS_MAX = 1024
+"""How many question texts the fingerprint cache holds before it starts again empty."""
+MESSAGE_DIGEST_LONGEST = 512
+"""The longest question text, in characters, whose digest is remembered."""
+
+
+def _message_digest(message: str) -> bytes:
+    """The fingerprint half of a question's text: 8 bytes of SHA-256 over its UTF-8."""
+    digest = _MESSAGE_DIGESTS.get(message)
+    if digest is None:
+        digest = _digest8(message.encode())
+        if len(message) <= MESSAGE_DIGEST_LONGEST:
+            if len(_MESSAGE_DIGESTS) >= MESSAGE_DIGESTS_MAX:
+                _MESSAGE_DIGESTS.clear()
+            _MESSAGE_DIGESTS[message] = digest
+    return digest
 
 
 class Request(_Effect):
@@ -129,15 +142,21 @@ class Request(_Effect):
 
     kind: ClassVar[Kind]
     method: ClassVar[str]
+    # The ``clientCapabilities`` member a client declares to be asked this kind (the gate
+    # reads it at every yield). Private, so a handler that forgot `yield` and reads
+    # `.capability` of what it thinks is the answer is still told so.
+    _capability: ClassVar[str]
 
     key: str | None
 
     def __init_subclass__(cls, **options: Any) -> None:
         super().__init_subclass__(**options)
         if "kind" in cls.__dict__:
-            method = KINDS[cls.kind].method
-            assert method is not None, f"{cls.__name__}: {cls.kind!r} is not a kind a client can be asked"
-            cls.method = method
+            row = KINDS[cls.kind]
+            assert row.method is not None and row.capability is not None, (
+                f"{cls.__name__}: {cls.kind!r} is not a kind a client can be asked")
+            cls.method = row.method
+            cls._capability = row.capability
 
     def params(self) -> dict[str, Any]:
         """The ``params`` member of this request as it goes on the wire."""
@@ -153,7 +172,7 @@ class Request(_Effect):
 
     def missing_capability(self, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
         """The ``requiredCapabilities`` object if the client cannot answer, else ``None``."""
-        return type(self).missing_for(capabilities)
+        return self.missing_for(capabilities)
 
     @classmethod
     def missing_for(cls, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -187,7 +206,9 @@ class Elicit(Request):
         self.message = message
         self.schema = schema
         self.key = key
-        self._compiled = requested_schema(schema)
+        # A Form compiled already is the common case, met on every yield of every replay.
+        compiled = schema._compiled if type(schema) is Form else None
+        self._compiled = compiled if compiled is not None else requested_schema(schema)
 
     @property
     def requested(self) -> RequestedSchema:
@@ -198,11 +219,14 @@ class Elicit(Request):
         return {"mode": "form", "message": self.message, "requestedSchema": self._compiled.schema}
 
     def fingerprint(self) -> bytes:
-        return _digest8(self.message.encode()) + self._compiled.digest[:8]
+        digest = _MESSAGE_DIGESTS.get(self.message)  # _message_digest's lookup, without its call
+        if digest is None:
+            digest = _message_digest(self.message)
+        return digest + self._compiled.digest[:8]
 
     @classmethod
     def missing_for(cls, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        elicitation = _declared(cls, capabilities)
+        elicitation = capabilities.get(cls._capability) if capabilities else None
         # {} means form (backward compatibility); a client naming only "url" cannot render forms.
         if isinstance(elicitation, dict) and ("form" in elicitation or "url" not in elicitation):
             return None
@@ -250,11 +274,11 @@ class ElicitURL(Request):
         return {"mode": "url", "message": self.message, "url": self.url}
 
     def fingerprint(self) -> bytes:
-        return _digest8(self.message.encode()) + _digest8(b"url\0" + self.url.encode())
+        return _message_digest(self.message) + _digest8(b"url\0" + self.url.encode())
 
     @classmethod
     def missing_for(cls, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        elicitation = _declared(cls, capabilities)
+        elicitation = capabilities.get(cls._capability) if capabilities else None
         if isinstance(elicitation, dict) and "url" in elicitation:
             return None
         return _needed(cls, "url")
@@ -315,10 +339,11 @@ class Sample(Request):
 
     @classmethod
     def missing_for(cls, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        return None if isinstance(_declared(cls, capabilities), dict) else _needed(cls)
+        declared = capabilities.get(cls._capability) if capabilities else None
+        return None if isinstance(declared, dict) else _needed(cls)
 
     def missing_capability(self, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        sampling = _declared(type(self), capabilities)
+        sampling = capabilities.get(self._capability) if capabilities else None
         needed = []
         if self.extra.get("tools") or self.extra.get("toolChoice"):
             needed.append("tools")
@@ -356,7 +381,8 @@ class ListRoots(Request):
 
     @classmethod
     def missing_for(cls, capabilities: Mapping[str, Any] | None) -> dict[str, Any] | None:
-        return None if isinstance(_declared(cls, capabilities), dict) else _needed(cls)
+        declared = capabilities.get(cls._capability) if capabilities else None
+        return None if isinstance(declared, dict) else _needed(cls)
 
     def __repr__(self) -> str:
         return f"ListRoots(key={self.key!r})"

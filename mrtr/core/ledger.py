@@ -24,6 +24,9 @@ __all__ = ["Slot", "Ledger", "default_key", "decode_answer", "merge_answers", "A
 # every round, and building a Kind from it first would cost more than the lookup.
 _KEY_PREFIX: dict[int, str] = {int(kind): row.key_prefix for kind, row in KINDS.items()}
 
+# The kinds by the plain int a slot stores: building a Kind from it calls into enum.
+_KINDS: dict[int, Kind] = {int(kind): kind for kind in Kind}
+
 # Elicitation answers are stored as [action code, content] to keep tokens small.
 ACTIONS = ("accept", "decline", "cancel")
 ACTION_CODES = {name: code for code, name in enumerate(ACTIONS)}
@@ -81,7 +84,9 @@ class Ledger:
 
     def index_of_key(self) -> dict[str, int]:
         """Map the wire key of each client request slot to its 0-based index (Steps and patch markers are never issued)."""
-        return {slot.wire_key(i + 1): i for i, slot in enumerate(self.slots) if slot.kind in ASKED}
+        # Slot.wire_key, inlined: every retry maps every slot of its ledger.
+        return {(_KEY_PREFIX[slot.kind] + str(i + 1) if slot.key is None else slot.key): i
+                for i, slot in enumerate(self.slots) if slot.kind in ASKED}
 
 
 def decode_answer(kind: Kind, key: str, value: Any) -> Any:
@@ -93,13 +98,12 @@ def decode_answer(kind: Kind, key: str, value: Any) -> Any:
     """
     if not isinstance(value, dict):
         raise InvalidParams(f'inputResponses key "{key}" must be an object, got {_json_type(value)}')
-    row = KINDS[kind]
     if kind is Kind.ELICIT:
         action = value.get("action")
         code = ACTION_CODES.get(action) if isinstance(action, str) else None
         if code is None:
             if "action" not in value:
-                raise _wrong_kind(key, row, "")
+                raise _wrong_kind(key, KINDS[kind], "")
             raise InvalidParams(f'inputResponses key "{key}": "action" must be one of {", ".join(ACTIONS)}')
         if code:  # decline and cancel carry no content worth keeping
             return [code, None]
@@ -110,6 +114,7 @@ def decode_answer(kind: Kind, key: str, value: Any) -> Any:
                 "and string arrays"
             )
         return [code, content]
+    row = KINDS[kind]
     try:
         result: Any = decode_input_response(row, value)
     except msgspec.ValidationError as exc:
@@ -137,12 +142,14 @@ def merge_answers(
         raise InvalidParams(f"inputResponses must be an object mapping keys to answers, got {_json_type(responses)}")
     if not responses:
         return ledger, {}
-    index = ledger.index_of_key()
+    # The usual retry answers the one question asked last: its key is looked up from the
+    # end (the map's last-wins is the scan's first hit) rather than every slot mapped.
+    index = None if len(responses) == 1 else ledger.index_of_key()
     slots = list(ledger.slots)
     fresh = set(ledger.fresh)
     unmatched: dict[str, Any] = {}
     for key, value in responses.items():
-        position = index.get(key)
+        position = _from_the_end(ledger.slots, key) if index is None else index.get(key)
         if position is None:
             if lenient:
                 unmatched[key] = value
@@ -155,9 +162,20 @@ def merge_answers(
             if lenient:
                 continue
             raise InvalidParams(f'inputResponses key "{key}" was already answered in a previous round trip')
-        slots[position] = Slot(slot.kind, slot.fingerprint, slot.key, True, decode_answer(Kind(slot.kind), key, value))
+        # either lookup finds slots of asked kinds only, all of them in the table
+        answer = decode_answer(_KINDS[slot.kind], key, value)
+        slots[position] = Slot(slot.kind, slot.fingerprint, slot.key, True, answer)
         fresh.add(position)
     return Ledger(tuple(slots), frozenset(fresh)), unmatched
+
+
+def _from_the_end(slots: tuple[Slot, ...], key: str) -> int | None:
+    """``ledger.index_of_key().get(key)``, by a scan from the last slot."""
+    for i in range(len(slots) - 1, -1, -1):
+        slot = slots[i]
+        if slot.kind in ASKED and slot.wire_key(i + 1) == key:
+            return i
+    return None
 
 
 def _wrong_kind(key: str, row: RequestKind, detail: str) -> InvalidParams:

@@ -23,6 +23,7 @@ import sys
 import typing
 import weakref
 from collections.abc import Callable, Mapping
+from types import GeneratorType
 from typing import Any
 
 import msgspec
@@ -33,7 +34,7 @@ from .effects import Elicit, ElicitResult, ElicitURL, NotYielded, NotYieldedUse,
 from .errors import (HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, PublicError,
                      ReplayMismatch)
 from .kinds import KINDS, Kind, decode_input_response
-from .ledger import ACTIONS, Ledger, Slot, decode_answer, default_key
+from .ledger import _KEY_PREFIX, ACTIONS, Ledger, Slot, decode_answer, default_key
 from .schema import FormTypeError, schema_changes
 
 __all__ = ["Completed", "InputRequired", "Detached", "HandlerSpec", "replay", "replay_async"]
@@ -96,21 +97,19 @@ class HandlerSpec:
 
     __slots__ = ("fn", "shape", "wants_ctx", "ctx_name", "ctx_first", "name", "__weakref__")
 
-    def __init__(self, fn: Any) -> None:
-        if not callable(fn):
-            raise TypeError(f"a handler must be callable, got {type(fn).__name__}")
+    def __init__(self, fn: Any, facts: tuple[str, str | None, bool, str] | None = None) -> None:
+        if facts is None:
+            if not callable(fn):
+                raise TypeError(f"a handler must be callable, got {type(fn).__name__}")
+            facts = _facts_of(fn)
         self.fn = fn
-        if inspect.isasyncgenfunction(fn):
-            self.shape = _ASYNC_GEN
-        elif inspect.isgeneratorfunction(fn):
-            self.shape = _SYNC_GEN
-        elif inspect.iscoroutinefunction(fn):
-            self.shape = _CORO
-        else:
-            self.shape = _PLAIN
-        self.ctx_name, self.ctx_first = _context_parameter(fn)
+        self.shape, self.ctx_name, self.ctx_first, self.name = facts
         self.wants_ctx = self.ctx_name is not None
-        self.name = getattr(fn, "__qualname__", repr(fn))
+
+    @property
+    def facts(self) -> tuple[str, str | None, bool, str]:
+        """What was derived from the function (its shape, context parameter and name), without the function."""
+        return self.shape, self.ctx_name, self.ctx_first, self.name
 
     @property
     def is_async(self) -> bool:
@@ -124,6 +123,19 @@ class HandlerSpec:
         if self.ctx_first:
             return self.fn(ctx, **arguments)
         return self.fn(**arguments, **{self.ctx_name: ctx})
+
+
+def _facts_of(fn: Any) -> tuple[str, str | None, bool, str]:
+    if inspect.isasyncgenfunction(fn):
+        shape = _ASYNC_GEN
+    elif inspect.isgeneratorfunction(fn):
+        shape = _SYNC_GEN
+    elif inspect.iscoroutinefunction(fn):
+        shape = _CORO
+    else:
+        shape = _PLAIN
+    ctx_name, ctx_first = _context_parameter(fn)
+    return shape, ctx_name, ctx_first, getattr(fn, "__qualname__", repr(fn))
 
 
 CONTEXT_NAMES = ("ctx", "context")
@@ -173,27 +185,42 @@ def _context_parameter(fn: Any) -> tuple[str | None, bool]:
     return None, False
 
 
-_specs: weakref.WeakKeyDictionary[Any, HandlerSpec] = weakref.WeakKeyDictionary()
+# What inspecting a handler found, per function object: a handler redefined (under the
+# same name or not), a closure or a lambda is a new function with its own entry, and an
+# entry goes with its function. The entries hold no reference to the function (a spec
+# does, which is why specs are not what is kept), so nothing here keeps a handler alive.
+_facts: weakref.WeakKeyDictionary[Any, tuple[str, str | None, bool, str]] = weakref.WeakKeyDictionary()
+# A round asks for its handler's spec several times (the carrier, the driver): the last
+# one is kept, strongly, so those are a comparison. One handler at most is held here.
+_last_spec: HandlerSpec | None = None
 
 
 def handler_spec(fn: Any) -> HandlerSpec:
-    """The (cached) :class:`HandlerSpec` of ``fn``."""
+    """The :class:`HandlerSpec` of ``fn``, derived once per function."""
+    global _last_spec
+    last = _last_spec
+    if last is not None and last.fn is fn:
+        return last
     if isinstance(fn, HandlerSpec):
         return fn
     try:
-        spec = _specs.get(fn)
+        facts = _facts.get(fn)
     except TypeError:  # not weak-referenceable
         return HandlerSpec(fn)
-    if spec is None:
-        spec = _specs[fn] = HandlerSpec(fn)
+    if facts is None:
+        spec = HandlerSpec(fn)
+        _facts[fn] = spec.facts
+    else:
+        spec = HandlerSpec(fn, facts)
+    _last_spec = spec
     return spec
 
 
 # -- locating the handler's yield, for diagnostics ---------------------------------------
 
 
-def _yield_position(gen: Any) -> tuple[str, int] | None:
-    """File and line of the innermost frame suspended at a yield (follows ``yield from``)."""
+def _innermost_frame(gen: Any) -> Any:
+    """The innermost frame of ``gen`` suspended at a yield (follows ``yield from``), or ``None``."""
     frame = None
     while gen is not None:
         current = getattr(gen, "gi_frame", None) or getattr(gen, "ag_frame", None)
@@ -201,11 +228,49 @@ def _yield_position(gen: Any) -> tuple[str, int] | None:
             break
         frame = current
         gen = getattr(gen, "gi_yieldfrom", None)
+    return frame
+
+
+def _yield_position(gen: Any) -> tuple[str, int] | None:
+    """File and line of the innermost frame suspended at a yield (follows ``yield from``)."""
+    frame = _innermost_frame(gen)
     return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
 
 
 def _location(position: tuple[str, int] | None) -> str:
     return "<unknown>" if position is None else f"{position[0]}:{position[1]}"
+
+
+def _here(gen: Any) -> tuple[Any, int] | None:
+    """Where ``gen`` is suspended, raw: the innermost frame and its instruction offset.
+
+    What :func:`_yield_position` reads, without reading the line yet: every yield of
+    every replay records one, and only a diagnostic ever turns it into a line
+    (:func:`_position_at`). The offset is taken now, since the frame moves on.
+    """
+    if type(gen) is GeneratorType:
+        inner = gen.gi_yieldfrom
+        if inner is None:
+            frame = gen.gi_frame
+            return None if frame is None else (frame, frame.f_lasti)
+    frame = _innermost_frame(gen)
+    return None if frame is None else (frame, frame.f_lasti)
+
+
+def _position_at(raw: tuple[Any, int] | None) -> tuple[str, int] | None:
+    """The file and line of a position :func:`_here` recorded, as ``frame.f_lineno`` read then."""
+    if raw is None:
+        return None
+    frame, offset = raw
+    code = frame.f_code
+    line = code.co_firstlineno
+    if offset >= 0:
+        line = None
+        for start, end, number in code.co_lines():
+            if start <= offset < end:
+                line = number
+                break
+    return code.co_filename, line
 
 
 def _yield_location(gen: Any) -> str:
@@ -383,16 +448,20 @@ class _Interpretation:
     (:meth:`_answer`, :meth:`_step_answer`).
     """
 
-    __slots__ = ("spec", "ctx", "cursor", "keys", "on_step", "detach")
+    __slots__ = ("spec", "ctx", "cursor", "keys", "on_step", "detach", "recorded")
 
     def __init__(self, spec: HandlerSpec, ctx: Context, on_step: Callable[[Ledger], Any] | None = None,
                  detach: bool = False) -> None:
         self.spec = spec
         self.ctx = ctx
         self.cursor = 0
-        self.keys: dict[str, tuple[int, tuple[str, int] | None]] = {}
+        self.keys: dict[str, tuple[int, tuple[Any, int] | None]] = {}
         self.on_step = on_step
         self.detach = detach
+        # How many positions a ledger recorded before this run; -1 with no ledger (a live
+        # run, which never replays). After each yield the context says whether the run is
+        # still inside what earlier rounds ran.
+        self.recorded = -1
 
     def record_step(self, step: Step, result: Any, gen: Any) -> Any:
         """What a Step's function returned, as the handler receives it (a ledger records it too)."""
@@ -406,8 +475,13 @@ class _Interpretation:
     def interpret(self, yielded: Any, gen: Any, *, result_allowed: bool) -> tuple[int, Any]:
         try:
             if isinstance(yielded, Request):
-                answers, pending = self._ask(((yielded.key, yielded),), gen)
-                outcome = (_STOP, pending) if pending else (_SEND, answers[0])
+                # One request, the yield every replay meets most: the gate and the member,
+                # with no group built around it.
+                missing = yielded.missing_capability(self.ctx.client_capabilities)
+                if missing is not None:
+                    raise _missing_capability(yielded, missing)
+                key, answer = self._member(yielded.key, yielded, gen)
+                outcome = (_STOP, {key: yielded}) if answer is _PENDING else (_SEND, answer)
             elif isinstance(yielded, Step):
                 outcome = self._step(yielded, gen)
             elif isinstance(yielded, Patched):
@@ -426,44 +500,53 @@ class _Interpretation:
                 answers, pending = self._ask(members, gen)
                 outcome = (_STOP, pending) if pending else (_SEND, gathered(yielded, members, answers))
         finally:
-            self._interpreted()
+            if self.recorded >= 0:
+                self.ctx.is_replaying = self.cursor < self.recorded
         return outcome
 
-    def _interpreted(self) -> None:
-        """Called after every yield has been interpreted, whatever the outcome."""
-
     def _claim(self, key: str, ordinal: int, gen: Any) -> None:
-        # Every yield passes here on every replay: keep the position raw, format only on error.
-        position = _yield_position(gen)
+        # Every yield passes here on every replay: keep the position raw, read its line only on error.
         earlier = self.keys.get(key)
         if earlier is not None:
-            location = _location(position)
-            raise HandlerError(
-                f'handler {self.spec.name} used the key "{key}" twice in one execution: ordinal #{earlier[0]} '
-                f"at {_location(earlier[1])} and ordinal #{ordinal} at {location}; keys must be unique",
-                location=location,
-            )
-        self.keys[key] = (ordinal, position)
+            raise self._duplicate(key, earlier, ordinal, gen)
+        self.keys[key] = (ordinal, _here(gen))
+
+    def _duplicate(self, key: str, earlier: tuple[int, Any], ordinal: int, gen: Any) -> HandlerError:
+        location = _yield_location(gen)
+        return HandlerError(
+            f'handler {self.spec.name} used the key "{key}" twice in one execution: ordinal #{earlier[0]} '
+            f"at {_location(_position_at(earlier[1]))} and ordinal #{ordinal} at {location}; keys must be unique",
+            location=location,
+        )
+
+    def _member(self, explicit_key: str | None, request: Request, gen: Any) -> tuple[str, Any]:
+        """One request of a yield: its ordinal, key, claim and answer (``_PENDING`` when it has none yet)."""
+        self.cursor += 1
+        ordinal = self.cursor
+        standard = _KEY_PREFIX[request.kind] + str(ordinal)  # default_key, inlined: every yield passes here
+        key = standard if explicit_key is None else explicit_key
+        # _claim, inlined for the same reason, and _here's common case with it
+        keys = self.keys
+        earlier = keys.get(key)
+        if earlier is not None:
+            raise self._duplicate(key, earlier, ordinal, gen)
+        if type(gen) is GeneratorType and gen.gi_yieldfrom is None and gen.gi_frame is not None:
+            frame = gen.gi_frame
+            keys[key] = (ordinal, (frame, frame.f_lasti))
+        else:
+            keys[key] = (ordinal, _here(gen))
+        return key, self._answer(ordinal, key, key == standard, request, request.fingerprint(), gen)
 
     def _ask(self, members: Any, gen: Any) -> tuple[list[Any], dict[str, Request]]:
         capabilities = self.ctx.client_capabilities
         for _, request in members:
             missing = request.missing_capability(capabilities)
             if missing is not None:
-                raise MissingRequiredClientCapability(
-                    f"Client did not declare the {next(iter(missing))} capability this request needs "
-                    f"({request.method}); declare it in io.modelcontextprotocol/clientCapabilities",
-                    missing,
-                )
+                raise _missing_capability(request, missing)
         answers: list[Any] = []
         pending: dict[str, Request] = {}
         for explicit_key, request in members:
-            self.cursor += 1
-            ordinal = self.cursor
-            standard = default_key(request.kind, ordinal)
-            key = standard if explicit_key is None else explicit_key
-            self._claim(key, ordinal, gen)
-            answer = self._answer(ordinal, key, key == standard, request, request.fingerprint(), gen)
+            key, answer = self._member(explicit_key, request, gen)
             if answer is _PENDING:
                 pending[key] = request
                 answers.append(None)
@@ -497,6 +580,14 @@ class _Interpretation:
         return True
 
 
+def _missing_capability(request: Request, missing: dict[str, Any]) -> MissingRequiredClientCapability:
+    return MissingRequiredClientCapability(
+        f"Client did not declare the {next(iter(missing))} capability this request needs "
+        f"({request.method}); declare it in io.modelcontextprotocol/clientCapabilities",
+        missing,
+    )
+
+
 def gathered(yielded: Any, members: Any, answers: list[Any]) -> Any:
     """What the handler receives for a yield whose ``members`` got ``answers``: one answer, a tuple or a dict."""
     if isinstance(yielded, Request):
@@ -506,26 +597,32 @@ def gathered(yielded: Any, members: Any, answers: list[Any]) -> Any:
     return tuple(answers)
 
 
-def delivered(kind: Kind, answer: Any, request: Request, key: str, *, check: bool) -> Any:
+_ELICIT = Kind.ELICIT
+
+
+def delivered(kind: int, answer: Any, request: Request, key: str, *, check: bool) -> Any:
     """An answer in its stored form (:func:`~mrtr.core.ledger.decode_answer`), as the handler receives it.
 
-    ``check`` validates accepted form content against the schema that was asked (an
-    answer that arrived with this request); one from a sealed token was checked when
-    it was first used.
+    ``kind`` is the slot's kind (a :class:`~mrtr.core.kinds.Kind` or the code a ledger
+    stores). ``check`` validates accepted form content against the schema that was
+    asked (an answer that arrived with this request); one from a sealed token was
+    checked when it was first used.
     """
-    if kind == Kind.ELICIT:
+    if kind == _ELICIT:
         code, content = answer
         if code or isinstance(request, ElicitURL):  # URL mode answers carry no content
             result = ElicitResult(ACTIONS[code])
             result.question = (key, request.describe_call())
             return result
-        compiled = request.requested  # type: ignore[attr-defined]
+        compiled = request._compiled  # type: ignore[attr-defined]  # Elicit.requested, without the property's call
         if check:
             try:
                 content = compiled.validate(content)
             except InvalidParams as exc:
                 raise InvalidParams(f'inputResponses key "{key}": {exc.message}', data=exc.data) from None
-        return ElicitResult("accept", content, compiled.convert(content))
+        # A Form's answer is its content (RequestedSchema.convert's first case, without its call)
+        return ElicitResult("accept", content, content if compiled.struct_type is None and content is not None
+                            else compiled.convert(content))
     # Fresh answers are already Structs; answers from a token come back as builtins.
     return decode_input_response(KINDS[request.kind], answer)
 
@@ -548,20 +645,17 @@ _PENDING = object()
 class _Execution(_Interpretation):
     """The bookkeeping of one run of a handler against a ledger."""
 
-    __slots__ = ("slots", "recorded", "fresh", "unmatched", "step_at")
+    __slots__ = ("slots", "fresh", "unmatched", "step_at")
 
     def __init__(self, spec: HandlerSpec, ctx: Context, ledger: Ledger, unmatched: Mapping[str, Any] | None,
                  on_step: Callable[[Ledger], Any] | None = None, detach: bool = False) -> None:
-        super().__init__(spec, ctx, on_step, detach)
+        _Interpretation.__init__(self, spec, ctx, on_step, detach)
         self.slots = list(ledger.slots)
         self.recorded = len(self.slots)
         self.fresh = set(ledger.fresh)
         self.unmatched = dict(unmatched) if unmatched else None
         self.step_at: tuple[int, bytes] | None = None
         ctx.is_replaying = self.recorded > 0
-
-    def _interpreted(self) -> None:
-        self.ctx.is_replaying = self.cursor < self.recorded
 
     def _answer(self, ordinal: int, key: str, standard: bool, request: Request, fingerprint: bytes, gen: Any) -> Any:
         kind = request.kind
@@ -592,8 +686,8 @@ class _Execution(_Interpretation):
 
     def _deliver(self, index: int, slot: Slot, request: Request, key: str) -> Any:
         check = index in self.fresh
-        value = delivered(Kind(slot.kind), slot.answer, request, key, check=check)
-        if check and isinstance(value, ElicitResult) and value.accepted and not isinstance(request, ElicitURL):
+        value = delivered(slot.kind, slot.answer, request, key, check=check)
+        if check and isinstance(value, ElicitResult) and value.action == "accept" and not isinstance(request, ElicitURL):
             self.fresh.discard(index)  # checked against its form now; a later execution trusts it
         return value
 
@@ -1185,20 +1279,8 @@ async def replay_async(
     ``on_step`` may return an awaitable, which is awaited before an async handler
     resumes; for a sync generator handler it must be a plain function.
     """
-    return await _run_async(handler, arguments, ctx, ledger, unmatched, on_step, until_step)
-
-
-async def _run_async(
-    handler: Any,
-    arguments: Mapping[str, Any] | None,
-    ctx: Context,
-    ledger: Ledger | None,
-    unmatched: Mapping[str, Any] | None,
-    on_step: Callable[[Ledger], Any] | None,
-    detach: bool,
-) -> Completed | InputRequired | Detached:
     spec = handler_spec(handler)
-    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched, on_step, detach)
+    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched, on_step, until_step)
     started = _start(spec, ctx, arguments or {})
     if spec.shape == _ASYNC_GEN:
         return await _adrive(started, execution)

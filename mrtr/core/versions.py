@@ -28,8 +28,9 @@ __all__ = ["MAX_VERSION", "handler_version", "set_handler_version", "deploy_hint
 MAX_VERSION = 64
 """The longest version an author may give, in characters: it rides in every token."""
 
-_given: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-_computed: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+# The version each handler function goes by: the one its author gave, or its code's digest
+# once computed (a paused round seals it in its token, so it is read every such round).
+_versions: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
 
 def set_handler_version(fn: Any, version: str) -> None:
@@ -37,21 +38,18 @@ def set_handler_version(fn: Any, version: str) -> None:
     if not isinstance(version, str) or not version or len(version) > MAX_VERSION:
         raise ValueError(f"a handler version must be a non-empty string of at most {MAX_VERSION} characters, "
                          f"got {version!r}")
-    _given[fn] = version
+    _versions[fn] = version
 
 
 def handler_version(fn: Any) -> str:
     """The version of handler ``fn``: the one its author gave, or 8 hex digits of its code's digest."""
     try:
-        given = _given.get(fn)
-        if given is not None:
-            return given
-        cached = _computed.get(fn)
+        version = _versions.get(fn)
     except TypeError:  # not weak-referenceable: computed each time
         return _digest(fn)
-    if cached is None:
-        cached = _computed[fn] = _digest(fn)
-    return cached
+    if version is None:
+        version = _versions[fn] = _digest(fn)
+    return version
 
 
 def _digest(fn: Any) -> str:
