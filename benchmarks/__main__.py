@@ -20,7 +20,7 @@ from typing import Any
 
 from .common import ROOT
 
-PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions")
+PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions", "legacy")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     if "sessions" in parts:
         from . import sessions
         results["sessions"] = sessions.run(quick=args.quick)
+    if "legacy" in parts:
+        from . import legacy_http
+        results["legacy"] = legacy_http.run(quick=args.quick, install_sdk=install)
     results["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     results["seconds"] = round(time.monotonic() - started, 1)
 
@@ -123,6 +126,7 @@ def misrouted_answers(results: dict[str, Any]) -> int:
     count += sum(row["misrouted"] for row in results.get("tasks", {}).get("stores", {}).values())
     for rows in results.get("http", {}).get("flows", {}).values():
         count += sum(row["misrouted"] for row in rows.values())
+    count += sum(row["misrouted"] for row in results.get("legacy", {}).get("flows", {}).values())
     return count
 
 
@@ -133,7 +137,7 @@ def summary(results: dict[str, Any]) -> str:
     lines = [f"benchmarks ({'quick' if results['quick'] else 'full'} run, {results['seconds']} s, "
              f"{results['machine']})"]
     lines.append(report.table_goals(results))
-    for part in ("rounds", "http", "tasks", "once"):
+    for part in ("rounds", "http", "tasks", "once", "legacy"):
         for what, why in results.get(part, {}).get("skipped", {}).items():
             lines.append(f"SKIPPED in {part}: {what}: {why}")
     tasks = results.get("tasks")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from typing import Any
 
 from mrtr import Elicit, Form, Server
 
@@ -32,9 +33,9 @@ FORM = Form().string("email", format="email")
 SECRET = b"b" * 32
 
 
-def make_server() -> Server:
-    """The mrtr server with the flows' two tools."""
-    server = Server("bench", secret=SECRET)
+def make_server(**options: Any) -> Server:
+    """The mrtr server with the flows' two tools (``options`` go to :class:`~mrtr.Server`)."""
+    server = Server("bench", secret=SECRET, **options)
 
     @server.tool
     def echo(text: str) -> str:

@@ -262,6 +262,28 @@ def table_sessions(part: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def table_legacy_http(part: dict[str, Any]) -> str:
+    """Part 8: 2025-era sessions over HTTP, beside the SDK's stateful server, and their resident memory."""
+    lines = ["| server | conversations/s | vs the SDK | p50 ms | p99 ms | conversations | errors | misrouted |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, row in part["flows"].items():
+        versus = f"{row['vs_sdk']:.2f}x" if row.get("vs_sdk") else "n/a"
+        lines.append(f"| {name} | {row['per_second']:,.0f} | {versus} | {row['p50_ms']:.1f} | {row['p99_ms']:.1f} | "
+                     f"{row['conversations']:,} | {row['errors']} | {row['misrouted']} |")
+    for what, reason in part.get("skipped", {}).items():
+        lines.append(f"| {what} | skipped: {reason} | | | | | | |")
+    if part.get("rss"):
+        lines += ["", "| server | RSS before | per idle session | vs the SDK | per waiting call | vs the SDK |",
+                  "|---|---|---|---|---|---|"]
+        for name, row in part["rss"].items():
+            idle = f"{row['idle_vs_sdk']:.2f}x" if row.get("idle_vs_sdk") else "n/a"
+            waiting = f"{row['waiting_vs_sdk']:.2f}x" if row.get("waiting_vs_sdk") else "n/a"
+            lines.append(f"| {name} | {row['rss_base_mib']:.1f} MiB | {row['idle_session_bytes'] / 1024:,.1f} KiB "
+                         f"(N = {row['sessions']:,}) | {idle} | {row['waiting_call_bytes'] / 1024:,.1f} KiB "
+                         f"(N = {row['waiting']:,}) | {waiting} |")
+    return "\n".join(lines)
+
+
 def table_goals(results: dict[str, Any]) -> str:
     lines = ["| goal | measured | met |", "|---|---|---|"]
     rounds = results.get("rounds")
@@ -308,6 +330,11 @@ def table_goals(results: dict[str, Any]) -> str:
         if off:
             lines.append(f"| one-question flow, access lines off in both ≥ 7x the SDK | {off:.2f}x | "
                          f"{'yes' if off >= 7 else 'no'} |")
+    legacy = results.get("legacy")
+    if legacy and legacy["flows"].get("mrtr native, 1 worker", {}).get("vs_sdk"):
+        ratio = legacy["flows"]["mrtr native, 1 worker"]["vs_sdk"]
+        lines.append(f"| 2025 sessions over HTTP ≥ 3x the SDK's stateful server, one-question conversation, one "
+                     f"process | {ratio:.2f}x | {'yes' if ratio >= 3 else 'no'} |")
     soak = results.get("soak")
     if soak:
         growth = max(soak["rss_growth_kib_after_first_mark"].values())
@@ -375,6 +402,7 @@ def update_document(path: Path, results: dict[str, Any]) -> None:
         "tasks": lambda: table_tasks(results["tasks"]),
         "once": lambda: table_once(results["once"]),
         "sessions": lambda: table_sessions(results["sessions"]),
+        "legacy": lambda: table_legacy_http(results["legacy"]),
         "machine": lambda: table_machine(results),
     }
     text = path.read_text()

@@ -35,9 +35,11 @@ import trio
 
 from ...core.jsonrpc import Dispatcher
 from ..shared import lifespan
+from .forwarding import Forwarder
 from .config import ServerConfig
 from .exchange import ClientGone, HttpRequest, exchange
 from .headers import RawHeader
+from .sessions import HttpSessions
 
 __all__ = ["bind", "serve", "serve_socket"]
 
@@ -89,6 +91,8 @@ class _State:
         self.sweep_every = min(config.keep_alive_timeout, config.first_byte_timeout)
         self.bound: tuple[str, int] | None = None  # the listening address, for the exchange's Host rule
         self.per_client: dict[str, int] = {}
+        # The 2025 era's sessions, when the dispatcher serves it; their calls run in the connections' nursery.
+        self.sessions = HttpSessions(server.legacy, self.exchange_config) if server.legacy is not None else None
 
     def begin_shutdown(self) -> None:
         self.closing = True
@@ -169,6 +173,7 @@ class _Connection:
         self.client = client
         self.state = state
         self.config = state.config
+        self.forwarded = sock.family == socket.AF_UNIX  # a worker's local socket: what another worker forwards
         self.parser = httptools.HttpRequestParser(self)
         self.ready: deque[_Request] = deque()
         self.error: _Reject | None = None
@@ -543,8 +548,10 @@ class _Connection:
             if path.startswith(("http://", "https://")):  # absolute-form target
                 path = "/" + path.split("://", 1)[1].partition("/")[2]
             completed = await exchange(server, HttpRequest(request.method.decode("latin-1"), path,
-                                                           request.headers, request.body, bound=self.state.bound),
-                                       self, config=config, disconnected=self.watch_disconnect, nursery=helpers)
+                                                           request.headers, request.body, bound=self.state.bound,
+                                                           client=self.client, forwarded=self.forwarded),
+                                       self, config=config, disconnected=self.watch_disconnect, nursery=helpers,
+                                       sessions=self.state.sessions)
             log.debug("%s %s -> %s", request.method, path, "done" if completed else "aborted")
             if not completed or not self.response_done or self.close_after or self.state.closing:
                 return
@@ -598,7 +605,7 @@ def _admit(state: _State, client: str) -> bool:
     """Whether a new connection from ``client`` may be served, closing idle ones to make room."""
     config = state.config
     per_client = config.max_connections_per_client
-    if per_client is not None and state.per_client.get(client, 0) >= per_client:
+    if per_client is not None and client and state.per_client.get(client, 0) >= per_client:
         # the evicted connection gives its slots back when its task ends, a moment later
         if not state.evict_idle(client):
             return False
@@ -675,11 +682,20 @@ async def serve_socket(
     *,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
     shutdown_event: trio.Event | None = None,
+    local: socket.socket | None = None,
+    forwarder: Forwarder | None = None,
 ) -> None:
-    """Serve on an already listening socket (see :func:`serve`); the socket is closed on return."""
+    """Serve on an already listening socket (see :func:`serve`); the socket is closed on return.
+
+    A worker among several also passes ``local``, the listening Unix socket the other
+    workers forward its sessions' requests to, and ``forwarder``, which reaches theirs
+    (see :mod:`mrtr.transports.http.forwarding`).
+    """
     server.settle_key()  # a missing MRTR_SECRET is said once, at start, not at the first call
     sock.setblocking(False)
     state = _State(server, config)
+    if state.sessions is not None:
+        state.sessions.forwarder = forwarder
     host, port = sock.getsockname()[:2]
     state.bound = (host, port)
     try:
@@ -687,9 +703,13 @@ async def serve_socket(
         # carrier) starts before the first connection is accepted, so a task store that
         # cannot be reached fails at start, and closes after the last one has drained.
         async with lifespan(server) as hub, trio.open_nursery() as connections:
+            if state.sessions is not None:
+                state.sessions.run_in(connections)  # a 2025 call outlives the connection that started it
             async with trio.open_nursery() as acceptor:
                 acceptor.start_soon(_accept_loop, sock, connections, state)
                 acceptor.start_soon(state.sweep)
+                if local is not None:
+                    acceptor.start_soon(_accept_loop, local, connections, state)
                 log.info("serving MCP on http://%s:%d%s (pid %d)", _show_host(host), port, config.exchange.path,
                          os.getpid())
                 task_status.started(port)
@@ -701,13 +721,16 @@ async def serve_socket(
             sock.close()
             log.info("shutting down: %d connection(s) open, grace %.1f s", state.active, config.shutdown_grace)
             hub.close()  # listen streams end with their result instead of holding the drain
+            if state.sessions is not None:
+                state.sessions.shutdown()  # so do 2025 sessions' GET streams
             state.begin_shutdown()
             connections.cancel_scope.deadline = trio.current_time() + config.shutdown_grace
         log.info("server stopped")
     finally:
-        if sock.fileno() != -1:
-            trio.lowlevel.notify_closing(sock)
-            sock.close()
+        for listener in (sock, local):
+            if listener is not None and listener.fileno() != -1:
+                trio.lowlevel.notify_closing(listener)
+                listener.close()
 
 
 def _show_host(host: str) -> str:
