@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Runs the official MCP conformance suite (server side, every scenario 2026-07-28 requires)
-# against the fixture server in tests/conformance/, in four configurations:
+# Runs the official MCP conformance suite (server side: every scenario 2026-07-28 requires,
+# then every scenario 2025-11-25 requires, against the same running server) against the
+# fixture server in tests/conformance/, in four configurations:
 #
 #   native/strict           mrtr serve tests.conformance.server:server
 #   native/lenient          mrtr serve tests.conformance.server:lenient_server
 #   asgi-hypercorn/strict   hypercorn --worker-class trio tests.conformance.asgi:app
 #   asgi-hypercorn/lenient  hypercorn --worker-class trio tests.conformance.asgi:lenient_app
 #
-# Fails if a scored scenario has a FAILURE check in any configuration (WARNING checks
-# are reported, not fatal). Node 22 and the pinned suite are installed with npm into
-# .cache/node on first use. Results go to .cache/conformance/<configuration>/.
+# Fails if a scored scenario of either revision has a FAILURE check in any configuration
+# (WARNING checks are reported, not fatal). Node 22 and the pinned suite are installed with
+# npm into .cache/node on first use. Results go to .cache/conformance/<configuration>/<revision>/.
 #
 # Usage: .ci/conformance.sh [--write-report]
 #   --write-report   also regenerate docs/conformance.md from the four runs
@@ -30,7 +31,7 @@ WRITE_REPORT=0
 for arg in "$@"; do
     case "$arg" in
         --write-report) WRITE_REPORT=1 ;;
-        -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "conformance.sh: unknown argument $arg (try --help)" >&2; exit 2 ;;
     esac
 done
@@ -119,8 +120,11 @@ run_configuration() {  # run_configuration <label> <command...> (PORT in the com
     stop_server
 }
 
-run_configuration native/strict .venv/bin/mrtr serve tests.conformance.server:server --port PORT
-run_configuration native/lenient .venv/bin/mrtr serve tests.conformance.server:lenient_server --port PORT
+# --sse-poll-after: 2025-11-25 streams still open after half a second are closed for polling
+# (server-sse-polling resumes one); the ASGI apps set the same (tests/conformance/asgi.py).
+run_configuration native/strict .venv/bin/mrtr serve tests.conformance.server:server --port PORT --sse-poll-after 0.5
+run_configuration native/lenient .venv/bin/mrtr serve tests.conformance.server:lenient_server --port PORT \
+    --sse-poll-after 0.5
 run_configuration asgi-hypercorn/strict .venv/bin/hypercorn --worker-class trio --bind 127.0.0.1:PORT \
     tests.conformance.asgi:app
 run_configuration asgi-hypercorn/lenient .venv/bin/hypercorn --worker-class trio --bind 127.0.0.1:PORT \

@@ -20,7 +20,7 @@ from typing import Any
 
 from .common import ROOT
 
-PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions", "nodes")
+PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions", "legacy", "nodes")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="use the official SDK only if .cache/interop-venv already has it (never reach a registry)")
     parser.add_argument("--before", type=Path, metavar="PATH",
                         help="also serve another checkout's mrtr (native, 1 worker) in the HTTP turns, for an A/B")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the parts of the recorded results.json this run leaves out (each noted with its run)")
     parser.add_argument("--docs", action=argparse.BooleanOptionalAction, default=None,
                         help="regenerate the tables of docs/performance.md (default: on for a full run)")
     args = parser.parse_args(argv)
@@ -50,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": f"{platform.python_implementation()} {platform.python_version()} on {platform.machine()}, "
                    f"{os.cpu_count()} cores",
         "load_before": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "parts": parts,
     }
     started = time.monotonic()
     if "rounds" in parts:
@@ -73,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     if "sessions" in parts:
         from . import sessions
         results["sessions"] = sessions.run(quick=args.quick)
+    if "legacy" in parts:
+        from . import legacy_http
+        results["legacy"] = legacy_http.run(quick=args.quick, install_sdk=install)
     if "nodes" in parts:
         from . import nodes
         results["nodes"] = nodes.run(quick=args.quick)
@@ -80,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     results["seconds"] = round(time.monotonic() - started, 1)
 
     out.mkdir(parents=True, exist_ok=True)
+    if args.merge and (out / "results.json").exists():
+        results = merge(json.loads((out / "results.json").read_text()), results)
     (out / "results.json").write_text(json.dumps(results, indent=1, sort_keys=False) + "\n")
     from . import report
 
@@ -97,6 +105,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def merge(recorded: dict[str, Any], results: dict[str, Any]) -> dict[str, Any]:
+    """``results`` with the parts only ``recorded`` has, each noted under ``earlier`` with the run that measured it.
+
+    So one part can be measured again (``--only http --merge``) without losing the rest of
+    the record, and the report still says when and under what load each figure was taken.
+    """
+    merged = dict(results)
+    earlier = dict(recorded.get("earlier", {}))
+    for part in PARTS:
+        if part in results or part not in recorded:
+            continue
+        merged[part] = recorded[part]
+        earlier[part] = earlier.get(part) or {key: recorded.get(key) for key in ("started", "load_before",
+                                                                                "load_after", "quick")}
+    merged["earlier"] = {part: run for part, run in earlier.items() if part not in results}
+    return merged
+
+
 def misrouted_answers(results: dict[str, Any]) -> int:
     """Conversations whose final result was not made of their own answers, over all parts."""
     count = results.get("soak", {}).get("misrouted", 0)
@@ -104,6 +130,7 @@ def misrouted_answers(results: dict[str, Any]) -> int:
     count += sum(row["misrouted"] for row in results.get("nodes", {}).get("scaling", {}).values())
     for rows in results.get("http", {}).get("flows", {}).values():
         count += sum(row["misrouted"] for row in rows.values())
+    count += sum(row["misrouted"] for row in results.get("legacy", {}).get("flows", {}).values())
     return count
 
 
@@ -114,7 +141,7 @@ def summary(results: dict[str, Any]) -> str:
     lines = [f"benchmarks ({'quick' if results['quick'] else 'full'} run, {results['seconds']} s, "
              f"{results['machine']})"]
     lines.append(report.table_goals(results))
-    for part in ("rounds", "http", "tasks", "once"):
+    for part in ("rounds", "http", "tasks", "once", "legacy"):
         for what, why in results.get(part, {}).get("skipped", {}).items():
             lines.append(f"SKIPPED in {part}: {what}: {why}")
     nodes = results.get("nodes")

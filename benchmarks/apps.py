@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from typing import Any
 
 from mrtr import Elicit, Form, Server
 
@@ -32,9 +33,9 @@ FORM = Form().string("email", format="email")
 SECRET = b"b" * 32
 
 
-def make_server() -> Server:
-    """The mrtr server with the flows' two tools."""
-    server = Server("bench", secret=SECRET)
+def make_server(**options: Any) -> Server:
+    """The mrtr server with the flows' two tools (``options`` go to :class:`~mrtr.Server`)."""
+    server = Server("bench", secret=SECRET, **options)
 
     @server.tool
     def echo(text: str) -> str:
@@ -57,6 +58,15 @@ def make_server() -> Server:
         return f"{','.join(emails)}:{plan}"
 
     return server
+
+
+def __getattr__(name: str) -> Server:
+    # ``mrtr serve benchmarks.apps:server``: the flows' server as a user starts it (built on first use,
+    # so the other kinds of this module never build one they do not serve).
+    if name == "server":
+        built = globals()["server"] = make_server()
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def make_task_server() -> Server:

@@ -116,12 +116,12 @@ def wait_for_port(port: int, process: subprocess.Popen[Any] | None = None, timeo
     raise RuntimeError(f"nothing listening on {port} after {timeout} s")
 
 
-def stop(process: subprocess.Popen[Any]) -> None:
-    """Terminate one process we started, by its handle, and reap it."""
+def stop(process: subprocess.Popen[Any], timeout: float = 10) -> None:
+    """Terminate one process we started, by its handle, and reap it (killed after ``timeout`` seconds)."""
     if process.poll() is None:
         process.terminate()
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()

@@ -38,20 +38,26 @@ from pathlib import Path
 from typing import Any
 
 from . import loadgen, wrk
+from .memory import idle_connections
 from .common import (ROOT, children, clean_env, cpu_seconds, free_port, log, sdk_missing, sdk_python, stop,
                      turn_order, wait_for_port)
 
 LOGS = ROOT / ".cache" / "bench-logs"
 SERVERS = {
+    "mrtr serve, defaults": ["mrtr-serve"],
     "mrtr native, 1 worker": ["native", "1"],
     "mrtr native, 2 workers": ["native", "2"],
     "mrtr ASGI (hypercorn trio)": ["asgi"],
-    "SDK MCPServer (uvicorn)": None,
+    "SDK MCPServer (uvicorn), defaults": "serve-defaults",
+    "SDK MCPServer (uvicorn)": "serve",
     "floor: trio + h11": ["floor-h11"],
     "floor: trio + httptools": ["floor-httptools"],
 }
 SDK = "SDK MCPServer (uvicorn)"
+SDK_DEFAULTS = "SDK MCPServer (uvicorn), defaults"
+DEFAULTS = "mrtr serve, defaults"
 FLOOR = "floor: trio + h11"
+HTTPTOOLS_FLOOR = "floor: trio + httptools"
 FLOWS = {"ask": 1, "ask3": 3}  # tool: questions
 
 
@@ -91,14 +97,18 @@ def start_servers(install_sdk: bool, before: Path | None = None) -> tuple[dict[s
     running: dict[str, Running] = {}
     skipped: dict[str, str] = {}
     for name, args in SERVERS.items():
-        if args is None:
+        if isinstance(args, str):
             python = sdk_python(install=install_sdk)
             if python is None:
                 skipped[name] = sdk_missing(install_sdk)
                 log(f"part 3: SKIPPED {name}: {skipped[name]}")
                 continue
-            command = [str(python), str(ROOT / "benchmarks" / "sdk_peer.py"), "serve", "{port}"]
+            command = [str(python), str(ROOT / "benchmarks" / "sdk_peer.py"), args, "{port}"]
             running[name] = Running(name, command, clean_env())
+        elif args == ["mrtr-serve"]:
+            # As a user starts it: one worker, access lines on (text, to stderr: this server's log file).
+            running[name] = Running(name, [sys.executable, "-m", "mrtr", "serve", "benchmarks.apps:server",
+                                           "--port", "{port}"])
         else:
             kind, *rest = args
             running[name] = Running(name, [sys.executable, "-m", "benchmarks.apps", kind, "{port}", *rest])
@@ -174,21 +184,26 @@ def run(*, quick: bool, install_sdk: bool, before: Path | None = None) -> dict[s
                                   "server_cpu_share": statistics.median(r["server_cpu_share"] for r in good),
                                   "errors": sum(r["errors"] for r in samples),
                                   "broken_turns": [r["failure"] for r in samples if "failure" in r]}
+        memory = None
+        if DEFAULTS in running:  # 200 stays under the per-client cap of 256 connections
+            memory = idle_connections(running[DEFAULTS].port, [running[DEFAULTS].process.pid], 50 if quick else 200)
     finally:
         for server in running.values():
             server.stop()
     for rows in flows.values():
         for rate, suffix in (("per_second", ""), ("wrk_per_second", "_wrk")):
             sdk = rows.get(SDK, {}).get(rate)
+            sdk_defaults = rows.get(SDK_DEFAULTS, {}).get(rate)
             floor = rows.get(FLOOR, {}).get(rate)
             for row in rows.values():
                 row["vs_sdk" + suffix] = row[rate] / sdk if sdk and row[rate] else None
+                row["vs_sdk_defaults" + suffix] = row[rate] / sdk_defaults if sdk_defaults and row[rate] else None
                 row["vs_floor" + suffix] = row[rate] / floor if floor and row[rate] else None
     for row in requests.values():
-        for floor_name, key in ((FLOOR, "vs_floor"), ("floor: trio + httptools", "vs_floor_httptools")):
+        for floor_name, key in ((FLOOR, "vs_floor"), (HTTPTOOLS_FLOOR, "vs_floor_httptools")):
             row[key] = row["per_second"] / requests[floor_name]["per_second"] if floor_name in requests else None
     return {"pairs": pairs, "seconds": seconds, "concurrency": concurrency, "flows": flows, "requests": requests,
-            "skipped": skipped, "load_generator": "benchmarks.loadgen (Python, trio, one process); wrk for the "
+            "idle_connections": memory, "skipped": skipped, "load_generator": "benchmarks.loadgen (Python, trio, one process); wrk for the "
             "one-question flow and the request rates"}
 
 

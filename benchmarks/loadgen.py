@@ -87,17 +87,21 @@ class Connection:
 
     async def _chunked(self) -> bytes:
         out = bytearray()
-        while True:
-            while (end := self.buffer.find(b"\r\n")) < 0:
-                await self._fill()
-            size = int(bytes(self.buffer[:end]).split(b";")[0], 16)
-            del self.buffer[:end + 2]
-            while len(self.buffer) < size + 2:
-                await self._fill()
-            out += self.buffer[:size]
-            del self.buffer[:size + 2]
-            if size == 0:
-                return bytes(out)
+        while chunk := await self.next_chunk():
+            out += chunk
+        return bytes(out)
+
+    async def next_chunk(self) -> bytes:
+        """The next chunk of a chunked body; empty at its end."""
+        while (end := self.buffer.find(b"\r\n")) < 0:
+            await self._fill()
+        size = int(bytes(self.buffer[:end]).split(b";")[0], 16)
+        del self.buffer[:end + 2]
+        while len(self.buffer) < size + 2:
+            await self._fill()
+        chunk = bytes(self.buffer[:size])
+        del self.buffer[:size + 2]
+        return chunk
 
 
 async def _conversation(conn: Connection, tool: str, number: int, check: bool) -> bool:

@@ -1,4 +1,4 @@
-"""Part 8: several ``mrtr serve`` nodes on one Redis behind haproxy, on this machine.
+"""Part 9: several ``mrtr serve`` nodes on one Redis behind haproxy, on this machine.
 
 - **Scaling**: two-question conversations per second through haproxy (round robin) with
   one, two and three nodes, each count in turns (1 2 3, 3 2 1, ...), the load
@@ -146,7 +146,7 @@ def scaling(cluster: Cluster, redis: subprocess.Popen[bytes], *, turns: int, sec
                 "cpu_share": {name: value / result["seconds"] for name, value in used.items()},
                 "client_cpu_share": result["client_cpu_s"] / result["seconds"],
             })
-            log(f"part 8: {count} node(s): {result['per_second']:.0f} conversations/s, {result['errors']} errors"
+            log(f"part 9: {count} node(s): {result['per_second']:.0f} conversations/s, {result['errors']} errors"
                 + (f" (first: {result['first_errors'][0]})" if result["first_errors"] else ""))
     rows: dict[str, Any] = {}
     for count, runs in samples.items():
@@ -306,7 +306,7 @@ def costs(cluster: Cluster, url: str, *, count: int) -> dict[str, Any]:
 
 
 def run(*, quick: bool) -> dict[str, Any]:
-    """Part 8's results."""
+    """Part 9's results."""
     turns, seconds, concurrency, samples, count = (1, 2.0, 16, 100, 30) if quick else (3, 8.0, 24, 1000, 200)
     if shutil.which("haproxy") is None and not os.path.exists("/usr/sbin/haproxy"):
         return {"measured": False, "reason": "haproxy is not installed (apt-get install haproxy)"}
@@ -317,11 +317,11 @@ def run(*, quick: bool) -> dict[str, Any]:
     cluster = None
     try:
         cluster = Cluster(workdir, url, free_port())
-        log(f"part 8: {turns} turn(s) of {seconds:.0f} s per node count, {concurrency} connections")
+        log(f"part 9: {turns} turn(s) of {seconds:.0f} s per node count, {concurrency} connections")
         scaled = scaling(cluster, redis, turns=turns, seconds=seconds, concurrency=concurrency)
-        log(f"part 8: notification latency across nodes, {samples} samples")
+        log(f"part 9: notification latency across nodes, {samples} samples")
         latency = trio.run(_latency, cluster, samples)
-        log(f"part 8: Redis cost, {count} of each")
+        log(f"part 9: Redis cost, {count} of each")
         cost = costs(cluster, url, count=count)
     finally:
         if cluster is not None:

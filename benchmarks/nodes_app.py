@@ -1,4 +1,4 @@
-"""The server the several-nodes benchmark (part 8) runs on each node: ``mrtr serve benchmarks.nodes_app:server``.
+"""The server the several-nodes benchmark (part 9) runs on each node: ``mrtr serve benchmarks.nodes_app:server``.
 
 Its store is what ``--store`` says; its key is ``MRTR_SECRET``, shared by the nodes.
 

@@ -133,9 +133,10 @@ def table_http(part: dict[str, Any]) -> str:
         sdk_cpu = rows.get("SDK MCPServer (uvicorn)", {}).get("server_cpu_us_per_conversation")
         lines += [f"**{label}**", ""]
         if with_wrk:
-            lines += ["| server | conversations/s (wrk) | vs SDK | vs h11 floor | request p50 / p99 ms (wrk) | "
-                      "conversations/s (Python) | conversation p50 / p99 ms (Python) | server CPU µs/conv | "
-                      "SDK CPU / this CPU | checked, errors, misrouted |", "|---|---|---|---|---|---|---|---|---|---|"]
+            lines += ["| server | conversations/s (wrk) | vs SDK | vs SDK, defaults | vs h11 floor | "
+                      "request p50 / p99 ms (wrk) | conversations/s (Python) | conversation p50 / p99 ms (Python) | "
+                      "server CPU µs/conv | SDK CPU / this CPU | checked, errors, misrouted |",
+                      "|---|---|---|---|---|---|---|---|---|---|---|"]
         else:
             lines += ["| server | conversations/s (Python) | vs SDK | vs h11 floor | conversation p50 / p99 ms | "
                       "server CPU µs/conv | SDK CPU / this CPU | checked, errors, misrouted |",
@@ -148,6 +149,7 @@ def table_http(part: dict[str, Any]) -> str:
             if with_wrk:
                 lines.append(
                     f"| {name} | {_n(row.get('wrk_per_second'), 0)} | {_x(row.get('vs_sdk_wrk'))} | "
+                    f"{_x(row.get('vs_sdk_defaults_wrk'))} | "
                     f"{_x(row.get('vs_floor_wrk'))} | {_n(row.get('wrk_p50_request_ms'))} / "
                     f"{_n(row.get('wrk_p99_request_ms'))} | {row['per_second']:,.0f} | {row['p50_ms']:.1f} / "
                     f"{row['p99_ms']:.1f} | {cpu:,.0f} | {cpu_ratio} | {checked} |")
@@ -174,6 +176,12 @@ def table_http(part: dict[str, Any]) -> str:
             lines.append(f"| {name} | {row['per_second']:,.0f} | {_x(row['vs_floor'])} | "
                          f"{_x(row['vs_floor_httptools'])} | {row['wrk_cpu_share']:.0%} |")
         lines.append("")
+    idle = part.get("idle_connections")
+    if idle:
+        lines += [f"**memory**: {idle['connections']} idle keep-alive connections to `mrtr serve` with its defaults "
+                  f"(each after one plain `tools/call`) took the server from {idle['rss_before_kib'] / 1024:.1f} to "
+                  f"{idle['rss_idle_kib'] / 1024:.1f} MiB resident: **{idle['kib_per_connection']:.1f} KiB per idle "
+                  "connection**.", ""]
     for name, why in part.get("skipped", {}).items():
         lines.append(f"Not measured: {name}: {why}")
     return "\n".join(lines).rstrip()
@@ -181,19 +189,27 @@ def table_http(part: dict[str, Any]) -> str:
 
 def table_soak(part: dict[str, Any]) -> str:
     pids = list(part["memory"][0]["rss_kib"])
-    lines = [f"{part['conversations']:,} conversations ({part['flow']}) at concurrency {part['concurrency']} "
-             f"against `--workers 2`: **{part['errors']} errors, {part['misrouted']} misrouted**, "
-             f"{part['per_second']:,.0f} conversations/s, p50 {part['p50_ms']:.0f} ms, p99 {part['p99_ms']:.0f} ms.",
-             "", "| conversations | " + " | ".join(f"worker {i + 1} RSS (MiB)" for i in range(len(pids))) + " |",
-             "|---|" + "---|" * len(pids)]
+    duration = f"{part['seconds'] / 60:.0f} minutes" if part.get("seconds", 0) >= 120 else f"{part.get('seconds', 0)} s"
+    lines = [f"{duration} of conversations ({part['flow']}) at concurrency {part['concurrency']} against "
+             f"`--workers 2`: {part['conversations']:,} conversations, **{part['errors']} errors, "
+             f"{part['misrouted']} misrouted**, {part['per_second']:,.0f} conversations/s, p50 {part['p50_ms']:.0f} ms, "
+             f"p99 {part['p99_ms']:.0f} ms.",
+             "", "| after | conversations | " + " | ".join(f"worker {i + 1} RSS (MiB)" for i in range(len(pids))) + " |",
+             "|---|---|" + "---|" * len(pids)]
     for sample in part["memory"]:
-        lines.append(f"| {sample['conversations']:,} | " + " | ".join(
+        after = f"{sample['seconds']:.0f} s" if "seconds" in sample else "-"
+        lines.append(f"| {after} | {sample['conversations']:,} | " + " | ".join(
             f"{sample['rss_kib'][pid] / 1024:.1f}" for pid in pids) + " |")
     growth = ", ".join(f"{kib:+,} KiB" for kib in part["rss_growth_kib_after_first_mark"].values())
     lines += ["", f"Growth from the first mark to the last: {growth}. Both workers served to the end "
               f"({'same pids, none replaced' if part.get('workers_alive') else 'a worker was replaced or died'})"
               + (f"; the supervisor, which serves nothing, held {part['supervisor_rss_kib'] / 1024:.1f} MiB"
                  if "supervisor_rss_kib" in part else "") + "."]
+    idle = part.get("idle_connections")
+    if idle:
+        lines += ["", "Idle keep-alive connections (100, over both workers): "
+                  + ", then ".join(f"{mark['kib_per_connection']:.1f} KiB each" for mark in idle)
+                  + " (at the start of the soak, then at its end)."]
     return "\n".join(lines)
 
 
@@ -246,8 +262,30 @@ def table_sessions(part: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def table_legacy_http(part: dict[str, Any]) -> str:
+    """Part 8: 2025-era sessions over HTTP, beside the SDK's stateful server, and their resident memory."""
+    lines = ["| server | conversations/s | vs the SDK | p50 ms | p99 ms | conversations | errors | misrouted |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, row in part["flows"].items():
+        versus = f"{row['vs_sdk']:.2f}x" if row.get("vs_sdk") else "n/a"
+        lines.append(f"| {name} | {row['per_second']:,.0f} | {versus} | {row['p50_ms']:.1f} | {row['p99_ms']:.1f} | "
+                     f"{row['conversations']:,} | {row['errors']} | {row['misrouted']} |")
+    for what, reason in part.get("skipped", {}).items():
+        lines.append(f"| {what} | skipped: {reason} | | | | | | |")
+    if part.get("rss"):
+        lines += ["", "| server | RSS before | per idle session | vs the SDK | per waiting call | vs the SDK |",
+                  "|---|---|---|---|---|---|"]
+        for name, row in part["rss"].items():
+            idle = f"{row['idle_vs_sdk']:.2f}x" if row.get("idle_vs_sdk") else "n/a"
+            waiting = f"{row['waiting_vs_sdk']:.2f}x" if row.get("waiting_vs_sdk") else "n/a"
+            lines.append(f"| {name} | {row['rss_base_mib']:.1f} MiB | {row['idle_session_bytes'] / 1024:,.1f} KiB "
+                         f"(N = {row['sessions']:,}) | {idle} | {row['waiting_call_bytes'] / 1024:,.1f} KiB "
+                         f"(N = {row['waiting']:,}) | {waiting} |")
+    return "\n".join(lines)
+
+
 def table_nodes(part: dict[str, Any]) -> str:
-    """Part 8: nodes behind haproxy, notification latency across nodes, and what Redis pays per unit of work."""
+    """Part 9: nodes behind haproxy, notification latency across nodes, and what Redis pays per unit of work."""
     if not part.get("measured"):
         return f"**Not measured**: {part['reason']}."
     lines = [f"Two-question conversations through haproxy (round robin), {part['concurrency']} connections, "
@@ -326,6 +364,25 @@ def table_goals(results: dict[str, Any]) -> str:
             lines.append(f"| HTTP ≥ 5x the SDK's conversations/s, one-question flow, one process | "
                          f"{ratio:.2f}x by rate ({by}), {cpu:.2f}x by server CPU per conversation | "
                          f"{'yes' if ratio >= 5 else 'no'} |")
+    if http:
+        plain = http.get("requests", {}).get("mrtr serve, defaults", {}).get("vs_floor_httptools")
+        if plain:
+            lines.append(f"| plain `tools/call`, `mrtr serve` with its defaults ≥ 0.5x the bare trio + httptools "
+                         f"server | {plain:.2f}x | {'yes' if plain >= 0.5 else 'no'} |")
+        ask = http["flows"].get("ask", {})
+        both = ask.get("mrtr serve, defaults", {}).get("vs_sdk_defaults_wrk")
+        if both:
+            lines.append(f"| one-question flow, both at their defaults (access lines on) ≥ 5x the SDK | {both:.2f}x "
+                         f"| {'yes' if both >= 5 else 'no'} |")
+        off = ask.get("mrtr native, 1 worker", {}).get("vs_sdk_wrk")
+        if off:
+            lines.append(f"| one-question flow, access lines off in both ≥ 7x the SDK | {off:.2f}x | "
+                         f"{'yes' if off >= 7 else 'no'} |")
+    legacy = results.get("legacy")
+    if legacy and legacy["flows"].get("mrtr native, 1 worker", {}).get("vs_sdk"):
+        ratio = legacy["flows"]["mrtr native, 1 worker"]["vs_sdk"]
+        lines.append(f"| 2025 sessions over HTTP ≥ 3x the SDK's stateful server, one-question conversation, one "
+                     f"process | {ratio:.2f}x | {'yes' if ratio >= 3 else 'no'} |")
     soak = results.get("soak")
     if soak:
         growth = max(soak["rss_growth_kib_after_first_mark"].values())
@@ -338,10 +395,23 @@ def table_goals(results: dict[str, Any]) -> str:
 
 def table_machine(results: dict[str, Any]) -> str:
     """Where and when the recorded figures were taken."""
-    return (f"{results.get('machine', '')}; {'quick' if results.get('quick') else 'full'} run started "
+    ran = [part for part in results.get("parts", []) if part not in results.get("earlier", {})]
+    which = f" of {', '.join(ran)}" if ran and results.get("earlier") else ""
+    return (f"{results.get('machine', '')}; {'quick' if results.get('quick') else 'full'} run{which} started "
             f"{results.get('started', '?')}, {results.get('seconds', '?')} s; load average "
             f"{results.get('load_before', '?')} at the start and {results.get('load_after', '?')} at the end "
-            f"(the suite shares the cores with whatever else runs).")
+            f"(the suite shares the cores with whatever else runs)." + _earlier(results))
+
+
+def _earlier(results: dict[str, Any]) -> str:
+    """Which parts a merged record kept from an earlier run, and that run's start and load."""
+    runs: dict[tuple[Any, ...], list[str]] = {}
+    for part, run in results.get("earlier", {}).items():
+        key = (run.get("started", "?"), run.get("load_before", "?"), run.get("load_after", "?"))
+        runs.setdefault(key, []).append(part)
+    return "".join(f" Part{'s' if len(parts) > 1 else ''} {', '.join(parts)}: from the run started {started} "
+                   f"(load average {before} at the "
+                   f"start, {after} at the end)." for (started, before, after), parts in runs.items())
 
 
 def table_noise(results: dict[str, Any]) -> str:
@@ -380,6 +450,7 @@ def update_document(path: Path, results: dict[str, Any]) -> None:
         "tasks": lambda: table_tasks(results["tasks"]),
         "once": lambda: table_once(results["once"]),
         "sessions": lambda: table_sessions(results["sessions"]),
+        "legacy": lambda: table_legacy_http(results["legacy"]),
         "nodes": lambda: table_nodes(results["nodes"]),
         "machine": lambda: table_machine(results),
     }
@@ -487,16 +558,31 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
         ax.legend(fontsize=8)
         save(fig, "http_conversations.png")
 
+    requests = (http or {}).get("requests")
+    if requests:
+        fig, ax = plt.subplots(figsize=(8.5, 4.8))
+        names = list(requests)
+        bars = ax.bar(range(len(names)), [requests[n]["per_second"] for n in names],
+                      color=["tab:orange" if "defaults" in n else "tab:gray" if n.startswith("floor") else "tab:blue"
+                             for n in names])
+        ax.bar_label(bars, fmt="{:,.0f}", fontsize=7)
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels([n.replace(" (", "\n(").replace(", ", "\n") for n in names], fontsize=7)
+        ax.set_ylabel("requests per second (wrk)")
+        ax.set_title("Plain tools/call; orange: as started by default (access lines on); grey: fixed bytes")
+        ax.grid(True, axis="y", alpha=0.3)
+        save(fig, "http_requests.png")
+
     soak = results.get("soak")
     if soak:
         fig, ax = plt.subplots(figsize=(7.5, 4.8))
-        marks = [s["conversations"] for s in soak["memory"]]
+        marks = [s.get("seconds", 0) / 60 for s in soak["memory"]]
         for i, pid in enumerate(soak["memory"][0]["rss_kib"]):
             ax.plot(marks, [s["rss_kib"][pid] / 1024 for s in soak["memory"]], "o-", label=f"worker {i + 1}")
-        ax.set_xlabel("conversations completed")
+        ax.set_xlabel("minutes of load")
         ax.set_ylabel("resident memory (MiB)")
         ax.set_ylim(bottom=0)
-        ax.set_title(f"Soak: worker memory over {soak['conversations']:,} conversations (--workers 2)")
+        ax.set_title(f"Soak: worker memory over {soak['conversations']:,} conversations (--workers 2)", fontsize=10)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
         save(fig, "soak_memory.png")

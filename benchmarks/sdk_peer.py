@@ -8,8 +8,12 @@ the python of ``.cache/interop-venv`` (see :func:`benchmarks.common.sdk_python`)
   single-request entry (``serve_one``: the request-state boundary unseals, the
   resolvers re-run, the state is sealed again), without HTTP.
 - ``sdk_peer.py serve PORT``: ``MCPServer``'s Streamable HTTP app (stateless, JSON
-  answers) under uvicorn, with the ``ask`` (one question) and ``ask3`` (three questions
-  in sequence) tools of the HTTP flows.
+  answers) under uvicorn, access lines off, with the ``ask`` (one question) and ``ask3``
+  (three questions in sequence) tools of the HTTP flows; ``serve-defaults PORT``: the
+  same under uvicorn as it starts by default (log level info, an access line per request).
+- ``sdk_peer.py serve-stateful PORT``: the same app as the SDK serves 2025-era clients by
+  default (stateful sessions, SSE answers), where ``ask_live`` asks its question with
+  ``ctx.elicit`` while the call waits (access lines off).
 
 The tools ask the same questions as the mrtr handlers of the suite: a form with one
 ``email`` string. The SDK seals its state with AES-256-GCM, as mrtr does.
@@ -24,7 +28,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.server.request_state import RequestStateSecurity
 
@@ -78,6 +82,15 @@ async def ask3(plan: str, first: Annotated[Email, Resolve(ask_first)], second: A
                third: Annotated[Email, Resolve(ask_third)]) -> str:
     """Three questions, one per round (each resolver depends on the one before)."""
     return f"{first.email},{second.email},{third.email}:{plan}"
+
+
+@server.tool()
+async def ask_live(plan: str, ctx: Context) -> str:
+    """One question asked live, in a 2025 session: the 2025 flow of the sessions part."""
+    answer = await ctx.elicit("Your email?", Email)
+    if answer.action != "accept":
+        return f"{answer.action}:{plan}"
+    return f"{answer.data.email}:{plan}"
 
 
 # -- the in-process rounds: k answered questions, then one more asked ---------------------
@@ -167,15 +180,26 @@ def inproc() -> None:
         print(json.dumps(reply), flush=True)
 
 
-def serve(port: int) -> None:
+def serve(port: int, *, defaults: bool = False, stateful: bool = False) -> None:
+    """Under uvicorn, access lines off; ``defaults``: uvicorn as it starts by default (info, access
+    lines on); ``stateful``: the SDK's defaults for 2025 clients, with room for every session the
+    benchmark opens."""
     import uvicorn
 
-    app = server.streamable_http_app(json_response=True, stateless_http=True)
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+    if stateful:
+        app = server.streamable_http_app(max_sessions=100_000)
+    else:
+        app = server.streamable_http_app(json_response=True, stateless_http=True)
+    if defaults:
+        uvicorn.run(app, host="127.0.0.1", port=port)
+    else:
+        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "inproc":
         inproc()
+    elif sys.argv[1] == "serve-defaults":
+        serve(int(sys.argv[2]), defaults=True)
     else:
-        serve(int(sys.argv[2]))
+        serve(int(sys.argv[2]), stateful=sys.argv[1] == "serve-stateful")

@@ -23,8 +23,10 @@ result the server sends as it is.
 
 Every carrier decides where handler code runs by :func:`runs_in_thread` (the replaying
 ones through :func:`run_handler`), the one place that decides whether a sync handler
-runs in a worker thread, so the server's ``sync_handlers`` setting means the same
-whichever carrier holds the conversation.
+runs in a worker thread, so the server's ``sync_handlers`` setting and a handler's own
+``thread=True`` (its :class:`Placement`) mean the same whichever carrier holds the
+conversation. :func:`run_handler` names once, in a warning, a sync handler left on the
+event loop that holds it longer than the placement's ``stall_warning``.
 
 A round that must not run twice (a handler declared ``once=True``, the round that
 creates a task) is keyed by :class:`RoundKey` and run through :class:`RoundRecords`,
@@ -34,6 +36,10 @@ of a second run.
 
 from __future__ import annotations
 
+import inspect
+import logging
+import time
+import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, NamedTuple, Protocol, overload
 
@@ -47,6 +53,8 @@ __all__ = [
     "Carrier",
     "Interim",
     "CarrierOutcome",
+    "Placement",
+    "STALL_WARNING",
     "StepStore",
     "RoundKey",
     "RoundRun",
@@ -60,6 +68,24 @@ __all__ = [
 ]
 
 from ..core.wire import TASKS_EXTENSION  # noqa: E402 - re-exported: the one id the server and the client share
+
+STALL_WARNING = 0.1
+"""Seconds a sync handler running on the event loop may hold it before it is named in a warning."""
+
+log = logging.getLogger("mrtr")
+
+
+class Placement(NamedTuple):
+    """Where the server runs one handler's sync code, as it decided for that handler.
+
+    ``thread``: in a worker thread (through the ``run_sync`` the transport gives), because
+    the handler was registered with ``thread=True`` or the server runs every sync handler
+    so. Otherwise on the event loop, and one that holds the loop longer than
+    ``stall_warning`` seconds is named once in a warning (``None``: never).
+    """
+
+    thread: bool = False
+    stall_warning: float | None = STALL_WARNING
 
 
 class Interim(NamedTuple):
@@ -88,12 +114,13 @@ class Carrier(Protocol):
         ctx: Context,
         *,
         run_sync: RunSync | None = None,
+        placement: Placement | None = None,
     ) -> CarrierOutcome:
         """Restore the ledger ``params`` point at, replay ``handler`` and return the outcome.
 
         ``params`` are the request's raw params; ``arguments`` the decoded arguments the
         handler is called with; ``run_sync``, when given, runs a sync handler away from
-        the event loop (see :func:`run_handler`). Raises
+        the event loop where ``placement`` says (see :func:`run_handler`). Raises
         :class:`~mrtr.core.errors.ProtocolError` for requests it cannot trust and
         :class:`~mrtr.core.errors.HandlerError` when handler code fails.
         """
@@ -158,11 +185,13 @@ class StepStore(Protocol):
 @overload
 async def run_handler(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, ledger: Ledger,
                       unmatched: Mapping[str, Any] | None = None, *, run_sync: RunSync | None,
-                      until_step: Literal[False] = False, steps: StepStore | None = None) -> Completed | InputRequired: ...
+                      until_step: Literal[False] = False, steps: StepStore | None = None,
+                      placement: Placement | None = None) -> Completed | InputRequired: ...
 @overload
 async def run_handler(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, ledger: Ledger,
                       unmatched: Mapping[str, Any] | None = None, *, run_sync: RunSync | None,
-                      until_step: bool, steps: StepStore | None = None) -> Completed | InputRequired | Detached: ...
+                      until_step: bool, steps: StepStore | None = None,
+                      placement: Placement | None = None) -> Completed | InputRequired | Detached: ...
 
 
 async def run_handler(
@@ -175,18 +204,21 @@ async def run_handler(
     run_sync: RunSync | None,
     until_step: bool = False,
     steps: StepStore | None = None,
+    placement: Placement | None = None,
 ) -> Completed | InputRequired | Detached:
     """Replay ``handler`` against ``ledger``: the one place deciding where handler code runs.
 
-    A sync handler (plain function or sync generator) runs through ``run_sync`` when one
-    is given (a worker thread: the server passes its transport's with
-    ``sync_handlers="thread"``, the tasks carrier its own for every run of a task);
-    async handlers, and sync ones without ``run_sync``, run on the event loop.
+    A sync handler (plain function or sync generator) runs in a worker thread through
+    ``run_sync`` when one is given and ``placement`` asks for a thread (the server's
+    choice for this handler: its ``thread=True``, or ``sync_handlers="thread"``), or
+    when no placement is given (the tasks carrier runs every run of a task so). Async
+    handlers, and the other sync ones, run on the event loop; a sync one that holds the
+    loop longer than ``placement.stall_warning`` is named once in a warning.
     ``until_step`` stops before the first Step that has not run yet
     (:class:`~mrtr.core.replay.Detached`); ``steps`` saves the ledger after each Step.
     """
     is_async = handler_spec(handler).is_async
-    if runs_in_thread(handler, run_sync):
+    if runs_in_thread(handler, run_sync, placement):
         assert run_sync is not None
         on_thread = None if steps is None else steps.save_from_thread
         return await run_sync(  # type: ignore[no-any-return]
@@ -195,16 +227,52 @@ async def run_handler(
         # A sync generator cannot wait for an asynchronous save between two of its lines.
         raise ValueError(f"the sync handler {handler_spec(handler).name} saves its Steps, so it needs run_sync")
     on_loop = None if steps is None else steps.save
-    return await replay_async(handler, arguments, ctx, ledger, unmatched, on_step=on_loop, until_step=until_step)
+    limit = None if is_async or placement is None or placement.thread else placement.stall_warning
+    if limit is None:
+        return await replay_async(handler, arguments, ctx, ledger, unmatched, on_step=on_loop, until_step=until_step)
+    started = time.perf_counter()
+    try:
+        # A sync handler never suspends: this await is the time it held the event loop.
+        return await replay_async(handler, arguments, ctx, ledger, unmatched, on_step=on_loop, until_step=until_step)
+    finally:
+        held = time.perf_counter() - started
+        if held > limit:
+            _stalled(handler, ctx, held, limit)
 
 
-def runs_in_thread(handler: Any, run_sync: RunSync | None) -> bool:
-    """Whether ``handler``'s code runs through ``run_sync``: a sync handler, when one is given.
+_DECORATOR = {"tools/call": "@server.tool(thread=True)", "prompts/get": "@server.prompt(thread=True)",
+              "resources/read": "@server.resource(..., thread=True) (or resource_template)"}
+_warned: weakref.WeakSet[Any] = weakref.WeakSet()
+_warned_ids: set[int] = set()  # handlers that cannot be weakly referenced (kept for the process's life)
+
+
+def _stalled(handler: Any, ctx: Context, held: float, limit: float) -> None:
+    """Name a sync handler that held the event loop, once per handler."""
+    try:
+        if handler in _warned:
+            return
+        _warned.add(handler)
+    except TypeError:
+        if id(handler) in _warned_ids:
+            return
+        _warned_ids.add(id(handler))
+    code = getattr(inspect.unwrap(handler), "__code__", None)
+    where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+    log.warning(
+        "the sync handler %s for %s %r%s held the event loop for %.0f ms (over %.0f ms): no other request of "
+        "this worker was served meanwhile. Make it `async def`, or run it in a worker thread with %s",
+        handler_spec(handler).name, ctx.method, ctx.target, where, held * 1000, limit * 1000,
+        _DECORATOR.get(ctx.method, "thread=True"))
+
+
+def runs_in_thread(handler: Any, run_sync: RunSync | None, placement: Placement | None = None) -> bool:
+    """Whether ``handler``'s code runs through ``run_sync``: a sync handler, when one is given
+    and ``placement`` asks for a thread (or no placement is given).
 
     :func:`run_handler` and the live carrier both decide by it, so ``sync_handlers``
-    means the same whichever carrier runs the handler.
+    and ``thread=True`` mean the same whichever carrier runs the handler.
     """
-    return run_sync is not None and not handler_spec(handler).is_async
+    return run_sync is not None and not handler_spec(handler).is_async and (placement is None or placement.thread)
 
 
 class ToolBinding(NamedTuple):

@@ -47,7 +47,7 @@ from ..core.jsonrpc import RunSync, canonical
 from ..core.ledger import Ledger, merge_answers
 from ..core.replay import Completed, Detached, InputRequired
 from ..core.versions import deploy_hint, handler_version
-from .contract import Interim, RoundKey, run_handler
+from .contract import Interim, Placement, RoundKey, run_handler
 
 __all__ = ["MRTR_METHODS", "AnswerPolicy", "CheckedToken", "TokenBinding", "TokenCarrier", "target_of", "arguments_of"]
 
@@ -233,16 +233,18 @@ class TokenCarrier:
         *,
         run_sync: RunSync | None = None,
         checked: CheckedToken | None = None,
+        placement: Placement | None = None,
     ) -> Completed | Interim:
         """Validate the retry, replay ``handler`` and return its value or the ``InputRequiredResult``.
 
         ``params`` are the request's raw params (with ``inputResponses`` and
         ``requestState``); ``arguments`` are the decoded arguments the handler is called
-        with. The principal is ``ctx.principal``. ``run_sync`` is passed to
+        with. The principal is ``ctx.principal``. ``run_sync`` and ``placement`` are passed to
         :func:`~mrtr.carriers.contract.run_handler`. ``checked`` is the request's token
         when :meth:`check` has already read it.
         """
-        return await self._round(method, params, handler, arguments, ctx, run_sync, checked, until_step=False)
+        return await self._round(method, params, handler, arguments, ctx, run_sync, checked, until_step=False,
+                                 placement=placement)
 
     async def until_step(
         self,
@@ -254,6 +256,7 @@ class TokenCarrier:
         *,
         run_sync: RunSync | None = None,
         checked: CheckedToken | None = None,
+        placement: Placement | None = None,
     ) -> Completed | Detached | Interim:
         """Like :meth:`execute`, but stop before the handler's first Step that has not run yet.
 
@@ -261,27 +264,28 @@ class TokenCarrier:
         the call, and runs the rest as a task from the :class:`~mrtr.core.replay.Detached`
         ledger.
         """
-        return await self._round(method, params, handler, arguments, ctx, run_sync, checked, until_step=True)
+        return await self._round(method, params, handler, arguments, ctx, run_sync, checked, until_step=True,
+                                 placement=placement)
 
     @overload
     async def _round(self, method: str, params: Mapping[str, Any], handler: Any, arguments: Mapping[str, Any] | None,
                      ctx: Context, run_sync: RunSync | None, checked: CheckedToken | None, *,
-                     until_step: Literal[False]) -> Completed | Interim: ...
+                     until_step: Literal[False], placement: Placement | None = None) -> Completed | Interim: ...
     @overload
     async def _round(self, method: str, params: Mapping[str, Any], handler: Any, arguments: Mapping[str, Any] | None,
                      ctx: Context, run_sync: RunSync | None, checked: CheckedToken | None, *,
-                     until_step: bool) -> Completed | Detached | Interim: ...
+                     until_step: bool, placement: Placement | None = None) -> Completed | Detached | Interim: ...
 
     async def _round(self, method: str, params: Mapping[str, Any], handler: Any, arguments: Mapping[str, Any] | None,
                      ctx: Context, run_sync: RunSync | None, checked: CheckedToken | None, *,
-                     until_step: bool) -> Completed | Detached | Interim:
+                     until_step: bool, placement: Placement | None = None) -> Completed | Detached | Interim:
         if checked is None:
             checked = self.check(method, params, ctx.principal)
         binding, state = checked.binding, checked.state
         ledger, unmatched = self._merged(checked)
         try:
             outcome = await run_handler(handler, arguments, ctx, ledger, unmatched, run_sync=run_sync,
-                                        until_step=until_step)
+                                        until_step=until_step, placement=placement)
         except ReplayMismatch as mismatch:
             raise deploy_hint(mismatch, handler, None if state is None else state.handler_version) from None
         if isinstance(outcome, InputRequired):

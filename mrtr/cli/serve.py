@@ -18,7 +18,7 @@ from ..core.jsonrpc import Broadcast, Dispatcher, Notify, Response, RunSync, Ses
 from ..core.mirroring import InvalidHeaderSchema, mirrored_parameters
 from ..core.wire import PROTOCOL_VERSION
 from .app import DEFAULT_APP, load_server
-from .arguments import UsageError, lease, port, positive_int, store_url, ttl
+from .arguments import UsageError, lease, port, positive_int, seconds, store_url, ttl
 
 if TYPE_CHECKING:
     from ..server.dispatch import Server
@@ -204,6 +204,11 @@ def add_serve_command(commands: Any) -> None:
              "only localhost, 127.0.0.1 and [::1] at its port. Set it behind a reverse proxy to the public name",
     )
     serve.add_argument(
+        "--sse-poll-after", type=seconds, default=None, metavar="SECONDS",
+        help="close a 2025-11-25 session's SSE connection after SECONDS with a retry: field, the stream going on "
+             "(the client resumes it with Last-Event-ID); for proxies that cut long responses (default: never)",
+    )
+    serve.add_argument(
         "--stdio", action="store_true",
         help="serve on stdin/stdout instead of HTTP (stdout then carries protocol messages only)",
     )
@@ -289,7 +294,8 @@ def _serve(args: argparse.Namespace) -> int:
     argv: list[str] | None = getattr(args, "argv", None)  # the command line, for --reload to restart with
     if args.stdio:
         given = [flag for flag, value in (("--host", args.host), ("--port", args.port), ("--workers", args.workers),
-                                          ("--allowed-host", args.allowed_hosts)) if value is not None]
+                                          ("--allowed-host", args.allowed_hosts),
+                                          ("--sse-poll-after", args.sse_poll_after)) if value is not None]
         if given:
             raise UsageError(f"--stdio cannot be combined with {', '.join(given)} (those are HTTP options)")
     if args.reload:
@@ -329,6 +335,8 @@ def _serve(args: argparse.Namespace) -> int:
     _announce(server, args.log_format, banner(server, host, port, workers))
     try:
         options: dict[str, Any] = {} if args.allowed_hosts is None else {"allowed_hosts": tuple(args.allowed_hosts)}
+        if args.sse_poll_after is not None:
+            options["sse_poll_after"] = args.sse_poll_after
         run(served, host, port, workers=workers, **options)
     except KeyboardInterrupt:  # a Ctrl+C before the server installed its signal handlers
         pass

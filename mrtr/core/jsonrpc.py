@@ -405,3 +405,16 @@ class SessionDispatcher(Protocol):
     async def close(self, session_id: str, *, headers: Mapping[str, str] | None = None, auth: Any = None) -> bool:
         """End a session this caller opened; whether it was live."""
         ...
+
+    @property
+    def owner(self) -> str:
+        """Who the session ids minted here name as their owner: this process, among several workers."""
+        ...
+
+    def serve_as(self, owner: str) -> None:
+        """Mint session ids naming ``owner`` from now on (a worker process calls it once, after the fork)."""
+        ...
+
+    def owner_of(self, session_id: str) -> str | None:
+        """The owner a session id names, or ``None`` for an id this dispatcher never minted the like of."""
+        ...

@@ -522,19 +522,25 @@ class Form:
         description: str | None = None,
         default: str | enum.Enum | None = None,
         optional: bool = False,
+        enum_names: bool = False,
     ) -> Self:
         """Add a single-select field.
 
         ``options`` are strings, or an Enum class (each member travels as its value when
         that is a str, else as its name). Without ``titles`` the field is an ``enum``;
         with them (a sequence parallel to the options, or a mapping from option to
-        title) it is a ``oneOf`` of ``{"const", "title"}`` pairs.
+        title) it is a ``oneOf`` of ``{"const", "title"}`` pairs, or, with
+        ``enum_names=True``, the deprecated ``enum`` beside ``enumNames`` that clients
+        written before titled choices still render.
         """
         values = _option_values(name, options)
         labels = _option_titles(name, values, titles)
         json = _base("string", title, description)
         if labels is None:
             json["enum"] = list(values)
+        elif enum_names:
+            json["enum"] = list(values)
+            json["enumNames"] = list(labels)
         else:
             # _option_titles returned exactly one title per option.
             json["oneOf"] = [

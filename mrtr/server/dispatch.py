@@ -37,10 +37,12 @@ from typing import Any, Literal, NamedTuple, TypeVar
 import msgspec
 
 from ..carriers.contract import (
+    STALL_WARNING,
     TASKS_EXTENSION,
     Carrier,
     CarrierOutcome,
     Interim,
+    Placement,
     RoundRecords,
     TaskAccess,
     TaskHost,
@@ -199,7 +201,9 @@ class Server(Registry):
     handlers (plain functions and sync generators) through the ``run_sync`` the
     transport passes (a worker thread), so blocking code in them does not stall other
     requests; the default ``"inline"`` runs them on the event loop, which is faster for
-    handlers that do not block.
+    handlers that do not block, and a handler registered with ``thread=True`` gets a
+    worker thread alone. ``stall_warning`` (0.1 s): a sync handler on the event loop that
+    holds it longer is named once in a warning, with the fix (``None``: never).
 
     ``auth`` makes the server an OAuth 2.1 protected resource (see ``docs/auth.md``):
     the HTTP transports then authenticate every request with it, ``ctx.auth`` carries
@@ -251,6 +255,7 @@ class Server(Registry):
         principal: PrincipalSource | None = None,
         answers: Literal["strict", "lenient"] = "strict",
         sync_handlers: Literal["inline", "thread"] = "inline",
+        stall_warning: float | None = STALL_WARNING,
         page_size: int = 100,
         list_ttl_ms: int = 60_000,
         cache_scope: Literal["public", "private"] | None = None,
@@ -272,6 +277,9 @@ class Server(Registry):
             raise ValueError(f'answers must be "strict" or "lenient", got {answers!r}')
         if sync_handlers not in ("inline", "thread"):
             raise ValueError(f'sync_handlers must be "inline" or "thread", got {sync_handlers!r}')
+        if stall_warning is not None and (isinstance(stall_warning, bool) or not isinstance(stall_warning, (int, float))
+                                          or not stall_warning > 0):
+            raise ValueError(f"stall_warning must be a positive number of seconds or None, got {stall_warning!r}")
         if codec is not None and (secret is not None or ttl is not None):
             raise ValueError("give either codec or secret/ttl, not both")
         store_url = _store_url(store_url, tasks_url)
@@ -288,6 +296,7 @@ class Server(Registry):
         self._token_carrier: TokenCarrier | None = None
         self._answers = answers
         self.sync_handlers = sync_handlers
+        self.stall_warning = stall_warning
         self.principal = principal
         self.page_size = page_size
         self.list_ttl_ms = list_ttl_ms
@@ -773,8 +782,6 @@ class Server(Registry):
         if params is None:
             params = {}
         envelope = _read_envelope(params)
-        if self.sync_handlers == "inline":
-            run_sync = None
         request = _Request(method, params, envelope, headers, notify, message.get("id"), run_sync, auth)
         result = await handler(request)
         meta = result.get("_meta")
@@ -889,7 +896,7 @@ class Server(Registry):
 
         async def produce() -> dict[str, Any]:
             try:
-                outcome = await self._execute(request, tool.fn, arguments, ctx)
+                outcome = await self._execute(request, tool.fn, arguments, ctx, tool.thread)
             except HandlerError as error:
                 return self._tool_error(name, error)
             if isinstance(outcome, Interim):
@@ -958,7 +965,8 @@ class Server(Registry):
 
         async def produce() -> dict[str, Any] | ProtocolError:
             return await self._run_protocol_handler(request, prompt.fn, arguments, ctx,
-                                                    lambda value: shape_prompt_result(value, description))
+                                                    lambda value: shape_prompt_result(value, description),
+                                                    prompt.thread)
 
         return await self._round(request, prompt.once, principal, produce)
 
@@ -977,7 +985,8 @@ class Server(Registry):
         async def produce() -> dict[str, Any] | ProtocolError:
             return await self._run_protocol_handler(
                 request, entry.fn, arguments, ctx,
-                lambda value: self._cacheable(shape_resource_result(value, uri, entry.mime_type), ttl_ms=0))
+                lambda value: self._cacheable(shape_resource_result(value, uri, entry.mime_type), ttl_ms=0),
+                entry.thread)
 
         return await self._round(request, entry.once, principal, produce)
 
@@ -1017,20 +1026,26 @@ class Server(Registry):
                 return self.tasks
         return self.token_carrier
 
-    async def _execute(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> CarrierOutcome:
+    async def _execute(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context,
+                       thread: bool = False) -> CarrierOutcome:
         carrier = self._carrier_for(request)
+        # Where its sync code runs is decided in run_handler, from this placement and the transport's run_sync.
+        placement = Placement(thread or self.sync_handlers == "thread", self.stall_warning)
         if request.checked is not None and carrier is self.token_carrier:  # its token is read already
             return await self.token_carrier.execute(request.method, request.params, fn, arguments, ctx,
-                                                    run_sync=request.run_sync, checked=request.checked)
-        return await carrier.execute(request.method, request.params, fn, arguments, ctx, run_sync=request.run_sync)
+                                                    run_sync=request.run_sync, checked=request.checked,
+                                                    placement=placement)
+        return await carrier.execute(request.method, request.params, fn, arguments, ctx, run_sync=request.run_sync,
+                                     placement=placement)
 
     async def _run_protocol_handler(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context,
-                                    shape: Callable[[Any], dict[str, Any]]) -> dict[str, Any] | ProtocolError:
+                                    shape: Callable[[Any], dict[str, Any]],
+                                    thread: bool = False) -> dict[str, Any] | ProtocolError:
         """A prompt's or resource's round: the result ``shape`` makes of its value, the carrier's interim
         result, or its handler's failure as the ``-32603`` to answer (returned, so a round that runs once
         records it)."""
         try:
-            outcome = await self._execute(request, fn, arguments, ctx)
+            outcome = await self._execute(request, fn, arguments, ctx, thread)
         except HandlerError as error:
             return self._internal_error(request.method, ctx.target, error)
         if isinstance(outcome, Interim):

@@ -62,7 +62,7 @@ from ..core.live import MAX_LIVE_ROUNDS
 from ..core.peer import LiveRequestFailed, Peer
 from ..core.replay import Completed
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
-from .sessions import Session, SessionLimit, SessionRegistry
+from .sessions import Session, SessionLimit, SessionRegistry, owner_of
 
 if TYPE_CHECKING:
     from .dispatch import Server
@@ -337,6 +337,19 @@ class LegacyEra:
         """End a session this caller opened; whether it was live."""
         session = await self._session(session_id, "", {}, headers, auth)
         return session is not None and self.sessions.end(session.id, "closed by the client")
+
+    @property
+    def owner(self) -> str:
+        """The owner session ids are minted with (:class:`~mrtr.server.sessions.SessionRegistry`'s ``owner``)."""
+        return self.sessions.owner
+
+    def serve_as(self, owner: str) -> None:
+        """Mint session ids naming ``owner`` (a worker) from now on; see :meth:`SessionRegistry.serve_as`."""
+        self.sessions.serve_as(owner)
+
+    def owner_of(self, session_id: str) -> str | None:
+        """The owner a session id names (:func:`mrtr.server.sessions.owner_of`)."""
+        return owner_of(session_id)
 
     def publish(self, method: str, params: dict[str, Any]) -> None:
         """Hand a server-wide notification to every session that wants it; callable from any thread.

@@ -79,6 +79,7 @@ class ToolEntry:
     task: str | None = None  # "optional" or "required": may run as a task (the tasks extension)
     models: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # parameter -> pydantic model it is
     once: bool = False  # the round that completes a conversation runs at most once per token
+    thread: bool = False  # its sync code runs in a worker thread, whatever the server's sync_handlers
 
 
 @dataclass
@@ -91,6 +92,7 @@ class PromptEntry:
     required: tuple[str, ...]
     definition: dict[str, Any]
     once: bool = False
+    thread: bool = False
 
 
 @dataclass
@@ -102,6 +104,7 @@ class ResourceEntry:
     definition: dict[str, Any]
     mime_type: str | None
     once: bool = False
+    thread: bool = False
 
 
 @dataclass
@@ -113,6 +116,7 @@ class TemplateEntry:
     definition: dict[str, Any]
     mime_type: str | None
     once: bool = False
+    thread: bool = False
 
 
 def _versioned(kind: str, fn: Any, version: str | None, once: Any) -> None:
@@ -140,6 +144,17 @@ def _describe(definition: dict[str, Any], fn: Any, title: str | None, descriptio
 def _handler_callable(kind: str, fn: Any) -> None:
     if not callable(fn):
         raise TypeError(f"@server.{kind} decorates a function, got {type(fn).__name__} {fn!r}")
+
+
+def _thread_choice(kind: str, fn: Any, thread: Any) -> bool:
+    """``thread=True`` is for sync code: an async handler already gives the loop back at each ``await``."""
+    if not isinstance(thread, bool):
+        raise TypeError(f"@server.{kind}(thread=...) takes True or False, got {thread!r}")
+    if thread and handler_spec(fn).is_async:
+        raise TypeError(f"@server.{kind}(thread=True) runs sync code in a worker thread, but "
+                        f"{handler_spec(fn).name}{_where(fn)} is async: it already gives the event loop back at "
+                        "each await; drop thread=True")
+    return thread
 
 
 def _where(fn: Any) -> str:
@@ -426,6 +441,7 @@ class Registry:
         task: str | None = None,
         once: bool = False,
         version: str | None = None,
+        thread: bool = False,
     ) -> Any:
         """Register a tool. Usable bare (``@server.tool``) or with options.
 
@@ -457,6 +473,11 @@ class Registry:
         time. ``version`` names the handler's version in the tokens and tasks it records
         (by default a digest of its code), which a replay mismatch after a deploy reports.
         See ``docs/handlers.md`` (the idempotency contract).
+
+        ``thread=True`` runs this sync handler in a worker thread (as
+        ``Server(sync_handlers="thread")`` runs them all), so blocking code in it (a
+        database call, a service request) does not stall the other requests; see
+        ``docs/server.md``.
         """
         tool_scopes = _scopes(scopes)
         if task not in (None, "optional", "required"):
@@ -468,6 +489,7 @@ class Registry:
         def register(fn: Any) -> Any:
             _handler_callable("tool", fn)
             _versioned("tool", fn, version, once)
+            in_thread = _thread_choice("tool", fn, thread)
             tool_name = name or fn.__name__
             hints = _type_hints(fn)
             parameters = _signature_parameters(fn)
@@ -510,6 +532,7 @@ class Registry:
                 task,
                 model_parameters,
                 once,
+                in_thread,
             )
             return fn
 
@@ -517,12 +540,13 @@ class Registry:
 
     def prompt(
         self, fn: Any = None, *, name: str | None = None, title: str | None = None, description: str | None = None,
-        once: bool = False, version: str | None = None,
+        once: bool = False, version: str | None = None, thread: bool = False,
     ) -> Any:
         """Register a prompt; its parameters (strings) become the prompt's arguments.
 
         Usable bare (``@server.prompt``), with the name (``@server.prompt("review")``) or
-        with options. ``once`` and ``version`` are as for :meth:`tool`.
+        with options. ``once`` and ``version`` are as for :meth:`tool`; ``thread=True`` runs it in a
+        worker thread (see :meth:`tool`).
         """
         if isinstance(fn, str):  # @server.prompt("name")
             fn, name = None, _given_name("prompt", fn, name)
@@ -530,6 +554,7 @@ class Registry:
         def register(fn: Any) -> Any:
             _handler_callable("prompt", fn)
             _versioned("prompt", fn, version, once)
+            in_thread = _thread_choice("prompt", fn, thread)
             prompt_name = name or fn.__name__
             hints = _type_hints(fn)
             parameters = _signature_parameters(fn)
@@ -551,7 +576,7 @@ class Registry:
                 raise ValueError(_twice("prompt", f"named {prompt_name!r}", self._prompts[prompt_name].fn, fn,
                                         "@server.prompt(name=...)"))
             self._prompts[prompt_name] = PromptEntry(
-                prompt_name, fn, tuple(p.name for p in parameters), tuple(required), definition, once
+                prompt_name, fn, tuple(p.name for p in parameters), tuple(required), definition, once, in_thread
             )
             return fn
 
@@ -567,10 +592,11 @@ class Registry:
         mime_type: str | None = None,
         once: bool = False,
         version: str | None = None,
+        thread: bool = False,
     ) -> Callable[[Any], Any]:
         """Register a static resource at ``uri``; the handler returns its text or bytes.
 
-        ``once`` and ``version`` are as for :meth:`tool`.
+        ``once`` and ``version`` are as for :meth:`tool`; ``thread=True`` runs it in a worker thread.
         """
         _resource_uri("resource", uri, '@server.resource("notes://welcome")')
         if "{" in uri:
@@ -580,11 +606,12 @@ class Registry:
 
         def register(fn: Any) -> Any:
             _handler_callable("resource", fn)
+            in_thread = _thread_choice("resource", fn, thread)
             _versioned("resource", fn, version, once)
             definition = _describe({"uri": uri, "name": name or fn.__name__}, fn, title, description, mime_type)
             if uri in self._resources:
                 raise ValueError(_twice("resource", f"at {uri!r}", self._resources[uri].fn, fn, "another uri"))
-            self._resources[uri] = ResourceEntry(uri, fn, definition, mime_type, once)
+            self._resources[uri] = ResourceEntry(uri, fn, definition, mime_type, once, in_thread)
             return fn
 
         return register
@@ -599,20 +626,24 @@ class Registry:
         mime_type: str | None = None,
         once: bool = False,
         version: str | None = None,
+        thread: bool = False,
     ) -> Callable[[Any], Any]:
         """Register a resource template such as ``"notes://{id}/text"``.
 
         The handler receives each ``{variable}`` as a keyword argument (a single path
-        segment). ``once`` and ``version`` are as for :meth:`tool`.
+        segment). ``once`` and ``version`` are as for :meth:`tool`; ``thread=True`` runs it in a worker
+        thread.
         """
         _resource_uri("resource_template", uri_template, '@server.resource_template("notes://{id}/text")')
 
         def register(fn: Any) -> Any:
             _handler_callable("resource_template", fn)
+            in_thread = _thread_choice("resource_template", fn, thread)
             _versioned("resource_template", fn, version, once)
             definition = _describe({"uriTemplate": uri_template, "name": name or fn.__name__}, fn, title,
                                    description, mime_type)
-            self._templates.append(TemplateEntry(_compile_template(uri_template), fn, definition, mime_type, once))
+            self._templates.append(TemplateEntry(_compile_template(uri_template), fn, definition, mime_type, once,
+                                                 in_thread))
             return fn
 
         return register

@@ -180,8 +180,7 @@ class SessionRegistry:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if isinstance(idle_timeout, bool) or not isinstance(idle_timeout, (int, float)) or not idle_timeout > 0:
             raise ValueError(f"idle_timeout must be a positive number of seconds, got {idle_timeout!r}")
-        if not isinstance(owner, str) or not _OWNER.match(owner):
-            raise ValueError(f"owner must be 1-16 visible ASCII characters without '.', got {owner!r}")
+        _check_owner(owner)
         self.max_sessions = max_sessions
         self.max_per_client = max_per_client
         self.idle_timeout = float(idle_timeout)
@@ -195,6 +194,15 @@ class SessionRegistry:
 
     def __len__(self) -> int:
         return len(self._sessions)
+
+    def serve_as(self, owner: str) -> None:
+        """Mint ids naming ``owner`` from now on (a worker process, after the fork, names itself).
+
+        Sessions opened before keep their ids; a process serving several workers calls it
+        before its first session.
+        """
+        _check_owner(owner)
+        self.owner = owner
 
     def sessions(self) -> list[Session]:
         """The live sessions, as a list taken at once (safe to iterate from any thread)."""
@@ -339,6 +347,11 @@ class SessionRegistry:
                 if not mine:
                     del self._by_client[session.client]
         session._end(reason)
+
+
+def _check_owner(owner: Any) -> None:
+    if not isinstance(owner, str) or not _OWNER.match(owner):
+        raise ValueError(f"owner must be 1-16 visible ASCII characters without '.', got {owner!r}")
 
 
 def _least_recent_idle(sessions: Iterable[Session]) -> Session | None:

@@ -1,4 +1,4 @@
-"""Logs an operator can use: one access line per request, as text or as JSON.
+"""Logs an operator can use: one access line per request, as text or as JSON, at little cost.
 
 Every transport reports each request it answered through :class:`AccessRecord` on the
 ``mrtr.access`` logger: the MCP method, the target (tool or prompt name, resource URI),
@@ -11,21 +11,47 @@ The fields ride on each record as ``record.mrtr`` (a dict), so :class:`JsonForma
 writes them as JSON members for log shippers while the text format keeps one short
 readable line. :func:`configure` installs either on stderr; ``mrtr serve
 --log-format json`` uses it.
+
+**What a line costs.** Through Python's ``logging`` a line is a ``LogRecord``, a
+formatter, a lock and a flush of the stream, once per request: a fifth of what a
+plain request costs the server. So when an access record would reach nothing but the
+:class:`LineHandler` that :func:`configure` installs, with the formatter it installs,
+the line skips ``logging`` and is written the way that handler would write it, byte
+for byte, from fields prepared per request (the time's text is made once per second).
+Anything else (a handler of your own on ``mrtr.access``, ``mrtr`` or the root logger,
+a filter, another formatter or record factory) sends every record through ``logging``
+as before, so whoever listens gets every one.
+
+**When a line is written.** While a transport serves, :func:`write_behind` runs beside
+it: access lines wait in the handler until the event loop has nothing else to do (or
+:data:`FLUSH_INTERVAL` has passed, or :data:`FLUSH_BYTES` are waiting) and go out in one
+write. Any other record is written at once, after the lines waiting before it, so the
+order of the log is the order of events. The lines waiting are written when the
+transport stops (a graceful shutdown on SIGTERM or SIGINT included) and when the
+interpreter exits (``logging.shutdown``); only a process killed outright (SIGKILL, the
+OOM killer) loses them, at most what accumulated since the loop was last idle.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from typing import Any
+from json.encoder import encode_basestring as _json_string  # what json.dumps(str, ensure_ascii=False) returns
+from typing import IO, Any
+
+import trio
+import trio.testing
 
 from . import telemetry as otel
 
-__all__ = ["ACCESS_LOGGER", "AccessRecord", "JsonFormatter", "TEXT_FORMAT", "configure"]
+__all__ = ["ACCESS_LOGGER", "AccessRecord", "FLUSH_BYTES", "FLUSH_INTERVAL", "JsonFormatter", "LineHandler",
+           "TEXT_FORMAT", "configure", "write_behind"]
 
 ACCESS_LOGGER = logging.getLogger("mrtr.access")
 """Where access lines go (``INFO``); silence it with ``logging.getLogger("mrtr.access").setLevel(...)``."""
@@ -33,9 +59,20 @@ ACCESS_LOGGER = logging.getLogger("mrtr.access")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 """The text log format ``mrtr serve`` uses on stderr."""
 
+FLUSH_INTERVAL = 0.05
+"""Seconds an access line may wait for the event loop to be idle before it is written anyway."""
+
+FLUSH_BYTES = 64 * 1024
+"""Characters of waiting access lines that are written at once, idle loop or not."""
+
+_ROOT = logging.getLogger()
+
 # The methods whose target a request names, and the params member naming it.
 _TARGET_MEMBER = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 _TARGET_LIMIT = 200  # a target is client input: keep a hostile one from flooding the log
+
+# LogRecord's clock: time.time() before 3.13, time.time_ns() from 3.13 on (gh-102402).
+_NS_CLOCK = sys.version_info >= (3, 13)
 
 
 class JsonFormatter(logging.Formatter):
@@ -59,18 +96,157 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, ensure_ascii=False, default=str)
 
 
+class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The stream handler :func:`configure` installs: ``logging.StreamHandler`` with deferred access lines.
+
+    A record that comes through ``logging`` is formatted and written at once, as
+    ``StreamHandler`` writes it. Access lines that skip ``logging`` (see the module
+    docs) are kept until :func:`write_behind` writes them, when one runs on the loop
+    writing them, or written at once otherwise. :meth:`flush` writes what waits.
+    """
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        super().__init__(stream)
+        self._waiting: list[str] = []
+        self._waiting_size = 0
+        self._waiting_since = 0.0  # time.monotonic() of the oldest line waiting
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Write ``record`` now, after the access lines waiting before it."""
+        try:
+            line = self.format(record) + self.terminator
+            self.acquire()
+            try:
+                self._waiting.append(line)
+                self._write_waiting()
+            finally:
+                self.release()
+        except RecursionError:  # as StreamHandler: never swallow a recursion
+            raise
+        except Exception:
+            self.handleError(record)
+
+    def flush(self) -> None:
+        """Write the access lines that wait, then flush the stream."""
+        self.acquire()
+        try:
+            self._write_waiting()
+        finally:
+            self.release()
+
+    def access_line(self, line: str) -> None:
+        """An access line formatted as :meth:`format` would: kept for :func:`write_behind`, or written now."""
+        deferral = _deferral
+        self.acquire()
+        try:
+            waiting = self._waiting
+            waiting.append(line)
+            self._waiting_size += len(line)
+            if deferral is None or deferral.thread != threading.get_ident() or self._waiting_size >= FLUSH_BYTES:
+                self._write_waiting()
+            elif len(waiting) == 1:
+                self._waiting_since = time.monotonic()
+                deferral.wake(self)
+            elif time.monotonic() - self._waiting_since >= FLUSH_INTERVAL:
+                self._write_waiting()  # a loop that never idles still writes its lines this often
+        except Exception:  # as a failed emit: a stream that cannot be written loses the line, not the request
+            pass
+        finally:
+            self.release()
+
+    def _write_waiting(self) -> None:
+        # Called with the handler's lock held: one write and one flush for everything waiting.
+        waiting = self._waiting
+        if waiting:
+            self._waiting = []
+            self._waiting_size = 0
+            stream = self.stream
+            stream.write(waiting[0] if len(waiting) == 1 else "".join(waiting))
+        if self.stream and hasattr(self.stream, "flush"):
+            self.stream.flush()
+
+
+class _Deferral:
+    """The one :func:`write_behind` of this process: its loop's thread, its task, the handlers with lines waiting."""
+
+    __slots__ = ("thread", "handlers", "event", "scope")
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+        self.handlers: list[LineHandler] = []
+        self.event = trio.Event()
+        self.scope = trio.CancelScope()
+
+    def wake(self, handler: LineHandler) -> None:
+        # On the loop's thread (the caller checked), where a trio.Event may be set.
+        if handler not in self.handlers:
+            self.handlers.append(handler)
+        self.event.set()
+
+    def flush(self) -> None:
+        handlers, self.handlers = self.handlers, []
+        for handler in handlers:
+            try:
+                handler.flush()
+            except Exception:  # a broken stream loses its lines, never the transport
+                pass
+
+    async def run(self) -> None:
+        try:
+            with self.scope:
+                while True:
+                    await self.event.wait()
+                    self.event = trio.Event()
+                    # No timeout here: a cancel scope per batch would cost more than the lines'
+                    # own writes. A loop that never idles writes them from access_line instead.
+                    await trio.testing.wait_all_tasks_blocked()
+                    self.flush()
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        global _deferral
+        if _deferral is self:
+            _deferral = None
+        self.scope.cancel()
+        self.flush()
+
+
+_deferral: _Deferral | None = None
+
+
+def write_behind() -> Callable[[], None]:
+    """Defer this loop's access lines to its idle moments, while a transport serves; returns what stops it.
+
+    Call it inside trio, on the loop's thread. The function returned writes what
+    waits and ends the deferral (the end of the trio run does too). One loop per
+    process defers; a second one's lines are written at once. The transports call it
+    from :func:`mrtr.transports.shared.lifespan`.
+    """
+    global _deferral
+    if _deferral is not None:
+        return _nothing
+    deferral = _deferral = _Deferral()
+    trio.lowlevel.spawn_system_task(deferral.run, name="mrtr access lines")
+    return deferral.stop
+
+
+def _nothing() -> None:
+    pass
+
+
 def configure(level: str = "info", fmt: str = "text") -> None:
     """Log to stderr at ``level`` (for the ``mrtr`` loggers) in ``fmt``: ``"text"`` or ``"json"``.
 
-    Installs a stderr handler on the root logger unless one is there already; with
-    ``"json"`` every root handler gets a :class:`JsonFormatter`, so third-party
-    records come out as JSON too.
+    Installs a :class:`LineHandler` on stderr on the root logger unless it has a
+    handler already; with ``"json"`` every root handler gets a :class:`JsonFormatter`,
+    so third-party records come out as JSON too.
     """
     if fmt not in ("text", "json"):
         raise ValueError(f'log format must be "text" or "json", got {fmt!r}')
     root = logging.getLogger()
     if not root.handlers:
-        root.addHandler(logging.StreamHandler(sys.stderr))
+        root.addHandler(LineHandler(sys.stderr))
         if fmt == "text":
             root.handlers[-1].setFormatter(logging.Formatter(TEXT_FORMAT))
     if fmt == "json":
@@ -79,21 +255,119 @@ def configure(level: str = "info", fmt: str = "text") -> None:
     logging.getLogger("mrtr").setLevel(level.upper())
 
 
+# -- the line without logging ----------------------------------------------------------------
+
+
+def _sole_handler() -> tuple[LineHandler, bool] | None:
+    """The handler an access record would reach alone, and whether it formats JSON; else ``None``.
+
+    ``None`` whenever ``logging`` could do anything else with the record: a handler on
+    ``mrtr.access`` or an ancestor below the root, propagation turned off, a filter, a
+    root with another handler, a formatter or a record factory of someone else's.
+    """
+    logger: Any = ACCESS_LOGGER
+    if logger.filters:
+        return None
+    while logger is not _ROOT:
+        if logger.handlers or not logger.propagate:
+            return None
+        logger = logger.parent
+    handlers = _ROOT.handlers
+    if len(handlers) != 1:
+        return None
+    handler = handlers[0]
+    if type(handler) is not LineHandler or handler.filters or handler.level > logging.INFO \
+            or logging.getLogRecordFactory() is not logging.LogRecord:
+        return None
+    formatter: Any = handler.formatter
+    kind = type(formatter)
+    if kind is JsonFormatter:
+        return handler, True
+    if kind is logging.Formatter and formatter._fmt == TEXT_FORMAT and formatter.datefmt is None \
+            and formatter.converter is time.localtime and formatter.default_time_format == "%Y-%m-%d %H:%M:%S" \
+            and formatter.default_msec_format == "%s,%03d" and type(formatter._style) is logging.PercentStyle:
+        return handler, False
+    return None
+
+
+def _clock() -> tuple[float, float]:
+    """``(created, msecs)`` read as a ``LogRecord`` of this Python reads them."""
+    if _NS_CLOCK:
+        ns = time.time_ns()
+        created = ns / 1e9
+        msecs = (ns % 1_000_000_000) // 1_000_000 + 0.0
+        if msecs == 999.0 and int(created) != ns // 1_000_000_000:
+            msecs = 0.0
+        return created, msecs
+    created = time.time()
+    return created, int((created - int(created)) * 1000) + 0.0
+
+
+class _SecondText:
+    """The text of one second, made once: ``logging``'s local ``asctime`` and the JSON formatter's UTC time.
+
+    Each cache is one ``(second, text)`` tuple, replaced whole, so loops in several
+    threads never pair one second with another's text.
+    """
+
+    __slots__ = ("local", "utc")
+
+    def __init__(self) -> None:
+        self.local: tuple[int, str] = (-1, "")
+        self.utc: tuple[int, str] = (-1, "")
+
+    def asctime(self, created: float, msecs: float) -> str:
+        second = int(created)
+        cached = self.local
+        if cached[0] != second:
+            cached = self.local = (second, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created)))
+        return "%s,%03d" % (cached[1], msecs)
+
+    def iso_utc(self, created: float) -> str:
+        # datetime.fromtimestamp rounds to the microsecond (half to even), isoformat then cuts to milliseconds.
+        whole = int(created)  # a log's time is after 1970: int() is floor()
+        micros = round((created - whole) * 1e6)
+        if micros >= 1_000_000:
+            whole += 1
+            micros -= 1_000_000
+        cached = self.utc
+        if cached[0] != whole:
+            cached = self.utc = (whole, datetime.fromtimestamp(whole, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"))
+        return "%s.%03d+00:00" % (cached[1], micros // 1000)
+
+
+_SECOND = _SecondText()
+
+
+_KNOWN_TEXT: dict[str, str] = {}  # the JSON of strings that repeat (methods, results, paths), bounded
+_KNOWN_LIMIT = 512
+
+
+def _json_text(value: str | None) -> str:
+    """``value`` as ``json.dumps(value, ensure_ascii=False)`` writes it, from a cache for strings met before."""
+    if value is None:
+        return "null"
+    found = _KNOWN_TEXT.get(value)
+    if found is None:
+        found = _json_string(value)
+        if len(_KNOWN_TEXT) < _KNOWN_LIMIT:  # client input: past the bound it is encoded every time
+            _KNOWN_TEXT[value] = found
+    return found  # type: ignore[no-any-return]
+
+
+def text_line(created: float, msecs: float, message: str) -> str:
+    """An ``INFO`` record of ``mrtr.access`` as ``logging.Formatter(TEXT_FORMAT)`` formats it."""
+    return f"{_SECOND.asctime(created, msecs)} INFO mrtr.access: {message}"
+
+
+# -- the record ------------------------------------------------------------------------------
+
+
 def _printable(text: str) -> str:
     """A client-chosen string fit for one log line: bounded, no control characters."""
     if len(text) > _TARGET_LIMIT:
         text = text[:_TARGET_LIMIT] + "..."
-    return "".join(ch if ch.isprintable() else "?" for ch in text)
-
-
-def _target(method: str, params: Any) -> str | None:
-    member = _TARGET_MEMBER.get(method)
-    if member is None or not isinstance(params, Mapping):
-        return None
-    value = params.get(member)
-    if not isinstance(value, str):
-        return None
-    return value if len(value) <= _TARGET_LIMIT else value[:_TARGET_LIMIT] + "..."
+    return text if text.isprintable() else "".join(ch if ch.isprintable() else "?" for ch in text)
 
 
 class AccessRecord:
@@ -127,15 +401,22 @@ class AccessRecord:
         method = message.get("method")
         if not isinstance(method, str):
             return
-        self.method = method
+        # Client input, like the target: bounded (the body may be megabytes of method name).
+        self.method = method if len(method) <= _TARGET_LIMIT else method[:_TARGET_LIMIT] + "..."
         params = message.get("params")
-        self.target = _target(method, params)
-        if method in _TARGET_MEMBER and isinstance(params, Mapping) and params.get("requestState") is None:
-            # A first request is round 1. A retry's round is inside the sealed token,
-            # which the transport does not open, so it stays unknown here.
-            self.round = 1
+        # Parsed messages hold dicts; the abstract check is for other callers, and costs more.
+        is_mapping = params.__class__ is dict or isinstance(params, Mapping)
+        member = _TARGET_MEMBER.get(method)
+        if member is not None and is_mapping:
+            value = params.get(member)  # type: ignore[union-attr]
+            if isinstance(value, str):
+                self.target = value if len(value) <= _TARGET_LIMIT else value[:_TARGET_LIMIT] + "..."
+            if params.get("requestState") is None:  # type: ignore[union-attr]
+                # A first request is round 1. A retry's round is inside the sealed token,
+                # which the transport does not open, so it stays unknown here.
+                self.round = 1
         if otel.ENABLED:
-            meta = params.get("_meta") if isinstance(params, Mapping) else None
+            meta = params.get("_meta") if is_mapping else None  # type: ignore[union-attr]
             self.span = otel.start_span(method, self.target, self.round, meta)
 
     def response(self, message: Mapping[str, Any]) -> None:
@@ -155,6 +436,59 @@ class AccessRecord:
         self.result = "error"
         self.code = code if isinstance(code, int) and not isinstance(code, bool) else None
 
+    def fields(self, duration_ms: float) -> dict[str, Any]:
+        """The record's fields as the JSON format writes them (``record.mrtr``), in their order."""
+        fields: dict[str, Any] = {"transport": self.transport, "method": self.method, "target": self.target,
+                                  "result": self.result, "duration_ms": duration_ms}
+        if self.http_method is not None:
+            fields["http_method"] = self.http_method
+            fields["path"] = self.path
+        if self.code is not None:
+            fields["code"] = self.code
+        if self.status is not None:
+            fields["status"] = self.status
+        if self.round is not None:
+            fields["round"] = self.round
+        return fields
+
+    def message(self, duration_ms: float) -> str:
+        """The access line's text: ``POST /mcp tools/call "onboard" input_required 200 3.1ms round=1``."""
+        result = self.result or "-"
+        if self.code is not None:
+            result = f"{result} {self.code}"
+        parts = [] if self.http_method is None else [self.http_method, _printable(self.path or "")]
+        # Client input never breaks the line: no control characters, no line or paragraph separators.
+        method = self.method
+        parts.append("-" if not method else method if method.isprintable() else _printable(method))
+        target = self.target
+        if target is not None:
+            parts.append(_json_string(target) if target.isprintable() else json.dumps(target))
+        parts.append(result)
+        if self.status is not None:
+            parts.append(str(self.status))
+        parts.append(f"{duration_ms:.1f}ms")
+        if self.round is not None:
+            parts.append(f"round={self.round}")
+        return " ".join(parts)
+
+    def json_line(self, created: float, message: str, duration_ms: float) -> str:
+        """The record as :class:`JsonFormatter` formats it with :meth:`fields` (the same members, in order)."""
+        target = self.target
+        line = (f'{{"time": "{_SECOND.iso_utc(created)}", "level": "info", "logger": "mrtr.access", '
+                f'"message": {_json_string(message)}, "transport": {_json_text(self.transport)}, '
+                f'"method": {_json_text(self.method)}, '
+                f'"target": {"null" if target is None else _json_string(target)}, '
+                f'"result": {_json_text(self.result)}, "duration_ms": {float.__repr__(duration_ms)}')
+        if self.http_method is not None:
+            line += f', "http_method": {_json_text(self.http_method)}, "path": {_json_text(self.path)}'
+        if self.code is not None:
+            line += f', "code": {self.code:d}'
+        if self.status is not None:
+            line += f', "status": {self.status:d}'
+        if self.round is not None:
+            line += f', "round": {self.round:d}'
+        return line + "}"
+
     def finish(self, status: int | None = None, *, outcome: str | None = None) -> None:
         """Log the access line (once). ``outcome`` overrides the result, e.g. ``"aborted"``
         when the client went away before the answer was written whole."""
@@ -170,28 +504,15 @@ class AccessRecord:
             otel.end_span(self.span, self.result, self.code, self.status)
         if not ACCESS_LOGGER.isEnabledFor(logging.INFO):
             return
-        fields: dict[str, Any] = {"transport": self.transport, "method": self.method, "target": self.target,
-                                  "result": self.result, "duration_ms": duration_ms}
-        if self.http_method is not None:
-            fields["http_method"] = self.http_method
-            fields["path"] = self.path
-        if self.code is not None:
-            fields["code"] = self.code
-        if self.status is not None:
-            fields["status"] = self.status
-        if self.round is not None:
-            fields["round"] = self.round
-        result = self.result or "-"
-        if self.code is not None:
-            result = f"{result} {self.code}"
-        parts = [] if self.http_method is None else [self.http_method, _printable(self.path or "")]
-        parts.append(self.method or "-")
-        if self.target is not None:
-            parts.append(json.dumps(self.target, ensure_ascii=False))
-        parts.append(result)
-        if self.status is not None:
-            parts.append(str(self.status))
-        parts.append(f"{duration_ms:.1f}ms")
-        if self.round is not None:
-            parts.append(f"round={self.round}")
-        ACCESS_LOGGER.info("%s", " ".join(parts), extra={"mrtr": fields})
+        sole = _sole_handler()
+        if sole is None:
+            ACCESS_LOGGER.info("%s", self.message(duration_ms), extra={"mrtr": self.fields(duration_ms)})
+            return
+        handler, as_json = sole
+        created, msecs = _clock()
+        message = self.message(duration_ms)
+        if as_json:
+            line = self.json_line(created, message, duration_ms)
+        else:
+            line = text_line(created, msecs, message)
+        handler.access_line(line + handler.terminator)

@@ -23,6 +23,7 @@ from typing import Any
 import trio
 
 from ..core.jsonrpc import Dispatcher, Notify
+from .logs import write_behind
 
 __all__ = ["Hub", "HubListener", "from_any_thread", "lifespan", "run_in_thread", "thread_safe"]
 
@@ -184,10 +185,13 @@ async def lifespan(dispatcher: Dispatcher) -> AsyncIterator[Hub]:
     itself (``with trio.CancelScope(shield=True):``). The :class:`Hub` it gives is
     attached to the dispatcher (``listen_through``) so ``subscriptions/listen`` streams
     work while it serves; the transport calls ``hub.close()`` when its shutdown begins,
-    so listen streams end before the requests in flight are drained.
+    so listen streams end before the requests in flight are drained. While it serves,
+    access lines wait for the loop's idle moments (:func:`mrtr.transports.logs.write_behind`);
+    what waits is written when it ends.
     """
     hub = Hub()
     detach = dispatcher.listen_through(hub)
+    stop_writing = write_behind()  # access lines wait for the loop's idle moments while it serves
     try:
         # Entered as a block, not by hand: what runs inside (the task carrier's nursery, a
         # lifespan that opens one) holds cancel scopes that must close in order.
@@ -196,3 +200,4 @@ async def lifespan(dispatcher: Dispatcher) -> AsyncIterator[Hub]:
     finally:
         hub.close()
         detach()
+        stop_writing()

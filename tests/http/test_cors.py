@@ -57,6 +57,12 @@ async def preflight(endpoint: Endpoint, origin: str | None, *, method: str | Non
     return await endpoint.client.options("/mcp", headers=headers)
 
 
+@pytest.fixture
+def endpoint(modern_endpoint):
+    """CORS as a server of the modern era alone answers it; what serving 2025 sessions adds is in test_sessions.py."""
+    return modern_endpoint
+
+
 def regional_call(**meta_extra) -> dict:
     return rpc("tools/call", {"name": "regional", "arguments": {"region": "eu"}}, **meta_extra)
 

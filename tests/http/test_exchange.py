@@ -75,12 +75,19 @@ async def test_no_origin_header_is_allowed(endpoint):
 
 
 @pytest.mark.parametrize("method", ["GET", "DELETE", "PUT", "PATCH"])
-async def test_other_methods_are_405_with_allow_post(endpoint, method):
-    response = await endpoint.client.request(method, "/mcp", headers={"Accept": "text/event-stream",
-                                                                       "Last-Event-ID": "3"})
+async def test_other_methods_are_405_with_allow_post(modern_endpoint, method):
+    response = await modern_endpoint.client.request(method, "/mcp", headers={"Accept": "text/event-stream",
+                                                                              "Last-Event-ID": "3"})
     assert response.status_code == 405
     assert response.headers["allow"] == "POST"
     assert "mcp-session-id" not in response.headers
+
+
+@pytest.mark.parametrize("method", ["PUT", "PATCH"])
+async def test_where_2025_sessions_are_served_get_and_delete_are_allowed_too(endpoint, method):
+    response = await endpoint.client.request(method, "/mcp", headers={"Accept": "text/event-stream"})
+    assert response.status_code == 405
+    assert response.headers["allow"] == "GET, POST, DELETE"
 
 
 async def test_the_origin_check_comes_before_the_method_check(endpoint):
@@ -149,15 +156,15 @@ async def test_batches_and_non_requests_are_400_invalid_request(endpoint, body):
 
 @pytest.mark.parametrize("body", [b'{"jsonrpc": "2.0", "id": 1, "result": {}}',
                                   b'{"jsonrpc": "2.0", "id": "a", "error": {"code": -32601, "message": "no"}}'])
-async def test_a_response_is_accepted_with_202_and_never_answered(endpoint, body):
+async def test_a_response_is_accepted_with_202_and_never_answered(modern_endpoint, body):
     # Streamable HTTP: a JSON-RPC response or notification is accepted with 202 and no body.
-    reply = await endpoint.post(body)
+    reply = await modern_endpoint.post(body)
     assert (reply.status, reply.body) == (202, b"")
 
 
-async def test_a_notification_is_accepted_with_202_and_no_body(endpoint):
+async def test_a_notification_is_accepted_with_202_and_no_body(modern_endpoint):
     message = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
-    reply = await endpoint.post(message, mirror=False)
+    reply = await modern_endpoint.post(message, mirror=False)
     assert reply.status == 202
     assert reply.body == b""
     assert "content-type" not in reply.headers
@@ -344,12 +351,14 @@ async def test_an_unsupported_version_is_400_with_the_supported_list(endpoint):
 
 
 @pytest.mark.parametrize("method", ["ping", "logging/setLevel", "no/such/method"])
-async def test_removed_and_unknown_methods_are_404_with_the_id_kept(endpoint, method):
+async def test_removed_and_unknown_methods_are_404_with_the_id_kept(endpoint, modern_endpoint, method):
     message = {"jsonrpc": "2.0", "id": 42, "method": method, "params": {"protocolVersion": "2025-06-18"}}
-    reply = await endpoint.post(message)
+    for served in (endpoint, modern_endpoint):  # a modern header makes it a modern request in both
+        assert_error(await served.post(message), 404, -32601, request_id=42)
+    reply = await modern_endpoint.post(message, mirror=False)  # a legacy client sends no MCP headers
     assert_error(reply, 404, -32601, request_id=42)
-    reply = await endpoint.post(message, mirror=False)  # a legacy client sends no MCP headers
-    assert_error(reply, 404, -32601, request_id=42)
+    # Where 2025 sessions are served, that is a 2025 request, and it names no session.
+    assert_error(await endpoint.post(message, mirror=False), 400, -32600, request_id=42)
 
 
 async def test_initialize_with_the_modern_claim_is_a_removed_method(endpoint):
@@ -357,12 +366,12 @@ async def test_initialize_with_the_modern_claim_is_a_removed_method(endpoint):
     assert_error(reply, 404, -32601, request_id=43)
 
 
-async def test_initialize_is_refused_naming_the_versions_served(endpoint):
+async def test_initialize_is_refused_naming_the_versions_served(modern_endpoint):
     """A 2025 client cannot fall forward: the one error it shows its user names what the server speaks."""
     message = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
                "params": {"protocolVersion": "2025-06-18", "capabilities": {}}}
     for mirror in (True, False):  # a legacy client sends no MCP headers
-        reply = await endpoint.post(message, mirror=mirror)
+        reply = await modern_endpoint.post(message, mirror=mirror)
         assert_error(reply, 400, -32022, request_id=0)
         assert reply.error["data"] == {"supported": [PROTOCOL], "requested": "2025-06-18"}
 

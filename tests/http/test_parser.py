@@ -179,7 +179,7 @@ async def test_an_upgrade_request_is_answered_and_the_connection_closed(nursery)
     await client.send(b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: upgrade\r\nUpgrade: websocket\r\n\r\n"
                       % port)
     data = await read_all(client)
-    assert data.startswith(b"HTTP/1.1 405 "), data
+    assert data.startswith(b"HTTP/1.1 406 "), data  # a GET stream of a 2025 session must accept text/event-stream
 
 
 async def test_query_strings_and_absolute_targets_reach_the_endpoint(nursery):

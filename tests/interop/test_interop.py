@@ -19,13 +19,14 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ..conftest import meta, stop
+from ..conftest import clean_env, meta, stop
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -152,17 +153,20 @@ def _answers(url: str) -> bool:
         return False
 
 
-@pytest.fixture(scope="session")
-def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Serve the fixture server with ``mrtr serve --port`` for the whole session."""
+@contextmanager
+def served(app: str, log_path: Path, *args: str, env: Mapping[str, str] | None = None) -> Iterator[str]:
+    """The MCP endpoint of ``mrtr serve app --port P *args``, running until the block ends.
+
+    It waits until the server answers ``server/discover``; the log file gets the
+    server's stdout and stderr (its access lines, one per request).
+    """
     port = _free_port()
     url = f"http://127.0.0.1:{port}/mcp"
-    log_path = tmp_path_factory.mktemp("interop") / "server.log"
+    environment = {**clean_env(), **(env or {})}
     with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [_mrtr_command(), "serve", SERVER_SPEC, "--port", str(port)],
-            cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-        )
+        process = subprocess.Popen([_mrtr_command(), "serve", app, "--port", str(port), *args],
+                                   cwd=REPO_ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                   env=environment)
     try:
         deadline = time.monotonic() + SERVER_START_TIMEOUT
         while not _answers(url):
@@ -176,6 +180,13 @@ def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield url
     finally:
         stop(process, timeout=15)
+
+
+@pytest.fixture(scope="session")
+def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Serve the fixture server with ``mrtr serve --port`` for the whole session."""
+    with served(SERVER_SPEC, tmp_path_factory.mktemp("interop") / "server.log") as url:
+        yield url
 
 
 class ClientRun:

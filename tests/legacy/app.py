@@ -93,6 +93,13 @@ def hold(ctx: Context, marker: str):
 
 
 @server.tool
+def secret_code(ctx: Context, nonce: str):
+    """Ask for the code that belongs to ``nonce``: a load test checks every answer reached the call that asked."""
+    answer = yield Elicit(f"Code for {nonce}?", Form().string("code"))
+    return f"{nonce}={answer.content['code']}" if answer.accepted else f"{nonce}: {answer.action}"
+
+
+@server.tool
 def polite(ctx: Context):
     """Take no for an answer."""
     answer = yield Elicit("May I store your name?", Form().string("name"))

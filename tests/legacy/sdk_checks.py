@@ -1,16 +1,21 @@
-"""The official Python SDK 1.x client (``mcp==1.30.0``, a 2025-11-25 client) against an mrtr server over stdio.
+"""The official Python SDK 1.x client (``mcp==1.30.0``, a 2025-11-25 client) against an mrtr server.
 
 Run with the python of the legacy virtualenv, never imported by the project's own test
 process::
 
     .cache/legacy-venv/bin/python tests/legacy/sdk_checks.py --mrtr .venv/bin/mrtr --out DIR
+    .cache/legacy-venv/bin/python tests/legacy/sdk_checks.py --url http://127.0.0.1:PORT/mcp --out DIR
 
-It starts ``mrtr serve tests.legacy.app:server --stdio`` through ``ClientSession`` and
-``stdio_client``, with everything the server writes to stdout also copied (by ``tee``)
-to ``DIR/stdout-<n>.jsonl``, so the test process can validate every message against
-the 2025-11-25 schema. Handlers leave marker files in ``DIR/markers``. Each scenario
-prints one JSON line: ``{"scenario": ..., "ok": bool, "detail": ...}``; the exit status
-is 0 even when scenarios fail, so the test names the one that did.
+Over stdio it starts ``mrtr serve tests.legacy.app:server --stdio`` through
+``ClientSession`` and ``stdio_client``, with everything the server writes to stdout also
+copied (by ``tee``) to ``DIR/stdout-<n>.jsonl``. With ``--url`` it talks Streamable HTTP
+(``streamable_http_client``) to a server the caller started with
+``MRTR_TEST_MARKERS=DIR/markers``, and its HTTP client copies every JSON-RPC message the
+server sends (JSON bodies and SSE events) to the same files as they are read. Either
+way the test process validates every message against the 2025-11-25 schema. Handlers
+leave marker files in ``DIR/markers``. Each scenario prints one JSON line:
+``{"scenario": ..., "ok": bool, "detail": ...}``; the exit status is 0 even when
+scenarios fail, so the test names the one that did.
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 from mcp import ClientSession, McpError, StdioServerParameters, types
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.context import RequestContext
 
 SERVER_SPEC = "tests.legacy.app:server"
@@ -76,24 +83,88 @@ class Client:
 
 
 _sessions = 0
+URL: str | None = None
+"""The server's MCP endpoint when the checks run over Streamable HTTP (``--url``); over stdio, ``None``."""
+
+
+class _Copied(httpx.AsyncByteStream):
+    """A response body passed on as read, every JSON-RPC message in it also written to a file, one a line."""
+
+    def __init__(self, inner: Any, raw: Path, sse: bool) -> None:
+        self.inner = inner
+        self.raw = raw
+        self.sse = sse
+        self.pending = b""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self.inner:
+            self.pending += chunk
+            self._copy()
+            yield chunk
+        self._copy(final=True)
+
+    def _copy(self, final: bool = False) -> None:
+        if not self.sse:
+            if final and self.pending.strip():
+                self._write(self.pending)
+            return
+        *events, self.pending = self.pending.replace(b"\r\n", b"\n").split(b"\n\n")
+        for event in events:
+            data = b"\n".join(line[5:].lstrip(b" ") for line in event.split(b"\n") if line.startswith(b"data:"))
+            if data.strip():
+                self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        with self.raw.open("ab") as copy:
+            copy.write(json.dumps(json.loads(data)).encode() + b"\n")
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _Copying(httpx.AsyncBaseTransport):
+    """The default transport, every server message also copied to ``raw`` (see :class:`_Copied`)."""
+
+    def __init__(self, raw: Path) -> None:
+        self.inner = httpx.AsyncHTTPTransport()
+        self.raw = raw
+        raw.touch()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        kind = response.headers.get("content-type", "")
+        if kind.startswith(("application/json", "text/event-stream")):
+            response.stream = _Copied(response.stream, self.raw, kind.startswith("text/event-stream"))
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
 
 
 @contextlib.asynccontextmanager
 async def session(mrtr: str, out: Path, *, sampling: bool = True) -> AsyncIterator[tuple[ClientSession, Client]]:
-    """A ClientSession over stdio to ``mrtr serve --stdio``, its stdout also copied to a file."""
+    """A ClientSession over stdio to ``mrtr serve --stdio`` (or over HTTP to ``URL``), what the server
+    sends also copied to a file."""
     global _sessions
     _sessions += 1
     raw = out / f"stdout-{_sessions}.jsonl"
+    client = Client(out)
+    options: dict[str, Any] = dict(sampling_callback=client.on_sample if sampling else None,
+                                   elicitation_callback=client.on_elicit, list_roots_callback=client.on_roots,
+                                   logging_callback=client.on_log, message_handler=client.on_message,
+                                   client_info=types.Implementation(name="sdk-checks", version="1.0"))
+    if URL is not None:
+        http = httpx.AsyncClient(transport=_Copying(raw), timeout=httpx.Timeout(30.0, read=300.0))
+        async with http, streamable_http_client(URL, http_client=http) as (read, write, _):
+            async with ClientSession(read, write, **options) as opened:
+                yield opened, client
+        return
     command = f"{shlex.quote(mrtr)} serve {SERVER_SPEC} --stdio | tee {shlex.quote(str(raw))}"
     env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     env["MRTR_TEST_MARKERS"] = str(out / "markers")
     parameters = StdioServerParameters(command="/bin/sh", args=["-c", command], env=env, cwd=str(REPO_ROOT))
-    client = Client(out)
     async with stdio_client(parameters) as (read, write):
-        async with ClientSession(read, write, sampling_callback=client.on_sample if sampling else None,
-                                 elicitation_callback=client.on_elicit, list_roots_callback=client.on_roots,
-                                 logging_callback=client.on_log, message_handler=client.on_message,
-                                 client_info=types.Implementation(name="sdk-checks", version="1.0")) as opened:
+        async with ClientSession(read, write, **options) as opened:
             yield opened, client
 
 
@@ -145,11 +216,13 @@ async def conversation(opened: ClientSession, client: Client, out: Path) -> Any:
         if message == "Which plan?":
             return accept(plan="enterprise")
         if message.startswith("How do we reach"):
-            # Answering the first member of the group: the second must already be on the wire.
-            with anyio.move_on_after(5):
-                while "Shall we start?" not in raw.read_text():
-                    await anyio.sleep(0.02)
-            group_seen.append("Shall we start?" in raw.read_text())
+            # Answering the first member of the group: the second must already be on the wire. (Over HTTP
+            # the copy is made as the SDK reads, one request at a time: the raw HTTP tests check the wire.)
+            if URL is None:
+                with anyio.move_on_after(5):
+                    while "Shall we start?" not in raw.read_text():
+                        await anyio.sleep(0.02)
+            group_seen.append(URL is not None or "Shall we start?" in raw.read_text())
             return accept(email="ada@example.com", newsletter=True)
         return accept(go=True)
 
@@ -369,10 +442,12 @@ async def main(mrtr: str, out: Path) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mrtr", default="mrtr")
+    parser.add_argument("--url", default=None, help="talk Streamable HTTP to this endpoint instead of stdio")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--list", action="store_true")
     args = parser.parse_args()
     if args.list:
         print("\n".join(SCENARIOS))
         sys.exit(0)
+    URL = args.url
     anyio.run(main, args.mrtr, args.out)

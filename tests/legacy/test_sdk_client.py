@@ -1,18 +1,22 @@
-"""The official Python SDK 1.x client (``mcp==1.30.0``) against ``mrtr serve --stdio``, and the same handlers modern.
+"""The official Python SDK 1.x client (``mcp==1.30.0``) against ``mrtr serve``, and the same handlers modern.
 
 ``mcp`` 1.x lives in its own virtualenv, ``.cache/legacy-venv``, created on the first run
 from ``tests/legacy/requirements.txt`` (this needs the package registry) and reused
 afterwards (``tests.conftest.pinned_venv``). Without the registry the tests are skipped,
 except under ``CI=true``, where they fail. ``sdk_checks.py`` runs in that virtualenv and prints one JSON line per
-scenario; each test below asserts one. Everything the server wrote to the SDK's
-stdin is kept and validated against the 2025-11-25 schema. The same handlers then run
-through the modern path (``mrtr.Client`` over stdio, 2026-07-28) with the same answers,
-and must give the same results: one handler serves both eras.
+scenario; each test below asserts one. It runs twice: over stdio (``mrtr serve --stdio``,
+``stdio_client``) and over Streamable HTTP (``mrtr serve --port``,
+``streamable_http_client``). Everything the server sent the SDK is kept and validated
+against the 2025-11-25 schema. The same handlers then run through the modern path
+(``mrtr.Client`` over stdio, 2026-07-28) with the same answers, and must give the same
+results: one handler serves both eras.
 """
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -24,8 +28,9 @@ import mrtr
 from mrtr.core.answers import roots, sampled
 
 from ..conftest import clean_env, pinned_venv
-from ..interop.test_interop import _mrtr_command, _tail
+from ..interop.test_interop import _mrtr_command, _tail, served
 from ..legacy_schema import validate_server_message
+
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -65,17 +70,25 @@ class Run:
         return f"sdk_checks.py exited with {self.returncode}\n--- stderr (tail) ---\n{_tail(self.stderr, 40)}"
 
 
-@pytest.fixture(scope="session")
-def sdk_run(legacy_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    out = tmp_path_factory.mktemp("sdk")
+def _run_checks(legacy_python: Path, out: Path, *extra: str) -> Run:
     try:
-        completed = subprocess.run([str(legacy_python), str(CHECKS), "--mrtr", _mrtr_command(), "--out", str(out)],
-                                   cwd=REPO_ROOT, capture_output=True, text=True, env=clean_env(), timeout=300,
-                                   check=False)
+        completed = subprocess.run([str(legacy_python), str(CHECKS), "--mrtr", _mrtr_command(), "--out", str(out),
+                                    *extra], cwd=REPO_ROOT, capture_output=True, text=True, env=clean_env(),
+                                   timeout=300, check=False)
     except subprocess.TimeoutExpired as exc:
         completed = subprocess.CompletedProcess(exc.cmd, -1, stdout=str(exc.stdout or ""),
                                                 stderr=f"timed out\n{exc.stderr or ''}")
     return Run(completed, out)
+
+
+@pytest.fixture(scope="session", params=["stdio", "http"])
+def sdk_run(request: pytest.FixtureRequest, legacy_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    out = tmp_path_factory.mktemp(f"sdk-{request.param}")
+    if request.param == "stdio":
+        return _run_checks(legacy_python, out)
+    (out / "markers").mkdir()
+    with served(APP, out / "server.log", env={"MRTR_TEST_MARKERS": str(out / "markers")}) as url:
+        return _run_checks(legacy_python, out, "--url", url)
 
 
 def test_the_scenario_list_matches(legacy_python: Path) -> None:
@@ -155,3 +168,53 @@ async def test_one_handler_serves_both_eras(sdk_run: Run) -> None:
         async with mrtr.Client.stdio(argv, cwd=str(REPO_ROOT), stderr=subprocess.DEVNULL,
                                      on_elicit=lambda request, action=action: {"action": action}) as client:
             assert (await client.call_tool("polite", {})).text == expected
+
+
+# -- many sessions on two workers --------------------------------------------------------------------
+
+LOAD = HERE / "sdk_load.py"
+
+
+def test_300_sdk_sessions_on_two_workers_each_get_their_own_answers(legacy_python: Path, tmp_path: Path) -> None:
+    """300 SDK sessions at concurrency 16 on ``--workers 2``, every request on a connection of its own.
+
+    Each session's question names its nonce and its result must carry the code answered
+    for that nonce, so an answer delivered to another session's generator is counted as
+    misrouted. The kernel spreads the connections over both workers; the access log must
+    show requests (the answers among them) forwarded to the worker that owns the session.
+    """
+    log = tmp_path / "server.log"
+    with served(APP, log, "--workers", "2") as url:
+        completed = subprocess.run([str(legacy_python), str(LOAD), "--url", url, "--sessions", "300",
+                                    "--concurrency", "16"], cwd=REPO_ROOT, capture_output=True, text=True,
+                                   env=clean_env(), timeout=600, check=False)
+    assert completed.returncode == 0, _tail(completed.stderr, 40)
+    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert (report["ok"], report["errors"], report["misrouted"]) == (300, 0, 0), report["problems"]
+    assert set(report["owners"]) == {"1", "2"}, report["owners"]
+    access = log.read_text(errors="replace")
+    assert "Traceback" not in access, _tail(access, 40)
+    forwarded = [line for line in access.splitlines() if "mrtr.access" in line and " forwarded " in line]
+    assert any(line.split("mrtr.access: ")[1].startswith("POST") and " 202 " in line for line in forwarded), \
+        _tail(access, 20)
+
+
+# -- the README's 2025 client -----------------------------------------------------------------------
+
+README = REPO_ROOT / "README.md"
+
+
+def test_the_readmes_sdk_client_talks_to_the_example_server(legacy_python: Path, tmp_path: Path) -> None:
+    """The README's SDK 1.x snippet, as written but for the port, against ``mrtr serve`` (the example server)."""
+    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+    snippet = next(block for block in blocks if "streamable_http_client" in block)
+    assert "http://127.0.0.1:8000/mcp" in snippet
+    with served("mrtr.examples.server:server", tmp_path / "server.log") as url:
+        script = tmp_path / "readme_client.py"
+        script.write_text(snippet.replace("http://127.0.0.1:8000/mcp", url))
+        completed = subprocess.run([str(legacy_python), str(script)], cwd=tmp_path, capture_output=True, text=True,
+                                   env=clean_env(), timeout=120, check=False)
+    assert completed.returncode == 0, _tail(completed.stderr, 30)
+    assert ast.literal_eval(completed.stdout.strip()) == {
+        "company": "Acme", "admin": "Ada Lovelace", "email": "ada@example.com", "plan": "team", "region": "eu",
+        "channels": ["email"]}

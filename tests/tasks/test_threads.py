@@ -1,9 +1,11 @@
-"""With ``sync_handlers="thread"``, every run of a sync task tool's code happens in a worker thread.
+"""With ``sync_handlers="thread"``, or ``thread=True`` on the tool alone, every run of a sync
+task tool's code happens in a worker thread.
 
 On both carriers: the token carrier (a client without the tasks extension) and the
 tasks carrier, for the rounds before the task exists, the task's own runs after each
 ``tasks/update``, and a take-over by another node after the first one died. Served
-over real loopback HTTP, with a SQLite store both nodes share.
+over real loopback HTTP, with a SQLite store both nodes share. Without either, the
+rounds on the call run on the event loop (and a task's own runs in a thread, always).
 """
 
 from __future__ import annotations
@@ -42,8 +44,11 @@ class Runs:
         return [what for what, main in self.seen if main]
 
 
-def build(runs: Runs, store: str) -> Server:
-    app = Server("threads", secret=SECRET, sync_handlers="thread", tasks_url=store, task_lease=0.6)
+def build(runs: Runs, store: str, mode: str = "server") -> Server:
+    """``mode``: ``"server"`` (sync_handlers="thread"), ``"tool"`` (thread=True on each tool) or ``"inline"``."""
+    app = Server("threads", secret=SECRET, sync_handlers="thread" if mode == "server" else "inline",
+                 tasks_url=store, task_lease=0.6)
+    in_thread = mode == "tool"
 
     def ticket(plan: str) -> str:
         runs.note("step")
@@ -55,7 +60,7 @@ def build(runs: Runs, store: str) -> Server:
             runs.hold.wait(30)  # its node is gone by the time this returns; the result is dropped
         return "worked"
 
-    @app.tool(task="optional")
+    @app.tool(task="optional", thread=in_thread)
     def onboard(ctx: Context, plan: str) -> Any:
         """Asks a name on the call, runs a Step, then asks a city (in the task, as a task)."""
         runs.note("onboard")
@@ -64,7 +69,7 @@ def build(runs: Runs, store: str) -> Server:
         city = yield Elicit("Your city?", Form().string("city"))
         return f"{name.value['name']} ({code}) from {city.value['city']}"
 
-    @app.tool(task="required")
+    @app.tool(task="required", thread=in_thread)
     def job() -> Any:
         """Two Steps; the second one blocks on its first attempt, and that node dies in it."""
         runs.note("job")
@@ -76,10 +81,10 @@ def build(runs: Runs, store: str) -> Server:
 
 
 @asynccontextmanager
-async def node(runs: Runs, store: str) -> AsyncIterator[Client]:
+async def node(runs: Runs, store: str, mode: str = "server") -> AsyncIterator[Client]:
     """A server on its own port; leaving the block kills it as a dead process would leave its tasks."""
     async with trio.open_nursery() as nursery:
-        port = await nursery.start(partial(serve, build(runs, store), "127.0.0.1", 0))
+        port = await nursery.start(partial(serve, build(runs, store, mode), "127.0.0.1", 0))
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
             yield Client(http)
         nursery.cancel_scope.cancel()
@@ -112,15 +117,30 @@ async def conversation(client: Client) -> dict[str, Any]:
     # and its run after tasks/update.
     (WITH_TASKS, ["onboard", "onboard", "onboard", "step", "onboard"]),
 ], ids=["token carrier", "tasks carrier"])
+@pytest.mark.parametrize("mode", ["server", "tool"], ids=["sync_handlers=thread", "thread=True"])
 async def test_every_round_and_every_run_is_in_a_worker_thread(tmp_path: Path, capabilities: dict[str, Any],
-                                                               runs: list[str]) -> None:
+                                                               runs: list[str], mode: str) -> None:
     seen = Runs()
-    async with node(seen, f"sqlite:///{tmp_path / 'tasks.sqlite3'}") as client:
+    async with node(seen, f"sqlite:///{tmp_path / 'tasks.sqlite3'}", mode) as client:
         client.capabilities = capabilities
         result = await conversation(client)
     assert result["content"][0]["text"] == "Ada (T-pro) from Oslo"
     assert [what for what, _ in seen.seen] == runs
     assert seen.on_the_loop() == []
+
+
+@pytest.mark.parametrize("capabilities, on_the_loop", [
+    (WITHOUT_TASKS, ["onboard", "onboard", "step", "onboard"]),
+    (WITH_TASKS, ["onboard", "onboard"]),  # the task's own runs are in a thread all the same
+], ids=["token carrier", "tasks carrier"])
+async def test_without_thread_mode_the_rounds_on_the_call_run_on_the_event_loop(
+        tmp_path: Path, capabilities: dict[str, Any], on_the_loop: list[str]) -> None:
+    seen = Runs()
+    async with node(seen, f"sqlite:///{tmp_path / 'tasks.sqlite3'}", "inline") as client:
+        client.capabilities = capabilities
+        result = await conversation(client)
+    assert result["content"][0]["text"] == "Ada (T-pro) from Oslo"
+    assert seen.on_the_loop() == on_the_loop
 
 
 async def test_a_task_taken_over_by_another_node_runs_in_a_worker_thread(tmp_path: Path) -> None:

@@ -45,7 +45,7 @@ from ...core.ledger import Ledger, merge_answers
 from ...core.replay import Completed, Detached, InputRequired
 from ...core.schema import RequestedSchema
 from ...core.versions import deploy_hint, handler_version
-from ..contract import Interim, TaskAccess, ToolBinding, run_handler
+from ..contract import Interim, Placement, TaskAccess, ToolBinding, run_handler
 from ..token import CheckedToken, TokenCarrier
 from .record import TaskRecord, TaskTooLarge, new_task_id
 from .rounds import FinalRounds
@@ -254,12 +254,14 @@ class TaskCarrier:
         ctx: Context,
         *,
         run_sync: RunSync | None = None,
+        placement: Placement | None = None,
     ) -> Interim:
         """``tools/call`` for a task tool from a client that declared the extension.
 
         The handler's questions before its first Step are rounds on the call itself
         (the token carrier checks and seals the ledger, as for any call, and runs the
-        handler where :func:`~mrtr.carriers.contract.run_handler` says for ``run_sync``);
+        handler where :func:`~mrtr.carriers.contract.run_handler` says for ``run_sync``
+        and ``placement``);
         once it reaches a Step, or finishes, the task is stored and ``CreateTaskResult``
         answered. The Step and everything after it run in the task, on this node or a
         later one. A call that carries a ``requestState`` runs once per token
@@ -271,14 +273,15 @@ class TaskCarrier:
         key = checked.key()
 
         async def call() -> dict[str, Any]:
-            return await self._call(method, params, handler, arguments, ctx, run_sync, checked)
+            return await self._call(method, params, handler, arguments, ctx, run_sync, checked, placement)
 
         if key is None:  # a first call: nothing names it, so a retry of it is a new call
             return Interim(await call())
         return Interim(await self.rounds.once(key, call))
 
     async def _call(self, method: str, params: Mapping[str, Any], handler: Any, arguments: Mapping[str, Any] | None,
-                    ctx: Context, run_sync: RunSync | None, checked: CheckedToken) -> dict[str, Any]:
+                    ctx: Context, run_sync: RunSync | None, checked: CheckedToken,
+                    placement: Placement | None = None) -> dict[str, Any]:
         assert self.token is not None
         name = str(params.get("name"))
         raw = params.get("arguments") or {}
@@ -286,7 +289,7 @@ class TaskCarrier:
         binding: ToolBinding | None = None
         try:
             outcome = await self.token.until_step(method, params, handler, arguments, ctx, run_sync=run_sync,
-                                                  checked=checked)
+                                                  checked=checked, placement=placement)
         except HandlerError as error:
             outcome = Completed(None)
             binding = self.resolve(name, raw)

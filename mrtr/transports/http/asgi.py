@@ -32,6 +32,7 @@ from ..shared import lifespan
 from .config import ExchangeConfig, exchange_config
 from .exchange import ClientGone, HttpRequest, exchange
 from .headers import RawHeader
+from .sessions import HttpSessions
 
 __all__ = ["ASGIApp", "asgi_app"]
 
@@ -89,7 +90,11 @@ class ASGIApp:
     path, allowed origins, SSE pacing); its fields may be given as keywords instead.
     A body larger than ``max_body_size`` (4 MiB) gets ``413``. ``lifespan`` events run
     the server's lifespan (startup before the first request, shutdown after the host has
-    drained the last one) and ``websocket`` connections are refused.
+    drained the last one) and ``websocket`` connections are refused. The calls of 2025-era
+    sessions run in the lifespan's task, so they outlive the requests that start them (a
+    dropped connection is not a cancellation in that era); under a host that runs no
+    lifespan they run in their request's task. One process holds a session: behind a
+    host with several worker processes, route on ``Mcp-Session-Id`` (``docs/eras.md``).
     """
 
     def __init__(
@@ -105,6 +110,7 @@ class ASGIApp:
         if isinstance(max_body_size, bool) or not isinstance(max_body_size, int) or max_body_size < 1:
             raise ValueError(f"max_body_size must be a positive integer, got {max_body_size!r}")
         self.max_body_size = max_body_size
+        self.sessions = HttpSessions(server.legacy, self.config) if server.legacy is not None else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope.get("type")
@@ -145,12 +151,18 @@ class ASGIApp:
         self.server.settle_key()  # a missing MRTR_SECRET is said now, once, not at the first call
         started = False
         try:
-            async with lifespan(self.server) as hub:
+            async with lifespan(self.server) as hub, trio.open_nursery() as calls:
+                if self.sessions is not None:
+                    self.sessions.run_in(calls)
                 started = True
                 await send({"type": "lifespan.startup.complete"})
                 while (await receive())["type"] != "lifespan.shutdown":
                     pass
                 hub.close()
+                if self.sessions is not None:
+                    self.sessions.shutdown()
+                    self.sessions.run_in(None)
+                calls.cancel_scope.cancel()  # the host drained its requests: what still runs is abandoned
         except Exception as exc:
             log.exception("lifespan %s failed", "shutdown" if started else "startup")
             failed = "lifespan.shutdown.failed" if started else "lifespan.startup.failed"
@@ -170,7 +182,9 @@ class ASGIApp:
             return
         if body is None:
             return
-        request = HttpRequest(method, self._relative_path(scope), headers, body, bound=_bound(scope))
+        client = scope.get("client")
+        request = HttpRequest(method, self._relative_path(scope), headers, body, bound=_bound(scope),
+                              client=client[0] if isinstance(client, (list, tuple)) and client else None)
 
         async def disconnected() -> None:
             while True:
@@ -178,7 +192,8 @@ class ASGIApp:
                 if message["type"] == "http.disconnect":
                     return
 
-        await exchange(self.server, request, responder, config=self.config, disconnected=disconnected)
+        await exchange(self.server, request, responder, config=self.config, disconnected=disconnected,
+                       sessions=self.sessions)
 
     @staticmethod
     def _relative_path(scope: Scope) -> str:

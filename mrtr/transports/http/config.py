@@ -33,6 +33,13 @@ class ExchangeConfig:
     only loopback names at its port and any other checks nothing (see
     :mod:`mrtr.transports.http.hosts`); other hosts get ``421``. ``health_path``: where ``GET``
     answers ``200`` without authentication for load balancers (``None`` turns it off).
+
+    Two more pace the SSE streams of 2025-era sessions (2025-11-25 ones: older
+    clients cannot poll): ``sse_poll_after``, seconds after which a connection carrying
+    such a stream ends with a ``retry:`` field while the stream goes on, so the client
+    resumes it with ``GET`` and ``Last-Event-ID`` (``None``, the default: a connection
+    lasts as long as its stream; set it behind proxies that cut long responses), and
+    ``sse_retry``, the seconds ``retry:`` asks the client to wait before it comes back.
     """
 
     path: str = "/mcp"
@@ -41,6 +48,8 @@ class ExchangeConfig:
     notification_buffer: int = 10_000
     allowed_hosts: tuple[str, ...] | None = None
     health_path: str | None = "/healthz"
+    sse_poll_after: float | None = None
+    sse_retry: float = 1.0
     origins: OriginPolicy = field(init=False, repr=False, compare=False)
     hosts: HostPolicy = field(init=False, repr=False, compare=False)
 
@@ -60,6 +69,13 @@ class ExchangeConfig:
                 raise ValueError("health_path must differ from the MCP endpoint path")
         if self.sse_keepalive is not None and not self.sse_keepalive > 0:
             raise ValueError(f"sse_keepalive must be positive or None, got {self.sse_keepalive!r}")
+        if self.sse_poll_after is not None and (isinstance(self.sse_poll_after, bool)
+                                                or not isinstance(self.sse_poll_after, (int, float))
+                                                or not self.sse_poll_after > 0):
+            raise ValueError(f"sse_poll_after must be a positive number of seconds or None, got {self.sse_poll_after!r}")
+        if isinstance(self.sse_retry, bool) or not isinstance(self.sse_retry, (int, float)) \
+                or not 0 <= self.sse_retry <= 3600:
+            raise ValueError(f"sse_retry must be a number of seconds from 0 to 3600, got {self.sse_retry!r}")
         if isinstance(self.notification_buffer, bool) or not isinstance(self.notification_buffer, int) \
                 or self.notification_buffer < 1:
             raise ValueError(f"notification_buffer must be a positive integer, got {self.notification_buffer!r}")

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 from .headers import RawHeader
 
-__all__ = ["OriginPolicy", "cors_headers", "preflight_headers", "split_request_headers"]
+__all__ = ["SESSION_REQUEST_HEADERS", "OriginPolicy", "cors_headers", "preflight_headers", "split_request_headers"]
 
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -22,6 +22,8 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 _CORS_REQUEST_HEADERS = frozenset({
     "content-type", "accept", "authorization", "mcp-protocol-version", "mcp-method", "mcp-name",
 })
+# What a 2025-era client also sends, where the server serves that era's sessions.
+SESSION_REQUEST_HEADERS = frozenset({"mcp-session-id", "last-event-id"})
 _CORS_PARAM_PREFIX = "mcp-param-"
 _CORS_MAX_AGE = b"600"  # seconds a browser may cache a preflight (Chromium caps it at 7200)
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9a-z-]+$")  # an RFC 9110 field name, lowercased
@@ -98,11 +100,12 @@ def cors_headers(origin: str) -> list[RawHeader]:
     return [(b"access-control-allow-origin", origin.encode("latin-1")), (b"vary", b"Origin")]
 
 
-def split_request_headers(requested: str | None) -> tuple[list[str], list[str]]:
+def split_request_headers(requested: str | None, also: frozenset[str] = frozenset()) -> tuple[list[str], list[str]]:
     """``Access-Control-Request-Headers`` split into the names a client may send and the rest.
 
     Both lists are lowercased, deduplicated and in the order requested. Allowed: the
-    MCP request headers, ``Authorization`` and ``Mcp-Param-{Name}`` for any token name.
+    MCP request headers, ``Authorization``, ``Mcp-Param-{Name}`` for any token name, and
+    ``also`` (:data:`SESSION_REQUEST_HEADERS` where 2025-era sessions are served).
     """
     allowed: list[str] = []
     refused: list[str] = []
@@ -110,19 +113,20 @@ def split_request_headers(requested: str | None) -> tuple[list[str], list[str]]:
         name = item.strip(" \t").lower()
         if not name or name in allowed or name in refused:
             continue
-        permitted = name in _CORS_REQUEST_HEADERS or (
+        permitted = name in _CORS_REQUEST_HEADERS or name in also or (
             name.startswith(_CORS_PARAM_PREFIX) and len(name) > len(_CORS_PARAM_PREFIX) and bool(_TOKEN.match(name)))
         (allowed if permitted else refused).append(name)
     return allowed, refused
 
 
-def preflight_headers(allowed: list[str]) -> list[RawHeader]:
+def preflight_headers(allowed: list[str], methods: bytes = b"POST") -> list[RawHeader]:
     """The headers of a ``204`` preflight answer that lets ``allowed`` request headers through.
 
     ``Access-Control-Allow-Headers`` is omitted when none is left; the browser then
-    refuses the actual request itself, naming the header.
+    refuses the actual request itself, naming the header. ``methods`` are the ones the
+    endpoint takes (``GET`` and ``DELETE`` too where 2025-era sessions are served).
     """
-    answer: list[RawHeader] = [(b"access-control-allow-methods", b"POST")]
+    answer: list[RawHeader] = [(b"access-control-allow-methods", methods)]
     if allowed:
         answer.append((b"access-control-allow-headers", ", ".join(allowed).encode("ascii")))
     answer.append((b"access-control-max-age", _CORS_MAX_AGE))

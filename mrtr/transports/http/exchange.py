@@ -40,6 +40,13 @@ The rules, in order (see ``docs/http.md``):
    sends a notification first, in which case it becomes a ``text/event-stream``
    that carries the notifications and ends with the response.
 
+When the dispatcher serves the 2025 era too (:attr:`~mrtr.core.jsonrpc.Dispatcher.legacy`)
+and the front end passes its :class:`~mrtr.transports.http.sessions.HttpSessions`,
+``GET`` and ``DELETE`` (after rule 3 and authentication) and every POST whose body
+:meth:`~mrtr.transports.http.sessions.HttpSessions.claims` (after rule 5) go there instead:
+sessions, their streams and their answers are that module's; rules 6 to 8 are the
+modern era's.
+
 A client that goes away cancels the dispatch: pass ``disconnected``, an async callable
 that returns when the client is gone, and :func:`exchange` runs it beside a handler
 that suspends and cancels the handler when it returns. A handler that finishes without
@@ -63,7 +70,7 @@ import types
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
@@ -77,8 +84,11 @@ from ..logs import AccessRecord
 from ..outgoing import Encoded, NotificationSink, encode_response
 from ..shared import run_in_thread, thread_safe
 from .config import ExchangeConfig
-from .cors import cors_headers, preflight_headers, split_request_headers
+from .cors import SESSION_REQUEST_HEADERS, cors_headers, preflight_headers, split_request_headers
 from .headers import RawHeader, RequestHeaders, accepts_json_and_sse, check_headers, identity_encoded, is_json
+
+if TYPE_CHECKING:
+    from .sessions import HttpSessions
 
 __all__ = [
     "ClientGone",
@@ -122,7 +132,9 @@ class HttpRequest:
     ``path`` holds no query string; ``headers`` are ``(name, value)`` byte pairs as the parser
     and ASGI give them (names are compared case-insensitively). ``bound`` is the
     listening address the request came in on, when the front end knows it (the default
-    ``Host`` check depends on it).
+    ``Host`` check depends on it). ``client`` is the remote address (a 2025 session
+    counts against its client's bound by it); ``forwarded`` marks a request another
+    worker forwarded to this one, which is never forwarded again.
     """
 
     method: str
@@ -130,6 +142,8 @@ class HttpRequest:
     headers: list[RawHeader]
     body: bytes = b""
     bound: tuple[str, int] | None = None
+    client: str | None = None
+    forwarded: bool = False
 
 
 # -- responses ------------------------------------------------------------------------------
@@ -139,8 +153,11 @@ def _error_body(error: ProtocolError, request_id: Any = None) -> bytes:
     return _encode_json(error_response(request_id, error))
 
 
+_CONTENT_TYPE_JSON: RawHeader = (b"content-type", _JSON)
+
+
 def _json_headers(body: bytes, extra: Iterable[RawHeader] = ()) -> list[RawHeader]:
-    return [(b"content-type", _JSON), (b"content-length", str(len(body)).encode("ascii")), *extra]
+    return [_CONTENT_TYPE_JSON, (b"content-length", b"%d" % len(body)), *extra]
 
 
 _SSE_HEADERS: list[RawHeader] = [
@@ -170,14 +187,14 @@ class _Tracked:
         self.started = True
         if self.record is not None:
             self.record.status = status
-        await self.inner.respond(status, [*headers, *self.cors], body)
+        await self.inner.respond(status, [*headers, *self.cors] if self.cors else headers, body)
         self.finished = True
 
     async def start(self, status: int, headers: list[RawHeader]) -> None:
         self.started = True
         if self.record is not None:
             self.record.status = status
-        await self.inner.start(status, [*headers, *self.cors])
+        await self.inner.start(status, [*headers, *self.cors] if self.cors else headers)
 
     async def send(self, chunk: bytes) -> None:
         await self.inner.send(chunk)
@@ -187,19 +204,24 @@ class _Tracked:
         self.finished = True
 
 
-async def _preflight(out: _Tracked, origin: str, headers: RequestHeaders) -> None:
-    """Answer a CORS preflight from an allowed origin for a ``POST``: ``204``, no body.
+async def _preflight(out: _Tracked, origin: str, headers: RequestHeaders, sessions: bool = False) -> None:
+    """Answer a CORS preflight from an allowed origin for a ``POST`` (or, with ``sessions``, a ``GET`` or
+    ``DELETE`` of a 2025-era session): ``204``, no body.
 
     ``Access-Control-Allow-Headers`` echoes the requested headers a client may send and
     leaves the others out (the header is omitted when none is left); the browser then
     refuses the actual request itself, naming the header. ``Allow-Origin`` and ``Vary``
     come from ``out.cors``.
     """
-    allowed, refused = split_request_headers(headers.get("access-control-request-headers"))
+    allowed, refused = split_request_headers(headers.get("access-control-request-headers"),
+                                             SESSION_REQUEST_HEADERS if sessions else frozenset())
     if refused:
         log.info("CORS preflight from %r asked for request headers the endpoint does not allow: %s",
                  origin, ", ".join(refused))
-    await out.respond(204, preflight_headers(allowed), b"")
+    await out.respond(204, preflight_headers(allowed, _SESSION_METHODS if sessions else b"POST"), b"")
+
+
+_SESSION_METHODS = b"GET, POST, DELETE"  # what the endpoint takes where 2025-era sessions are served
 
 
 async def _reject(out: _Tracked, status: int | None, error: ProtocolError, request_id: Any = None,
@@ -336,48 +358,51 @@ async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], head
 
     The handler's coroutine is first stepped in this task. A handler that finishes
     without suspending (a sync handler running inline) is answered with no task,
-    watcher or channel: JSON, or SSE of its buffered notifications. One that suspends
-    goes on in this task while ``nursery`` runs a disconnect watcher and, once it
-    notifies, a stream writer; the wire bytes are the same either way.
+    watcher, channel or cancel scope: JSON, or SSE of its buffered notifications. One
+    that suspends goes on in this task while ``nursery`` runs a disconnect watcher and,
+    once it notifies, a stream writer; the wire bytes are the same either way. When the
+    client goes away, ``nursery``'s scope is cancelled, this task with it.
     """
     notes = _Notifications(config.notification_buffer)
-    handler = trio.CancelScope()
     stream: _Stream | None = None
-    watcher: trio.CancelScope | None = None
-    response: Response | None = None
-    extra = {} if auth is None else {"auth": auth}
-    coro = server.respond(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread, **extra)
-
-    def start_stream() -> None:
-        nonlocal stream
-        stream = notes.stream = _Stream(out, notes, config, handler)
-        notes.on_first = None
-        nursery.start_soon(stream.run)
-
-    with handler:
+    if auth is None:
+        coro = server.respond(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread)
+    else:
+        coro = server.respond(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread, auth=auth)
+    try:
         try:
             trap = coro.send(None)
         except StopIteration as done:
-            response = done.value
+            response: Response = done.value
         else:
+            # A client that goes away ends the exchange: the watcher and a failed stream cancel
+            # the scope of ``nursery``, which holds this task too (the connection's on the native
+            # server, the request's own under ASGI). So no scope of its own is entered per request:
+            # one costs more than the rest of a request's trio work.
+            gone = nursery.cancel_scope
+
+            def start_stream() -> None:
+                nonlocal stream
+                stream = notes.stream = _Stream(out, notes, config, gone)
+                notes.on_first = None
+                nursery.start_soon(stream.run)
+
             if notes.buffer:
                 start_stream()
             else:
                 notes.on_first = start_stream
+            watcher: trio.CancelScope | None = None
             if disconnected is not None:
                 watcher = trio.CancelScope()
-                nursery.start_soon(_watch, disconnected, watcher, handler)
+                nursery.start_soon(_watch, disconnected, watcher, gone)
             try:
                 response = await _resume(coro, trap)
             finally:
                 notes.on_first = None
                 if watcher is not None:
                     watcher.cancel()
-    notes.close()
-    if response is None:  # the client went away and the handler was cancelled
-        if stream is not None:
-            stream.scope.cancel()
-        raise ClientGone()
+    finally:
+        notes.close()
     final = encode_response(response, out.record)
     if stream is not None:
         stream.final = final
@@ -412,7 +437,8 @@ async def _health(out: _Tracked, method: str) -> None:
 
 
 async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, config: ExchangeConfig,
-                    disconnected: Callable[[], Awaitable[Any]] | None, nursery: trio.Nursery) -> bool:
+                    disconnected: Callable[[], Awaitable[Any]] | None, nursery: trio.Nursery,
+                    sessions: HttpSessions | None) -> bool:
     if request.path == config.health_path:
         await _health(out, request.method)
         return True
@@ -442,17 +468,23 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
         out.cors = cors_headers(origin)
     if request.method != "POST":
         if request.method == "OPTIONS" and origin is not None \
-                and headers.get("access-control-request-method") == "POST":
-            await _preflight(out, origin, headers)
+                and headers.get("access-control-request-method") in (("POST",) if sessions is None
+                                                                      else ("GET", "POST", "DELETE")):
+            await _preflight(out, origin, headers, sessions is not None)
             return True
-        await _reject(out, 405, InvalidRequest(f"Method Not Allowed: {request.method}; the MCP endpoint takes POST"),
-                      extra=[(b"allow", b"POST")])
-        return True
+        if sessions is None or request.method not in ("GET", "DELETE"):
+            allowed = b"POST" if sessions is None else _SESSION_METHODS
+            await _reject(out, 405, InvalidRequest(
+                f"Method Not Allowed: {request.method}; the MCP endpoint takes {allowed.decode()}"),
+                extra=[(b"allow", allowed)])
+            return True
     access: AccessToken | None = None
     if rs is not None:
         access = await _authenticate(rs, headers, out)
         if access is None:
             return True
+    if sessions is not None and request.method != "POST":
+        return await sessions.serve_session(request, headers, out, access, disconnected, nursery)
     if not is_json(headers.get("content-type")):
         await _reject(out, 415, InvalidRequest("Unsupported Media Type: Content-Type must be application/json"))
         return True
@@ -460,7 +492,7 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
         await _reject(out, 406, InvalidRequest(
             "Not Acceptable: Accept must list both application/json and text/event-stream"))
         return True
-    if not identity_encoded(headers.all("content-encoding")):
+    if "content-encoding" in headers and not identity_encoded(headers.all("content-encoding")):
         # A compressed body is not the JSON its Content-Type names, and one that only claims an
         # encoding has a header that lies: neither is read. RFC 9110 §15.5.16 asks for Accept-Encoding.
         await _reject(out, 415, InvalidRequest(
@@ -477,6 +509,8 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
         return True
     if out.record is not None:
         out.record.request(message)
+    if sessions is not None and sessions.claims(message, headers):
+        return await sessions.serve(request, message, headers, out, access, disconnected, nursery)
     if not is_request(message):  # a notification or a response: accepted, never answered
         if out.record is not None:
             out.record.result = "accepted"
@@ -510,6 +544,7 @@ async def exchange(
     config: ExchangeConfig,
     disconnected: Callable[[], Awaitable[Any]] | None = None,
     nursery: trio.Nursery | None = None,
+    sessions: HttpSessions | None = None,
 ) -> bool:
     """Answer one HTTP request on the MCP endpoint; return whether the answer went out whole.
 
@@ -517,6 +552,8 @@ async def exchange(
     return when the client goes away; the handler is then cancelled and nothing more
     is written. ``nursery`` is where such helper tasks run (a front end with a
     nursery per connection passes it); without one, the exchange opens its own.
+    ``sessions`` serves the 2025 era (a front end whose dispatcher has one passes its
+    :class:`~mrtr.transports.http.sessions.HttpSessions`); without it only the modern era is.
     Unexpected failures are logged; a ``500`` goes out only if nothing was written yet.
     """
     record = None if request.path == config.health_path else AccessRecord("http", request.method, request.path)
@@ -524,10 +561,10 @@ async def exchange(
     completed = False
     try:
         if nursery is not None:
-            completed = await _guarded(server, request, out, config, disconnected, nursery)
+            completed = await _guarded(server, request, out, config, disconnected, nursery, sessions)
         else:
             async with trio.open_nursery() as own:
-                completed = await _guarded(server, request, out, config, disconnected, own)
+                completed = await _guarded(server, request, out, config, disconnected, own, sessions)
         return completed
     finally:
         if record is not None:
@@ -536,9 +573,10 @@ async def exchange(
 
 
 async def _guarded(server: Dispatcher, request: HttpRequest, out: _Tracked, config: ExchangeConfig,
-                   disconnected: Callable[[], Awaitable[Any]] | None, nursery: trio.Nursery) -> bool:
+                   disconnected: Callable[[], Awaitable[Any]] | None, nursery: trio.Nursery,
+                   sessions: HttpSessions | None) -> bool:
     try:
-        return await _exchange(server, request, out, config, disconnected, nursery)
+        return await _exchange(server, request, out, config, disconnected, nursery, sessions)
     except ClientGone:
         log.debug("client went away while %s %s was answered", request.method, request.path)
         return False

@@ -25,6 +25,21 @@ __all__ = ["RawHeader", "RequestHeaders", "accepts", "accepts_json_and_sse", "ch
 RawHeader = tuple[bytes, bytes]
 """One header field as it travels: ``(name, value)`` bytes (not :class:`mrtr.Header`, the handler annotation)."""
 
+_NAMES: dict[bytes, str] = {}  # a header name's key, made once per name met (bounded: names are client input)
+_NAMES_LIMIT = 512
+
+
+def _key(name: bytes | str) -> str:
+    if isinstance(name, bytes):
+        key = _NAMES.get(name)
+        if key is None:
+            key = name.decode("latin-1").lower()
+            if len(_NAMES) < _NAMES_LIMIT:
+                _NAMES[name] = key
+        return key
+    return str(name).lower()
+
+
 class RequestHeaders(Mapping[str, str]):
     """The request headers by lowercase name; repeated fields are kept apart.
 
@@ -37,10 +52,26 @@ class RequestHeaders(Mapping[str, str]):
     def __init__(self, raw: Iterable[RawHeader]) -> None:
         fields: dict[str, list[str]] = {}
         for name, value in raw:
-            key = (name.decode("latin-1") if isinstance(name, bytes) else str(name)).lower()
-            text = value.decode("latin-1") if isinstance(value, bytes) else str(value)
-            fields.setdefault(key, []).append(text.strip(" \t"))
+            key = _NAMES.get(name) if name.__class__ is bytes else None  # type: ignore[call-overload]
+            if key is None:
+                key = _key(name)
+            text = (value.decode("latin-1") if value.__class__ is bytes else str(value)).strip(" \t")
+            found = fields.get(key)
+            if found is None:
+                fields[key] = [text]
+            else:
+                found.append(text)
         self._fields = fields
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """One field's value (repeated ones joined with ``", "``), or ``default``; no exception on the way."""
+        values = self._fields.get(name)
+        if values is None:
+            return default
+        return values[0] if len(values) == 1 else ", ".join(values)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._fields
 
     def all(self, name: str) -> list[str]:
         """Every value of a field, one per occurrence (for fields that must not repeat)."""

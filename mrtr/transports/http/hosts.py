@@ -15,6 +15,7 @@ reached by. Pure functions, no I/O.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -35,8 +36,12 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+@functools.lru_cache(maxsize=256)
 def _split(value: str) -> tuple[str, int | None] | None:
-    """``(host, port)`` of a ``Host`` value or an allow-list entry; ``None`` when malformed."""
+    """``(host, port)`` of a ``Host`` value or an allow-list entry; ``None`` when malformed.
+
+    Cached by the raw value: a client repeats its ``Host`` on every request.
+    """
     value = value.strip().lower()
     if not value:
         return None
@@ -59,6 +64,17 @@ def _split(value: str) -> tuple[str, int | None] | None:
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
         return None
     return host, int(port_text)
+
+
+@functools.lru_cache(maxsize=64)
+def _loopback_names(bound: tuple[str, int]) -> frozenset[tuple[str, int | None]] | None:
+    """The ``Host`` values a server bound to ``bound`` answers by default; ``None``: it checks nothing.
+
+    Cached by the address: a server's listening address does not change while it serves.
+    """
+    if not is_loopback(bound[0]):
+        return None
+    return frozenset((name, bound[1]) for name in _LOOPBACK_NAMES)
 
 
 @dataclass(frozen=True)
@@ -98,9 +114,12 @@ class HostPolicy:
         if self.any_host:
             return True
         if self.entries is None:
-            if bound is None or not is_loopback(bound[0]):
+            if bound is None:
                 return True
-            names: frozenset[tuple[str, int | None]] = frozenset((name, bound[1]) for name in _LOOPBACK_NAMES)
+            loopback = _loopback_names(bound)
+            if loopback is None:
+                return True
+            names = loopback
         else:
             names = self.names
         if host is None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import math
 import os
 import socket
 from collections import OrderedDict, deque
@@ -34,9 +35,11 @@ import trio
 
 from ...core.jsonrpc import Dispatcher
 from ..shared import lifespan
+from .forwarding import Forwarder
 from .config import ServerConfig
 from .exchange import ClientGone, HttpRequest, exchange
 from .headers import RawHeader
+from .sessions import HttpSessions
 
 __all__ = ["bind", "serve", "serve_socket"]
 
@@ -60,12 +63,8 @@ def _status_line(status: int) -> bytes:
 
 
 def _head(status: int, headers: list[RawHeader], extra: bytes = b"") -> bytes:
-    parts = [_status_line(status)]
-    for name, value in headers:
-        parts.append(name + b": " + value + b"\r\n")
-    parts.append(extra)
-    parts.append(b"\r\n")
-    return b"".join(parts)
+    line = _STATUS_LINES.get(status) or _status_line(status)
+    return b"".join([line, *[b"%s: %s\r\n" % field for field in headers], extra, b"\r\n"])
 
 
 # -- shared state ---------------------------------------------------------------------------
@@ -81,24 +80,60 @@ class _State:
         self.active = 0
         self.full = False  # whether the connection limit was hit since the last admitted connection
         self.closing = False
-        # connections waiting for a request's first byte, oldest first: the first to go when full
-        self.idle: OrderedDict[_Connection, trio.CancelScope] = OrderedDict()
+        # Connections waiting for a request's first byte, oldest first (the first to go when full),
+        # with the trio time at which each is closed. One sweeper closes them, so waiting needs no
+        # cancel scope of its own (a scope costs more than the rest of a request's trio work).
+        self.idle: OrderedDict[_Connection, float] = OrderedDict()
+        self.sweep_at = math.inf  # when the sweeper looks next; a deadline before it wakes the sweeper
+        self.sweep_wake = trio.Event()
+        # Every deadline is at least this far from when it is set, so a sweep this soon after the
+        # last one sees every deadline set in between in time.
+        self.sweep_every = min(config.keep_alive_timeout, config.first_byte_timeout)
         self.bound: tuple[str, int] | None = None  # the listening address, for the exchange's Host rule
         self.per_client: dict[str, int] = {}
+        # The 2025 era's sessions, when the dispatcher serves it; their calls run in the connections' nursery.
+        self.sessions = HttpSessions(server.legacy, self.exchange_config) if server.legacy is not None else None
 
     def begin_shutdown(self) -> None:
         self.closing = True
-        for scope in list(self.idle.values()):
-            scope.cancel()
+        for connection in list(self.idle):
+            self.close_idle(connection)
+
+    def wait_idle_until(self, connection: _Connection, deadline: float) -> None:
+        """Count ``connection`` idle until ``deadline`` (trio time), when the sweeper closes it."""
+        self.idle[connection] = deadline
+        if deadline < self.sweep_at:
+            self.sweep_at = deadline
+            self.sweep_wake.set()
+
+    def close_idle(self, connection: _Connection) -> None:
+        """End an idle connection's wait: its ``wait_readable`` raises and the connection closes."""
+        if self.idle.pop(connection, None) is not None:
+            # A wait the kernel already ended goes on: the connection serves the request that came.
+            trio.lowlevel.notify_closing(connection.sock)
 
     def evict_idle(self, client: str | None = None) -> bool:
         """Close the longest-idle connection (of ``client`` when given); whether there was one."""
-        for connection, scope in self.idle.items():
+        for connection in self.idle:
             if client is None or connection.client == client:
-                del self.idle[connection]
-                scope.cancel()
+                self.close_idle(connection)
                 return True
         return False
+
+    async def sweep(self) -> None:
+        """Close idle connections whose deadline passed; runs while the server accepts."""
+        while True:
+            now = trio.current_time()
+            soonest = now + self.sweep_every
+            for connection, deadline in list(self.idle.items()):
+                if deadline <= now:
+                    self.close_idle(connection)
+                elif deadline < soonest:
+                    soonest = deadline
+            self.sweep_at = soonest
+            self.sweep_wake = trio.Event()
+            with trio.move_on_at(soonest):
+                await self.sweep_wake.wait()
 
 
 class _Closed(Exception):
@@ -138,6 +173,7 @@ class _Connection:
         self.client = client
         self.state = state
         self.config = state.config
+        self.forwarded = sock.family == socket.AF_UNIX  # a worker's local socket: what another worker forwards
         self.parser = httptools.HttpRequestParser(self)
         self.ready: deque[_Request] = deque()
         self.error: _Reject | None = None
@@ -306,17 +342,17 @@ class _Connection:
 
     async def write(self, data: bytes) -> None:
         """Send all of ``data``; a wait (under ``write_timeout``) only when the kernel buffer is full."""
-        view = memoryview(data)
-        while view:
+        rest: bytes | memoryview = data  # a view is made only if the kernel takes part of it
+        while True:
             try:
-                sent = self.sock.send(view)
+                sent = self.sock.send(rest)
             except BlockingIOError:
                 sent = 0
             except OSError as exc:
                 raise ClientGone() from exc
-            view = view[sent:]
-            if not view:
+            if sent == len(rest):
                 return
+            rest = memoryview(rest)[sent:]
             with trio.move_on_after(self.config.write_timeout) as scope:
                 await trio.lowlevel.wait_writable(self.sock)
             if scope.cancelled_caught:
@@ -336,7 +372,10 @@ class _Connection:
 
     async def respond(self, status: int, headers: list[RawHeader], body: bytes) -> None:
         self.response_done = True
-        data = _head(status, self._headers_out(headers), self._extra())
+        if self.state.closing:
+            data = _head(status, self._headers_out(headers))
+        else:
+            data = _head(status, headers, _CONNECTION_CLOSE if self.close_after else b"")
         if body and not self.head_only:
             data += body
         await self.write(data)
@@ -396,7 +435,8 @@ class _Connection:
     # -- reading ------------------------------------------------------------------------
 
     async def _wait_idle(self, deadline: float) -> bytes:
-        """Wait for a request's first bytes as an idle connection (shutdown and a full server may end it)."""
+        """Wait for a request's first bytes as an idle connection (shutdown, a full server and the
+        sweeper at ``deadline`` may end it)."""
         try:
             data = self.sock.recv(_RECEIVE_SIZE)
         except BlockingIOError:
@@ -408,16 +448,16 @@ class _Connection:
             # let the other connections run, or a client that never pauses starves them
             await trio.lowlevel.checkpoint()
             return data
-        if self.state.closing:
+        state = self.state
+        if state.closing:
             raise _Closed()
-        with trio.CancelScope(deadline=deadline) as idle:
-            self.state.idle[self] = idle
-            try:
-                await trio.lowlevel.wait_readable(self.sock)
-            finally:
-                self.state.idle.pop(self, None)
-        if idle.cancelled_caught:
-            raise _Closed()
+        state.wait_idle_until(self, deadline)
+        try:
+            await trio.lowlevel.wait_readable(self.sock)
+        except trio.ClosedResourceError:
+            raise _Closed() from None
+        finally:
+            state.idle.pop(self, None)
         try:
             return self.sock.recv(_RECEIVE_SIZE)
         except BlockingIOError:
@@ -508,8 +548,10 @@ class _Connection:
             if path.startswith(("http://", "https://")):  # absolute-form target
                 path = "/" + path.split("://", 1)[1].partition("/")[2]
             completed = await exchange(server, HttpRequest(request.method.decode("latin-1"), path,
-                                                           request.headers, request.body, bound=self.state.bound),
-                                       self, config=config, disconnected=self.watch_disconnect, nursery=helpers)
+                                                           request.headers, request.body, bound=self.state.bound,
+                                                           client=self.client, forwarded=self.forwarded),
+                                       self, config=config, disconnected=self.watch_disconnect, nursery=helpers,
+                                       sessions=self.state.sessions)
             log.debug("%s %s -> %s", request.method, path, "done" if completed else "aborted")
             if not completed or not self.response_done or self.close_after or self.state.closing:
                 return
@@ -563,7 +605,7 @@ def _admit(state: _State, client: str) -> bool:
     """Whether a new connection from ``client`` may be served, closing idle ones to make room."""
     config = state.config
     per_client = config.max_connections_per_client
-    if per_client is not None and state.per_client.get(client, 0) >= per_client:
+    if per_client is not None and client and state.per_client.get(client, 0) >= per_client:
         # the evicted connection gives its slots back when its task ends, a moment later
         if not state.evict_idle(client):
             return False
@@ -640,11 +682,20 @@ async def serve_socket(
     *,
     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
     shutdown_event: trio.Event | None = None,
+    local: socket.socket | None = None,
+    forwarder: Forwarder | None = None,
 ) -> None:
-    """Serve on an already listening socket (see :func:`serve`); the socket is closed on return."""
+    """Serve on an already listening socket (see :func:`serve`); the socket is closed on return.
+
+    A worker among several also passes ``local``, the listening Unix socket the other
+    workers forward its sessions' requests to, and ``forwarder``, which reaches theirs
+    (see :mod:`mrtr.transports.http.forwarding`).
+    """
     server.settle_key()  # a missing MRTR_SECRET is said once, at start, not at the first call
     sock.setblocking(False)
     state = _State(server, config)
+    if state.sessions is not None:
+        state.sessions.forwarder = forwarder
     host, port = sock.getsockname()[:2]
     state.bound = (host, port)
     try:
@@ -652,8 +703,13 @@ async def serve_socket(
         # carrier) starts before the first connection is accepted, so a task store that
         # cannot be reached fails at start, and closes after the last one has drained.
         async with lifespan(server) as hub, trio.open_nursery() as connections:
+            if state.sessions is not None:
+                state.sessions.run_in(connections)  # a 2025 call outlives the connection that started it
             async with trio.open_nursery() as acceptor:
                 acceptor.start_soon(_accept_loop, sock, connections, state)
+                acceptor.start_soon(state.sweep)
+                if local is not None:
+                    acceptor.start_soon(_accept_loop, local, connections, state)
                 log.info("serving MCP on http://%s:%d%s (pid %d)", _show_host(host), port, config.exchange.path,
                          os.getpid())
                 task_status.started(port)
@@ -665,13 +721,16 @@ async def serve_socket(
             sock.close()
             log.info("shutting down: %d connection(s) open, grace %.1f s", state.active, config.shutdown_grace)
             hub.close()  # listen streams end with their result instead of holding the drain
+            if state.sessions is not None:
+                state.sessions.shutdown()  # so do 2025 sessions' GET streams
             state.begin_shutdown()
             connections.cancel_scope.deadline = trio.current_time() + config.shutdown_grace
         log.info("server stopped")
     finally:
-        if sock.fileno() != -1:
-            trio.lowlevel.notify_closing(sock)
-            sock.close()
+        for listener in (sock, local):
+            if listener is not None and listener.fileno() != -1:
+                trio.lowlevel.notify_closing(listener)
+                listener.close()
 
 
 def _show_host(host: str) -> str:

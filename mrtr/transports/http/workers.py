@@ -21,6 +21,13 @@ The supervisor holds no client connection, so forking a replacement never copies
 The ``requestState`` key ring is built before the first fork, so every worker,
 replacements included, receives the very same codec with the server object; no key
 travels through the environment.
+
+A 2025-era session lives in the worker that opened it (a suspended generator cannot
+move); its id names that worker, and each worker also listens on a Unix socket of its
+own, in a directory the supervisor makes before the first fork (only this user may
+enter it), so the others forward that session's requests to it
+(:mod:`mrtr.transports.http.forwarding`). A replacement takes its slot's socket and
+name; the sessions of the worker it replaces are gone, and their ids answer ``404``.
 """
 
 from __future__ import annotations
@@ -31,9 +38,11 @@ import errno
 import logging
 import os
 import select
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +51,7 @@ import trio
 
 from ...core.jsonrpc import Dispatcher
 from .config import ServerConfig
+from .forwarding import Forwarder
 from .native import bind, serve_socket
 
 __all__ = ["run"]
@@ -57,7 +67,8 @@ _PR_SET_PDEATHSIG = 1
 
 
 async def _serve_until_signal(server: Dispatcher, sock: socket.socket, config: ServerConfig,
-                              parent: int | None = None) -> None:
+                              parent: int | None = None, local: socket.socket | None = None,
+                              forwarder: Forwarder | None = None) -> None:
     shutdown = trio.Event()
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
@@ -79,7 +90,7 @@ async def _serve_until_signal(server: Dispatcher, sock: socket.socket, config: S
             nursery.start_soon(on_signal)
             if parent is not None:
                 nursery.start_soon(watch_parent, parent)
-            await serve_socket(server, sock, config, shutdown_event=shutdown)
+            await serve_socket(server, sock, config, shutdown_event=shutdown, local=local, forwarder=forwarder)
             nursery.cancel_scope.cancel()
 
 
@@ -95,20 +106,25 @@ def _die_with_parent() -> None:
         log.debug("prctl unavailable: %s", exc)
 
 
-def _worker(server: Dispatcher, host: str, port: int, config: ServerConfig, parent: int, ready: int) -> None:
+def _worker(server: Dispatcher, host: str, port: int, config: ServerConfig, parent: int, ready: int,
+            index: int, forwarder: Forwarder) -> None:
     """The body of a forked worker; never returns (``os._exit``)."""
     code = 0
     try:
         _die_with_parent()
         if os.getppid() != parent:  # the parent died before the request above took effect
             os._exit(0)
+        local = None
+        if server.legacy is not None:
+            server.legacy.serve_as(str(index))  # this worker's session ids name it
+            local = forwarder.listen(str(index), config.backlog)
         sock = bind(host, port, config, reuse_port=True)
         try:
             os.write(ready, b"r")  # the supervisor may have stopped listening (a replacement): fine
         except OSError:
             pass
         os.close(ready)
-        trio.run(_serve_until_signal, server, sock, config, parent)
+        trio.run(_serve_until_signal, server, sock, config, parent, local, forwarder)
     except BaseException:  # noqa: BLE001 - a worker must report and exit, never unwind into the parent's code
         log.exception("worker pid %d failed", os.getpid())
         code = 1
@@ -138,6 +154,7 @@ class _Supervisor:
         self.stopping = False
         self.signals: list[int] = []
         self.inherited: list[Any] = []  # what a forked worker must close: the supervisor's socket and pipes
+        self.forwarder = Forwarder(tempfile.mkdtemp(prefix="mrtr-workers-"))  # 0700: only this user enters
 
     def spawn(self, slot: _Slot) -> int:
         """Fork the worker of ``slot``; return the read end of its readiness pipe."""
@@ -155,7 +172,7 @@ class _Supervisor:
                     item.close() if hasattr(item, "close") else os.close(item)
                 except OSError:
                     pass
-            _worker(self.server, self.host, self.port, self.config, parent, ready_w)
+            _worker(self.server, self.host, self.port, self.config, parent, ready_w, slot.index, self.forwarder)
         os.close(ready_w)
         slot.pid, slot.started, slot.restart_at = pid, time.monotonic(), None
         return ready_r
@@ -228,6 +245,7 @@ class _Supervisor:
                 signal.signal(signum, handler)
             os.close(wake_r)
             os.close(wake_w)
+            shutil.rmtree(self.forwarder.directory, ignore_errors=True)
 
     def on_signal(self, signum: int, frame: Any) -> None:
         self.signals.append(signum)

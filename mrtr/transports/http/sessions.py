@@ -1,0 +1,433 @@
+"""Streamable HTTP of the 2025 era: sessions on the one MCP endpoint, beside the modern exchange.
+
+A 2025-era client (protocol 2025-11-25, 2025-06-18, 2025-03-26) opens a session with
+``initialize`` and names it in ``Mcp-Session-Id`` on every later request; the server
+sends it requests of its own (``elicitation/create``, ``sampling/createMessage``,
+``roots/list``) on SSE streams while a call runs. :class:`HttpSessions` is what a front
+end keeps of those sessions; the exchange hands it every request it classifies as
+2025-era (:func:`speaks_legacy`), and everything else stays on the modern path.
+
+**Which era.** Each POST is classified once, from its body, before any session lookup
+(the first rule that matches wins): a JSON-RPC response (the client answering one of
+our requests) is 2025-era; ``initialize`` without the modern ``_meta`` claim is; a
+message carrying the claim is modern; one without it is modern when
+``MCP-Protocol-Version`` names a modern version, else 2025-era. ``GET`` and
+``DELETE`` are 2025-era (a modern-only endpoint answers them ``405``).
+
+**Sessions.** ``initialize`` opens one through the server's legacy era
+(:class:`~mrtr.core.jsonrpc.SessionDispatcher`), whose registry mints the id (at least
+128 random bits, never the client's) and bounds the sessions; the id goes out as
+``Mcp-Session-Id`` on the JSON answer. Every other 2025-era request needs that header
+(``400`` without it) and a live session the caller opened (``404`` for an unknown,
+expired or ended one, or another principal's, alike). ``MCP-Protocol-Version`` may be
+absent (the negotiated version holds) or name any 2025 version; anything else is
+``400``. JSON-RPC errors ride ``200`` in this era: 4xx are the transport's own faults.
+``DELETE`` ends the session: its handlers are cancelled (a suspended generator is
+closed, so its ``finally`` runs), its pending requests fail, its streams end, and its
+id is ``404`` from then on.
+
+**Streams.** A request's answer is JSON when its handler finishes without sending
+anything; otherwise an SSE stream (:mod:`mrtr.transports.http.streams`) carrying its
+notifications, the server's requests to the client, then the response. The client's
+answers arrive as POSTs of their own (``202``) and reach the waiting handler by
+(session, request id), through the session's :class:`~mrtr.transports.pending.PendingRequests`.
+The standalone ``GET`` stream, one per session (a second is ``409``), carries list
+changes and resource updates. Each call runs in the runner (the front end's
+long-lived nursery), not in the task of the POST that started it: a dropped connection
+is not a cancellation in this era, so the call goes on and the client may resume its
+stream with ``GET`` and ``Last-Event-ID``. ``notifications/cancelled`` cancels it, as
+do the session's end and the answer timeout.
+
+**Several workers.** A session lives in the process that opened it; its id names that
+process (``<owner>.<random>``). A request for a session another worker owns is
+forwarded there (:mod:`mrtr.transports.http.forwarding`) when the front end has a
+forwarder, else answered as unknown.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ...core.eras import LEGACY_VERSIONS, MODERN_VERSIONS, has_modern_claim
+from ...core.errors import HeaderMismatch, InternalError, InvalidRequest, ProtocolError
+from ...core.jsonrpc import Response, SessionDispatcher, is_request
+from ..outgoing import NotificationSink, encode_response
+from ..pending import PendingRequests
+from ..shared import from_any_thread, run_in_thread, thread_safe
+from .config import ExchangeConfig
+from .exchange import HttpRequest, _json_headers, _reject, _Tracked
+from .headers import RequestHeaders, accepts, media_types
+from .streams import EventStream, Pacing, parse_event_id, pump
+
+if TYPE_CHECKING:
+    from .forwarding import Forwarder
+
+__all__ = ["SESSION_NOT_FOUND", "HttpSessions", "speaks_legacy"]
+
+log = logging.getLogger("mrtr.http")
+
+SESSION_NOT_FOUND = -32001
+"""The code of the ``404`` body for an unknown session (the one the official SDKs and the suite's server use)."""
+
+MAX_FINISHED_STREAMS = 16
+"""Finished streams a session keeps for a late resumption, newest first; older ones are forgotten."""
+
+_SSE_ONLY = b"text/event-stream"
+
+
+def speaks_legacy(message: Mapping[str, Any], headers: RequestHeaders) -> bool:
+    """Whether a parsed POST body is 2025-era, by the first rule that matches (see the module docs)."""
+    if "method" not in message:
+        return True  # a response: only a 2025 client answers a server's request
+    if has_modern_claim(message.get("params")):
+        return False
+    if message["method"] == "initialize":
+        return True
+    return headers.get("mcp-protocol-version") not in MODERN_VERSIONS
+
+
+class _StreamSink(NotificationSink):
+    """A call's notifications (progress, log messages, ``elicitation/complete``), as events of its stream."""
+
+    __slots__ = ("stream",)
+
+    def __init__(self, stream: EventStream) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def full(self) -> bool:
+        return False  # the stream bounds itself and drops past its bound
+
+    def deliver(self, data: bytes) -> None:
+        self.stream.push(data)
+
+
+class _Session:
+    """What the HTTP side keeps of one session: its pending requests, calls in flight and streams."""
+
+    __slots__ = ("id", "version", "pending", "calls", "streams", "standalone", "numbers", "pacing", "ended", "outlet")
+
+    def __init__(self, config: ExchangeConfig) -> None:
+        self.id = ""
+        self.version = ""
+        self.standalone = EventStream(0)
+        self.outlet = _StreamSink(self.standalone)  # list changes and resource updates
+        self.pending = PendingRequests(self.standalone.send_request)
+        self.calls: dict[Any, trio.CancelScope] = {}
+        self.streams: OrderedDict[int, EventStream] = OrderedDict()  # the requests' streams, oldest first
+        self.numbers = 0
+        self.pacing = Pacing(priming=False, keepalive=config.sse_keepalive)
+        self.ended: str | None = None
+
+    def opened(self, session_id: str, version: str, config: ExchangeConfig) -> None:
+        self.id = session_id
+        self.version = version
+        # Older clients fail on a priming event's empty data (and so cannot poll): 2025-11-25 only.
+        priming = version == LEGACY_VERSIONS[0]
+        self.pacing = Pacing(priming=priming, keepalive=config.sse_keepalive,
+                             poll_after=config.sse_poll_after if priming else None,
+                             retry=round(config.sse_retry * 1000))
+
+    def open_stream(self) -> EventStream:
+        self.numbers += 1
+        stream = self.streams[self.numbers] = EventStream(self.numbers)
+        finished = [number for number, kept in self.streams.items() if kept.done]
+        for number in finished[:max(0, len(finished) - MAX_FINISHED_STREAMS)]:
+            del self.streams[number]
+        return stream
+
+    def stream(self, number: int) -> EventStream | None:
+        return self.standalone if number == 0 else self.streams.get(number)
+
+    def delivered(self, stream: EventStream) -> None:
+        """A request's stream went out whole: it keeps only its response, for a resumption that lost it."""
+        stream.forget_sent()
+        self.streams.move_to_end(stream.number)
+
+    def end(self, reason: str) -> None:
+        if self.ended is not None:
+            return
+        self.ended = reason
+        self.pending.end(reason)
+        self.outlet.close()
+        for scope in list(self.calls.values()):
+            scope.cancel()
+        for stream in self.streams.values():
+            stream.finish()
+        self.standalone.finish()
+
+
+class HttpSessions:
+    """The 2025-era sessions one front end serves over Streamable HTTP (see the module docs).
+
+    ``legacy`` is the dispatcher's legacy era; ``config`` the exchange's options (SSE
+    pacing, polling). The front end runs calls in a nursery of its own that outlives
+    connections (:meth:`run_in`); a call started with none runs in the exchange's.
+    ``forwarder`` reaches the other workers, when there are any.
+    """
+
+    def __init__(self, legacy: SessionDispatcher, config: ExchangeConfig, *,
+                 forwarder: Forwarder | None = None) -> None:
+        self.legacy = legacy
+        self.config = config
+        self.forwarder = forwarder
+        self._sessions: dict[str, _Session] = {}
+        self._runner: trio.Nursery | None = None
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    @staticmethod
+    def claims(message: Mapping[str, Any], headers: RequestHeaders) -> bool:
+        """Whether a parsed POST body is 2025-era and served here (:func:`speaks_legacy`)."""
+        return speaks_legacy(message, headers)
+
+    def run_in(self, nursery: trio.Nursery | None) -> None:
+        """Run calls in ``nursery`` from now on (``None``: in the nursery of each request's exchange)."""
+        self._runner = nursery
+
+    def shutdown(self) -> None:
+        """The front end stops serving: standalone streams end (calls in flight get the shutdown grace)."""
+        for session in list(self._sessions.values()):
+            session.standalone.finish()
+
+    # -- POST ------------------------------------------------------------------------------
+
+    async def serve(self, request: HttpRequest, message: dict[str, Any], headers: RequestHeaders, out: _Tracked,
+                    access: Any, disconnected: Callable[[], Awaitable[Any]] | None, nursery: trio.Nursery) -> bool:
+        """Answer one 2025-era POST (``speaks_legacy`` said so); whether the answer went out whole."""
+        asking = is_request(message)
+        request_id = message.get("id") if asking else None
+        if asking and message["method"] == "initialize":
+            return await self._initialize(request, message, headers, out, access)
+        if not await self._version_header(headers, out, request_id):
+            return True
+        session = await self._gate(request, headers, out, access, request_id)
+        if session is None:
+            return out.finished
+        if "method" not in message:
+            if not session.pending.answer(message):
+                log.debug("an answer to %r that no request of session %s waits for", message.get("id"),
+                          _shown(session.id))
+            return await _accepted(out)
+        if not asking:
+            await self._notification(session, message, headers, access)
+            return await _accepted(out)
+        if out.record is not None:
+            out.record.round = None  # a live call has no rounds: its questions ride this request
+        return await self._call(session, message, headers, out, access, disconnected, nursery)
+
+    async def _initialize(self, request: HttpRequest, message: dict[str, Any], headers: RequestHeaders,
+                          out: _Tracked, access: Any) -> bool:
+        header = headers.get("mcp-protocol-version")
+        if header in MODERN_VERSIONS:
+            await _reject(out, 400, HeaderMismatch(
+                f"Header mismatch: MCP-Protocol-Version is {header}, but initialize opens a 2025-era session "
+                "(a 2026-07-28 client sends no initialize)"), message["id"])
+            return True
+        session = _Session(self.config)
+
+        def ended(reason: str) -> None:
+            self._ended(session, reason)
+
+        response, session_id = await self.legacy.initialize(
+            message, outlet=from_any_thread(session.outlet), headers=headers, auth=access, client=request.client,
+            on_end=ended)
+        encoded = encode_response(response, out.record)
+        extra = []
+        if session_id is not None:
+            session.opened(session_id, response.message["result"]["protocolVersion"], self.config)
+            self._sessions[session_id] = session
+            extra.append((b"mcp-session-id", session_id.encode("ascii")))
+            if out.cors:
+                extra.append((b"access-control-expose-headers", b"Mcp-Session-Id"))
+        await out.respond(encoded.status, _json_headers(encoded.body, extra), encoded.body)
+        return True
+
+    async def _notification(self, session: _Session, message: dict[str, Any], headers: RequestHeaders,
+                            access: Any) -> None:
+        method = message["method"]
+        if method != "notifications/cancelled":
+            if method == "notifications/initialized":
+                session.pending.mark_ready()
+            await self.legacy.notification(session.id, message, headers=headers, auth=access)
+            return
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+            log.debug("ignoring notifications/cancelled without a valid requestId")
+            return
+        scope = session.calls.get(request_id)
+        if scope is None:
+            log.debug("ignoring notifications/cancelled for %r: not in flight", request_id)
+            return
+        reason = params.get("reason") if isinstance(params, dict) else None
+        log.info("cancelling request %r%s", request_id, f" ({reason[:200]})" if isinstance(reason, str) else "")
+        scope.cancel()
+
+    async def _call(self, session: _Session, message: dict[str, Any], headers: RequestHeaders, out: _Tracked,
+                    access: Any, disconnected: Callable[[], Awaitable[Any]] | None, nursery: trio.Nursery) -> bool:
+        request_id = message["id"]
+        if request_id in session.calls:
+            refused = encode_response(Response.refusing(request_id, InvalidRequest(
+                f"Invalid Request: id {request_id!r} is already in use by a request in flight")), out.record)
+            await out.respond(200, _json_headers(refused.body), refused.body)
+            return True
+        opened = trio.current_time()
+        stream = session.open_stream()
+        scope = session.calls[request_id] = trio.CancelScope()
+        (self._runner or nursery).start_soon(self._run_call, session, stream, scope, message, headers, access, out,
+                                             name=f"mrtr.http 2025 request {request_id!r}")
+        # JSON if the handler finishes without sending anything; with polling on, a call still
+        # silent when the connection is due to close gets a stream, closed for polling at once.
+        pacing = session.pacing
+        poll_at = opened + pacing.poll_after if pacing.poll_after is not None else math.inf
+        while stream.count == 0 and not stream.done and trio.current_time() < poll_at:
+            await stream.changed(poll_at)
+        if stream.done and stream.count == 1 and stream.events[0][0] == 1:
+            # The handler sent nothing before its response: one JSON answer, as the modern path gives.
+            body = stream.events[0][1]
+            await out.respond(200, _json_headers(body), body)
+            session.streams.pop(stream.number, None)
+            return True
+        if stream.done and stream.count == 0:  # cancelled before anything was sent: an empty stream
+            await out.respond(200, [(b"content-type", _SSE_ONLY), (b"content-length", b"0")], b"")
+            session.streams.pop(stream.number, None)
+            return True
+        await pump(stream, out, 0, pacing, disconnected=disconnected, nursery=nursery, opened=opened)
+        if stream.written:
+            session.delivered(stream)
+        return out.finished
+
+    async def _run_call(self, session: _Session, stream: EventStream, scope: trio.CancelScope,
+                        message: dict[str, Any], headers: RequestHeaders, access: Any, out: _Tracked) -> None:
+        """One call, in the runner: it outlives the connection that asked for it."""
+        request_id = message["id"]
+        sink = _StreamSink(stream)
+        peer = session.pending.peer(stream.send_request)
+        response: Response | None = None
+        try:
+            with scope:
+                response = await self.legacy.respond(session.id, message, peer=peer, headers=headers,
+                                                     notify=thread_safe(sink), run_sync=run_in_thread, auth=access)
+        except Exception:  # the legacy era answers its own failures; this is a bug, not a client's fault
+            log.exception("unexpected failure serving %s in a 2025 session", message.get("method"))
+            response = Response.refusing(request_id, InternalError("Internal error"))
+        finally:
+            sink.close()
+            if session.calls.get(request_id) is scope:
+                del session.calls[request_id]
+            if response is None:
+                stream.finish()  # cancelled: no response is sent
+            else:
+                stream.finish(encode_response(response, out.record).body)
+
+    # -- GET and DELETE ------------------------------------------------------------------
+
+    async def serve_session(self, request: HttpRequest, headers: RequestHeaders, out: _Tracked, access: Any,
+                            disconnected: Callable[[], Awaitable[Any]] | None, nursery: trio.Nursery) -> bool:
+        """Answer a ``GET`` (the standalone stream, or a resumption) or a ``DELETE`` (the session's end)."""
+        if request.method == "GET" and not accepts(media_types(headers.get("accept") or ""), "text/event-stream"):
+            await _reject(out, 406, InvalidRequest("Not Acceptable: a GET stream needs Accept: text/event-stream"))
+            return True
+        if not await self._version_header(headers, out, None):
+            return True
+        session = await self._gate(request, headers, out, access, None)
+        if session is None:
+            return out.finished
+        if request.method == "DELETE":
+            closed = await self.legacy.close(session.id, headers=headers, auth=access)
+            await out.respond(200 if closed else 404, [(b"content-length", b"0")], b"")
+            return True
+        resumed = parse_event_id(headers.get("last-event-id"))
+        standalone = session.standalone
+        if resumed is not None and resumed[0] != 0:
+            stream = session.streams.get(resumed[0])
+            if stream is None or resumed[1] > stream.count or (stream.done and resumed[1] == stream.count):
+                # Nothing is left to send on it, ever: a 4xx that does not mean the session is gone,
+                # so a client stops resuming (an empty stream would have it come back forever).
+                await _reject(out, 410, InvalidRequest(
+                    f"Gone: stream {resumed[0]} of this session has ended and nothing is left to resume"))
+                return True
+            await pump(stream, out, resumed[1], session.pacing, disconnected=disconnected, nursery=nursery)
+            if stream.written:
+                session.delivered(stream)
+            return out.finished
+        if resumed is not None and resumed[1] <= standalone.count:
+            cursor = resumed[1]  # a resumption takes the stream over from a connection the client lost
+        elif standalone.writer:
+            await _reject(out, 409, InvalidRequest(
+                "Conflict: this session's GET stream is already open on another connection"))
+            return True
+        else:
+            cursor = standalone.sent  # what no connection was sent yet
+        await pump(standalone, out, cursor, session.pacing, disconnected=disconnected, nursery=nursery)
+        return out.finished
+
+    # -- shared rules ----------------------------------------------------------------------
+
+    async def _version_header(self, headers: RequestHeaders, out: _Tracked, request_id: Any) -> bool:
+        """Whether ``MCP-Protocol-Version`` is absent or a 2025 version; else ``400`` went out."""
+        values = headers.all("mcp-protocol-version")
+        if not values or (len(values) == 1 and values[0] in LEGACY_VERSIONS):
+            return True
+        shown = ", ".join(values)[:100]
+        await _reject(out, 400, InvalidRequest(
+            f"Bad Request: unsupported MCP-Protocol-Version {shown!r}; this endpoint speaks "
+            f"{', '.join(MODERN_VERSIONS)} and, in sessions opened by initialize, {', '.join(LEGACY_VERSIONS)}"),
+            request_id)
+        return False
+
+    async def _gate(self, request: HttpRequest, headers: RequestHeaders, out: _Tracked, access: Any,
+                    request_id: Any) -> _Session | None:
+        """The live session the request names, or ``None`` once an answer went out (400, 404, or forwarded)."""
+        values = headers.all("mcp-session-id")
+        if len(values) != 1 or not values[0]:
+            problem = "is required" if not values or not values[0] else "must appear once"
+            await _reject(out, 400, InvalidRequest(
+                f"Bad Request: the Mcp-Session-Id header {problem}; a 2025-era session starts with initialize"),
+                request_id)
+            return None
+        session_id = values[0]
+        owner = self.legacy.owner_of(session_id)
+        if owner is not None and owner != self.legacy.owner and self.forwarder is not None and not request.forwarded:
+            forwarded = await self.forwarder.forward(owner, request, out)
+            if forwarded is not None:
+                if out.record is not None:
+                    out.record.result = "forwarded"  # the owner's access line says how it was answered
+                return None
+        version = await self.legacy.version_of(session_id, headers=headers, auth=access)
+        session = self._sessions.get(session_id) if version is not None else None
+        if session is None:
+            await _reject(out, 404, ProtocolError(
+                "Session not found: the Mcp-Session-Id is unknown or expired; initialize a new session",
+                code=SESSION_NOT_FOUND), request_id)
+            return None
+        named = headers.get("mcp-protocol-version")
+        if named is not None and named != session.version:
+            log.debug("session %s: a request names version %s; serving the negotiated %s", _shown(session_id),
+                      named, session.version)
+        return session
+
+    def _ended(self, session: _Session, reason: str) -> None:
+        if self._sessions.get(session.id) is session:
+            del self._sessions[session.id]
+        session.end(reason)
+
+
+async def _accepted(out: _Tracked) -> bool:
+    if out.record is not None:
+        out.record.result = "accepted"
+    await out.respond(202, [(b"content-length", b"0")], b"")
+    return True
+
+
+def _shown(session_id: str) -> str:
+    """A session id as logs show it: enough to tell sessions apart, never enough to use one."""
+    return session_id[:8] + "..."
