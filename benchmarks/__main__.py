@@ -20,7 +20,7 @@ from typing import Any
 
 from .common import ROOT
 
-PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions", "legacy")
+PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions", "legacy", "nodes")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     if "legacy" in parts:
         from . import legacy_http
         results["legacy"] = legacy_http.run(quick=args.quick, install_sdk=install)
+    if "nodes" in parts:
+        from . import nodes
+        results["nodes"] = nodes.run(quick=args.quick)
     results["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     results["seconds"] = round(time.monotonic() - started, 1)
 
@@ -124,6 +127,7 @@ def misrouted_answers(results: dict[str, Any]) -> int:
     """Conversations whose final result was not made of their own answers, over all parts."""
     count = results.get("soak", {}).get("misrouted", 0)
     count += sum(row["misrouted"] for row in results.get("tasks", {}).get("stores", {}).values())
+    count += sum(row["misrouted"] for row in results.get("nodes", {}).get("scaling", {}).values())
     for rows in results.get("http", {}).get("flows", {}).values():
         count += sum(row["misrouted"] for row in rows.values())
     count += sum(row["misrouted"] for row in results.get("legacy", {}).get("flows", {}).values())
@@ -140,6 +144,15 @@ def summary(results: dict[str, Any]) -> str:
     for part in ("rounds", "http", "tasks", "once", "legacy"):
         for what, why in results.get(part, {}).get("skipped", {}).items():
             lines.append(f"SKIPPED in {part}: {what}: {why}")
+    nodes = results.get("nodes")
+    if nodes and not nodes["measured"]:
+        lines.append(f"nodes: not measured: {nodes['reason']}")
+    elif nodes:
+        scaling = nodes["scaling"]
+        lines.append("nodes behind haproxy: " + ", ".join(
+            f"{count} {row['per_second']:.0f}/s ({row['ratio']:.2f}x)" for count, row in scaling.items())
+            + f"; notification across nodes median {nodes['latency']['median_ms']:.1f} ms, "
+              f"p99 {nodes['latency']['p99_ms']:.1f} ms")
     tasks = results.get("tasks")
     if tasks and not tasks["measured"]:
         lines.append(f"tasks: not measured: {tasks['reason']}")

@@ -284,6 +284,54 @@ def table_legacy_http(part: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def table_nodes(part: dict[str, Any]) -> str:
+    """Part 9: nodes behind haproxy, notification latency across nodes, and what Redis pays per unit of work."""
+    if not part.get("measured"):
+        return f"**Not measured**: {part['reason']}."
+    lines = [f"Two-question conversations through haproxy (round robin), {part['concurrency']} connections, "
+             f"the node counts taken in turns ({part['turns']} turns of {part['seconds']:g} s each); CPU is the "
+             "share of one core each used during the turn.", "",
+             "| nodes | conversations/s | vs one node | p50 ms | p99 ms | CPU: nodes | haproxy | Redis | "
+             "load generator | errors, misrouted |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for count, row in part["scaling"].items():
+        share = row["cpu_share"]
+        lines.append(f"| {count} | {row['per_second']:,.0f} | {row['ratio']:.2f}x | {row['p50_ms']:.1f} | "
+                     f"{row['p99_ms']:.1f} | {share['nodes']:.2f} | {share['haproxy']:.2f} | {share['redis']:.2f} | "
+                     f"{row['client_cpu_share']:.2f} | {row['errors']}, {row['misrouted']} |")
+    latency = part["latency"]
+    lines += ["", f"A notification published on one node and delivered to a listen stream on another: median "
+                  f"{latency['median_ms']:.1f} ms, p99 {latency['p99_ms']:.1f} ms ({latency['samples']:,} samples, "
+                  "from the handler's publish to the client's receipt).", "",
+              f"What Redis does per unit of work (one node, {part['costs']['count']} of each, less the "
+              f"{part['costs']['idle_commands_per_second']:.1f} commands/s the nodes send idle):", "",
+              "| work | Redis commands | bytes to Redis | bytes from Redis | stored (bytes, `MEMORY USAGE`) |",
+              "|---|---|---|---|---|"]
+    for name, row in part["costs"]["rows"].items():
+        if row is None:
+            lines.append(f"| {name} | (part 2: sessions move to Redis) | | | |")
+            continue
+        label = {"conversation": "a two-question conversation (no `once`, no task)",
+                 "task": "a task of three Steps (created, run, completed; its polls not counted)",
+                 "final round": "a final round recorded by `once=True` (a one-question conversation)",
+                 "tasks/get": "one `tasks/get` (a poll)"}.get(name, name)
+        stored = "-" if not row.get("stored_bytes") else f"{row['stored_bytes']:,}"
+        lines.append(f"| {label} | {row['commands']:.1f} | {row['bytes_in']:,.0f} | {row['bytes_out']:,.0f} | "
+                     f"{stored} |")
+    rows = part["costs"]["rows"]
+    lines += ["", "Sizing on paper: Redis commands per second a deployment needs at the measured rates, if every "
+                  "conversation ended in a `once=True` final round, or started a task polled once a second for "
+                  "a ten-second life:", "",
+              "| nodes | conversations/s | Redis commands/s: plain | with once=True | with a task each |",
+              "|---|---|---|---|---|"]
+    for count, row in part["scaling"].items():
+        rate = row["per_second"]
+        task = rows["task"]["commands"] + 10 * rows["tasks/get"]["commands"]
+        lines.append(f"| {count} | {rate:,.0f} | {rate * rows['conversation']['commands']:,.0f} | "
+                     f"{rate * rows['final round']['commands']:,.0f} | {rate * task:,.0f} |")
+    return "\n".join(lines)
+
+
 def table_goals(results: dict[str, Any]) -> str:
     lines = ["| goal | measured | met |", "|---|---|---|"]
     rounds = results.get("rounds")
@@ -403,6 +451,7 @@ def update_document(path: Path, results: dict[str, Any]) -> None:
         "once": lambda: table_once(results["once"]),
         "sessions": lambda: table_sessions(results["sessions"]),
         "legacy": lambda: table_legacy_http(results["legacy"]),
+        "nodes": lambda: table_nodes(results["nodes"]),
         "machine": lambda: table_machine(results),
     }
     text = path.read_text()

@@ -45,6 +45,7 @@ def serving(cwd: Path, *options: str, env: dict[str, str] | None = None) -> Iter
     environment = {**os.environ, "MRTR_SECRET": TEST_SECRET, "PYTHONPATH": str(ROOT), **(env or {})}
     environment.pop("MRTR_DEBUG", None)
     environment.pop("MRTR_TASKS", None)
+    environment.pop("MRTR_STORE", None)
     with log.open("wb") as sink:
         process = subprocess.Popen([sys.executable, "-m", "mrtr", "serve", APP, "--port", str(port), *options],
                                    cwd=cwd, env=environment, stdout=subprocess.DEVNULL, stderr=sink,
@@ -137,7 +138,7 @@ async def test_the_default_task_store_is_named_at_start_with_its_path(tmp_path):
         stderr = log.read_text()
     store = tmp_path / "mrtr-tasks.sqlite3"
     lines = [row for row in stderr.splitlines() if "task store:" in row]
-    assert len(lines) == 1 and str(store) in lines[0] and "MRTR_TASKS" in lines[0]
+    assert len(lines) == 1 and str(store) in lines[0] and "MRTR_STORE" in lines[0] and "--store" in lines[0]
     assert store.exists()
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["UsageError", "port", "positive_int", "seconds", "lease", "ttl"]
+__all__ = ["UsageError", "port", "positive_int", "seconds", "lease", "ttl", "store_url"]
 
 
 class UsageError(Exception):
@@ -63,3 +63,22 @@ def ttl(text: str) -> float:
         return parse_ttl(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def store_url(text: str) -> str:
+    """A store URL as ``--store`` takes it: any URL but one carrying a password.
+
+    A command line is readable by every user of the machine (``ps``), so a password
+    goes in ``MRTR_REDIS_PASSWORD``, or in the URL given in ``MRTR_STORE``.
+    """
+    import urllib.parse
+
+    scheme, separator, rest = text.partition("://")
+    authority = rest.split("/", 1)[0].split("?", 1)[0] if separator else ""
+    userinfo = authority.rpartition("@")[0]
+    query = urllib.parse.parse_qsl(rest.partition("?")[2]) if separator else []
+    if ":" in userinfo or any(name.lower() == "password" for name, _ in query):
+        raise argparse.ArgumentTypeError(
+            f"the {scheme} URL carries a password, which every user of this machine can read on the command line; "
+            "give it in MRTR_REDIS_PASSWORD (or the whole URL in MRTR_STORE) instead")
+    return text

@@ -1,6 +1,6 @@
 """``mrtr check-tasks``: would the tasks in flight survive a deploy of this code?
 
-``mrtr check-tasks myapp.main:server --tasks URL`` loads the server the deploy would
+``mrtr check-tasks myapp.main:server --store URL`` loads the server the deploy would
 serve, opens the task store the running nodes share, and replays every task still
 working or waiting for input against the new handlers, without running a Step that has
 not run yet and without writing anything (:mod:`mrtr.carriers.tasks.check`). It lists
@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import warnings
 from typing import Any
 
 from .app import load_server
+from .serve import add_store_option
 
 __all__ = ["add_check_command"]
 
@@ -40,23 +40,19 @@ def add_check_command(commands: Any) -> None:
             "exit status: 0 no task would fail, 1 some would, 2 usage error, 3 the store could not be read\n"
             "\n"
             "example (gate a deploy on it):\n"
-            "  mrtr check-tasks myapp.main:server --tasks redis://redis.internal:6379/0 && ./deploy.sh"
+            "  mrtr check-tasks myapp.main:server --store redis://redis.internal:6379/0 && ./deploy.sh"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check.add_argument("app", metavar="MODULE:ATTRIBUTE", help="the Server the deploy would serve")
-    check.add_argument(
-        "--tasks", default=None, metavar="URL",
-        help="the task store the nodes share: sqlite:///path or redis://host:port/db "
-             "(default: MRTR_TASKS or sqlite:///mrtr-tasks.sqlite3)",
-    )
+    add_store_option(check, "the store the nodes share")
     check.set_defaults(run=_check)
 
 
 def _check(args: argparse.Namespace) -> int:
     import trio
 
-    from ..carriers.tasks.urls import DEFAULT_URL
+    from ..carriers.tasks.urls import DEFAULT_URL, chosen_url
     from ..core.errors import EphemeralKeyWarning
     from ..transports.logs import configure
 
@@ -65,7 +61,7 @@ def _check(args: argparse.Namespace) -> int:
     configure("error")  # the report is the output; what a serving node would log is not
     try:
         server = load_server(args.app)
-        url = args.tasks or os.environ.get("MRTR_TASKS") or DEFAULT_URL
+        url = chosen_url(args.store) or DEFAULT_URL
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", EphemeralKeyWarning)  # the check opens no token
             return trio.run(_run, server, args.app, url)
@@ -83,7 +79,7 @@ async def _run(server: Any, app: str, url: str) -> int:
         try:
             # The lifespan runs, so handlers find ctx.lifespan as on a node; its own task store is a
             # throwaway one, so nothing this process starts can take a real task over.
-            async with open_store(url) as store, server.running(tasks_url="memory:") as lifespan:
+            async with open_store(url) as store, server.running(store_url="memory:") as lifespan:
                 checks = await check_tasks(store, server.task_binding, lifespan=lifespan)
         except BaseExceptionGroup as group:  # raised from inside a nursery of the store or the lifespan
             cause: BaseException = group

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import os
 import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -19,13 +18,13 @@ from ..core.jsonrpc import Broadcast, Dispatcher, Notify, Response, RunSync, Ses
 from ..core.mirroring import InvalidHeaderSchema, mirrored_parameters
 from ..core.wire import PROTOCOL_VERSION
 from .app import DEFAULT_APP, load_server
-from .arguments import UsageError, lease, port, positive_int, seconds, ttl
+from .arguments import UsageError, lease, port, positive_int, seconds, store_url, ttl
 
 if TYPE_CHECKING:
     from ..server.dispatch import Server
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ENDPOINT", "add_serve_command", "banner", "curl_example",
-           "example_arguments", "inventory"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ENDPOINT", "add_serve_command", "add_store_option", "banner",
+           "curl_example", "example_arguments", "inventory"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -177,8 +176,12 @@ def add_serve_command(commands: Any) -> None:
             "  mrtr serve myapp.main:server --stdio        # for clients that spawn the server\n"
             "  mrtr serve myapp.main:server --era modern   # MCP 2026-07-28 only, no 2025 sessions\n"
             "\n"
+            "  MRTR_STORE=redis://redis.internal:6379/0 mrtr serve myapp.main:server --host 0.0.0.0\n"
+            "                                              # one node of several sharing one Redis\n"
+            "\n"
             "Set MRTR_SECRET (Base64 of 32 random bytes) so requestState tokens survive restarts and\n"
-            "work across workers; without it an ephemeral key is generated."
+            "work across workers; without it an ephemeral key is generated. A Redis password goes in\n"
+            "MRTR_REDIS_PASSWORD (or in the URL in MRTR_STORE), never on the command line."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -214,11 +217,8 @@ def add_serve_command(commands: Any) -> None:
         help="protocol eras served: both (2026-07-28, and 2025-era clients in sessions opened by initialize), "
              "or modern (2026-07-28 only; initialize is refused naming the versions served) (default: both)",
     )
-    serve.add_argument(
-        "--tasks", default=None, metavar="URL",
-        help="task store for task tools: memory:, sqlite:///path or redis://host:port/db "
-             "(default: MRTR_TASKS or sqlite:///mrtr-tasks.sqlite3)",
-    )
+    add_store_option(serve, "the store for what is not stateless: task records, the rounds of once=True "
+                            "handlers and, on Redis, the notifications every node hears")
     serve.add_argument(
         "--task-lease", type=lease, default=None, metavar="SECONDS",
         help="how long a task runner's lease lasts without renewal (default: MRTR_TASK_LEASE or 30)",
@@ -246,6 +246,16 @@ def add_serve_command(commands: Any) -> None:
              "(needs the dev extra: pip install 'mrtr[dev]')",
     )
     serve.set_defaults(run=_serve)
+
+
+def add_store_option(command: Any, what: str) -> None:
+    """``--store URL`` (and its older name ``--tasks``) on ``command``, read into ``args.store``."""
+    command.add_argument(
+        "--store", "--tasks", dest="store", default=None, metavar="URL", type=store_url,
+        help=f"{what}: memory:, sqlite:///path, redis://host:port/db, rediss://..., redis+cluster://host:port,..., "
+             "redis+sentinel://host:port,.../service (default: MRTR_STORE, MRTR_TASKS, else "
+             "sqlite:///mrtr-tasks.sqlite3); --tasks is its older name",
+    )
 
 
 def _configure_logging(level: str, fmt: str = "text", access_log: bool = True) -> None:
@@ -318,11 +328,10 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     if workers == 1:  # with more, run() shares one generated key among the workers and says so
         server.settle_key()
-    elif server.has_once_handlers and not server.has_task_tools and not (
-            args.tasks or server.tasks_url or os.environ.get("MRTR_TASKS")):
+    elif server.has_once_handlers and not server.has_task_tools and _chosen_store(args.store or server.store_url) is None:
         print("mrtr serve: warning: the rounds of handlers declared once=True are recorded in memory, one record "
-              "per worker: a retry that reaches another worker runs the round again; give --tasks "
-              "sqlite:///rounds.sqlite3 (one host) or --tasks redis://... (several)", file=sys.stderr, flush=True)
+              "per worker: a retry that reaches another worker runs the round again; give --store "
+              "sqlite:///rounds.sqlite3 (one host) or --store redis://... (several)", file=sys.stderr, flush=True)
     _announce(server, args.log_format, banner(server, host, port, workers))
     try:
         options: dict[str, Any] = {} if args.allowed_hosts is None else {"allowed_hosts": tuple(args.allowed_hosts)}
@@ -349,27 +358,33 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _chosen_store(url: str | None) -> str | None:
+    from ..carriers.tasks.urls import chosen_url  # loaded here: mrtr call needs no carrier
+
+    return chosen_url(url)
+
+
 def _with_settings(server: Server, args: argparse.Namespace) -> Dispatcher:
     """The loaded server, or the server with the command line's task and era settings when any is given."""
     era = getattr(args, "era", "both")
-    if args.tasks is None and args.task_lease is None and args.task_ttl is None and era == "both":
+    if args.store is None and args.task_lease is None and args.task_ttl is None and era == "both":
         return server
-    return _WithSettings(server, args.tasks, args.task_lease, args.task_ttl, legacy=era == "both")
+    return _WithSettings(server, args.store, args.task_lease, args.task_ttl, legacy=era == "both")
 
 
 class _WithSettings:
     """The loaded server as the transports run it, with the task and era settings of the command line.
 
-    ``--tasks``, ``--task-lease`` and ``--task-ttl`` are arguments of
+    ``--store``, ``--task-lease`` and ``--task-ttl`` are arguments of
     ``Server.running()``, which the transports enter (in each worker, after the fork);
     ``--era modern`` leaves out the server's legacy era, so the transports serve the
     modern era alone; every other part of the dispatcher protocol is the server's own.
     """
 
-    def __init__(self, server: Server, tasks_url: str | None, task_lease: float | None,
+    def __init__(self, server: Server, store_url: str | None, task_lease: float | None,
                  task_ttl: float | None, *, legacy: bool = True) -> None:
         self.server = server
-        self.tasks_url = tasks_url
+        self.store_url = store_url
         self.task_lease = task_lease
         self.task_ttl = task_ttl
         self._legacy = legacy
@@ -380,8 +395,8 @@ class _WithSettings:
         return self.server.legacy if self._legacy else None
 
     def running(self) -> AbstractAsyncContextManager[Any]:
-        """The server's ``running()`` with the command line's task store, lease and TTL."""
-        return self.server.running(tasks_url=self.tasks_url, task_lease=self.task_lease, task_ttl=self.task_ttl)
+        """The server's ``running()`` with the command line's store, task lease and TTL."""
+        return self.server.running(store_url=self.store_url, task_lease=self.task_lease, task_ttl=self.task_ttl)
 
     def serves(self, method: str) -> bool:
         """The server's."""

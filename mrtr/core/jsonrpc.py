@@ -260,6 +260,10 @@ class Broadcast(Protocol):
         """A new listener, registered at once; its iteration ends at ``until`` (epoch seconds) when given."""
         ...
 
+    def interrupt(self) -> None:
+        """End every listener registered now (notifications were lost); new ones may register."""
+        ...
+
 
 class Dispatcher(Protocol):
     """What a transport needs of a server. :class:`mrtr.Server` implements it.

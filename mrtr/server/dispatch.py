@@ -155,6 +155,14 @@ class _TaskSettings(NamedTuple):
 
 _TASK_GUARDS = 4096  # tasks whose guard is remembered (a few hundred bytes each)
 
+
+def _store_url(store_url: str | None, tasks_url: str | None) -> str | None:
+    """The store named by ``store_url`` or by its older name ``tasks_url``; naming two is a mistake."""
+    if store_url is not None and tasks_url is not None and store_url != tasks_url:
+        raise ValueError("store_url and tasks_url name the same setting (tasks_url is its older name); give one")
+    return store_url if store_url is not None else tasks_url
+
+
 PrincipalSource = Callable[[RequestInfo], "str | None | Awaitable[str | None]"]
 
 def _eras(eras: str | Iterable[str]) -> frozenset[str]:
@@ -212,16 +220,17 @@ class Server(Registry):
     ``mrtr serve --reload`` sets) shows the client everything, for development, and so
     does ``mask_errors=False``; an explicit ``mask_errors`` wins over ``debug``.
 
-    ``tasks_url``, ``task_lease``, ``task_ttl`` and ``task_max_bytes`` configure task
-    tools (see ``docs/tasks.md``): the task store (``MRTR_TASKS`` or
-    ``sqlite:///mrtr-tasks.sqlite3``), the runner's lease in seconds (``MRTR_TASK_LEASE``
-    or 30), how long a task lives after its last activity in seconds (``MRTR_TASK_TTL``
-    or one hour; ``math.inf``: no limit) and the cap on one task record
-    (``mrtr.tasks.MAX_RECORD_BYTES``). :meth:`running` takes the same arguments for one
-    serving block (``mrtr serve --tasks``, ``--task-lease``, ``--task-ttl``). The same
-    store records the rounds of handlers declared ``once=True`` (with the same lease
-    and record cap); a server with such handlers and no task tools uses ``memory:``
-    when no store is configured.
+    ``store_url`` names the store that holds what is not stateless (see
+    ``docs/deployment.md``): task records, the rounds of handlers declared ``once=True``
+    and, on Redis, the notifications every node's listeners hear (``MRTR_STORE``, or
+    ``MRTR_TASKS``; else ``sqlite:///mrtr-tasks.sqlite3`` for task tools and ``memory:``
+    for rounds alone). ``tasks_url`` is its older name. ``task_lease``, ``task_ttl`` and
+    ``task_max_bytes`` configure task tools (see ``docs/tasks.md``): the runner's lease in
+    seconds (``MRTR_TASK_LEASE`` or 30), how long a task lives after its last activity in
+    seconds (``MRTR_TASK_TTL`` or one hour; ``math.inf``: no limit) and the cap on one
+    task record (``mrtr.tasks.MAX_RECORD_BYTES``); rounds that run once use the same
+    lease and record cap. :meth:`running` takes the same arguments for one serving block
+    (``mrtr serve --store``, ``--task-lease``, ``--task-ttl``).
 
     ``eras`` says which protocol eras are served (see ``docs/eras.md``): ``"both"`` (the
     default) serves 2025-era clients too, in sessions opened by ``initialize``, with the
@@ -253,6 +262,7 @@ class Server(Registry):
         auth: Any = None,
         mask_errors: bool | None = None,
         debug: bool | None = None,
+        store_url: str | None = None,
         tasks_url: str | None = None,
         task_lease: float | None = None,
         task_ttl: float | None = None,
@@ -272,7 +282,8 @@ class Server(Registry):
             raise ValueError(f"stall_warning must be a positive number of seconds or None, got {stall_warning!r}")
         if codec is not None and (secret is not None or ttl is not None):
             raise ValueError("give either codec or secret/ttl, not both")
-        _TaskSettings(tasks_url, task_lease, task_ttl, task_max_bytes).check()
+        store_url = _store_url(store_url, tasks_url)
+        _TaskSettings(store_url, task_lease, task_ttl, task_max_bytes).check()
         self.name = name
         self.debug = _env_flag("MRTR_DEBUG") if debug is None else bool(debug)
         self.mask_errors = (not self.debug) if mask_errors is None else bool(mask_errors)
@@ -314,7 +325,7 @@ class Server(Registry):
         self._task_guards: OrderedDict[tuple[str, str | None], TaskAccess] = OrderedDict()
         self._tasks: TaskHost | None = None
         self._rounds: RoundRecords | None = None
-        self._task_settings = _TaskSettings(tasks_url, task_lease, task_ttl, task_max_bytes)
+        self._task_settings = _TaskSettings(store_url, task_lease, task_ttl, task_max_bytes)
         self._legacy: LegacyEra | None = None
         if LEGACY in served:
             self._legacy = LegacyEra(self, sessions if sessions is not None else SessionRegistry(),
@@ -343,26 +354,48 @@ class Server(Registry):
         """
         return self._lifespan.register(fn)
 
-    def running(self, *, tasks_url: str | None = None, task_lease: float | None = None,
-                task_ttl: float | None = None, task_max_bytes: int | None = None) -> AbstractAsyncContextManager[Any]:
+    def running(self, *, store_url: str | None = None, tasks_url: str | None = None,
+                task_lease: float | None = None, task_ttl: float | None = None,
+                task_max_bytes: int | None = None) -> AbstractAsyncContextManager[Any]:
         """What a serving process keeps running beside its transport, for an ``async with`` block.
 
-        The lifespan (its yielded value is what the block gives), then, with task tools
-        registered, the task store and this node's task carrier; a store that cannot be
-        reached fails here, at start. The task arguments, where given, override the
-        constructor's for this block. Entered once per process: nested or concurrent
-        entries (two transports in one process) share the first one's resources (and
-        task settings), and the last exit closes them. The transports enter it
-        (:class:`~mrtr.core.jsonrpc.Dispatcher`).
+        The lifespan (its yielded value is what the block gives), then, on a Redis store,
+        this node's end of the bus between nodes (notifications), and, with task tools or
+        handlers that run once registered, the store and this node's task carrier; a store
+        that cannot be reached fails here, at start. The store arguments, where given
+        (``tasks_url`` is the older name of ``store_url``), override the constructor's for
+        this block. Entered once per process: nested or concurrent entries (two transports
+        in one process) share the first one's resources (and task settings), and the last
+        exit closes them. The transports enter it (:class:`~mrtr.core.jsonrpc.Dispatcher`).
         """
-        given = _TaskSettings(tasks_url, task_lease, task_ttl, task_max_bytes)
+        given = _TaskSettings(_store_url(store_url, tasks_url), task_lease, task_ttl, task_max_bytes)
         given.check()
         return self._running(given.over(self._task_settings))
 
     @asynccontextmanager
     async def _running(self, settings: _TaskSettings) -> AsyncIterator[Any]:
-        async with self._lifespan.running() as value, self._tasks_running(settings):
+        async with self._lifespan.running() as value, self._bus_running(settings), self._tasks_running(settings):
             yield value
+
+    @asynccontextmanager
+    async def _bus_running(self, settings: _TaskSettings) -> AsyncIterator[None]:
+        """On a Redis store, this node's end of the bus: ``notify_*`` and task status reach every node."""
+        from ..carriers.tasks.redis_url import is_redis_url
+        from ..carriers.tasks.urls import chosen_url
+
+        url = chosen_url(settings.url)
+        if self._subscriptions.bus is not None or url is None or not is_redis_url(url):
+            yield
+            return
+        from ..carriers.tasks.host import serve_bus
+
+        subscriptions = self._subscriptions
+        async with serve_bus(url, deliver=subscriptions.deliver, lost=subscriptions.interrupt) as bus:
+            detach = subscriptions.through(bus)
+            try:
+                yield
+            finally:
+                detach()
 
     @asynccontextmanager
     async def _tasks_running(self, settings: _TaskSettings) -> AsyncIterator[None]:
@@ -381,12 +414,14 @@ class Server(Registry):
             return
         from ..carriers.tasks.host import serve_tasks
 
-        # Status changes go to subscriptions/listen streams that asked for the task.
+        # Status changes go to subscriptions/listen streams that asked for the task. On Redis the
+        # store publishes every node's changes itself, and the bus delivers them here.
         def changed(record: Any) -> None:
             self._subscriptions.publish("notifications/tasks", record.to_wire())
 
+        observe = None if self._subscriptions.bus is not None else changed
         async with serve_tasks(self.task_binding, self.token_carrier, settings.url, lease=settings.lease,
-                               ttl=settings.ttl, max_record_bytes=settings.max_bytes, on_change=changed) as carrier:
+                               ttl=settings.ttl, max_record_bytes=settings.max_bytes, on_change=observe) as carrier:
             self._tasks = carrier
             self._rounds = carrier.rounds
             try:
@@ -418,8 +453,13 @@ class Server(Registry):
         return self._rounds
 
     @property
+    def store_url(self) -> str | None:
+        """The store the constructor was given (``None``: ``MRTR_STORE``, ``MRTR_TASKS`` or the default)."""
+        return self._task_settings.url
+
+    @property
     def tasks_url(self) -> str | None:
-        """The task store the constructor was given (``None``: ``MRTR_TASKS`` or the default)."""
+        """The older name of :attr:`store_url`."""
         return self._task_settings.url
 
     @property

@@ -10,18 +10,42 @@ published after the acknowledgement is missed), and relays what matches until th
 stream ends. The server decides what a caller may hear (which families are offered,
 which tasks it may watch, when its token expires) and passes that in; no event loop
 is imported here.
+
+Several nodes on one Redis share their notifications through a :class:`Bus`
+(:class:`mrtr.carriers.tasks.bus.NodeBus`): while one is attached,
+:meth:`Subscriptions.publish` hands every notification to it, and the bus hands back
+to :meth:`Subscriptions.deliver` what any node published, this one included, so a
+listener hears each notification once, by one path. When the bus loses what was sent
+meanwhile it calls :meth:`Subscriptions.interrupt`: every listen stream ends (the
+client listens again and re-reads), and new ones are refused until it is back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from ..core import wire
-from ..core.errors import InvalidParams
+from ..core.errors import InternalError, InvalidParams
 from ..core.jsonrpc import Broadcast, Notify
 
-__all__ = ["LISTEN_FILTERS", "Subscriptions"]
+__all__ = ["LISTEN_FILTERS", "Bus", "NOTIFICATIONS_UNAVAILABLE", "Subscriptions"]
+
+NOTIFICATIONS_UNAVAILABLE = "Internal error: notifications are unavailable"
+"""What a listen request is answered (``-32603``) while the nodes' shared notifications are interrupted."""
+
+
+class Bus(Protocol):
+    """What carries notifications between the nodes of one server (on their shared Redis)."""
+
+    @property
+    def connected(self) -> bool:
+        """Whether everything any node publishes reaches this node now."""
+        ...
+
+    def publish(self, method: str, params: dict[str, Any]) -> None:
+        """Send a notification to every node, this one included; callable from any thread, never waits."""
+        ...
 
 LISTEN_FILTERS = {
     "toolsListChanged": ("notifications/tools/list_changed", "tools"),
@@ -34,11 +58,12 @@ LISTEN_FILTERS = {
 class Subscriptions:
     """The hubs transports attached while serving, and the listen streams that use them."""
 
-    __slots__ = ("_hubs", "_relays")
+    __slots__ = ("_bus", "_hubs", "_relays")
 
     def __init__(self) -> None:
         self._hubs: list[Broadcast] = []
         self._relays: list[Callable[[str, dict[str, Any]], None]] = []
+        self._bus: Bus | None = None
 
     def relay(self, deliver: Callable[[str, dict[str, Any]], None]) -> None:
         """Hand every published notification to ``deliver`` too (the legacy era's sessions), from any thread."""
@@ -54,12 +79,40 @@ class Subscriptions:
         """Whether a transport that can hold a listen stream is serving."""
         return bool(self._hubs)
 
+    def through(self, bus: Bus) -> Callable[[], None]:
+        """Publish through ``bus`` (which delivers back here) from now on; returns what detaches it."""
+        self._bus = bus
+
+        def detach() -> None:
+            if self._bus is bus:
+                self._bus = None
+
+        return detach
+
+    @property
+    def bus(self) -> Bus | None:
+        """The bus notifications go through between nodes, if any."""
+        return self._bus
+
     def publish(self, method: str, params: dict[str, Any]) -> None:
-        """Queue a notification for every listener of every attached hub; callable from any thread."""
+        """Send a notification to every listener (of every node, with a bus); callable from any thread."""
+        bus = self._bus
+        if bus is not None:
+            bus.publish(method, params)
+        else:
+            self.deliver(method, params)
+
+    def deliver(self, method: str, params: dict[str, Any]) -> None:
+        """Queue a notification for every listener of this process's hubs and relays; callable from any thread."""
         for hub in list(self._hubs):
             hub.publish(method, params)
         for deliver in self._relays:
             deliver(method, params)
+
+    def interrupt(self) -> None:
+        """End every listen stream now: notifications were lost, and their clients must listen and re-read."""
+        for hub in list(self._hubs):
+            hub.interrupt()
 
     async def listen(
         self,
@@ -82,6 +135,8 @@ class Subscriptions:
             raise InvalidParams('subscriptions/listen needs a "notifications" object naming what to receive')
         if notify is None or not self._hubs:
             raise InvalidParams("subscriptions/listen needs a transport that streams notifications")
+        if self._bus is not None and not self._bus.connected:
+            raise InternalError(NOTIFICATIONS_UNAVAILABLE)
         agreed: dict[str, Any] = {}
         methods: set[str] = set()
         for name, (method, family) in LISTEN_FILTERS.items():

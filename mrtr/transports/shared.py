@@ -89,7 +89,9 @@ class Hub:
     from any thread. Each listener has a bounded queue: a listener that falls more than
     ``backlog`` notifications behind is ended (its stream closes with the normal
     result, and the client listens again and re-reads the lists), so a stalled client
-    cannot make the server hold unbounded memory.
+    cannot make the server hold unbounded memory. :meth:`interrupt` ends every listener
+    the same way, when notifications were lost upstream (the bus between nodes lost its
+    subscription).
     """
 
     def __init__(self, backlog: int = 256) -> None:
@@ -128,6 +130,14 @@ class Hub:
     def _drop(self, channel: trio.MemorySendChannel[tuple[str, dict[str, Any]]]) -> None:
         self._listeners.discard(channel)
         channel.close()
+
+    def interrupt(self) -> None:
+        """End every listen stream registered now, gracefully; new ones may register. Callable from any thread."""
+        _on_loop(self._token, self._interrupt)
+
+    def _interrupt(self) -> None:
+        for channel in list(self._listeners):
+            self._drop(channel)
 
     def close(self) -> None:
         """End every listen stream gracefully: the transport is shutting down."""

@@ -156,11 +156,19 @@ def test_the_command_reports_an_empty_store_and_exits_0(tmp_path: Path, capsys: 
     assert out == f"mrtr check-tasks: 0 tasks in flight in {url}; 0 would fail under tests.tasks.app:server\n"
 
 
-def test_the_command_exits_3_when_the_store_cannot_be_read(capsys: pytest.CaptureFixture[str]):
-    url = f"redis://:s3cret-word@127.0.0.1:{free_port()}/0"
-    assert main(["check-tasks", "tests.tasks.app:server", "--tasks", url]) == 3
+def test_the_command_exits_3_when_the_store_cannot_be_read(capsys: pytest.CaptureFixture[str],
+                                                          monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("MRTR_STORE", f"redis://:s3cret-word@127.0.0.1:{free_port()}/0")
+    assert main(["check-tasks", "tests.tasks.app:server"]) == 3
     said = capsys.readouterr()
     assert "cannot be reached" in said.err and "s3cret-word" not in said.err + said.out
+
+
+def test_the_command_refuses_a_password_on_its_command_line(capsys: pytest.CaptureFixture[str]):
+    for url in (f"redis://:s3cret-word@127.0.0.1:{free_port()}/0", "redis://127.0.0.1/0?password=s3cret-word"):
+        assert main(["check-tasks", "tests.tasks.app:server", "--store", url]) == 2
+        said = capsys.readouterr()
+        assert "MRTR_REDIS_PASSWORD" in said.err and "s3cret-word" not in said.err + said.out
 
 
 def test_the_command_refuses_bad_usage(capsys: pytest.CaptureFixture[str]):

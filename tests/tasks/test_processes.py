@@ -30,14 +30,19 @@ def mrtr_serve(store_url: str, secret: str, *options: str, log: Path | None = No
                env: dict[str, str] | None = None) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """``mrtr serve`` of ``app`` (the tasks app) on a free port, with a 1 s lease; its stderr in ``log`` when given.
 
+    The store is given with ``--tasks`` (the older name of ``--store``), or in
+    ``MRTR_STORE`` when its URL carries a password, which the command line refuses.
     ``env`` adds to the environment of the process.
     """
     port = free_port()
     environment = {**os.environ, "MRTR_SECRET": secret, "PYTHONPATH": str(ROOT), **(env or {})}
+    has_password = "@" in store_url and ":" in store_url.split("://", 1)[1].split("@", 1)[0]
+    if has_password:
+        environment["MRTR_STORE"] = store_url
     stderr: Any = subprocess.PIPE if log is None else open(log, "wb")
     process = subprocess.Popen(
         [sys.executable, "-m", "mrtr", "serve", app, "--port", str(port),
-         "--tasks", store_url, "--task-lease", "1", "--log-level", "warning", *options],
+         *([] if has_password else ["--tasks", store_url]), "--task-lease", "1", "--log-level", "warning", *options],
         cwd=ROOT, env=environment, stdout=subprocess.DEVNULL, stderr=stderr,
     )
     if log is not None:

@@ -2,7 +2,8 @@
 
 A server without task tools whose handlers run once (``once=True``) still needs the
 store for their rounds: :func:`serve_rounds` opens it and runs only
-:class:`~mrtr.carriers.tasks.rounds.FinalRounds`.
+:class:`~mrtr.carriers.tasks.rounds.FinalRounds`. A server whose store is Redis also
+runs this node's end of the bus between nodes (:func:`serve_bus`), whatever it registers.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from ..token import TokenCarrier
 from .carrier import Resolve, TaskCarrier
 from .record import MAX_RECORD_BYTES, TaskRecord
 from .rounds import FinalRounds
+from .bus import NodeBus
 from .store import Observed, TaskStore
-from .urls import DEFAULT_URL, open_store
+from .urls import DEFAULT_URL, chosen_url, open_store
 
-__all__ = ["serve_tasks", "serve_rounds", "DEFAULT_LEASE", "DEFAULT_TASK_TTL", "ROUNDS_URL", "parse_ttl"]
+__all__ = ["serve_tasks", "serve_rounds", "serve_bus", "DEFAULT_LEASE", "DEFAULT_TASK_TTL", "ROUNDS_URL",
+           "parse_ttl"]
 
 ROUNDS_URL = "memory:"
 """Where a server without task tools records its rounds that run once, when no store is configured."""
@@ -88,7 +91,7 @@ async def serve_tasks(
 
     ``resolve`` binds a tool name and a call's arguments to what runs (the server's
     ``task_binding``); ``token`` is the server's token carrier, for a call's rounds
-    before its task exists. ``url`` defaults to ``MRTR_TASKS`` or
+    before its task exists. ``url`` defaults to ``MRTR_STORE``, ``MRTR_TASKS`` or
     ``sqlite:///mrtr-tasks.sqlite3``; ``lease`` to ``MRTR_TASK_LEASE`` or 30 seconds;
     ``ttl``, the seconds a task lives after its last activity (``math.inf``: no limit),
     to ``MRTR_TASK_TTL`` or one hour. The default store is named in one log line at
@@ -96,13 +99,16 @@ async def serve_tasks(
     start, with :class:`~mrtr.tasks.StoreUnavailable` naming it. ``max_record_bytes``
     caps one task's record (default :data:`~mrtr.tasks.MAX_RECORD_BYTES`, 1 MiB).
     ``on_change`` is told of every status change this node writes (see
-    :class:`~mrtr.carriers.tasks.store.Observed`).
+    :class:`~mrtr.carriers.tasks.store.Observed`); a Redis store publishes the changes
+    every node writes itself, to the bus (:func:`serve_bus`), so a server with a bus
+    passes none.
     """
-    chosen = url or os.environ.get("MRTR_TASKS") or DEFAULT_URL
-    if chosen == DEFAULT_URL and not (url or os.environ.get("MRTR_TASKS")):
+    chosen = chosen_url(url)
+    if chosen is None:
         # Nobody chose it: a file appears in the working directory, so say which, once, at start.
+        chosen = DEFAULT_URL
         log.warning("task store: %s (the default SQLite file in the working directory; choose the store with "
-                    "MRTR_TASKS or mrtr serve --tasks)", os.path.abspath(DEFAULT_URL[len("sqlite:///"):]))
+                    "MRTR_STORE or mrtr serve --store)", os.path.abspath(DEFAULT_URL[len("sqlite:///"):]))
     length = lease if lease is not None else _lease_from_env()
     ttl_ms = _ttl_ms(ttl)
     async with open_store(chosen, max_record_bytes=max_record_bytes or MAX_RECORD_BYTES) as opened:
@@ -118,16 +124,34 @@ async def serve_rounds(url: str | None = None, *, lease: float | None = None,
     """Open the store and record this node's rounds that run once, for the block; gives the recorder.
 
     For a server with handlers declared ``once=True`` and no task tools. ``url`` defaults
-    to ``MRTR_TASKS`` or :data:`ROUNDS_URL` (memory: one process only; several workers or
+    to ``MRTR_STORE``, ``MRTR_TASKS`` or :data:`ROUNDS_URL` (memory: one process only; several workers or
     nodes need a shared store to share the records); ``lease`` to ``MRTR_TASK_LEASE`` or
     30 seconds. A store that cannot be reached fails here, at start.
     """
-    chosen = url or os.environ.get("MRTR_TASKS") or ROUNDS_URL
+    chosen = chosen_url(url) or ROUNDS_URL
     length = lease if lease is not None else _lease_from_env()
     async with open_store(chosen, max_record_bytes=max_record_bytes or MAX_RECORD_BYTES) as store:
         rounds = FinalRounds(store, lease=length)
         async with _serving(rounds.serve):
             yield rounds
+
+
+@asynccontextmanager
+async def serve_bus(url: str, *, deliver: Callable[[str, dict[str, Any]], None],
+                    lost: Callable[[], None]) -> AsyncIterator[NodeBus]:
+    """This node's end of the bus between the nodes sharing the Redis ``url`` names, for the block.
+
+    ``deliver(method, params)`` gets every notification any node publishes (this one
+    included), task status changes among them; ``lost()`` is called when the
+    subscription was lost, so what was published meanwhile did not arrive. A Redis that
+    cannot be reached fails here, at start, with :class:`~mrtr.tasks.StoreUnavailable`.
+    """
+    from .redis import connected
+
+    async with connected(url) as (client, target):
+        bus = NodeBus(client, target.layout.notifications, url=url, deliver=deliver, lost=lost)
+        async with _serving(bus.serve):
+            yield bus
 
 
 @asynccontextmanager

@@ -1,0 +1,109 @@
+"""The server every node of the several-nodes tests serves, in process and as ``mrtr serve`` subprocesses.
+
+Its store is where ``mrtr serve --store`` or ``MRTR_STORE`` says (in process: the
+``build`` argument). What the tests need of it:
+
+- ``signup(plan)``: a modern conversation of two rounds, one question each; the result
+  is made of that conversation's own answers, so an answer that reached another
+  conversation shows;
+- ``counted(steps, gate)``: a task that waits for the file ``gate`` to exist, then runs
+  ``steps`` Steps, reporting progress after each (each report a status message that
+  every listener of the task hears);
+- ``journal(path)``: a task whose second Step never ends on its first attempt (the
+  test kills that node there); each Step appends the pid that ran it to ``path``;
+- ``touch(uri)`` and ``change_tools()``: publish ``resources/updated`` and a tool list
+  change from whichever node serves the call;
+- the resource ``node://pid``, answering the pid of the node that read it.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from mrtr import Context, Elicit, Form, Server, Step
+
+
+def build(store_url: str | None = None) -> Server:
+    """A fresh server on ``store_url`` (by default what ``mrtr serve --store`` or ``MRTR_STORE`` says)."""
+    secret = None if os.environ.get("MRTR_SECRET") else base64.b64encode(b"n" * 32).decode()
+    app = Server("nodes-test", "1.0.0", secret=secret, store_url=store_url)
+
+    @app.tool
+    def signup(plan: str) -> Any:
+        """Two rounds: an email, then a name."""
+        email = yield Elicit("Your email?", Form().string("email"))
+        name = yield Elicit("Your name?", Form().string("name"))
+        return f"{plan}:{email.content['email']}:{name.content['name']}"
+
+    @app.tool(task="required")
+    def counted(ctx: Context, steps: int, gate: str) -> Any:
+        """Waits for ``gate``, then reports progress after each of ``steps`` Steps."""
+        yield Step(_wait_for, gate)
+        for number in range(1, steps + 1):
+            yield Step(_tick, number)
+            ctx.progress(number, steps)
+            yield Step(_pause)  # a report is published by the run's next lease write: give it one
+        return f"counted {steps}"
+
+    @app.tool(task="required")
+    def journal(path: str) -> Any:
+        """Appends to ``path`` in each Step; the second one never ends on its first attempt."""
+        yield Step(_append, path, "prepare")
+        yield Step(_long, path)
+        return "journal done"
+
+    @app.tool
+    def touch(uri: str) -> str:
+        """Tells every listener subscribed to ``uri`` that it changed."""
+        app.notify_resource_updated(uri)
+        return "touched"
+
+    @app.tool
+    def change_tools() -> str:
+        """Tells every listener that the tool list changed."""
+        app.notify_tools_changed()
+        return "changed"
+
+    @app.resource("node://pid")
+    def pid() -> str:
+        """The pid of the process that read it."""
+        return str(os.getpid())
+
+    return app
+
+
+def _wait_for(path: str) -> bool:
+    while not Path(path).exists():
+        time.sleep(0.01)
+    return True
+
+
+def _tick(number: int) -> int:
+    return number
+
+
+def _pause() -> None:
+    time.sleep(0.02)
+
+
+def _append(path: str, line: str) -> str:
+    with open(path, "a") as file:
+        file.write(f"{line} {os.getpid()}\n")
+        file.flush()
+        os.fsync(file.fileno())
+    return line
+
+
+def _long(path: str) -> str:
+    _append(path, "long")
+    if Path(path).read_text().count("long") == 1:
+        while True:  # the first attempt never ends: the test kills this node here
+            time.sleep(0.05)
+    return "long"
+
+
+server = build()
