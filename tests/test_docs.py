@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import clean_env, free_port, http_server, pinned_venv
+from .conftest import clean_env, free_port, http_server, module_from_file, pinned_venv
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "docs" / "examples"
@@ -267,11 +267,7 @@ def test_the_asgi_example_serves_the_wizard_under_hypercorn():
 # ------------------------------------------------------------------ docstrings
 
 def _public_names():
-    spec = importlib.util.spec_from_file_location("public_names", ROOT / "docs" / "public_names.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return module_from_file(ROOT / "docs" / "public_names.py")
 
 
 def test_every_public_name_has_a_docstring():
