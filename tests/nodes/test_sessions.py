@@ -128,3 +128,159 @@ async def test_a_session_is_served_by_every_node_and_expires_in_redis(tmp_path: 
             return True
 
         await until(gone_everywhere)
+
+
+class Stream:
+    """The SSE response of one call, read event by event as it comes; every message schema-checked."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self.lines = response.aiter_lines()
+        self.last_id: str | None = None
+
+    async def message(self) -> dict[str, Any] | None:
+        """The next message, or ``None`` when the stream ended (or dropped) first."""
+        try:
+            async for line in self.lines:
+                if line.startswith("id:"):
+                    self.last_id = line[3:].strip()
+                elif line.startswith("data:") and line[5:].strip():
+                    message = json.loads(line[5:])
+                    if "method" in message:
+                        validate_server_message(message)
+                    else:
+                        validate_legacy_message(message, "tools/call")
+                    return message  # type: ignore[no-any-return]
+        except httpx.TransportError:
+            pass
+        return None
+
+
+def direct(cluster: Any) -> list[str]:
+    return [f"http://127.0.0.1:{node.port}/mcp" for node in cluster.nodes]
+
+
+async def ask(session: Legacy, url: str, nonce: str, stack: Any) -> tuple[Stream, dict[str, Any]]:
+    """Start ``secret_code`` on the node ``url`` names; its stream and the question it asked."""
+    body = {"jsonrpc": "2.0", "id": next(session.ids), "method": "tools/call",
+            "params": {"name": "secret_code", "arguments": {"nonce": nonce}}}
+    response = await stack.enter_async_context(session.http.stream(
+        "POST", url, headers=session.headers(Host=session.url.split("/")[2]), content=json.dumps(body)))
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+    stream = Stream(response)
+    question = await stream.message()
+    assert question is not None and question["method"] == "elicitation/create"
+    return stream, question
+
+
+async def test_a_node_killed_fails_only_the_calls_suspended_on_it(tmp_path: Path) -> None:
+    from contextlib import AsyncExitStack
+
+    async with nodes(tmp_path) as cluster, httpx.AsyncClient(timeout=30) as http, AsyncExitStack() as stack:
+        urls = direct(cluster)
+        sessions = [Legacy(http, cluster.url) for _ in range(6)]
+        calls = []
+        for number, session in enumerate(sessions):
+            await session.open()
+            home = number % 3  # two calls suspended on each node
+            stream, question = await ask(session, urls[home], f"n{number}", stack)
+            calls.append((session, home, stream, question))
+        # The server's request ids name the node that asked: two distinct names per node, same on each.
+        named = {home: {str(question["id"]).partition(".")[0] for _, h, _, question in calls if h == home}
+                 for home in range(3)}
+        assert all(len(names) == 1 for names in named.values()) and len(set.union(*named.values())) == 3
+        cluster.kill(cluster.nodes[0])
+        for session, home, stream, question in calls:
+            other = urls[1] if home != 1 else urls[2]  # a live node, never the call's own
+            answer = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept",
+                                                                      "content": {"code": "c" + str(home)}}}
+            response = await session.post(answer, other)
+            if home == 0:
+                # Its handler died with the node: the answer is refused, clearly, never dropped in silence.
+                assert response.status_code == 410, response.text
+                assert "stopped" in response.json()["error"]["message"]
+                assert await stream.message() is None  # its stream dropped with the node
+                # Resumed on a live node, the call's stream carries the call's error.
+                assert stream.last_id is not None
+                resumed = await http.get(other, headers={**session.headers(Host=session.url.split("/")[2]),
+                                                         "Accept": "text/event-stream",
+                                                         "Last-Event-ID": stream.last_id})
+                assert resumed.status_code == 200, resumed.text
+                (failure,) = events(resumed.text)
+                validate_legacy_message(failure, "tools/call")
+                assert failure["id"] == json.loads(stream.response.request.content)["id"]  # the call's own id
+                assert failure["error"]["code"] == -32603 and "stopped" in failure["error"]["message"]
+            else:
+                assert response.status_code == 202, response.text
+                final = await stream.message()
+                assert final is not None and final["result"]["content"][0]["text"].endswith(f"=c{home}")
+        for session, home, _, _ in calls:  # every session goes on, on the nodes alive
+            for url in urls[1:]:
+                result = (await session.call("whoami", {}, url))["result"]
+                assert result.get("isError") is not True and result["content"][0]["text"].isdigit()
+
+
+async def test_cancelled_and_delete_reach_the_nodes_holding_the_session(tmp_path: Path) -> None:
+    from contextlib import AsyncExitStack
+
+    async with nodes(tmp_path) as cluster, httpx.AsyncClient(timeout=30) as http, AsyncExitStack() as stack:
+        urls = direct(cluster)
+        session = Legacy(http, cluster.url)
+        await session.open()
+        # notifications/cancelled on node 2 ends the call suspended on node 1: no response, the stream ends.
+        stream, question = await ask(session, urls[0], "cancel-me", stack)
+        call_id = json.loads(stream.response.request.content)["id"]
+        cancelled = await session.post({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                        "params": {"requestId": call_id, "reason": "changed my mind"}}, urls[1])
+        assert cancelled.status_code == 202
+        withdrawn = await stream.message()  # the question is withdrawn, then the stream ends with no response
+        assert withdrawn is not None and withdrawn["method"] == "notifications/cancelled"
+        assert withdrawn["params"]["requestId"] == question["id"]
+        assert await stream.message() is None
+        # DELETE through the balancer ends what every node holds: a call on node 1, the GET stream on node 3.
+        held, _ = await ask(session, urls[0], "held", stack)
+        listening = await stack.enter_async_context(http.stream(
+            "GET", urls[2], headers={**session.headers(Host=session.url.split("/")[2]), "Accept": "text/event-stream"}))
+        assert listening.status_code == 200
+        deleted = await http.delete(cluster.url, headers=session.headers())
+        assert deleted.status_code == 200
+        assert await held.message() is None
+
+        with trio.fail_after(10):
+            await listening.aread()  # the GET stream ends (its node ended its copy of the session)
+        for url in urls:
+            response = await session.post({"jsonrpc": "2.0", "id": 9, "method": "ping"}, url)
+            assert response.status_code == 404 and response.json()["error"]["code"] == -32001
+
+
+async def test_redis_away_gives_clear_errors_and_sessions_recover(tmp_path: Path) -> None:
+    async with nodes(tmp_path) as cluster, httpx.AsyncClient(timeout=30) as http:
+        session = Legacy(http, cluster.url)
+        await session.open()
+        cluster.stop_redis()
+        urls = direct(cluster)
+        for url in urls:
+            # A node that read the record a moment ago may still serve from its copy: ask what reads it.
+            async def refused(url: str = url) -> httpx.Response | None:
+                response = await session.post({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, url)
+                return response if response.status_code != 200 else None
+
+            response = await until(refused)
+            assert response.status_code == 503, response.text
+            validate_legacy_message(response.json())
+            assert response.json()["error"] == {"code": -32603,
+                                                "message": "Internal error: the task store is unavailable"}
+        opened = await http.post(urls[0], headers={**Legacy(http, cluster.url).headers(),
+                                                   "Host": cluster.url.split("/")[2]}, content=json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+        assert opened.status_code == 503 and opened.json()["error"]["code"] == -32603
+        assert "mcp-session-id" not in opened.headers
+        cluster.start_redis()
+        # Back without a restart; the session (kept on Redis's disk) goes on, on every node.
+        for url in urls:
+            async def served(url: str = url) -> bool:
+                response = await session.post({"jsonrpc": "2.0", "id": 6, "method": "tools/list"}, url)
+                return response.status_code == 200
+
+            await until(served, timeout=20)
