@@ -42,6 +42,19 @@ do the session's end and the answer timeout.
 process (``<owner>.<random>``). A request for a session another worker owns is
 forwarded there (:mod:`mrtr.transports.http.forwarding`) when the front end has a
 forwarder, else answered as unknown.
+
+**Several nodes** (a Redis store: the legacy era's ``nodes`` link is set). The session's
+record is in Redis, so every node (every worker, each its own node) serves every request
+of it and nothing is forwarded; a node that has no side of a session yet makes one on
+its first request. A call runs where its POST arrived, and what it holds stays there:
+the server's request ids (``"<node>.<n>"``) and the event ids of its stream
+(``<node>.<request>.<stream>-<k>``) name that node. An answer reaching another node is
+passed on over the owner's channel (``202``), or ``410`` when that node is gone; a
+``notifications/cancelled`` for a call not running here goes to every node; a
+``GET`` resuming another node's stream is ``409`` while that node lives, and once it is
+gone an SSE stream carrying the call's ``-32603`` error (the client's call ends). The
+one-``GET``-stream rule is each node's. A store that cannot be reached is ``503`` with
+``-32603``. See ``docs/adr/0015-nodes-on-one-redis.md``.
 """
 
 from __future__ import annotations
