@@ -10,8 +10,11 @@ every request); the rest speaks raw HTTP so each message can be checked against 
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -284,3 +287,61 @@ async def test_redis_away_gives_clear_errors_and_sessions_recover(tmp_path: Path
                 return response.status_code == 200
 
             await until(served, timeout=20)
+
+
+async def test_an_answer_reaches_only_the_session_and_request_it_was_sent_for(tmp_path: Path) -> None:
+    from contextlib import AsyncExitStack
+
+    async with nodes(tmp_path) as cluster, httpx.AsyncClient(timeout=30) as http, AsyncExitStack() as stack:
+        urls = direct(cluster)
+        mine, theirs = Legacy(http, cluster.url), Legacy(http, cluster.url)
+        await mine.open()
+        await theirs.open()
+        _, first = await ask(mine, urls[0], "first", stack)  # my session's questions: <node>.1, then <node>.2
+        my_stream, my_question = await ask(mine, urls[0], "mine", stack)
+        their_stream, their_question = await ask(theirs, urls[0], "theirs", stack)  # theirs: <node>.1 only
+        assert their_question["id"] == first["id"] != my_question["id"]
+        # Their session names my question's id, on another node: passed on, and dropped by the owner,
+        # since an answer is for (its own session, that id), and their session asked no such question.
+        stray = {"jsonrpc": "2.0", "id": my_question["id"], "result": {"action": "accept",
+                                                                      "content": {"code": "stolen"}}}
+        assert (await theirs.post(stray, urls[1])).status_code == 202
+        for session, question, stream, code in ((mine, my_question, my_stream, "m"),
+                                                (theirs, their_question, their_stream, "t")):
+            answer = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept",
+                                                                        "content": {"code": code}}}
+            assert (await session.post(answer, urls[2])).status_code == 202
+            final = await stream.message()
+            assert final is not None and final["result"]["content"][0]["text"] == \
+                f"{'mine' if code == 'm' else 'theirs'}={code}"
+
+
+async def test_workers_of_one_node_serve_every_session_with_redis(tmp_path: Path, redis_url: str,
+                                                                  legacy_python: Path) -> None:
+    from ..conftest import stop
+    from ..tasks.redis_server import free_port
+
+    port = free_port()
+    log = tmp_path / "workers.log"
+    with open(log, "wb") as errors:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mrtr", "serve", "tests.nodes.app:server", "--port", str(port), "--workers", "2", "--store",
+             redis_url + "?prefix=workers:", "--log-level", "warning", "--no-access-log"],
+            cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT),
+                                "MRTR_SECRET": base64.b64encode(os.urandom(32)).decode()},
+            stdout=subprocess.DEVNULL, stderr=errors)
+    try:
+        async def serving() -> bool:
+            try:
+                async with httpx.AsyncClient(timeout=1) as http:
+                    return (await http.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        await until(serving, timeout=30)
+        outcome = await trio.to_thread.run_sync(
+            lambda: load(legacy_python, f"http://127.0.0.1:{port}/mcp", 40, calls=2, concurrency=8))
+        assert outcome["errors"] == 0 and outcome["misrouted"] == 0 and outcome["ok"] == 40, (
+            outcome, log.read_text(errors="replace")[-3000:])
+    finally:
+        stop(process)
