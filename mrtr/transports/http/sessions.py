@@ -70,8 +70,8 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ...core.eras import LEGACY_VERSIONS, MODERN_VERSIONS, has_modern_claim
-from ...core.errors import HeaderMismatch, InternalError, InvalidRequest, ProtocolError
-from ...core.jsonrpc import NodeLink, Response, SessionDispatcher, error_response, is_request
+from ...core.errors import INTERNAL_ERROR, HeaderMismatch, InternalError, InvalidRequest, ProtocolError
+from ...core.jsonrpc import NodeLink, Response, SessionDispatcher, is_request
 from ..outgoing import NotificationSink, encode_response
 from ..pending import PendingRequests
 from ..shared import from_any_thread, run_in_thread, thread_safe
@@ -382,7 +382,7 @@ class HttpSessions:
             try:
                 closed = await self.legacy.close(session.id, headers=headers, auth=access)
             except ProtocolError as error:
-                await _reject(out, 503, error)
+                await _reject(out, _lookup_status(error), error)
                 return True
             await out.respond(200 if closed else 404, [(b"content-length", b"0")], b"")
             return True
@@ -453,8 +453,8 @@ class HttpSessions:
                 return None
         try:
             version = await self.legacy.version_of(session_id, headers=headers, auth=access)
-        except ProtocolError as error:  # the shared store cannot be reached: temporary, the session may be fine
-            await _reject(out, 503, error, request_id)
+        except ProtocolError as error:
+            await _reject(out, _lookup_status(error), error, request_id)
             return None
         session = self._sessions.get(session_id) if version is not None else None
         if session is None and version is not None and nodes is not None:
@@ -497,7 +497,9 @@ class HttpSessions:
     async def _routed(self, session: _Session, message: dict[str, Any], out: _Tracked) -> bool:
         """Send an answer to the node whose request it answers, when that is another; whether it was (an answer went out)."""
         answered = message.get("id")
-        node = answered.partition(".")[0] if isinstance(answered, str) else ""
+        if not isinstance(answered, str):
+            return False  # an integer id: asked without nodes (or by no one), answered here
+        node = answered.partition(".")[0]
         nodes = self.legacy.nodes
         if nodes is None or not node.isdigit() or node == session.node:
             return False
@@ -564,6 +566,11 @@ class HttpSessions:
         if self._sessions.get(session.id) is session:
             del self._sessions[session.id]
         session.end(reason)
+
+
+def _lookup_status(error: ProtocolError) -> int:
+    """The status of a failed session lookup: ``-32603`` is the server's (its shared store away), temporary: 503."""
+    return 503 if error.code == INTERNAL_ERROR else error.status_hint
 
 
 async def _accepted(out: _Tracked) -> bool:
