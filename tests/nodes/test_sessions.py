@@ -325,8 +325,8 @@ async def test_workers_of_one_node_serve_every_session_with_redis(tmp_path: Path
     log = tmp_path / "workers.log"
     with open(log, "wb") as errors:
         process = subprocess.Popen(
-            [sys.executable, "-m", "mrtr", "serve", "tests.nodes.app:server", "--port", str(port), "--workers", "2", "--store",
-             redis_url + "?prefix=workers:", "--log-level", "warning", "--no-access-log"],
+            [sys.executable, "-m", "mrtr", "serve", "tests.nodes.app:server", "--port", str(port), "--workers", "2",
+             "--store", redis_url + "?prefix=workers:", "--log-level", "warning", "--no-access-log"],
             cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT),
                                 "MRTR_SECRET": base64.b64encode(os.urandom(32)).decode()},
             stdout=subprocess.DEVNULL, stderr=errors)
@@ -343,5 +343,40 @@ async def test_workers_of_one_node_serve_every_session_with_redis(tmp_path: Path
             lambda: load(legacy_python, f"http://127.0.0.1:{port}/mcp", 40, calls=2, concurrency=8))
         assert outcome["errors"] == 0 and outcome["misrouted"] == 0 and outcome["ok"] == 40, (
             outcome, log.read_text(errors="replace")[-3000:])
+        assert len(outcome["owners"]) == 2  # both workers opened sessions; the kernel spread the rest
     finally:
         stop(process)
+
+
+async def test_sdk_sessions_lose_only_the_calls_of_a_killed_node(tmp_path: Path, legacy_python: Path) -> None:
+    gate = tmp_path / "gate"
+    async with nodes(tmp_path) as cluster, httpx.AsyncClient(timeout=30) as http:
+        probe = Legacy(http, cluster.url)
+        await probe.open()
+        doomed = (await probe.call("whoami", {}, direct(cluster)[0]))["result"]["content"][0]["text"]
+        process = subprocess.Popen([str(legacy_python), str(REPO_ROOT / "tests" / "nodes" / "sdk_kill.py"), "--url",
+                                    cluster.url, "--sessions", "9", "--gate", str(gate)],
+                                   cwd=REPO_ROOT, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)
+        try:
+            assert process.stdout is not None
+            first = await trio.to_thread.run_sync(process.stdout.readline)
+            assert json.loads(first) == {"asked": 9}, first + (process.stderr.read() if process.stderr else "")
+            cluster.kill(cluster.nodes[0])
+            gate.write_text("go")
+            out, err = await trio.to_thread.run_sync(lambda: process.communicate(timeout=120))
+        finally:
+            if process.poll() is None:
+                process.kill()
+        records = [json.loads(line) for line in out.splitlines() if line.strip()]
+        assert len(records) == 9, err[-3000:]
+        assert all("failed" not in record for record in records), (records, err[-3000:])  # nothing hung
+        for record in records:
+            if record["asker"] != doomed:
+                assert record["call"] == "ok" and record["next"] == "ok", record
+            else:
+                # Its call is lost. SDK 1.x ends its whole transport when the answer it then POSTs gets an
+                # HTTP error (410 here, as the spec wants for input the server cannot accept), so these
+                # sessions end on the client's side; the server's side goes on (the raw test above).
+                assert record["call"] != "ok", record
+        assert any(record["asker"] == doomed for record in records)  # round robin: some waited on it

@@ -197,7 +197,8 @@ class NodeBus:
             try:
                 # No retries inside the client: a reconnection must be seen here, since what was
                 # published while the connection was down is lost and the listeners must know.
-                async with self._client.pubsub(channels=[self.channel, self.own_channel], ignore_subscribe_messages=True,
+                channels = [self.channel, self.own_channel]
+                async with self._client.pubsub(channels=channels, ignore_subscribe_messages=True,
                                                retry_policy=NoRetryPolicy(), max_idle_seconds=5) as pubsub:
                     self.connected = True
                     pause = 0.05

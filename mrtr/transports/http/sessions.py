@@ -495,7 +495,7 @@ class HttpSessions:
         return session
 
     async def _routed(self, session: _Session, message: dict[str, Any], out: _Tracked) -> bool:
-        """Send an answer to the node whose request it answers, when that is another; whether it was (an answer went out)."""
+        """Pass an answer on to the node whose request it answers, if another; whether it did (and answered)."""
         answered = message.get("id")
         if not isinstance(answered, str):
             return False  # an integer id: asked without nodes (or by no one), answered here
@@ -551,9 +551,10 @@ class HttpSessions:
                 request_id = None
         if alive or isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
             # No relaying of streams between nodes: the client must come back to the node holding it.
+            held = "Conflict: this stream is held by another node" if alive else \
+                "Gone: this stream was held by a node that has stopped"
             await _reject(out, 409 if alive else 410, InvalidRequest(
-                f"{'Conflict' if alive else 'Gone'}: this stream is held by {'another node' if alive else 'a node that has stopped'}"
-                "; a resumption must reach the node that holds the stream (route GET with Last-Event-ID on it)"))
+                f"{held}; a resumption must reach the node that holds the stream (route GET with Last-Event-ID on it)"))
             return
         # The node is gone and so is the call: say so as the call's answer, on the stream the client asked for.
         body = encode_response(Response.refusing(request_id, InternalError(NODE_GONE)), out.record).body
