@@ -631,8 +631,15 @@ class LegacyEra:
             raise InvalidParams('resources/subscribe needs a string "uri"')
         if self.server.find_resource(uri) is None:
             raise ProtocolError(f"Resource not found: {uri}", code=RESOURCE_NOT_FOUND, data={"uri": uri})
-        call.session.subscribe(uri)
-        await self._record_changed(call.session)
+        session = call.session
+        added = not (session.subscriptions and uri in session.subscriptions)
+        session.subscribe(uri)
+        try:
+            await self._record_changed(session)
+        except ProtocolError:
+            if added:  # the record refused it (its bound) or could not be written: so does this copy
+                session.unsubscribe(uri)
+            raise
         return {}
 
     async def _unsubscribe(self, call: _Call) -> dict[str, Any]:
