@@ -33,9 +33,9 @@ no error result); the modern era answers the first with ``-32021``, which 2025 d
 define.
 
 Every JSON-RPC error goes with status 200, as this era's Streamable HTTP carries them;
-only a refused session (:class:`~mrtr.server.sessions.SessionLimit`) and a store that
-cannot be reached (:class:`~mrtr.carriers.tasks.store.StoreUnavailable`, ``-32603``)
-hint 503: both are temporary.
+only a refused session (:class:`~mrtr.server.sessions.SessionLimit`) and, with sessions
+in Redis, a store that cannot be reached (:class:`~mrtr.carriers.tasks.store.StoreUnavailable`,
+``-32603``) hint 503: both are temporary.
 
 **Several nodes** (:meth:`LegacyEra.share`, on a Redis store). Each session's record
 (what ``initialize`` negotiated, the principal, the log level, the subscriptions,
@@ -110,8 +110,9 @@ def legacy_error(error: ProtocolError) -> ProtocolError:
     return error
 
 
-def _refusal(request_id: Any, error: ProtocolError) -> Response:
-    temporary = isinstance(error, (SessionLimit, StoreUnavailable))
+def _refusal(request_id: Any, error: ProtocolError, shared: bool = False) -> Response:
+    # With sessions in Redis, a store away fails the session itself for now: temporary, as a full server is.
+    temporary = isinstance(error, SessionLimit) or (shared and isinstance(error, StoreUnavailable))
     return Response(error_response(request_id, legacy_error(error)), 503 if temporary else 200)
 
 
@@ -277,7 +278,7 @@ class LegacyEra:
                 client=client, outlet=outlet, lasting=lasting)
             await self._record_new(session)
         except ProtocolError as error:
-            return _refusal(request_id, self.server.shown(error)), None
+            return _refusal(request_id, self.server.shown(error), self._records is not None), None
         except Exception:
             log.exception("unexpected failure serving initialize")
             return _refusal(request_id, InternalError("Internal error")), None
@@ -331,7 +332,7 @@ class LegacyEra:
             finally:
                 self.sessions.finish(session)
         except ProtocolError as error:
-            return _refusal(request_id, self.server.shown(error))
+            return _refusal(request_id, self.server.shown(error), self._records is not None)
         except Exception:
             log.exception("unexpected failure serving %s in a legacy session", method)
             return _refusal(request_id, InternalError("Internal error"))
