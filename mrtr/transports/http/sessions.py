@@ -49,7 +49,8 @@ of it and nothing is forwarded; a node that has no side of a session yet makes o
 its first request. A call runs where its POST arrived, and what it holds stays there:
 the server's request ids (``"<node>.<n>"``) and the event ids of its stream
 (``<node>.<request>.<stream>-<k>``) name that node. An answer reaching another node is
-passed on over the owner's channel (``202``), or ``410`` when that node is gone; a
+passed on over the owner's channel (``202``); when that node is gone it is an answer no
+request waits for (``202``, dropped, as on one node); a
 ``notifications/cancelled`` for a call not running here goes to every node; a
 ``GET`` resuming another node's stream is ``409`` while that node lives, and once it is
 gone an SSE stream carrying the call's ``-32603`` error (the client's call ends). The
@@ -512,9 +513,12 @@ class HttpSessions:
             await _reject(out, 503, error)
             return True
         if not heard:
-            await _reject(out, 410, InvalidRequest(
-                f"Gone: request {answered[:80]!r} was asked by a node that has stopped; the call that asked it "
-                "failed, the session goes on"))
+            # The node that asked has stopped, and its call with it. This is an answer no request waits for,
+            # accepted and dropped as one node does (an HTTP error here makes SDK 1.x clients close the whole
+            # session); the call's own error reaches the client on its resumed stream (``_resumed_elsewhere``).
+            log.info("an answer to %r of session %s: the node that asked has stopped; dropped",
+                     answered[:80], _shown(session.id))
+            await _accepted(out)
             return True
         await _accepted(out)
         return True
