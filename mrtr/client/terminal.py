@@ -15,6 +15,7 @@ nothing a server sent can drive the terminal or be read as markup.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -262,7 +263,8 @@ class Terminal:
             self._progress.start()
             self._task = self._progress.add_task("working", total=None)
         assert self._task is not None
-        self._progress.update(self._task, completed=progress, total=total,
+        completed, total = bar_values(progress, total)
+        self._progress.update(self._task, completed=completed, total=total,
                               description=printable(message, multiline=False) if message else "working")
 
     def pause(self) -> None:
@@ -377,6 +379,28 @@ class Terminal:
 
 
 _SKIP = object()
+
+_LARGEST_SHOWN = 1e15
+"""Past this a progress value is scaled down: the bar multiplies it by its width, and a float
+that overflows to infinity there would end the call with an OverflowError."""
+
+
+def bar_values(progress: float, total: float | None) -> tuple[float, float | None]:
+    """What the progress bar can draw of a server's ``progress`` and ``total``.
+
+    A server may send any JSON number: a total that is not a positive finite number means
+    the end is unknown (an indeterminate bar); values too large to draw are scaled down
+    together, and the bar's fill stays within ``[0, total]``.
+    """
+    completed = progress if math.isfinite(progress) else 0.0
+    if total is not None and not (math.isfinite(total) and total > 0):
+        total = None
+    largest = max(abs(completed), total or 0.0)
+    if largest > _LARGEST_SHOWN:
+        completed *= _LARGEST_SHOWN / largest
+        total = total * (_LARGEST_SHOWN / largest) if total is not None else None
+    completed = max(0.0, completed if total is None else min(completed, total))
+    return completed, total
 
 
 def _answerable(value: Any) -> bool:

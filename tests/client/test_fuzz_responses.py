@@ -280,7 +280,9 @@ def test_any_http_answer_is_a_result_or_a_client_error(body: bytes, status: int,
         async with trio.open_nursery() as nursery:
             url = await serve_http(nursery, respond)
             try:
-                async with mrtr.Client(url, timeout=10, on_progress=lambda *_: None) as client:
+                # A stream that gives only an event id is resumed, boundedly (targets.MAX_RESUMPTIONS, a pause
+                # each): the deadline is what ends such an exchange within the test's time, with a ClientError.
+                async with mrtr.Client(url, timeout=10, deadline=5, on_progress=lambda *_: None) as client:
                     await client.call_once("server/discover")
             except ClientError as error:  # inside the server's nursery, so it is not wrapped in a group
                 show_error(_console(), error)

@@ -259,6 +259,31 @@ def test_terminal_progress_bar():
     assert "step" in term.text  # the bar's description, drawn (and then removed) on the terminal
 
 
+@pytest.mark.parametrize(("progress", "total"), [
+    (1.0, 2.6e306), (1e308, 1e308), (2.6e306, 1.0), (1.0, 1e-320), (-1e308, 5.0), (1.0, 0.0), (3.0, -2.0),
+    (1e300, None), (float("nan"), 4.0), (2.0, float("inf")),
+])
+def test_any_progress_value_is_drawn(progress, total):
+    from io import StringIO
+
+    from rich.console import Console
+
+    from mrtr.client.terminal import Terminal as Answerers
+    from mrtr.client.terminal import bar_values
+
+    terminal = Answerers(stdin=StringIO(), console=Console(file=StringIO(), force_terminal=True, width=80),
+                         interactive=True)
+    try:
+        terminal.progress(progress, total, "working")
+        assert terminal._progress is not None
+        terminal._progress.refresh()  # draws the bar: it raised OverflowError on such values
+    finally:
+        terminal.pause()
+    completed, shown = bar_values(progress, total)
+    assert shown is None or 0 < shown <= 1e15
+    assert 0 <= completed <= (shown if shown is not None else 1e15)
+
+
 def test_url_mode_prints_the_address_and_waits():
     done = piped("call", "--stdio", SERVER, "visit", stdin="\n")
     assert done.returncode == 0, done.stderr
