@@ -13,8 +13,10 @@
   bytes in and out per plain conversation, per task of three Steps (created, run,
   read once) and per final round recorded by ``once=True``, on one node, less what the
   node does idle in the same time (lease sweeps); and what one record occupies
-  (``MEMORY USAGE``). Sessions of the 2025 era are not in Redis yet: their row is a
-  placeholder.
+  (``MEMORY USAGE``); and per 2025-era session, every request of which reaches
+  another node than the one before: ``initialize`` on node 1, ``notifications/initialized``
+  on node 2, a two-question call on node 1 whose answers go to node 2 (each passed on
+  to node 1 over its channel), ``tools/list`` on node 3, ``DELETE`` on node 2.
 """
 
 from __future__ import annotations
@@ -124,6 +126,17 @@ def _memory(url: str, pattern: str) -> int | None:
     sizes = [int(subprocess.run(["redis-cli", "-p", port, "MEMORY", "USAGE", key], capture_output=True, text=True,
                                 timeout=10, check=True).stdout) for key in keys[:50]]
     return int(statistics.median(sizes))
+
+
+def _stored_session(cluster: Cluster, url: str) -> int | None:
+    """What one open session's record occupies (the benchmark's own sessions end with DELETE)."""
+    opened = httpx.post(f"http://127.0.0.1:{cluster.ports[0]}/mcp", headers={
+        **LEGACY, "Host": f"127.0.0.1:{cluster.listen}"}, content=json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}}},
+            "clientInfo": {"name": "bench", "version": "1"}}}), timeout=30)
+    opened.raise_for_status()
+    return _memory(url, "mrtr:session:*")
 
 
 def scaling(cluster: Cluster, redis: subprocess.Popen[bytes], *, turns: int, seconds: float,
@@ -250,6 +263,41 @@ async def _task(http: httpx.AsyncClient, port: int) -> tuple[str, int]:
             await trio.sleep(0.01)
 
 
+LEGACY = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+          "MCP-Protocol-Version": "2025-11-25"}
+
+
+async def _session(http: httpx.AsyncClient, ports: list[int], number: int) -> None:
+    """One 2025-era session whose requests go round the nodes (see the module docs)."""
+    first, second, third = (f"http://127.0.0.1:{port}/mcp" for port in ports[:3])
+    opened = await http.post(first, headers=LEGACY, content=json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}}},
+            "clientInfo": {"name": "bench", "version": "1"}}}))
+    headers = {**LEGACY, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+    await http.post(second, headers=headers, content=b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "ask2",
+                                                                         "arguments": {"plan": f"p{number}"}}}
+    final = None
+    async with http.stream("POST", first, headers=headers, content=json.dumps(call)) as response:
+        async for line in response.aiter_lines():
+            if not line.startswith("data:") or not line[5:].strip():
+                continue
+            message = json.loads(line[5:])
+            if message.get("method") == "elicitation/create":
+                answer = {"jsonrpc": "2.0", "id": message["id"], "result": {
+                    "action": "accept", "content": {"email": f"s{number}@example.com"}}}
+                accepted = await http.post(second, headers=headers, content=json.dumps(answer))
+                if accepted.status_code != 202:
+                    raise RuntimeError(f"an answer passed on between nodes: {accepted.status_code}")
+            elif "id" in message and "method" not in message:
+                final = message
+    if final is None or "result" not in final:
+        raise RuntimeError(f"a 2025 session's call across nodes: {final}")
+    await http.post(third, headers=headers, content=b'{"jsonrpc":"2.0","id":3,"method":"tools/list"}')
+    await http.delete(second, headers=headers)
+
+
 def costs(cluster: Cluster, url: str, *, count: int) -> dict[str, Any]:
     """Redis commands and bytes per plain conversation, task and final round, on node 1, less its idle work."""
     port = cluster.ports[0]
@@ -266,6 +314,8 @@ def costs(cluster: Cluster, url: str, *, count: int) -> dict[str, Any]:
                     await _conversation(http, port, "ask2", number)
                 elif kind == "final round":
                     await _conversation(http, port, "once1", number)
+                elif kind == "session (2025 era)":
+                    await _session(http, cluster.ports, number)
                 elif kind == "task":
                     task_id, polled = await _task(http, port)
                     polls += polled
@@ -284,7 +334,7 @@ def costs(cluster: Cluster, url: str, *, count: int) -> dict[str, Any]:
     idle_seconds = time.monotonic() - idle_started
     idle = {name: (value - before[name]) / idle_seconds for name, value in counters().items()}
     rows: dict[str, Any] = {}
-    for kind in ("conversation", "task", "final round", "read"):
+    for kind in ("conversation", "task", "final round", "read", "session (2025 era)"):
         before = counters()
         seconds = trio.run(batch, kind)
         after = counters()
@@ -301,7 +351,7 @@ def costs(cluster: Cluster, url: str, *, count: int) -> dict[str, Any]:
     rows["task"]["stored_bytes"] = _memory(url, "mrtr:task:*")
     rows["final round"]["stored_bytes"] = _memory(url, "mrtr:round:*")
     rows["conversation"]["stored_bytes"] = 0
-    rows["session (2025 era)"] = None  # sessions move to Redis in part 2 of several nodes
+    rows["session (2025 era)"]["stored_bytes"] = _stored_session(cluster, url)
     return {"count": count, "idle_commands_per_second": idle["total_commands_processed"], "rows": rows}
 
 

@@ -308,13 +308,16 @@ def table_nodes(part: dict[str, Any]) -> str:
               "| work | Redis commands | bytes to Redis | bytes from Redis | stored (bytes, `MEMORY USAGE`) |",
               "|---|---|---|---|---|"]
     for name, row in part["costs"]["rows"].items():
-        if row is None:
-            lines.append(f"| {name} | (part 2: sessions move to Redis) | | | |")
+        if row is None:  # a run recorded before 2025-era sessions moved to Redis
+            lines.append(f"| {name} | (not measured in this run) | | | |")
             continue
         label = {"conversation": "a two-question conversation (no `once`, no task)",
                  "task": "a task of three Steps (created, run, completed; its polls not counted)",
                  "final round": "a final round recorded by `once=True` (a one-question conversation)",
-                 "tasks/get": "one `tasks/get` (a poll)"}.get(name, name)
+                 "tasks/get": "one `tasks/get` (a poll)",
+                 "session (2025 era)": "a 2025-era session, each request on another node (initialize, "
+                                       "initialized, a two-question call answered on another node, tools/list, "
+                                       "DELETE)"}.get(name, name)
         stored = "-" if not row.get("stored_bytes") else f"{row['stored_bytes']:,}"
         lines.append(f"| {label} | {row['commands']:.1f} | {row['bytes_in']:,.0f} | {row['bytes_out']:,.0f} | "
                      f"{stored} |")

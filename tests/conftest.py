@@ -255,3 +255,14 @@ def pinned_venv(venv: Path, requirements: Path, package: str, version: str) -> P
         unavailable(f"could not install {package}=={version} into {venv} (is the package registry reachable?): "
                     f"{installed.stderr[-2000:]}")
     return python
+
+
+def module_from_file(path: Path) -> Any:
+    """The module in ``path``, a script of the repository outside any package (docs/, .ci/)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -39,6 +39,7 @@ __all__ = [
     "Broadcast",
     "Dispatcher",
     "Listener",
+    "NodeLink",
     "Notify",
     "RequestId",
     "Response",
@@ -353,6 +354,29 @@ class Dispatcher(Protocol):
         ...
 
 
+class NodeLink(Protocol):
+    """How the nodes serving the same 2025-era sessions reach each other (over their shared store).
+
+    ``node_id`` names this node (decimal digits, fresh at each start). Messages are an
+    envelope ``kind`` and a JSON body; a node hands each kind to the handler it
+    registered (:meth:`handle`) and drops the others.
+    """
+
+    node_id: str
+
+    def handle(self, kind: str, handler: Callable[[Any], None]) -> None:
+        """Give the bodies of messages of ``kind`` to ``handler``, on the event loop."""
+        ...
+
+    def send_all(self, kind: str, body: Any) -> None:
+        """Send a message to every node, this one included; never waits."""
+        ...
+
+    async def send_to(self, node_id: str, kind: str, body: Any) -> bool:
+        """Send a message to one node; whether it can have heard it (``False``: that node is gone)."""
+        ...
+
+
 class SessionDispatcher(Protocol):
     """The legacy era of a dispatcher (MCP 2025-11-25, 2025-06-18, 2025-03-26), as a transport drives it.
 
@@ -417,4 +441,23 @@ class SessionDispatcher(Protocol):
 
     def owner_of(self, session_id: str) -> str | None:
         """The owner a session id names, or ``None`` for an id this dispatcher never minted the like of."""
+        ...
+
+    @property
+    def nodes(self) -> NodeLink | None:
+        """The other nodes serving the same sessions (sessions in a shared store), or ``None``: this process alone.
+
+        With it, any node serves any request of a session, and what a transport holds
+        of one (calls in flight, streams, questions waiting for answers) stays where it
+        is: the transport reaches the node holding it through this link.
+        """
+        ...
+
+    def attach(self, session_id: str, *, outlet: Notify, on_end: Callable[[str], None],
+               on_ready: Callable[[], None]) -> None:
+        """Hold a session another node opened (found by :meth:`version_of`) as if opened here.
+
+        ``outlet`` and ``on_end`` as for :meth:`initialize`; ``on_ready()`` is called once
+        ``notifications/initialized`` has arrived, on whichever node.
+        """
         ...

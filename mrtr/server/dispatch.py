@@ -392,10 +392,18 @@ class Server(Registry):
         subscriptions = self._subscriptions
         async with serve_bus(url, deliver=subscriptions.deliver, lost=subscriptions.interrupt) as bus:
             detach = subscriptions.through(bus)
+            unshare = None
+            if self._legacy is not None:
+                from ..carriers.tasks.sessions import SessionRecords
+
+                # 2025-era sessions in the same Redis: any node serves any request of a session.
+                unshare = self._legacy.share(SessionRecords(bus.client, bus.layout, url), bus)
             try:
                 yield
             finally:
                 detach()
+                if unshare is not None:
+                    unshare()
 
     @asynccontextmanager
     async def _tasks_running(self, settings: _TaskSettings) -> AsyncIterator[None]:
@@ -441,6 +449,12 @@ class Server(Registry):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", EphemeralKeyWarning)
             _ = self.token_carrier
+
+    @property
+    def node_id(self) -> str | None:
+        """This node's name among the nodes on one Redis while :meth:`running` on it, else ``None``."""
+        bus = self._subscriptions.bus
+        return getattr(bus, "node_id", None)
 
     @property
     def tasks(self) -> TaskHost | None:

@@ -33,7 +33,21 @@ no error result); the modern era answers the first with ``-32021``, which 2025 d
 define.
 
 Every JSON-RPC error goes with status 200, as this era's Streamable HTTP carries them;
-only a refused session (:class:`~mrtr.server.sessions.SessionLimit`) hints 503.
+only a refused session (:class:`~mrtr.server.sessions.SessionLimit`) and, with sessions
+in Redis, a store that cannot be reached (:class:`~mrtr.carriers.tasks.store.StoreUnavailable`,
+``-32603``) hint 503: both are temporary.
+
+**Several nodes** (:meth:`LegacyEra.share`, on a Redis store). Each session's record
+(what ``initialize`` negotiated, the principal, the log level, the subscriptions,
+whether it is initialized) lives in Redis (:mod:`mrtr.carriers.tasks.sessions`), so any
+node serves any request of it: each request reads the record, which moves its expiry,
+and a node that had no copy of the session makes one (:meth:`SessionRegistry.adopt`).
+A change is written back and told to every node (``session``), so the copy of a node
+holding the session's ``GET`` stream filters resource updates by the subscriptions
+made elsewhere, and a call held back until ``notifications/initialized`` goes on when
+that notification reached another node. ``DELETE`` removes the record and tells every
+node (``ended``), which end their copies: calls in flight are cancelled, streams end.
+Without a shared store nothing of this runs: sessions live in the process.
 """
 
 from __future__ import annotations
@@ -43,6 +57,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..carriers.live import LiveCarrier
+from ..carriers.tasks.store import StoreUnavailable
 from ..core.context import LOG_LEVELS, Context
 from ..core.eras import LEGACY_VERSIONS, Unexpressible, negotiate, session_capabilities
 from ..core.errors import (
@@ -57,14 +72,15 @@ from ..core.errors import (
     MissingRequiredClientCapability,
     ProtocolError,
 )
-from ..core.jsonrpc import Notify, Response, RunSync, error_response, result_response
+from ..core.jsonrpc import NodeLink, Notify, Response, RunSync, error_response, result_response
 from ..core.live import MAX_LIVE_ROUNDS
 from ..core.peer import LiveRequestFailed, Peer
 from ..core.replay import Completed
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
-from .sessions import Session, SessionLimit, SessionRegistry, owner_of
+from .sessions import MAX_SUBSCRIPTIONS, Session, SessionLimit, SessionRegistry, owner_of
 
 if TYPE_CHECKING:
+    from ..carriers.tasks.sessions import SessionRecords
     from .dispatch import Server
 
 __all__ = ["RESOURCE_NOT_FOUND", "LegacyEra", "legacy_error"]
@@ -75,6 +91,13 @@ RESOURCE_NOT_FOUND = -32002
 """The 2025 code of ``resources/read`` for a uri no resource serves (``data.uri`` names it)."""
 
 _MODERN_ONLY = (HEADER_MISMATCH, MISSING_REQUIRED_CLIENT_CAPABILITY, UNSUPPORTED_PROTOCOL_VERSION)
+
+_FRESH = 1.0
+"""Seconds a node's copy of a shared session is used without reading its record again.
+
+A request's lookups (the transport's, then the method's) read it once; every end and
+change made elsewhere arrives as a message meanwhile, so only an expiry can go unseen,
+and for no longer than this."""
 
 # What a session's family methods need registered: the modern era's table (Server._offered).
 _FAMILIES = {"tools": "tools", "prompts": "prompts", "resources": "resources", "completion": "completion"}
@@ -87,8 +110,10 @@ def legacy_error(error: ProtocolError) -> ProtocolError:
     return error
 
 
-def _refusal(request_id: Any, error: ProtocolError) -> Response:
-    return Response(error_response(request_id, legacy_error(error)), 503 if isinstance(error, SessionLimit) else 200)
+def _refusal(request_id: Any, error: ProtocolError, shared: bool = False) -> Response:
+    # With sessions in Redis, a store away fails the session itself for now: temporary, as a full server is.
+    temporary = isinstance(error, SessionLimit) or (shared and isinstance(error, StoreUnavailable))
+    return Response(error_response(request_id, legacy_error(error)), 503 if temporary else 200)
 
 
 def _failed_call(text: str) -> dict[str, Any]:
@@ -176,6 +201,8 @@ class LegacyEra:
         self.sessions = sessions
         self._answer_timeout = answer_timeout
         self.max_rounds = max_rounds
+        self._records: SessionRecords | None = None
+        self._nodes: NodeLink | None = None
         self._methods: dict[str, Callable[[_Call], Awaitable[dict[str, Any]]]] = {
             "logging/setLevel": self._set_level,
             "tools/list": self._list_tools,
@@ -249,8 +276,9 @@ class LegacyEra:
                 version=version, client_capabilities=session_capabilities(declared, version),
                 client_info=dict(client_info) if client_info is not None else None, principal=principal,
                 client=client, outlet=outlet, lasting=lasting)
+            await self._record_new(session)
         except ProtocolError as error:
-            return _refusal(request_id, self.server.shown(error)), None
+            return _refusal(request_id, self.server.shown(error), self._records is not None), None
         except Exception:
             log.exception("unexpected failure serving initialize")
             return _refusal(request_id, InternalError("Internal error")), None
@@ -304,7 +332,7 @@ class LegacyEra:
             finally:
                 self.sessions.finish(session)
         except ProtocolError as error:
-            return _refusal(request_id, self.server.shown(error))
+            return _refusal(request_id, self.server.shown(error), self._records is not None)
         except Exception:
             log.exception("unexpected failure serving %s in a legacy session", method)
             return _refusal(request_id, InternalError("Internal error"))
@@ -329,14 +357,26 @@ class LegacyEra:
             return
         self.sessions.touch(session)
         if method == "notifications/initialized":
-            session.initialized = True
+            if not session.initialized:
+                session.mark_initialized()
+                try:
+                    await self._record_changed(session)
+                except ProtocolError:
+                    log.warning("could not record that a session is initialized; its other nodes learn it "
+                                "from its next request", exc_info=True)
         else:
             log.debug("%s in a legacy session", method)
 
     async def close(self, session_id: str, *, headers: Mapping[str, str] | None = None, auth: Any = None) -> bool:
         """End a session this caller opened; whether it was live."""
         session = await self._session(session_id, "", {}, headers, auth)
-        return session is not None and self.sessions.end(session.id, "closed by the client")
+        if session is None:
+            return False
+        if self._records is not None and not session.lasting:
+            await self._records.delete(session.id)
+            if self._nodes is not None:
+                self._nodes.send_all("ended", [session.id])  # every node ends its copy (this one too)
+        return self.sessions.end(session.id, "closed by the client")
 
     @property
     def owner(self) -> str:
@@ -350,6 +390,82 @@ class LegacyEra:
     def owner_of(self, session_id: str) -> str | None:
         """The owner a session id names (:func:`mrtr.server.sessions.owner_of`)."""
         return owner_of(session_id)
+
+    # -- several nodes ----------------------------------------------------------------------
+
+    def share(self, records: SessionRecords, nodes: NodeLink) -> Callable[[], None]:
+        """Keep session records in ``records`` and tell the other nodes of changes through ``nodes``.
+
+        From now on any node on the same store serves any session's request; returns
+        what stops it (sessions opened meanwhile stay in the store until they expire).
+        """
+        self._records = records
+        self._nodes = nodes
+        nodes.handle("session", self._changed_elsewhere)
+        nodes.handle("ended", self._ended_elsewhere)
+
+        def stop() -> None:
+            if self._records is records:
+                self._records = None
+                self._nodes = None
+
+        return stop
+
+    @property
+    def nodes(self) -> NodeLink | None:
+        """The link between the nodes serving the same sessions while :meth:`share` is on, else ``None``."""
+        return self._nodes if self._records is not None else None
+
+    def attach(self, session_id: str, *, outlet: Notify, on_end: Callable[[str], None],
+               on_ready: Callable[[], None]) -> None:
+        """Hold this node's copy of a session as if opened here; see :class:`~mrtr.core.jsonrpc.SessionDispatcher`."""
+        session = self.sessions.peek(session_id)
+        if session is None:
+            on_end("expired")
+            return
+        session.outlet = outlet
+        session.on_end(on_end)
+        session.on_ready(on_ready)
+
+    async def _record_new(self, session: Session) -> None:
+        records = self._records
+        if records is None or session.lasting:
+            return
+        try:
+            stored = await records.create(session.id, _record(session), self.sessions.idle_timeout)
+        except ValueError:
+            self.sessions.end(session.id, "refused")
+            raise InvalidParams("initialize: the client's capabilities and clientInfo are too large") from None
+        except ProtocolError:
+            self.sessions.end(session.id, "refused")
+            raise
+        if not stored:  # 144 random bits taken already: not by chance
+            self.sessions.end(session.id, "refused")
+            raise InternalError("Internal error: a new session id was already taken")
+
+    async def _record_changed(self, session: Session) -> None:
+        """Write a session's changed state back and tell every node holding a copy."""
+        records = self._records
+        if records is None or session.lasting:
+            return
+        try:
+            live = await records.save(session.id, _record(session), self.sessions.idle_timeout)
+        except ValueError:
+            raise InvalidParams("this session's state would be over its bound; unsubscribe from some "
+                                "resources first") from None
+        if not live:
+            self.sessions.end(session.id, "expired")
+            raise InvalidRequest("Invalid Request: unknown or expired session; initialize a new one")
+        if self._nodes is not None:
+            self._nodes.send_all("session", [session.id, _changes(session)])
+
+    def _changed_elsewhere(self, body: Any) -> None:
+        session = self.sessions.peek(str(body[0]))
+        if session is not None:
+            _apply(session, dict(body[1]))
+
+    def _ended_elsewhere(self, body: Any) -> None:
+        self.sessions.end(str(body[0]), "closed by the client")
 
     def publish(self, method: str, params: dict[str, Any]) -> None:
         """Hand a server-wide notification to every session that wants it; callable from any thread.
@@ -379,7 +495,28 @@ class LegacyEra:
     async def _session(self, session_id: str, method: str, params: Mapping[str, Any],
                        headers: Mapping[str, str] | None, auth: Any) -> Session | None:
         principal = await self.server._principal_of(method, params, headers or {}, auth)
-        return self.sessions.get(session_id, principal)
+        session = self.sessions.get(session_id, principal)
+        records = self._records
+        if records is None or not isinstance(session_id, str) or (session is not None and session.lasting):
+            return session
+        now = self.sessions.clock()
+        if session is not None and now - session.checked < _FRESH:
+            return session  # read a moment ago (the same request's lookup): ends and changes come as messages
+        # The record decides: it may have expired, been deleted or changed on another node.
+        record = await records.load(session_id, self.sessions.idle_timeout)
+        if record is None or record.get("v") != 1:
+            if session is not None:
+                self.sessions.end(session_id, "expired")
+            return None
+        if record.get("principal") != principal:
+            return None
+        if session is None:
+            session = self.sessions.adopt(
+                session_id, version=str(record["version"]), client_capabilities=dict(record["capabilities"]),
+                client_info=record.get("info"), principal=principal, client=record.get("client"))
+        _apply(session, record)
+        session.checked = now
+        return session
 
     def _context(self, call: _Call, arguments: Mapping[str, Any], target: str) -> Context:
         session = call.session
@@ -427,6 +564,7 @@ class LegacyEra:
         if level not in LOG_LEVELS:
             raise InvalidParams(f"logging/setLevel: level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
         call.session.log_level = level
+        await self._record_changed(call.session)
         return {}
 
     def _listed(self, call: _Call, items: list[dict[str, Any]], member: str) -> dict[str, Any]:
@@ -494,7 +632,15 @@ class LegacyEra:
             raise InvalidParams('resources/subscribe needs a string "uri"')
         if self.server.find_resource(uri) is None:
             raise ProtocolError(f"Resource not found: {uri}", code=RESOURCE_NOT_FOUND, data={"uri": uri})
-        call.session.subscribe(uri)
+        session = call.session
+        added = not (session.subscriptions and uri in session.subscriptions)
+        session.subscribe(uri)
+        try:
+            await self._record_changed(session)
+        except ProtocolError:
+            if added:  # the record refused it (its bound) or could not be written: so does this copy
+                session.unsubscribe(uri)
+            raise
         return {}
 
     async def _unsubscribe(self, call: _Call) -> dict[str, Any]:
@@ -502,10 +648,35 @@ class LegacyEra:
         if not isinstance(uri, str) or not uri:
             raise InvalidParams('resources/unsubscribe needs a string "uri"')
         call.session.unsubscribe(uri)
+        await self._record_changed(call.session)
         return {}
 
     async def _complete(self, call: _Call) -> dict[str, Any]:
         return await self.server._completion_of(call.params)
+
+
+def _changes(session: Session) -> dict[str, Any]:
+    """What later requests of a session set, as its record and its ``session`` messages carry it."""
+    return {"level": session.log_level, "subscriptions": sorted(session.subscriptions or ()),
+            "initialized": session.initialized}
+
+
+def _record(session: Session) -> dict[str, Any]:
+    """A session's record in the shared store (see :mod:`mrtr.carriers.tasks.sessions`)."""
+    return {"v": 1, "version": session.version, "capabilities": dict(session.client_capabilities),
+            "info": session.client_info, "principal": session.principal, "client": session.client,
+            **_changes(session)}
+
+
+def _apply(session: Session, record: Mapping[str, Any]) -> None:
+    """Bring this node's copy of a session up to what the store (or another node) says."""
+    level = record.get("level")
+    session.log_level = level if level in LOG_LEVELS else None
+    subscriptions = record.get("subscriptions")
+    session.subscriptions = set(subscriptions[:MAX_SUBSCRIPTIONS]) if isinstance(subscriptions, list) and \
+        subscriptions else None
+    if record.get("initialized") is True:
+        session.mark_initialized()
 
 
 class _Call:

@@ -27,11 +27,17 @@ never taken from a client, prefixed with the owner the registry was built with
 session from its id alone, see :func:`owner_of`). A session opened by a principal is
 found only by that principal: another one's id is as if unknown.
 
+**Several nodes.** With a Redis store every node serving a session keeps a copy of it
+here, made from its record in Redis (:meth:`SessionRegistry.adopt`, under the id the
+node that opened it minted) and kept current by the legacy era
+(:mod:`mrtr.server.legacy`); the bounds above are each node's own.
+
 The registry does no I/O and reads time from the clock it is given.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import secrets
 import time
@@ -100,7 +106,7 @@ class Session:
 
     __slots__ = ("id", "version", "client_capabilities", "client_info", "principal", "client", "log_level",
                  "subscriptions", "initialized", "outlet", "lasting", "in_flight", "last_active", "ended",
-                 "_on_end", "__weakref__")
+                 "_on_end", "_on_ready", "checked", "__weakref__")
 
     def __init__(self, session_id: str, *, version: str, client_capabilities: Mapping[str, Any],
                  client_info: Mapping[str, Any] | None, principal: str | None, client: str | None,
@@ -120,6 +126,26 @@ class Session:
         self.last_active = now
         self.ended: str | None = None
         self._on_end: list[Callable[[str], None]] | None = None
+        self._on_ready: list[Callable[[], None]] | None = None
+        self.checked = -math.inf  # when this copy was last read from the shared store, if there is one
+
+    def on_ready(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once ``notifications/initialized`` has arrived (at once if it has)."""
+        if self.initialized:
+            callback()
+            return
+        if self._on_ready is None:
+            self._on_ready = []
+        self._on_ready.append(callback)
+
+    def mark_initialized(self) -> None:
+        """``notifications/initialized`` arrived (on this node or, with sessions in Redis, another)."""
+        if self.initialized:
+            return
+        self.initialized = True
+        callbacks, self._on_ready = self._on_ready or [], None
+        for callback in callbacks:
+            callback()
 
     def subscribe(self, uri: str) -> None:
         """Add ``uri`` to the subscriptions; ``-32602`` past :data:`MAX_SUBSCRIPTIONS`."""
@@ -220,6 +246,31 @@ class SessionRegistry:
         connection: it never expires and is never ended to make room. Raises
         :class:`SessionLimit` when no room can be made.
         """
+        session_id = f"{self.owner}.{secrets.token_urlsafe(18)}"  # 144 random bits
+        return self._admit(session_id, version=version, client_capabilities=client_capabilities,
+                           client_info=client_info, principal=principal, client=client, outlet=outlet,
+                           lasting=lasting)
+
+    def adopt(self, session_id: str, *, version: str, client_capabilities: Mapping[str, Any],
+              client_info: Mapping[str, Any] | None, principal: str | None, client: str | None = None) -> Session:
+        """This node's copy of a session another node opened (its record read from the shared store).
+
+        The copy already held, if any; else a new one under the same bounds as :meth:`open`
+        (:class:`SessionLimit` when no room can be made).
+        """
+        held = self._sessions.get(session_id)
+        if held is not None:
+            return held
+        return self._admit(session_id, version=version, client_capabilities=client_capabilities,
+                           client_info=client_info, principal=principal, client=client, outlet=None, lasting=False)
+
+    def peek(self, session_id: str) -> Session | None:
+        """The copy held of ``session_id``, whoever asks and however idle (for messages between nodes)."""
+        return self._sessions.get(session_id)
+
+    def _admit(self, session_id: str, *, version: str, client_capabilities: Mapping[str, Any],
+               client_info: Mapping[str, Any] | None, principal: str | None, client: str | None,
+               outlet: Notify | None, lasting: bool) -> Session:
         now = self.clock()
         self._sweep(now)
         owner = principal if principal is not None else client
@@ -237,7 +288,6 @@ class SessionRegistry:
                 raise SessionLimit(f"Server busy: this process holds {self.max_sessions} sessions, all of them busy; "
                                    "try again later")
             self._end(idle, "ended to make room for a newer session")
-        session_id = f"{self.owner}.{secrets.token_urlsafe(18)}"  # 144 random bits
         session = Session(session_id, version=version, client_capabilities=client_capabilities,
                           client_info=client_info, principal=principal, client=owner, outlet=outlet,
                           lasting=lasting, now=now)

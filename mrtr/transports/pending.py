@@ -7,7 +7,10 @@ one per session (stdio holds one for its process; Streamable HTTP one per
 ``Mcp-Session-Id``):
 
 - **ids**: a per-session counter, never reused (a client's ids live in the other
-  direction, so a clash in value is harmless);
+  direction, so a clash in value is harmless); when several nodes serve one session
+  each node's ids are strings that start with its name (``"<node>.<n>"``, the
+  ``prefix``), so the node an answer reaches can tell which node's handler waits for it
+  without asking anyone;
 - **sending**: a round goes out at once, every request through the ``write`` of the
   call's :meth:`PendingRequests.peer` (stdout on stdio, the call's event stream on
   HTTP), held back until the client sent ``notifications/initialized`` (the lifecycle
@@ -63,11 +66,13 @@ class PendingRequests:
     """The server-to-client requests of one session awaiting answers; see the module docstring.
 
     ``write`` is where requests and withdrawals go unless a call's :meth:`peer` names
-    its own. Use from the session's trio loop.
+    its own; ``prefix`` makes the ids strings that start with it (``None``: integers).
+    Use from the session's trio loop.
     """
 
-    def __init__(self, write: Write) -> None:
+    def __init__(self, write: Write, prefix: str | None = None) -> None:
         self._write = write
+        self._prefix = prefix
         self._next_id = 0
         self._waiting: dict[Any, tuple[_Round, int]] = {}
         self._ready = trio.Event()
@@ -128,7 +133,7 @@ class PendingRequests:
                     raise SessionEnded(requests[0][0], self.ended)
                 for index, (method, params) in enumerate(requests):
                     self._next_id += 1
-                    request_id = self._next_id
+                    request_id: Any = self._next_id if self._prefix is None else f"{self._prefix}{self._next_id}"
                     round_.methods.append(method)
                     self._waiting[request_id] = (round_, index)
                     sent.append(request_id)

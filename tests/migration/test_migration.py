@@ -6,7 +6,7 @@ its dependencies never mix with ours; FastMCP's own client answers its questions
 ``docs/examples/mrtr_expenses.py`` runs behind a real ``mrtr serve`` process, answered by
 ``mrtr.Client``. Both must give the same answers to the same answers, each reading the
 category table once per conversation (the mrtr version because the read is a Step).
-docs/handlers.md shows both files verbatim. Under ``CI=true`` a failed install fails;
+docs/handlers.md includes both files as they are. Under ``CI=true`` a failed install fails;
 elsewhere it skips, saying why.
 """
 
@@ -121,5 +121,6 @@ def test_in_mrtr_the_step_keeps_the_read_to_one_per_conversation(monkeypatch):
 def test_the_guide_shows_both_files_as_they_are():
     guide = (ROOT / "docs" / "handlers.md").read_text()
     for name in ("fastmcp_expenses.py", "mrtr_expenses.py"):
-        body = (EXAMPLES / name).read_text()
-        assert f"```python\n{body}```" in guide, f"docs/handlers.md does not show docs/examples/{name} as it is"
+        assert (EXAMPLES / name).is_file()
+        include = f'```python\n--8<-- "docs/examples/{name}"\n```'
+        assert include in guide, f"docs/handlers.md does not include docs/examples/{name}"

@@ -13,7 +13,10 @@ Its store is where ``mrtr serve --store`` or ``MRTR_STORE`` says (in process: th
   test kills that node there); each Step appends the pid that ran it to ``path``;
 - ``touch(uri)`` and ``change_tools()``: publish ``resources/updated`` and a tool list
   change from whichever node serves the call;
-- the resource ``node://pid``, answering the pid of the node that read it.
+- the resource ``node://pid``, answering the pid of the node that read it;
+- ``secret_code(nonce)`` (a 2025-era session's question: the load of
+  ``tests/legacy/sdk_load.py``) and ``whoami()``, which names the node (its
+  ``Server.node_id``) that ran the call.
 """
 
 from __future__ import annotations
@@ -67,6 +70,17 @@ def build(store_url: str | None = None) -> Server:
         """Tells every listener that the tool list changed."""
         app.notify_tools_changed()
         return "changed"
+
+    @app.tool
+    def secret_code(nonce: str) -> Any:
+        """Asks for the code of ``nonce``: an answer that reached another session's call shows."""
+        answer = yield Elicit(f"Code for {nonce}?", Form().string("code"))
+        return f"{nonce}={answer.content['code']}" if answer.accepted else f"{nonce}: {answer.action}"
+
+    @app.tool
+    def whoami() -> str:
+        """The node that ran this call."""
+        return str(app.node_id)
 
     @app.resource("node://pid")
     def pid() -> str:

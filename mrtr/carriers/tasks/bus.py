@@ -12,11 +12,18 @@ task out of order.
 Every message is an envelope (:func:`envelope`): a version, a ``kind`` and its body. A
 node hands each kind to the handler registered for it (:meth:`NodeBus.handle`) and
 drops kinds it does not know, so a node of a newer release can send a kind an older one
-ignores during a rolling restart. ``notification`` is the only kind sent today; a
-message meant for one node (say, the answer to a question whose 2025-era handler waits
-there) is to go to that node's own channel
-(:meth:`~mrtr.carriers.tasks.redis_url.KeyLayout.node`), which that node will subscribe
-to beside the shared one (docs/adr/0015-nodes-on-one-redis.md).
+ignores during a rolling restart. ``notification`` goes to every node; so do the
+messages of 2025-era sessions that concern whichever node holds something of a session
+(its end, a change of its record, a cancellation). A message meant for one node alone
+(the answer to a question whose 2025-era handler waits there) goes to that node's own
+channel (:meth:`~mrtr.carriers.tasks.redis_url.KeyLayout.node`), which each node
+subscribes to beside the shared one, on the same connection. Each node names itself
+with a fresh random :attr:`NodeBus.node_id` when it starts, so a node that restarted is
+a new node, and :meth:`NodeBus.send_to` tells from the count ``PUBLISH`` returns whether
+anyone heard: nobody listening on a node's channel means that node is gone (or, in a
+Redis Cluster, on another shard, which is why the count only counts there: see
+:attr:`NodeBus.counts_receivers`). Envelopes are bounded
+(:data:`MAX_ENVELOPE_BYTES`) both ways.
 
 Pub/sub keeps no history. A node that loses its subscription (Redis restarted, a
 failover, the connection cut) tells its listeners at once (``lost``: the server ends
@@ -30,6 +37,7 @@ bounded queue (:data:`PUBLISH_BACKLOG`) and goes out once Redis is back.
 from __future__ import annotations
 
 import logging
+import secrets
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -39,7 +47,7 @@ import trio
 
 from .store import StoreUnavailable, masked, reason
 
-__all__ = ["ENVELOPE_VERSION", "NodeBus", "PUBLISH_BACKLOG", "envelope"]
+__all__ = ["ENVELOPE_VERSION", "MAX_ENVELOPE_BYTES", "NodeBus", "PUBLISH_BACKLOG", "envelope", "new_node_id"]
 
 log = logging.getLogger("mrtr.tasks")
 
@@ -49,7 +57,15 @@ ENVELOPE_VERSION = 1
 PUBLISH_BACKLOG = 10_000
 """Messages a node keeps for Redis while it cannot publish; past it the oldest are dropped."""
 
+MAX_ENVELOPE_BYTES = 8 * 1024 * 1024
+"""The largest envelope a node sends or accepts (an answer carries what a client POSTed, itself bounded)."""
+
 _encoder = msgspec.json.Encoder()
+
+
+def new_node_id() -> str:
+    """A fresh id for a node: 12 decimal digits, random (a restarted node is a new one)."""
+    return str(10**11 + secrets.randbelow(9 * 10**11))
 
 
 class _Envelope(msgspec.Struct, frozen=True):
@@ -75,21 +91,29 @@ class NodeBus:
     """This node's end of the bus: it publishes, and delivers what it hears.
 
     ``client`` is a connected ``coredis`` client (standalone, cluster or Sentinel);
-    ``channel`` the channel every node hears (``KeyLayout.notifications``).
+    ``channel`` the channel every node hears (``KeyLayout.notifications``);
+    ``layout`` names this node's own channel (``KeyLayout.node(node_id)``), subscribed
+    to beside it; ``node_id`` defaults to a fresh :func:`new_node_id`.
     ``deliver(method, params)`` is called on the event loop for each notification heard;
     ``lost()`` when the subscription was lost (what was published meanwhile is gone).
     Run :meth:`serve` in a nursery.
     """
 
     def __init__(self, client: Any, channel: str, *, url: str, deliver: Callable[[str, dict[str, Any]], None],
-                 lost: Callable[[], None], backlog: int = PUBLISH_BACKLOG) -> None:
+                 lost: Callable[[], None], backlog: int = PUBLISH_BACKLOG, layout: Any = None,
+                 node_id: str | None = None, counts_receivers: bool = True) -> None:
         self._client = client
         self.channel = channel
         self.url = url
+        self.layout = layout
+        self.node_id = node_id or new_node_id()
+        self.own_channel = layout.node(self.node_id) if layout is not None else f"{channel}:node:{self.node_id}"
+        self.counts_receivers = counts_receivers
         self.connected = False
         self._lost = lost
         self._handlers: dict[str, Callable[[Any], None]] = {}
         self.handle("notification", lambda body: deliver(str(body[0]), dict(body[1])))
+        self.handle("probe", lambda body: None)  # send_to's count is the answer: is this node there
         self._pending: deque[bytes] = deque()
         self._backlog = backlog
         self._dropped = 0
@@ -100,9 +124,35 @@ class NodeBus:
         """Give envelopes of ``kind`` to ``handler`` (their body), on the event loop."""
         self._handlers[kind] = handler
 
+    @property
+    def client(self) -> Any:
+        """The ``coredis`` client this bus publishes with (other per-node records share it)."""
+        return self._client
+
     def publish(self, method: str, params: dict[str, Any]) -> None:
         """Send a notification to every node (this one included); callable from any thread, never waits."""
         self.send(notification(method, params))
+
+    def send_all(self, kind: str, body: Any) -> None:
+        """Queue an envelope of ``kind`` for every node (this one included); callable from any thread."""
+        self.send(envelope(kind, body))
+
+    async def send_to(self, node_id: str, kind: str, body: Any) -> bool:
+        """Publish an envelope on node ``node_id``'s own channel now; whether that node can have heard it.
+
+        ``False`` when nobody listens there (the node is gone) and the count tells
+        (:attr:`counts_receivers`); raises :class:`~mrtr.carriers.tasks.store.StoreUnavailable`
+        when Redis cannot take it, and ``ValueError`` past :data:`MAX_ENVELOPE_BYTES`.
+        """
+        message = envelope(kind, body)
+        if len(message) > MAX_ENVELOPE_BYTES:
+            raise ValueError(f"a {kind} message of {len(message)} bytes is over {MAX_ENVELOPE_BYTES}")
+        channel = self.layout.node(node_id) if self.layout is not None else f"{self.channel}:node:{node_id}"
+        try:
+            receivers = await self._client.publish(channel, message)
+        except Exception as exc:
+            raise StoreUnavailable(f"task store {masked(self.url)} failed: {reason(exc)}") from None
+        return bool(receivers) or not self.counts_receivers
 
     def send(self, message: bytes) -> None:
         """Queue one envelope for the channel every node hears; callable from any thread."""
@@ -147,7 +197,8 @@ class NodeBus:
             try:
                 # No retries inside the client: a reconnection must be seen here, since what was
                 # published while the connection was down is lost and the listeners must know.
-                async with self._client.pubsub(channels=[self.channel], ignore_subscribe_messages=True,
+                channels = [self.channel, self.own_channel]
+                async with self._client.pubsub(channels=channels, ignore_subscribe_messages=True,
                                                retry_policy=NoRetryPolicy(), max_idle_seconds=5) as pubsub:
                     self.connected = True
                     pause = 0.05
@@ -180,6 +231,9 @@ class NodeBus:
             pause = min(pause * 2, 1.0)
 
     def _receive(self, data: Any) -> None:
+        if isinstance(data, (bytes, str)) and len(data) > MAX_ENVELOPE_BYTES:
+            log.warning("notifications between nodes: dropped a message of %d bytes", len(data))
+            return
         try:
             message = _decoder.decode(data)
         except (msgspec.DecodeError, TypeError):

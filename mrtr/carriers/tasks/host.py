@@ -149,7 +149,9 @@ async def serve_bus(url: str, *, deliver: Callable[[str, dict[str, Any]], None],
     from .redis import connected
 
     async with connected(url) as (client, target):
-        bus = NodeBus(client, target.layout.notifications, url=url, deliver=deliver, lost=lost)
+        # In a cluster PUBLISH counts the subscribers of one shard only: it cannot tell a node is gone.
+        bus = NodeBus(client, target.layout.notifications, url=url, deliver=deliver, lost=lost, layout=target.layout,
+                      counts_receivers=target.kind != "cluster")
         async with _serving(bus.serve):
             yield bus
 

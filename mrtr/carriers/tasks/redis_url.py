@@ -27,8 +27,9 @@ hash tag: tasks are spread over :data:`CLUSTER_SHARDS` tags (``{mrtr:7}task:<id>
 beside ``{mrtr:7}leases``), which the cluster spreads over its primaries. One Redis and
 Sentinel keep the layout of earlier versions (``mrtr:task:<id>``, ``mrtr:leases``), so
 the data already there stays readable. Round records touch one key each and need no
-tag. Pub/sub channels are not keys: ``<prefix>notifications`` carries what every node
-hears.
+tag, nor do 2025-era session records (``<prefix>session:<id>``). Pub/sub channels are
+not keys: ``<prefix>notifications`` carries what every node hears, ``<prefix>node:<id>``
+what is meant for one node alone.
 """
 
 from __future__ import annotations
@@ -120,6 +121,10 @@ class KeyLayout:
     def node(self, node_id: str) -> str:
         """The channel of one node alone (messages meant for the node that holds something)."""
         return f"{self.prefix}node:{node_id}"
+
+    def session(self, session_id: str) -> str:
+        """The string holding one 2025-era session's record (with a TTL that moves with its activity)."""
+        return f"{self.prefix}session:{session_id}"
 
 
 @dataclass(frozen=True)

@@ -116,13 +116,17 @@ class Responder(Protocol):
     streamed body). Every method raises :class:`ClientGone` when the peer is gone.
     """
 
-    async def respond(self, status: int, headers: list[RawHeader], body: bytes) -> None: ...
+    async def respond(self, status: int, headers: list[RawHeader], body: bytes) -> None:
+        """Write a whole response: the status line, ``headers`` and ``body``, its length known."""
 
-    async def start(self, status: int, headers: list[RawHeader]) -> None: ...
+    async def start(self, status: int, headers: list[RawHeader]) -> None:
+        """Begin a streamed response: the status line and ``headers``; the body follows by :meth:`send`."""
 
-    async def send(self, chunk: bytes) -> None: ...
+    async def send(self, chunk: bytes) -> None:
+        """Write one piece of a streamed body as soon as it is ready (an SSE event, for one)."""
 
-    async def end(self) -> None: ...
+    async def end(self) -> None:
+        """Finish a streamed body; nothing more is sent on this response."""
 
 
 @dataclass

@@ -24,7 +24,8 @@ one. The sockets live in a directory only this user can enter, made by the super
 before it forks.
 
 Across several hosts none of this applies: route on ``Mcp-Session-Id`` at the load
-balancer (see ``docs/eras.md``).
+balancer (see ``docs/eras.md``), or put the sessions in Redis (``--store redis://...``),
+which makes every worker and every host serve every session and forwards nothing.
 """
 
 from __future__ import annotations

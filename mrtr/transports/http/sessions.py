@@ -42,10 +42,26 @@ do the session's end and the answer timeout.
 process (``<owner>.<random>``). A request for a session another worker owns is
 forwarded there (:mod:`mrtr.transports.http.forwarding`) when the front end has a
 forwarder, else answered as unknown.
+
+**Several nodes** (a Redis store: the legacy era's ``nodes`` link is set). The session's
+record is in Redis, so every node (every worker, each its own node) serves every request
+of it and nothing is forwarded; a node that has no side of a session yet makes one on
+its first request. A call runs where its POST arrived, and what it holds stays there:
+the server's request ids (``"<node>.<n>"``) and the event ids of its stream
+(``<node>.<request>.<stream>-<k>``) name that node. An answer reaching another node is
+passed on over the owner's channel (``202``); when that node is gone it is an answer no
+request waits for (``202``, dropped, as on one node); a
+``notifications/cancelled`` for a call not running here goes to every node; a
+``GET`` resuming another node's stream is ``409`` while that node lives, and once it is
+gone an SSE stream carrying the call's ``-32603`` error (the client's call ends). The
+one-``GET``-stream rule is each node's. A store that cannot be reached is ``503`` with
+``-32603``. See ``docs/adr/0015-nodes-on-one-redis.md``.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import math
 from collections import OrderedDict
@@ -55,15 +71,15 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ...core.eras import LEGACY_VERSIONS, MODERN_VERSIONS, has_modern_claim
-from ...core.errors import HeaderMismatch, InternalError, InvalidRequest, ProtocolError
-from ...core.jsonrpc import Response, SessionDispatcher, is_request
+from ...core.errors import INTERNAL_ERROR, HeaderMismatch, InternalError, InvalidRequest, ProtocolError
+from ...core.jsonrpc import NodeLink, Response, SessionDispatcher, is_request
 from ..outgoing import NotificationSink, encode_response
 from ..pending import PendingRequests
 from ..shared import from_any_thread, run_in_thread, thread_safe
 from .config import ExchangeConfig
 from .exchange import HttpRequest, _json_headers, _reject, _Tracked
 from .headers import RequestHeaders, accepts, media_types
-from .streams import EventStream, Pacing, parse_event_id, pump
+from .streams import EventStream, Pacing, event_origin, parse_event_id, pump
 
 if TYPE_CHECKING:
     from .forwarding import Forwarder
@@ -79,6 +95,10 @@ MAX_FINISHED_STREAMS = 16
 """Finished streams a session keeps for a late resumption, newest first; older ones are forgotten."""
 
 _SSE_ONLY = b"text/event-stream"
+_MAX_NAMED_ID = 64  # request ids longer than this (as JSON) are not named in event ids
+NODE_GONE = ("Internal error: the node running this call has stopped; the call is lost (its questions can no "
+             "longer be answered), the session goes on: call again")
+"""The error a call gets when the node that ran it is gone (its stream resumed elsewhere, or an answer sent to it)."""
 
 
 def speaks_legacy(message: Mapping[str, Any], headers: RequestHeaders) -> bool:
@@ -111,14 +131,16 @@ class _StreamSink(NotificationSink):
 class _Session:
     """What the HTTP side keeps of one session: its pending requests, calls in flight and streams."""
 
-    __slots__ = ("id", "version", "pending", "calls", "streams", "standalone", "numbers", "pacing", "ended", "outlet")
+    __slots__ = ("id", "version", "pending", "calls", "streams", "standalone", "numbers", "pacing", "ended", "outlet",
+                 "node")
 
-    def __init__(self, config: ExchangeConfig) -> None:
+    def __init__(self, config: ExchangeConfig, node: str | None = None) -> None:
         self.id = ""
         self.version = ""
-        self.standalone = EventStream(0)
+        self.node = node  # this node's name when several serve the session: in request and event ids
+        self.standalone = EventStream(0, b"" if node is None else f"{node}..".encode("ascii"))
         self.outlet = _StreamSink(self.standalone)  # list changes and resource updates
-        self.pending = PendingRequests(self.standalone.send_request)
+        self.pending = PendingRequests(self.standalone.send_request, None if node is None else f"{node}.")
         self.calls: dict[Any, trio.CancelScope] = {}
         self.streams: OrderedDict[int, EventStream] = OrderedDict()  # the requests' streams, oldest first
         self.numbers = 0
@@ -134,9 +156,14 @@ class _Session:
                              poll_after=config.sse_poll_after if priming else None,
                              retry=round(config.sse_retry * 1000))
 
-    def open_stream(self) -> EventStream:
+    def open_stream(self, request_id: Any) -> EventStream:
         self.numbers += 1
-        stream = self.streams[self.numbers] = EventStream(self.numbers)
+        origin = b""
+        if self.node is not None:
+            named = json.dumps(request_id, separators=(",", ":")).encode()
+            shown = base64.urlsafe_b64encode(named).rstrip(b"=") if len(named) <= _MAX_NAMED_ID else b""
+            origin = self.node.encode("ascii") + b"." + shown + b"."
+        stream = self.streams[self.numbers] = EventStream(self.numbers, origin)
         finished = [number for number, kept in self.streams.items() if kept.done]
         for number in finished[:max(0, len(finished) - MAX_FINISHED_STREAMS)]:
             del self.streams[number]
@@ -179,6 +206,7 @@ class HttpSessions:
         self.forwarder = forwarder
         self._sessions: dict[str, _Session] = {}
         self._runner: trio.Nursery | None = None
+        self._linked: NodeLink | None = None  # the link this front end's handlers are registered with
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -212,6 +240,8 @@ class HttpSessions:
         if session is None:
             return out.finished
         if "method" not in message:
+            if session.node is not None and await self._routed(session, message, out):
+                return True
             if not session.pending.answer(message):
                 log.debug("an answer to %r that no request of session %s waits for", message.get("id"),
                           _shown(session.id))
@@ -231,7 +261,8 @@ class HttpSessions:
                 f"Header mismatch: MCP-Protocol-Version is {header}, but initialize opens a 2025-era session "
                 "(a 2026-07-28 client sends no initialize)"), message["id"])
             return True
-        session = _Session(self.config)
+        nodes = self._nodes()
+        session = _Session(self.config, nodes.node_id if nodes is not None else None)
 
         def ended(reason: str) -> None:
             self._ended(session, reason)
@@ -244,6 +275,9 @@ class HttpSessions:
         if session_id is not None:
             session.opened(session_id, response.message["result"]["protocolVersion"], self.config)
             self._sessions[session_id] = session
+            if nodes is not None:  # notifications/initialized may reach another node
+                self.legacy.attach(session_id, outlet=from_any_thread(session.outlet), on_end=ended,
+                                   on_ready=session.pending.mark_ready)
             extra.append((b"mcp-session-id", session_id.encode("ascii")))
             if out.cors:
                 extra.append((b"access-control-expose-headers", b"Mcp-Session-Id"))
@@ -265,6 +299,10 @@ class HttpSessions:
             return
         scope = session.calls.get(request_id)
         if scope is None:
+            nodes = self.legacy.nodes
+            if nodes is not None:  # the call may run on another node: the one holding it cancels it
+                nodes.send_all("cancel", [session.id, request_id])
+                return
             log.debug("ignoring notifications/cancelled for %r: not in flight", request_id)
             return
         reason = params.get("reason") if isinstance(params, dict) else None
@@ -280,7 +318,7 @@ class HttpSessions:
             await out.respond(200, _json_headers(refused.body), refused.body)
             return True
         opened = trio.current_time()
-        stream = session.open_stream()
+        stream = session.open_stream(request_id)
         scope = session.calls[request_id] = trio.CancelScope()
         (self._runner or nursery).start_soon(self._run_call, session, stream, scope, message, headers, access, out,
                                              name=f"mrtr.http 2025 request {request_id!r}")
@@ -342,10 +380,20 @@ class HttpSessions:
         if session is None:
             return out.finished
         if request.method == "DELETE":
-            closed = await self.legacy.close(session.id, headers=headers, auth=access)
+            try:
+                closed = await self.legacy.close(session.id, headers=headers, auth=access)
+            except ProtocolError as error:
+                await _reject(out, _lookup_status(error), error)
+                return True
             await out.respond(200 if closed else 404, [(b"content-length", b"0")], b"")
             return True
         resumed = parse_event_id(headers.get("last-event-id"))
+        origin = event_origin(headers.get("last-event-id")) if session.node is not None else None
+        if resumed is not None and origin is not None and origin[0] != session.node:
+            if resumed[0] != 0:
+                await self._resumed_elsewhere(session, origin, out)
+                return True
+            resumed = None  # another node's GET stream: this node's is a fresh one
         standalone = session.standalone
         if resumed is not None and resumed[0] != 0:
             stream = session.streams.get(resumed[0])
@@ -395,15 +443,23 @@ class HttpSessions:
                 request_id)
             return None
         session_id = values[0]
+        nodes = self._nodes()
         owner = self.legacy.owner_of(session_id)
-        if owner is not None and owner != self.legacy.owner and self.forwarder is not None and not request.forwarded:
+        if nodes is None and owner is not None and owner != self.legacy.owner and self.forwarder is not None \
+                and not request.forwarded:
             forwarded = await self.forwarder.forward(owner, request, out)
             if forwarded is not None:
                 if out.record is not None:
                     out.record.result = "forwarded"  # the owner's access line says how it was answered
                 return None
-        version = await self.legacy.version_of(session_id, headers=headers, auth=access)
+        try:
+            version = await self.legacy.version_of(session_id, headers=headers, auth=access)
+        except ProtocolError as error:
+            await _reject(out, _lookup_status(error), error, request_id)
+            return None
         session = self._sessions.get(session_id) if version is not None else None
+        if session is None and version is not None and nodes is not None:
+            session = self._adopt(session_id, version, nodes)
         if session is None:
             await _reject(out, 404, ProtocolError(
                 "Session not found: the Mcp-Session-Id is unknown or expired; initialize a new session",
@@ -415,10 +471,111 @@ class HttpSessions:
                       named, session.version)
         return session
 
+    # -- several nodes (sessions in a shared store) ------------------------------------------
+
+    def _nodes(self) -> NodeLink | None:
+        """The link to the other nodes, with this front end's handlers registered on it, or ``None``."""
+        nodes = self.legacy.nodes
+        if nodes is not None and nodes is not self._linked:
+            nodes.handle("answer", self._answer_from_node)
+            nodes.handle("cancel", self._cancel_from_node)
+            self._linked = nodes
+        return nodes
+
+    def _adopt(self, session_id: str, version: str, nodes: NodeLink) -> _Session:
+        """This node's side of a session another node opened: its own streams, calls and questions."""
+        session = _Session(self.config, nodes.node_id)
+        session.opened(session_id, version, self.config)
+        self._sessions[session_id] = session
+
+        def ended(reason: str) -> None:
+            self._ended(session, reason)
+
+        self.legacy.attach(session_id, outlet=from_any_thread(session.outlet), on_end=ended,
+                           on_ready=session.pending.mark_ready)
+        return session
+
+    async def _routed(self, session: _Session, message: dict[str, Any], out: _Tracked) -> bool:
+        """Pass an answer on to the node whose request it answers, if another; whether it did (and answered)."""
+        answered = message.get("id")
+        if not isinstance(answered, str):
+            return False  # an integer id: asked without nodes (or by no one), answered here
+        node = answered.partition(".")[0]
+        nodes = self.legacy.nodes
+        if nodes is None or not node.isdigit() or node == session.node:
+            return False
+        try:
+            heard = await nodes.send_to(node, "answer", [session.id, message])
+        except ValueError:
+            await _reject(out, 413, InvalidRequest("Payload Too Large: this answer is too large to pass on"))
+            return True
+        except ProtocolError as error:
+            await _reject(out, 503, error)
+            return True
+        if not heard:
+            # The node that asked has stopped, and its call with it. This is an answer no request waits for,
+            # accepted and dropped as one node does (an HTTP error here makes SDK 1.x clients close the whole
+            # session); the call's own error reaches the client on its resumed stream (``_resumed_elsewhere``).
+            log.info("an answer to %r of session %s: the node that asked has stopped; dropped",
+                     answered[:80], _shown(session.id))
+            await _accepted(out)
+            return True
+        await _accepted(out)
+        return True
+
+    def _answer_from_node(self, body: Any) -> None:
+        session = self._sessions.get(str(body[0]))
+        message = body[1]
+        if session is None or not isinstance(message, dict):
+            log.debug("an answer passed on for a session this node does not hold")
+            return
+        session.pending.answer(message)  # only this session's requests: the key is (session, request id)
+
+    def _cancel_from_node(self, body: Any) -> None:
+        session = self._sessions.get(str(body[0]))
+        scope = session.calls.get(body[1]) if session is not None and isinstance(body[1], (str, int)) else None
+        if scope is not None:
+            log.info("cancelling request %r (asked on another node)", body[1])
+            scope.cancel()
+
+    async def _resumed_elsewhere(self, session: _Session, origin: tuple[str, str], out: _Tracked) -> None:
+        """A ``Last-Event-ID`` of a stream another node holds: the call's error if it is gone, else a clear 4xx."""
+        node, named = origin
+        nodes = self.legacy.nodes
+        try:
+            alive = nodes is not None and await nodes.send_to(node, "probe", None)
+        except ProtocolError as error:
+            await _reject(out, 503, error)
+            return
+        request_id: Any = None
+        if named:
+            try:
+                request_id = json.loads(base64.urlsafe_b64decode(named + "=" * (-len(named) % 4)))
+            except ValueError:
+                request_id = None
+        if alive or isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+            # No relaying of streams between nodes: the client must come back to the node holding it.
+            held = "Conflict: this stream is held by another node" if alive else \
+                "Gone: this stream was held by a node that has stopped"
+            await _reject(out, 409 if alive else 410, InvalidRequest(
+                f"{held}; a resumption must reach the node that holds the stream (route GET with Last-Event-ID on it)"))
+            return
+        # The node is gone and so is the call: say so as the call's answer, on the stream the client asked for.
+        body = encode_response(Response.refusing(request_id, InternalError(NODE_GONE)), out.record).body
+        log.info("session %s: request %r ran on node %s, which has stopped", _shown(session.id), request_id, node)
+        event = b"event: message\ndata: " + body + b"\n\n"
+        await out.respond(200, [(b"content-type", _SSE_ONLY), (b"cache-control", b"no-cache"),
+                                (b"content-length", b"%d" % len(event))], event)
+
     def _ended(self, session: _Session, reason: str) -> None:
         if self._sessions.get(session.id) is session:
             del self._sessions[session.id]
         session.end(reason)
+
+
+def _lookup_status(error: ProtocolError) -> int:
+    """The status of a failed session lookup: ``-32603`` is the server's (its shared store away), temporary: 503."""
+    return 503 if error.code == INTERNAL_ERROR else error.status_hint
 
 
 async def _accepted(out: _Tracked) -> bool:

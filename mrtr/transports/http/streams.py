@@ -9,7 +9,11 @@ connection:
 
 - **ids**: the event at position ``k`` of stream ``n`` has the id ``n-k``, unique
   within the session; an id is a cursor (``Last-Event-ID: n-k`` asks for what came
-  after it on stream ``n``, never what another stream carried);
+  after it on stream ``n``, never what another stream carried). When several nodes
+  serve one session (sessions in Redis) each id also names where its stream is:
+  ``<node>.<request>.n-k``, the node holding the stream and the request it answers
+  (:func:`event_origin`), so a resumption reaching another node can be told apart
+  and, when that node is gone, answered for the request it was for;
 - **replay**: the last :data:`KEPT_EVENTS` events are kept, so a client whose
   connection dropped resumes with ``GET`` and ``Last-Event-ID``; past that bound a
   notification nobody has been sent yet is dropped (never a request or the response,
@@ -43,7 +47,7 @@ import trio
 from .exchange import ClientGone, Responder, _SSE_HEADERS
 from .headers import RawHeader
 
-__all__ = ["KEPT_EVENTS", "EventStream", "Pacing", "parse_event_id", "pump"]
+__all__ = ["KEPT_EVENTS", "EventStream", "Pacing", "event_origin", "parse_event_id", "pump"]
 
 log = logging.getLogger("mrtr.http")
 
@@ -51,17 +55,32 @@ KEPT_EVENTS = 256
 """Events one stream keeps for resumption; past it, notifications not yet sent are dropped."""
 
 _MAX_ID_DIGITS = 12
+_MAX_ORIGIN = 160  # a node id and an encoded request id: longer is nothing this server minted
 
 
 def parse_event_id(value: str | None) -> tuple[int, int] | None:
     """``(stream, position)`` of a ``Last-Event-ID`` this server minted, or ``None`` for anything else."""
     if value is None:
         return None
-    number, dash, position = value.strip().partition("-")
+    value = value.strip()
+    if len(value) > _MAX_ORIGIN + 2 * _MAX_ID_DIGITS + 1:
+        return None
+    number, dash, position = value.rpartition(".")[2].partition("-")
     if not dash or not (0 < len(number) <= _MAX_ID_DIGITS and 0 < len(position) <= _MAX_ID_DIGITS) \
             or not (number.isdigit() and position.isdigit() and number.isascii() and position.isascii()):
         return None
     return int(number), int(position)
+
+
+def event_origin(value: str | None) -> tuple[str, str] | None:
+    """``(node, request)`` an event id of a stream held by one of several nodes names; ``None`` for a plain one."""
+    if value is None or parse_event_id(value) is None:
+        return None
+    node, dot, rest = value.strip().partition(".")
+    request, dot2, _ = rest.rpartition(".")
+    if not (dot and dot2 and node.isdigit() and node.isascii()):
+        return None
+    return node, request
 
 
 @dataclass(frozen=True)
@@ -85,15 +104,17 @@ class Pacing:
 class EventStream:
     """One SSE stream of a session, kept apart from the connections that write it (see the module docs).
 
-    ``number`` makes its event ids unique in the session. ``done`` is set once the
+    ``number`` makes its event ids unique in the session (``origin``, when several nodes
+    serve it, names where the stream is held, see :func:`event_origin`). ``done`` is set once the
     stream has its last event (a request's response) or was ended without one (the
     session ended, the request was cancelled).
     """
 
-    __slots__ = ("number", "events", "count", "sent", "done", "writer", "written", "dropped", "_changed")
+    __slots__ = ("number", "origin", "events", "count", "sent", "done", "writer", "written", "dropped", "_changed")
 
-    def __init__(self, number: int) -> None:
+    def __init__(self, number: int, origin: bytes = b"") -> None:
         self.number = number
+        self.origin = origin  # b"<node>.<request>." when several nodes serve the session
         self.events: deque[tuple[int, bytes]] = deque()  # (position, data), oldest first
         self.count = 0  # events so far; an event's position is its 1-based index
         self.sent = 0  # the last position written to some connection (not proof it was read)
@@ -105,7 +126,7 @@ class EventStream:
 
     def event_id(self, position: int) -> bytes:
         """The id of the event at ``position`` (or of a cursor there)."""
-        return b"%d-%d" % (self.number, position)
+        return self.origin + b"%d-%d" % (self.number, position)
 
     def push(self, data: bytes, *, keep: bool = False) -> bool:
         """Add one encoded message; whether it was kept.

@@ -28,6 +28,8 @@ own, in a directory the supervisor makes before the first fork (only this user m
 enter it), so the others forward that session's requests to it
 (:mod:`mrtr.transports.http.forwarding`). A replacement takes its slot's socket and
 name; the sessions of the worker it replaces are gone, and their ids answer ``404``.
+With a Redis store none of this is used: each worker is a node of its own, the sessions'
+records are in Redis, and any worker serves any session (``mrtr.transports.http.sessions``).
 """
 
 from __future__ import annotations

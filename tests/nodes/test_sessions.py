@@ -1,0 +1,382 @@
+"""2025-era sessions across three nodes on one Redis, behind haproxy round robin, nothing sticky.
+
+Each request of a session reaches whichever node haproxy picks; the session's record is
+in Redis, and the answer to a question lands on another node than the call's stream most
+of the time and must be passed on to the node whose handler waits for it. The load is
+the official Python SDK 1.x client (``tests/legacy/sdk_load.py``, a new connection for
+every request); the rest speaks raw HTTP so each message can be checked against the
+2025-11-25 schema, and so a test can send a request to the node it chooses.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from ..conftest import clean_env, until
+from ..interop.test_interop import _tail
+from ..legacy.test_sdk_client import LOAD, REPO_ROOT, legacy_python  # noqa: F401  (a fixture)
+from ..legacy_schema import validate_legacy_message, validate_server_message
+from mrtr.carriers.tasks.redis_url import parse_redis_url, redis_client
+
+from .cluster import nodes
+
+VERSION = "2025-11-25"
+
+
+def load(python: Path, url: str, sessions: int, *, calls: int, concurrency: int = 12,
+         timeout: float = 60) -> dict[str, Any]:
+    completed = subprocess.run([str(python), str(LOAD), "--url", url, "--sessions", str(sessions), "--calls",
+                                str(calls), "--concurrency", str(concurrency), "--timeout", str(timeout)],
+                               cwd=REPO_ROOT, capture_output=True, text=True, env=clean_env(), timeout=300,
+                               check=False)
+    assert completed.returncode == 0, _tail(completed.stderr, 40)
+    return json.loads(completed.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+class Legacy:
+    """One 2025-era session spoken raw through ``url``; every message the server sends is schema-checked."""
+
+    def __init__(self, http: httpx.AsyncClient, url: str) -> None:
+        self.http = http
+        self.url = url
+        self.session_id = ""
+        self.ids = iter(range(1, 1 << 30))
+
+    def headers(self, **extra: str) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+                   "MCP-Protocol-Version": VERSION, **extra}
+        if self.session_id:
+            headers["Mcp-Session-Id"] = self.session_id
+        return headers
+
+    async def open(self) -> None:
+        response = await self.post({"jsonrpc": "2.0", "id": next(self.ids), "method": "initialize", "params": {
+            "protocolVersion": VERSION, "capabilities": {"elicitation": {"form": {}}},
+            "clientInfo": {"name": "nodes-test", "version": "1"}}})
+        assert response.status_code == 200, response.text
+        self.session_id = response.headers["mcp-session-id"]
+        assert (await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})).status_code == 202
+
+    async def post(self, body: dict[str, Any], url: str | None = None) -> httpx.Response:
+        # Straight to a node, the Host is still the balancer's (the one name the nodes accept).
+        return await self.http.post(url or self.url, headers=self.headers(Host=self.url.split("/")[2]),
+                                    content=json.dumps(body))
+
+    async def call(self, name: str, arguments: dict[str, Any], url: str | None = None) -> dict[str, Any]:
+        """A call whose handler asks nothing: its one message, checked."""
+        response = await self.post({"jsonrpc": "2.0", "id": next(self.ids), "method": "tools/call",
+                                    "params": {"name": name, "arguments": arguments}}, url)
+        assert response.status_code == 200, response.text
+        messages = events(response.text) if response.headers["content-type"].startswith("text/event-stream") \
+            else [response.json()]
+        for message in messages[:-1]:
+            validate_server_message(message)
+        validate_legacy_message(messages[-1], "tools/call")
+        return messages[-1]
+
+
+def events(text: str) -> list[dict[str, Any]]:
+    """The JSON messages of an SSE body (priming events carry none)."""
+    return [json.loads(line[5:]) for line in text.splitlines() if line.startswith("data:") and line[5:].strip()]
+
+
+async def test_300_sdk_sessions_round_robin_across_three_nodes(tmp_path: Path, legacy_python: Path) -> None:
+    async with nodes(tmp_path) as cluster:
+        outcome = await trio.to_thread.run_sync(lambda: load(legacy_python, cluster.url, 300, calls=2))
+        assert outcome["errors"] == 0 and outcome["misrouted"] == 0, (outcome, cluster.logs()[-4000:])
+        assert outcome["ok"] == 300
+        # Round robin over three nodes: most answers reach another node than the call's.
+        assert outcome["crossed"] > outcome["same node"], outcome
+
+
+async def test_a_session_is_served_by_every_node_and_expires_in_redis(tmp_path: Path) -> None:
+    async with nodes(tmp_path) as cluster, httpx.AsyncClient(timeout=30) as http:
+        session = Legacy(http, cluster.url)
+        await session.open()
+        direct = [f"http://127.0.0.1:{node.port}/mcp" for node in cluster.nodes]
+        seen = set()
+        for url in direct:  # initialize went through the balancer; every node serves the rest
+            message = await session.call("whoami", {}, url)
+            seen.add(message["result"]["content"][0]["text"])
+        assert len(seen) == 3 and "None" not in seen
+        # Another principal cannot exist here (no auth); an unknown id is 404 on every node.
+        stranger = Legacy(http, cluster.url)
+        stranger.session_id = session.session_id[:-2] + ("AA" if not session.session_id.endswith("AA") else "BB")
+        response = await stranger.post({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, direct[1])
+        assert response.status_code == 404 and response.json()["error"]["code"] == -32001
+        # Gone from Redis (its TTL ran out): 404 everywhere, at once.
+        key = f"mrtr:session:{session.session_id}"
+        async with redis_client(parse_redis_url(cluster.store)) as redis:
+            assert await redis.exists([key]) == 1
+            assert 0 < await redis.pttl(key) <= 1800 * 1000  # the idle timeout, moved by each request
+            await redis.delete([key])
+        for url in direct:
+            response = await session.post({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, url)
+            assert response.status_code in (404, 200), response.text
+        # A node that read the record a moment ago may still hold its copy for that moment (_FRESH).
+        async def gone_everywhere() -> bool:
+            for url in direct:
+                if (await session.post({"jsonrpc": "2.0", "id": 3, "method": "ping"}, url)).status_code != 404:
+                    return False
+            return True
+
+        await until(gone_everywhere)
+
+
+class Stream:
+    """The SSE response of one call, read event by event as it comes; every message schema-checked."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self.lines = response.aiter_lines()
+        self.last_id: str | None = None
+
+    async def message(self) -> dict[str, Any] | None:
+        """The next message, or ``None`` when the stream ended (or dropped) first."""
+        try:
+            async for line in self.lines:
+                if line.startswith("id:"):
+                    self.last_id = line[3:].strip()
+                elif line.startswith("data:") and line[5:].strip():
+                    message = json.loads(line[5:])
+                    if "method" in message:
+                        validate_server_message(message)
+                    else:
+                        validate_legacy_message(message, "tools/call")
+                    return message  # type: ignore[no-any-return]
+        except httpx.TransportError:
+            pass
+        return None
+
+
+def direct(cluster: Any) -> list[str]:
+    return [f"http://127.0.0.1:{node.port}/mcp" for node in cluster.nodes]
+
+
+async def ask(session: Legacy, url: str, nonce: str, stack: Any) -> tuple[Stream, dict[str, Any]]:
+    """Start ``secret_code`` on the node ``url`` names; its stream and the question it asked."""
+    body = {"jsonrpc": "2.0", "id": next(session.ids), "method": "tools/call",
+            "params": {"name": "secret_code", "arguments": {"nonce": nonce}}}
+    response = await stack.enter_async_context(session.http.stream(
+        "POST", url, headers=session.headers(Host=session.url.split("/")[2]), content=json.dumps(body)))
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+    stream = Stream(response)
+    question = await stream.message()
+    assert question is not None and question["method"] == "elicitation/create"
+    return stream, question
+
+
+async def test_a_node_killed_fails_only_the_calls_suspended_on_it(tmp_path: Path) -> None:
+    from contextlib import AsyncExitStack
+
+    async with nodes(tmp_path) as cluster, httpx.AsyncClient(timeout=30) as http, AsyncExitStack() as stack:
+        urls = direct(cluster)
+        sessions = [Legacy(http, cluster.url) for _ in range(6)]
+        calls = []
+        for number, session in enumerate(sessions):
+            await session.open()
+            home = number % 3  # two calls suspended on each node
+            stream, question = await ask(session, urls[home], f"n{number}", stack)
+            calls.append((session, home, stream, question))
+        # The server's request ids name the node that asked: two distinct names per node, same on each.
+        named = {home: {str(question["id"]).partition(".")[0] for _, h, _, question in calls if h == home}
+                 for home in range(3)}
+        assert all(len(names) == 1 for names in named.values()) and len(set.union(*named.values())) == 3
+        cluster.kill(cluster.nodes[0])
+        for session, home, stream, question in calls:
+            other = urls[1] if home != 1 else urls[2]  # a live node, never the call's own
+            answer = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept",
+                                                                      "content": {"code": "c" + str(home)}}}
+            response = await session.post(answer, other)
+            if home == 0:
+                # Its handler died with the node: no request waits for the answer, which is accepted and
+                # dropped as on one node; the call's error comes on its resumed stream, below.
+                assert response.status_code == 202, response.text
+                assert await stream.message() is None  # its stream dropped with the node
+                # Resumed on a live node, the call's stream carries the call's error.
+                assert stream.last_id is not None
+                resumed = await http.get(other, headers={**session.headers(Host=session.url.split("/")[2]),
+                                                         "Accept": "text/event-stream",
+                                                         "Last-Event-ID": stream.last_id})
+                assert resumed.status_code == 200, resumed.text
+                (failure,) = events(resumed.text)
+                validate_legacy_message(failure, "tools/call")
+                assert failure["id"] == json.loads(stream.response.request.content)["id"]  # the call's own id
+                assert failure["error"]["code"] == -32603 and "stopped" in failure["error"]["message"]
+            else:
+                assert response.status_code == 202, response.text
+                final = await stream.message()
+                assert final is not None and final["result"]["content"][0]["text"].endswith(f"=c{home}")
+        for session, home, _, _ in calls:  # every session goes on, on the nodes alive
+            for url in urls[1:]:
+                result = (await session.call("whoami", {}, url))["result"]
+                assert result.get("isError") is not True and result["content"][0]["text"].isdigit()
+
+
+async def test_cancelled_and_delete_reach_the_nodes_holding_the_session(tmp_path: Path) -> None:
+    from contextlib import AsyncExitStack
+
+    async with nodes(tmp_path) as cluster, httpx.AsyncClient(timeout=30) as http, AsyncExitStack() as stack:
+        urls = direct(cluster)
+        session = Legacy(http, cluster.url)
+        await session.open()
+        # notifications/cancelled on node 2 ends the call suspended on node 1: no response, the stream ends.
+        stream, question = await ask(session, urls[0], "cancel-me", stack)
+        call_id = json.loads(stream.response.request.content)["id"]
+        cancelled = await session.post({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                        "params": {"requestId": call_id, "reason": "changed my mind"}}, urls[1])
+        assert cancelled.status_code == 202
+        withdrawn = await stream.message()  # the question is withdrawn, then the stream ends with no response
+        assert withdrawn is not None and withdrawn["method"] == "notifications/cancelled"
+        assert withdrawn["params"]["requestId"] == question["id"]
+        assert await stream.message() is None
+        # DELETE through the balancer ends what every node holds: a call on node 1, the GET stream on node 3.
+        held, _ = await ask(session, urls[0], "held", stack)
+        listening = await stack.enter_async_context(http.stream(
+            "GET", urls[2], headers={**session.headers(Host=session.url.split("/")[2]), "Accept": "text/event-stream"}))
+        assert listening.status_code == 200
+        deleted = await http.delete(cluster.url, headers=session.headers())
+        assert deleted.status_code == 200
+        assert await held.message() is None
+
+        with trio.fail_after(10):
+            await listening.aread()  # the GET stream ends (its node ended its copy of the session)
+        for url in urls:
+            response = await session.post({"jsonrpc": "2.0", "id": 9, "method": "ping"}, url)
+            assert response.status_code == 404 and response.json()["error"]["code"] == -32001
+
+
+async def test_redis_away_gives_clear_errors_and_sessions_recover(tmp_path: Path) -> None:
+    async with nodes(tmp_path) as cluster, httpx.AsyncClient(timeout=30) as http:
+        session = Legacy(http, cluster.url)
+        await session.open()
+        cluster.stop_redis()
+        urls = direct(cluster)
+        for url in urls:
+            # A node that read the record a moment ago may still serve from its copy: ask what reads it.
+            async def refused(url: str = url) -> httpx.Response | None:
+                response = await session.post({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, url)
+                return response if response.status_code != 200 else None
+
+            response = await until(refused)
+            assert response.status_code == 503, response.text
+            validate_legacy_message(response.json())
+            assert response.json()["error"] == {"code": -32603,
+                                                "message": "Internal error: the task store is unavailable"}
+        opened = await http.post(urls[0], headers={**Legacy(http, cluster.url).headers(),
+                                                   "Host": cluster.url.split("/")[2]}, content=json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+        assert opened.status_code == 503 and opened.json()["error"]["code"] == -32603
+        assert "mcp-session-id" not in opened.headers
+        cluster.start_redis()
+        # Back without a restart; the session (kept on Redis's disk) goes on, on every node.
+        for url in urls:
+            async def served(url: str = url) -> bool:
+                response = await session.post({"jsonrpc": "2.0", "id": 6, "method": "tools/list"}, url)
+                return response.status_code == 200
+
+            await until(served, timeout=20)
+
+
+async def test_an_answer_reaches_only_the_session_and_request_it_was_sent_for(tmp_path: Path) -> None:
+    from contextlib import AsyncExitStack
+
+    async with nodes(tmp_path) as cluster, httpx.AsyncClient(timeout=30) as http, AsyncExitStack() as stack:
+        urls = direct(cluster)
+        mine, theirs = Legacy(http, cluster.url), Legacy(http, cluster.url)
+        await mine.open()
+        await theirs.open()
+        _, first = await ask(mine, urls[0], "first", stack)  # my session's questions: <node>.1, then <node>.2
+        my_stream, my_question = await ask(mine, urls[0], "mine", stack)
+        their_stream, their_question = await ask(theirs, urls[0], "theirs", stack)  # theirs: <node>.1 only
+        assert their_question["id"] == first["id"] != my_question["id"]
+        # Their session names my question's id, on another node: passed on, and dropped by the owner,
+        # since an answer is for (its own session, that id), and their session asked no such question.
+        stray = {"jsonrpc": "2.0", "id": my_question["id"], "result": {"action": "accept",
+                                                                      "content": {"code": "stolen"}}}
+        assert (await theirs.post(stray, urls[1])).status_code == 202
+        for session, question, stream, code in ((mine, my_question, my_stream, "m"),
+                                                (theirs, their_question, their_stream, "t")):
+            answer = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept",
+                                                                        "content": {"code": code}}}
+            assert (await session.post(answer, urls[2])).status_code == 202
+            final = await stream.message()
+            assert final is not None and final["result"]["content"][0]["text"] == \
+                f"{'mine' if code == 'm' else 'theirs'}={code}"
+
+
+async def test_workers_of_one_node_serve_every_session_with_redis(tmp_path: Path, redis_url: str,
+                                                                  legacy_python: Path) -> None:
+    from ..conftest import stop
+    from ..tasks.redis_server import free_port
+
+    port = free_port()
+    log = tmp_path / "workers.log"
+    with open(log, "wb") as errors:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mrtr", "serve", "tests.nodes.app:server", "--port", str(port), "--workers", "2",
+             "--store", redis_url + "?prefix=workers:", "--log-level", "warning", "--no-access-log"],
+            cwd=REPO_ROOT, env={**os.environ, "PYTHONPATH": str(REPO_ROOT),
+                                "MRTR_SECRET": base64.b64encode(os.urandom(32)).decode()},
+            stdout=subprocess.DEVNULL, stderr=errors)
+    try:
+        async def serving() -> bool:
+            try:
+                async with httpx.AsyncClient(timeout=1) as http:
+                    return (await http.get(f"http://127.0.0.1:{port}/healthz")).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        await until(serving, timeout=30)
+        outcome = await trio.to_thread.run_sync(
+            lambda: load(legacy_python, f"http://127.0.0.1:{port}/mcp", 40, calls=2, concurrency=8))
+        assert outcome["errors"] == 0 and outcome["misrouted"] == 0 and outcome["ok"] == 40, (
+            outcome, log.read_text(errors="replace")[-3000:])
+        assert len(outcome["owners"]) == 2  # both workers opened sessions; the kernel spread the rest
+    finally:
+        stop(process)
+
+
+async def test_sdk_sessions_lose_only_the_calls_of_a_killed_node(tmp_path: Path, legacy_python: Path) -> None:
+    gate = tmp_path / "gate"
+    async with nodes(tmp_path) as cluster, httpx.AsyncClient(timeout=30) as http:
+        probe = Legacy(http, cluster.url)
+        await probe.open()
+        doomed = (await probe.call("whoami", {}, direct(cluster)[0]))["result"]["content"][0]["text"]
+        process = subprocess.Popen([str(legacy_python), str(REPO_ROOT / "tests" / "nodes" / "sdk_kill.py"), "--url",
+                                    cluster.url, "--sessions", "9", "--gate", str(gate)],
+                                   cwd=REPO_ROOT, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True)
+        try:
+            assert process.stdout is not None
+            first = await trio.to_thread.run_sync(process.stdout.readline)
+            assert json.loads(first) == {"asked": 9}, first + (process.stderr.read() if process.stderr else "")
+            cluster.kill(cluster.nodes[0])
+            gate.write_text("go")
+            out, err = await trio.to_thread.run_sync(lambda: process.communicate(timeout=120))
+        finally:
+            if process.poll() is None:
+                process.kill()
+        records = [json.loads(line) for line in out.splitlines() if line.strip()]
+        assert len(records) == 9, err[-3000:]
+        assert all("failed" not in record for record in records), (records, err[-3000:])  # nothing hung
+        for record in records:
+            if record["asker"] != doomed:
+                assert record["call"] == "ok" and record["next"] == "ok", record
+            else:
+                # Its call fails with the server's error, carried by the stream the SDK resumes on a live
+                # node, and the session goes on.
+                assert record["call"] != "ok" and "stopped" in record["call"], record
+                assert record["next"] == "ok", record
+        assert any(record["asker"] == doomed for record in records)  # round robin: some waited on it
