@@ -98,7 +98,8 @@ def test_remembered_facts_keep_no_handler_alive_and_go_with_it():
     del handlers, handler
     gc.collect()
     assert [ref() for ref in watched] == [None] * 50
-    assert len(core._facts) <= before - 50
+    # The 50 entries went with their handlers; the lambda's, used last, is the one added.
+    assert len(core._facts) <= before - 50 + 1
 
 
 def test_a_version_set_after_one_was_computed_wins():

@@ -36,7 +36,7 @@ binding failure are errors under both.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any, Literal, overload
 
 from ..core import wire
@@ -176,7 +176,8 @@ class TokenCarrier:
         responses = checked.params.get("inputResponses")
         if checked.state is None:
             return merge_answers(Ledger(), responses, lenient=True)
-        return merge_answers(Ledger(tuple(checked.state.ledger)), responses, lenient=self.policy == "lenient")
+        # the decoder makes the ledger a tuple already (RequestState.ledger)
+        return merge_answers(Ledger(checked.state.ledger), responses, lenient=self.policy == "lenient")
 
     def _checked(self, binding: TokenBinding, params: Mapping[str, Any], principal: str | None) -> RequestState | None:
         """Checks 1-6: the state of the request's token, or ``None`` for a request without one."""
@@ -223,7 +224,7 @@ class TokenCarrier:
         return {"resultType": wire.RESULT_TYPE_INPUT_REQUIRED, "inputRequests": outcome.to_wire(),
                 "requestState": token}
 
-    async def execute(
+    def execute(
         self,
         method: str,
         params: Mapping[str, Any],
@@ -234,17 +235,18 @@ class TokenCarrier:
         run_sync: RunSync | None = None,
         checked: CheckedToken | None = None,
         placement: Placement | None = None,
-    ) -> Completed | Interim:
+    ) -> Coroutine[Any, Any, Completed | Interim]:
         """Validate the retry, replay ``handler`` and return its value or the ``InputRequiredResult``.
 
         ``params`` are the request's raw params (with ``inputResponses`` and
         ``requestState``); ``arguments`` are the decoded arguments the handler is called
         with. The principal is ``ctx.principal``. ``run_sync`` and ``placement`` are passed to
         :func:`~mrtr.carriers.contract.run_handler`. ``checked`` is the request's token
-        when :meth:`check` has already read it.
+        when :meth:`check` has already read it. (A coroutine to await: the round's own, handed
+        over rather than awaited in one more, since every request of the server comes through here.)
         """
-        return await self._round(method, params, handler, arguments, ctx, run_sync, checked, until_step=False,
-                                 placement=placement)
+        return self._round(method, params, handler, arguments, ctx, run_sync, checked, until_step=False,
+                           placement=placement)
 
     async def until_step(
         self,

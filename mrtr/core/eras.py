@@ -85,10 +85,12 @@ LATEST_LEGACY_VERSION: Final = LEGACY_VERSIONS[0]
 
 def has_modern_claim(params: Any) -> bool:
     """Whether request ``params`` carry the modern claim (a string protocol version in ``_meta``)."""
-    if not isinstance(params, Mapping):
+    # Parsed messages hold dicts: the exact type check first, because the abstract one
+    # costs a call into ABCMeta on every request of both eras.
+    if params.__class__ is not dict and not isinstance(params, Mapping):
         return False
     meta = params.get("_meta")
-    return isinstance(meta, Mapping) and isinstance(meta.get(META_PROTOCOL_VERSION), str)
+    return (meta.__class__ is dict or isinstance(meta, Mapping)) and isinstance(meta.get(META_PROTOCOL_VERSION), str)
 
 
 def era_of(message: Mapping[str, Any]) -> Era:

@@ -26,6 +26,10 @@ _KEY_PREFIX: dict[int, str] = {int(kind): row.key_prefix for kind, row in KINDS.
 
 # The kinds by the plain int a slot stores: building a Kind from it calls into enum.
 _KINDS: dict[int, Kind] = {int(kind): kind for kind in Kind}
+# Reading a member off the enum class (Kind.ELICIT) costs a call into enum on Python 3.11;
+# the answers of every round compare against these.
+_ELICIT = Kind.ELICIT
+_ROOTS = Kind.ROOTS
 
 # Elicitation answers are stored as [action code, content] to keep tokens small.
 ACTIONS = ("accept", "decline", "cancel")
@@ -98,7 +102,7 @@ def decode_answer(kind: Kind, key: str, value: Any) -> Any:
     """
     if not isinstance(value, dict):
         raise InvalidParams(f'inputResponses key "{key}" must be an object, got {_json_type(value)}')
-    if kind is Kind.ELICIT:
+    if kind is _ELICIT:
         action = value.get("action")
         code = ACTION_CODES.get(action) if isinstance(action, str) else None
         if code is None:
@@ -119,7 +123,7 @@ def decode_answer(kind: Kind, key: str, value: Any) -> Any:
         result: Any = decode_input_response(row, value)
     except msgspec.ValidationError as exc:
         raise _wrong_kind(key, row, f" ({exc})") from None
-    if kind is Kind.ROOTS:
+    if kind is _ROOTS:
         for root in result.roots:
             if not root.uri.startswith("file://"):
                 raise InvalidParams(f'inputResponses key "{key}": root uri {root.uri!r} is not a file:// URI')
@@ -145,8 +149,9 @@ def merge_answers(
     # The usual retry answers the one question asked last: its key is looked up from the
     # end (the map's last-wins is the scan's first hit) rather than every slot mapped.
     index = None if len(responses) == 1 else ledger.index_of_key()
-    slots = list(ledger.slots)
-    fresh = set(ledger.fresh)
+    # Copied when the first answer lands, not before: a round then builds one new ledger.
+    slots: Any = ledger.slots
+    fresh: Any = ledger.fresh
     unmatched: dict[str, Any] = {}
     for key, value in responses.items():
         position = _from_the_end(ledger.slots, key) if index is None else index.get(key)
@@ -164,8 +169,13 @@ def merge_answers(
             raise InvalidParams(f'inputResponses key "{key}" was already answered in a previous round trip')
         # either lookup finds slots of asked kinds only, all of them in the table
         answer = decode_answer(_KINDS[slot.kind], key, value)
+        if slots is ledger.slots:
+            slots = list(slots)
+            fresh = set(fresh)
         slots[position] = Slot(slot.kind, slot.fingerprint, slot.key, True, answer)
         fresh.add(position)
+    if slots is ledger.slots:
+        return ledger, unmatched  # nothing landed (a ledger is immutable: the same one serves)
     return Ledger(tuple(slots), frozenset(fresh)), unmatched
 
 
@@ -173,7 +183,8 @@ def _from_the_end(slots: tuple[Slot, ...], key: str) -> int | None:
     """``ledger.index_of_key().get(key)``, by a scan from the last slot."""
     for i in range(len(slots) - 1, -1, -1):
         slot = slots[i]
-        if slot.kind in ASKED and slot.wire_key(i + 1) == key:
+        # Slot.wire_key, inlined: the usual retry's key is found in the last slot, on every round.
+        if slot.kind in ASKED and (slot.key if slot.key is not None else _KEY_PREFIX[slot.kind] + str(i + 1)) == key:
             return i
     return None
 

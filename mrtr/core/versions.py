@@ -32,23 +32,35 @@ MAX_VERSION = 64
 # once computed (a paused round seals it in its token, so it is read every such round).
 _versions: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
 
+# The handler asked about last (weakly) and its version, replaced whole: the rounds of one
+# server mostly seal for the handler they sealed for before, and a weak table's lookup
+# makes a weak reference every time. Emptied when an author's version is recorded.
+_last: tuple[Any, str] = (None, "")
+
 
 def set_handler_version(fn: Any, version: str) -> None:
     """Record the version an author gave ``fn`` (the registry's ``version=``)."""
     if not isinstance(version, str) or not version or len(version) > MAX_VERSION:
         raise ValueError(f"a handler version must be a non-empty string of at most {MAX_VERSION} characters, "
                          f"got {version!r}")
+    global _last
     _versions[fn] = version
+    _last = (None, "")
 
 
 def handler_version(fn: Any) -> str:
     """The version of handler ``fn``: the one its author gave, or 8 hex digits of its code's digest."""
+    global _last
+    last, last_version = _last
+    if last is not None and last() is fn:
+        return last_version
     try:
         version = _versions.get(fn)
     except TypeError:  # not weak-referenceable: computed each time
         return _digest(fn)
     if version is None:
         version = _versions[fn] = _digest(fn)
+    _last = (weakref.ref(fn), version)
     return version
 
 

@@ -421,15 +421,19 @@ class AccessRecord:
 
     def response(self, message: Mapping[str, Any]) -> None:
         """Note how the request was answered: its result type or its error code."""
+        # Messages the server builds hold dicts: the exact type check spares ABCMeta a call per request.
         error = message.get("error")
-        if isinstance(error, Mapping):
+        if error is not None and (error.__class__ is dict or isinstance(error, Mapping)):
             self.error(error.get("code"))
             return
         result = message.get("result")
-        kind = result.get("resultType") if isinstance(result, Mapping) else None
-        self.result = kind if isinstance(kind, str) else "complete"
-        if self.result == "complete" and isinstance(result, Mapping) and result.get("isError") is True:
-            self.result = "tool_error"
+        if result.__class__ is not dict and not isinstance(result, Mapping):
+            self.result = "complete"
+            return
+        kind = result.get("resultType")
+        if not isinstance(kind, str):
+            kind = "complete"
+        self.result = "tool_error" if kind == "complete" and result.get("isError") is True else kind
 
     def error(self, code: Any) -> None:
         """Note a JSON-RPC error answer (also for requests refused before dispatch)."""
@@ -453,23 +457,28 @@ class AccessRecord:
 
     def message(self, duration_ms: float) -> str:
         """The access line's text: ``POST /mcp tools/call "onboard" input_required 200 3.1ms round=1``."""
+        # One f-string per part instead of a list joined: the line is made for every request.
         result = self.result or "-"
         if self.code is not None:
             result = f"{result} {self.code}"
-        parts = [] if self.http_method is None else [self.http_method, _printable(self.path or "")]
         # Client input never breaks the line: no control characters, no line or paragraph separators.
         method = self.method
-        parts.append("-" if not method else method if method.isprintable() else _printable(method))
+        if not method:
+            method = "-"
+        elif not method.isprintable():
+            method = _printable(method)
         target = self.target
         if target is not None:
-            parts.append(_json_string(target) if target.isprintable() else json.dumps(target))
-        parts.append(result)
-        if self.status is not None:
-            parts.append(str(self.status))
-        parts.append(f"{duration_ms:.1f}ms")
-        if self.round is not None:
-            parts.append(f"round={self.round}")
-        return " ".join(parts)
+            method = f"{method} {_json_string(target) if target.isprintable() else json.dumps(target)}"
+        status = "" if self.status is None else f" {self.status}"
+        round_ = "" if self.round is None else f" round={self.round}"
+        line = f"{method} {result}{status} {duration_ms:.1f}ms{round_}"
+        if self.http_method is None:
+            return line
+        path = self.path or ""
+        if len(path) > _TARGET_LIMIT or not path.isprintable():
+            path = _printable(path)
+        return f"{self.http_method} {path} {line}"
 
     def json_line(self, created: float, message: str, duration_ms: float) -> str:
         """The record as :class:`JsonFormatter` formats it with :meth:`fields` (the same members, in order)."""
