@@ -107,7 +107,7 @@ class NodeBus:
         self.url = url
         self.layout = layout
         self.node_id = node_id or new_node_id()
-        self.own_channel = layout.node(self.node_id) if layout is not None else f"{channel}:node:{self.node_id}"
+        self.own_channel = self._channel_of(self.node_id)
         self.counts_receivers = counts_receivers
         self.connected = False
         self._lost = lost
@@ -133,6 +133,10 @@ class NodeBus:
         """Send a notification to every node (this one included); callable from any thread, never waits."""
         self.send(notification(method, params))
 
+    def _channel_of(self, node_id: str) -> str:
+        """The channel only node ``node_id`` subscribes to."""
+        return self.layout.node(node_id) if self.layout is not None else f"{self.channel}:node:{node_id}"
+
     def send_all(self, kind: str, body: Any) -> None:
         """Queue an envelope of ``kind`` for every node (this one included); callable from any thread."""
         self.send(envelope(kind, body))
@@ -147,7 +151,7 @@ class NodeBus:
         message = envelope(kind, body)
         if len(message) > MAX_ENVELOPE_BYTES:
             raise ValueError(f"a {kind} message of {len(message)} bytes is over {MAX_ENVELOPE_BYTES}")
-        channel = self.layout.node(node_id) if self.layout is not None else f"{self.channel}:node:{node_id}"
+        channel = self._channel_of(node_id)
         try:
             receivers = await self._client.publish(channel, message)
         except Exception as exc:

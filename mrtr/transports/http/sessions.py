@@ -518,8 +518,6 @@ class HttpSessions:
             # session); the call's own error reaches the client on its resumed stream (``_resumed_elsewhere``).
             log.info("an answer to %r of session %s: the node that asked has stopped; dropped",
                      answered[:80], _shown(session.id))
-            await _accepted(out)
-            return True
         await _accepted(out)
         return True
 
