@@ -217,7 +217,8 @@ async def run_handler(
     ``until_step`` stops before the first Step that has not run yet
     (:class:`~mrtr.core.replay.Detached`); ``steps`` saves the ledger after each Step.
     """
-    is_async = handler_spec(handler).is_async
+    spec = handler_spec(handler)
+    is_async = spec.is_async
     if runs_in_thread(handler, run_sync, placement):
         assert run_sync is not None
         on_thread = None if steps is None else steps.save_from_thread
@@ -225,15 +226,18 @@ async def run_handler(
             lambda: replay(handler, arguments, ctx, ledger, unmatched, on_step=on_thread, until_step=until_step))
     if steps is not None and not is_async:
         # A sync generator cannot wait for an asynchronous save between two of its lines.
-        raise ValueError(f"the sync handler {handler_spec(handler).name} saves its Steps, so it needs run_sync")
-    on_loop = None if steps is None else steps.save
-    limit = None if is_async or placement is None or placement.thread else placement.stall_warning
-    if limit is None:
+        raise ValueError(f"the sync handler {spec.name} saves its Steps, so it needs run_sync")
+    if is_async:
+        on_loop = None if steps is None else steps.save
         return await replay_async(handler, arguments, ctx, ledger, unmatched, on_step=on_loop, until_step=until_step)
+    # A sync handler on the loop never suspends: the sync driver replays it, with no coroutine of its
+    # own (and no Steps saved: refused above), and the time it takes is the time it held the loop.
+    limit = None if placement is None or placement.thread else placement.stall_warning
+    if limit is None:
+        return replay(handler, arguments, ctx, ledger, unmatched, until_step=until_step)
     started = time.perf_counter()
     try:
-        # A sync handler never suspends: this await is the time it held the event loop.
-        return await replay_async(handler, arguments, ctx, ledger, unmatched, on_step=on_loop, until_step=until_step)
+        return replay(handler, arguments, ctx, ledger, unmatched, until_step=until_step)
     finally:
         held = time.perf_counter() - started
         if held > limit:
@@ -272,7 +276,9 @@ def runs_in_thread(handler: Any, run_sync: RunSync | None, placement: Placement 
     :func:`run_handler` and the live carrier both decide by it, so ``sync_handlers``
     and ``thread=True`` mean the same whichever carrier runs the handler.
     """
-    return run_sync is not None and not handler_spec(handler).is_async and (placement is None or placement.thread)
+    if run_sync is None or (placement is not None and not placement.thread):
+        return False  # decided without the handler: the usual call, on the loop
+    return not handler_spec(handler).is_async
 
 
 class ToolBinding(NamedTuple):

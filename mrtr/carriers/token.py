@@ -134,6 +134,9 @@ class CheckedToken:
         )
 
 
+_NO_LEDGER = Ledger()  # a first call's: nothing recorded (immutable, so one serves every call)
+
+
 class TokenCarrier:
     """The token carrier: runs handlers for the three MRTR methods against the ledger a token carries.
 
@@ -281,15 +284,25 @@ class TokenCarrier:
     async def _round(self, method: str, params: Mapping[str, Any], handler: Any, arguments: Mapping[str, Any] | None,
                      ctx: Context, run_sync: RunSync | None, checked: CheckedToken | None, *,
                      until_step: bool, placement: Placement | None = None) -> Completed | Detached | Interim:
-        if checked is None:
-            checked = self.check(method, params, ctx.principal)
-        binding, state = checked.binding, checked.state
-        ledger, unmatched = self._merged(checked)
+        binding: TokenBinding | None
+        if checked is None and params.get("requestState") is None and params.get("inputResponses") is None \
+                and method in MRTR_METHODS:
+            # A first call (no token, no answers): checks 1-7 have nothing to check and the ledger is
+            # empty, so none of their objects is built; the binding is read only if the round pauses.
+            binding = state = None
+            ledger, unmatched = _NO_LEDGER, None
+        else:
+            if checked is None:
+                checked = self.check(method, params, ctx.principal)
+            binding, state = checked.binding, checked.state
+            ledger, unmatched = self._merged(checked)
         try:
             outcome = await run_handler(handler, arguments, ctx, ledger, unmatched, run_sync=run_sync,
                                         until_step=until_step, placement=placement)
         except ReplayMismatch as mismatch:
             raise deploy_hint(mismatch, handler, None if state is None else state.handler_version) from None
         if isinstance(outcome, InputRequired):
+            if binding is None:
+                binding = TokenBinding(method, params)
             return Interim(self.seal(binding, ctx.principal, outcome, handler_version(handler)))
         return outcome

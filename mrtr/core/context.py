@@ -98,6 +98,34 @@ class Context:
         self._last_progress: float | None = None
         self._lifespan = lifespan
 
+    @classmethod
+    def of_request(cls, arguments: Mapping[str, Any], principal: str | None, client_capabilities: Mapping[str, Any],
+                   client_info: Mapping[str, Any] | None, method: str, target: str | None, request_id: str | int | None,
+                   progress_token: str | int | None, log_level: str | None, notify: Notify | None, auth: Any,
+                   lifespan: Any) -> Context:
+        """The context of one request as a server builds it: every member given, in order.
+
+        The same object the keyword constructor makes (a test compares them), without
+        keyword matching or defaults, which every request would pay for. ``log_level``
+        must already be a known level (the server checked the request's ``_meta``).
+        """
+        self = object.__new__(cls)
+        self.arguments = arguments
+        self.principal = principal
+        self.auth = auth
+        self.client_capabilities = client_capabilities
+        self.client_info = client_info
+        self.method = method
+        self.target = target
+        self.request_id = request_id
+        self.progress_token = progress_token
+        self.log_level = log_level
+        self.is_replaying = False
+        self._notify = notify
+        self._last_progress = None
+        self._lifespan = lifespan
+        return self
+
     @property
     def lifespan(self) -> Any:
         """What the server's ``@server.lifespan`` yielded: pools and clients handlers share.

@@ -99,6 +99,9 @@ def canonical(value: Any) -> bytes:
         return repr(value).encode()
 
 
+_ABSENT: Any = object()
+
+
 def _valid_id(value: Any) -> bool:
     return isinstance(value, (str, int)) and not isinstance(value, bool)
 
@@ -121,8 +124,17 @@ def parse_message(data: bytes | str) -> dict[str, Any]:
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         # Nesting deep enough to exhaust the decoder's recursion is not JSON we accept.
         raise ParseError("Parse error: Invalid JSON") from None
-    if not isinstance(message, dict):
+    if message.__class__ is not dict:  # the decoder makes plain dicts
         raise InvalidRequest("Invalid Request: expected a single JSON-RPC request object")
+    # The usual message, a well-formed request or notification, passes in one test of each member
+    # (the order of the full checks below only decides which problem a malformed one is told about).
+    method = message.get("method")
+    if method.__class__ is str and method and message.get("jsonrpc") == JSONRPC_VERSION:
+        params = message.get("params")
+        request_id = message.get("id", _ABSENT)
+        if (params is None or params.__class__ is dict) and (
+                request_id is _ABSENT or request_id.__class__ is str or request_id.__class__ is int):
+            return message
     request_id = message.get("id")
     if "id" in message and not _valid_id(request_id):
         raise InvalidRequest('Invalid Request: "id" must be a string or an integer')

@@ -106,6 +106,9 @@ def decode_value(value: str, display: str) -> str:
     visible ASCII, which must travel Base64-encoded, and for a marked value whose
     payload is not strict Base64 of UTF-8.
     """
+    known = _DECODED.get(value)
+    if known is not None:
+        return known
     if _VISIBLE.fullmatch(value) is None:
         raise HeaderMismatch(
             f"Header mismatch: {display} header value has invalid characters; "
@@ -115,11 +118,22 @@ def decode_value(value: str, display: str) -> str:
         payload = value[len(_PREFIX):-len(_SUFFIX)]
         try:
             # strict: the alphabet only, and the padding the encoding calls for (SEP-2243's test table)
-            return base64.b64decode(payload, validate=True).decode("utf-8")
+            decoded = base64.b64decode(payload, validate=True).decode("utf-8")
         except (binascii.Error, ValueError, UnicodeDecodeError):
             raise HeaderMismatch(
                 f"Header mismatch: {display} header value is not valid =?base64?...?= encoding") from None
-    return value
+    else:
+        decoded = value
+    if len(_DECODED) >= _DECODED_LIMIT:
+        _DECODED.clear()
+    _DECODED[value] = decoded
+    return decoded
+
+
+# Header values already read (a client repeats its Mcp-Name on every call), and what they say;
+# bounded, since they are client input. Only values that passed the rules are kept.
+_DECODED: dict[str, str] = {}
+_DECODED_LIMIT = 512
 
 
 def matches(header: str, body: Any) -> bool:

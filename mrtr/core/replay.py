@@ -20,6 +20,7 @@ import logging
 import os
 import re
 import sys
+import types
 import typing
 import weakref
 from collections.abc import Callable, Mapping
@@ -1156,9 +1157,15 @@ def _start(spec: HandlerSpec, ctx: Context, arguments: Mapping[str, Any]) -> Any
         raise
     except Exception as exc:
         raise _handler_failed(spec, exc) from exc
-    if spec.shape == _PLAIN:
+    # Generators, async generators and coroutines are final types: their class says it all,
+    # and a plain value (the usual result) is refused nothing after one set lookup.
+    if started.__class__ in _DELEGATED and spec.shape == _PLAIN:
         _refuse_delegation(spec, started)
     return started
+
+
+_DELEGATED = frozenset({types.GeneratorType, types.AsyncGeneratorType, types.CoroutineType})
+_EMPTY = Ledger()  # immutable: every run without a ledger starts from this one
 
 
 def _definition(fn: Any) -> str:
@@ -1247,11 +1254,12 @@ def replay(
     spec = handler_spec(handler)
     if spec.is_async:
         raise TypeError(f"handler {spec.name} is async; use replay_async")
-    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched, on_step, until_step)
-    started = _start(spec, ctx, arguments or {})
     if spec.shape == _SYNC_GEN:
-        return _drive(started, execution)
-    return _check_result(spec, started)
+        execution = _Execution(spec, ctx, ledger if ledger is not None else _EMPTY, unmatched, on_step, until_step)
+        return _drive(_start(spec, ctx, arguments or {}), execution)
+    # A plain function yields nothing: no ledger position is read, so no bookkeeping is built.
+    ctx.is_replaying = ledger is not None and len(ledger.slots) > 0
+    return _check_result(spec, _start(spec, ctx, arguments or {}))
 
 
 @typing.overload
@@ -1280,13 +1288,18 @@ async def replay_async(
     resumes; for a sync generator handler it must be a plain function.
     """
     spec = handler_spec(handler)
-    execution = _Execution(spec, ctx, ledger if ledger is not None else Ledger(), unmatched, on_step, until_step)
-    started = _start(spec, ctx, arguments or {})
-    if spec.shape == _ASYNC_GEN:
-        return await _adrive(started, execution)
-    if spec.shape == _SYNC_GEN:
+    shape = spec.shape
+    if shape == _ASYNC_GEN or shape == _SYNC_GEN:
+        execution = _Execution(spec, ctx, ledger if ledger is not None else _EMPTY, unmatched, on_step, until_step)
+        started = _start(spec, ctx, arguments or {})
+        if shape == _ASYNC_GEN:
+            return await _adrive(started, execution)
         return _drive(started, execution)
-    if spec.shape == _CORO:
+    # A function or coroutine function yields nothing: no ledger position is read, so no
+    # bookkeeping is built (the common tool that asks nothing pays for none).
+    ctx.is_replaying = ledger is not None and len(ledger.slots) > 0
+    started = _start(spec, ctx, arguments or {})
+    if shape == _CORO:
         try:
             result = await started
         except ProtocolError:

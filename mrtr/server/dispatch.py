@@ -188,6 +188,25 @@ _OFFERED_BY_FAMILY: dict[str, tuple[str, Callable[[Registry], bool]]] = {
     "tasks": ("extensions", lambda registry: registry.has_task_tools),
 }
 
+_UNKNOWN: Any = object()
+
+
+def _offered_by_method(methods: Any) -> dict[str, Callable[[Registry], bool] | None]:
+    """Each dispatched method's entry of :data:`_OFFERED_BY_FAMILY` (``None``: always offered), read per request."""
+    table: dict[str, Callable[[Registry], bool] | None] = {}
+    for method in methods:
+        offered = _OFFERED_BY_FAMILY.get(method.split("/", 1)[0])
+        table[method] = None if offered is None else offered[1]
+    return table
+
+
+_DISPATCHED = ("server/discover", "tools/list", "tools/call", "prompts/list", "prompts/get", "resources/list",
+               "resources/templates/list", "resources/read", "completion/complete", "tasks/get", "tasks/update",
+               "tasks/cancel", "subscriptions/listen")
+"""The methods :meth:`Server.respond` dispatches (the keys of its methods table, which a test pins)."""
+
+_OFFERED_BY_METHOD = _offered_by_method(_DISPATCHED)
+
 
 class Server(Registry):
     """An MCP server: register handlers with the decorators, serve it with a transport.
@@ -539,12 +558,12 @@ class Server(Registry):
 
     def serves(self, method: str) -> bool:
         """Whether a request for ``method`` is dispatched (rather than answered ``-32601``)."""
-        if method not in self._methods:
+        offered = _OFFERED_BY_METHOD.get(method, _UNKNOWN)
+        if offered is _UNKNOWN:
             return False
-        if method == "subscriptions/listen":
-            return self._subscriptions.available  # only while a transport can hold the stream
-        offered = _OFFERED_BY_FAMILY.get(method.split("/", 1)[0])
-        return offered is None or offered[1](self)
+        if offered is None:
+            return method != "subscriptions/listen" or self._subscriptions.available  # only while a stream can be held
+        return offered(self)
 
     def _offered(self, family: str) -> bool:
         """Whether the method family (``tools``, ``prompts``, ``resources``, ``completion``) is offered: both eras ask."""
@@ -641,7 +660,7 @@ class Server(Registry):
             )
         if self._tasks is None:
             return []
-        principal = await self._principal(request)
+        principal = _token_principal(request.auth) if self.principal is None else await self._principal(request)
         watched = []
         required: dict[str, None] = {}
         for task_id in dict.fromkeys(task_ids):
@@ -791,13 +810,11 @@ class Server(Registry):
         # Unknown and removed methods (ping, logging/setLevel, ...) are -32601 whatever their params.
         if not self.serves(method):
             raise MethodNotFound(f"Method not found: {method}")
-        handler = self._methods[method]
         params = message.get("params")
         if params is None:
             params = {}
-        envelope = _read_envelope(params)
-        request = _Request(method, params, envelope, headers, notify, message.get("id"), run_sync, auth)
-        result = await handler(request)
+        request = _Request(method, params, _read_envelope(params), headers, notify, message.get("id"), run_sync, auth)
+        result = await self._methods[method](request)
         meta = result.get("_meta")
         if meta is None:
             result["_meta"] = {META_SERVER_INFO: self.server_info}
@@ -812,7 +829,7 @@ class Server(Registry):
     async def _principal_of(self, method: str, params: Mapping[str, Any], headers: Mapping[str, str],
                             auth: Any) -> str | None:
         if self.principal is None:
-            return None if auth is None else auth.principal  # type: ignore[no-any-return]
+            return _token_principal(auth)
         value = self.principal(RequestInfo(method, params, headers))
         if inspect.isawaitable(value):
             value = await value
@@ -822,20 +839,9 @@ class Server(Registry):
 
     def _context(self, request: _Request, arguments: Mapping[str, Any], principal: str | None, target: str) -> Context:
         envelope = request.envelope
-        return Context(
-            arguments,
-            principal=principal,
-            client_capabilities=envelope.capabilities,
-            client_info=envelope.client_info,
-            method=request.method,
-            target=target,
-            request_id=request.id,
-            progress_token=envelope.progress_token,
-            log_level=envelope.log_level,
-            notify=request.notify,
-            auth=request.auth,
-            lifespan=self._lifespan.value,
-        )
+        return Context.of_request(arguments, principal, envelope.capabilities, envelope.client_info, request.method,
+                                  target, request.id, envelope.progress_token, envelope.log_level, request.notify,
+                                  request.auth, self._lifespan.value)
 
     def _cacheable(self, result: dict[str, Any], ttl_ms: int | None = None) -> dict[str, Any]:
         """Mark a result cacheable; hints a handler set on its own result win (a private resource stays private)."""
@@ -897,8 +903,8 @@ class Server(Registry):
 
     async def _call_tool(self, request: _Request) -> dict[str, Any]:
         params = request.params
-        name, tool = self._named_tool(params)
-        if not self._permitted(request, tool.scopes):
+        name, tool = _named(params, self._tools, "tools/call", "tool")
+        if tool.scopes and not self._permitted(request, tool.scopes):
             # The HTTP transports answer 403 before dispatch; this guards in-process callers.
             raise InvalidRequest(f"Forbidden: tool {name} needs the scopes {' '.join(tool.scopes)}")
         if tool.task == "required" and not _declares_tasks(request.envelope):
@@ -906,19 +912,23 @@ class Server(Registry):
                 f'Tool "{name}" requires the {TASKS_EXTENSION} client capability', {"extensions": {TASKS_EXTENSION: {}}}
             )
         arguments = self._tool_arguments(tool, params.get("arguments"))
-        principal = await self._principal(request)
+        principal = _token_principal(request.auth) if self.principal is None else await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
+        if not tool.once:
+            return await self._tool_round(request, tool, name, arguments, ctx)
+        return await self._round(request, True, principal,
+                                 lambda: self._tool_round(request, tool, name, arguments, ctx))
 
-        async def produce() -> dict[str, Any]:
-            try:
-                outcome = await self._execute(request, tool.fn, arguments, ctx, tool.thread)
-            except HandlerError as error:
-                return self._tool_error(name, error)
-            if isinstance(outcome, Interim):
-                return outcome.result
-            return shape_tool_result(outcome.result, tool.structured)
-
-        return await self._round(request, tool.once, principal, produce)
+    async def _tool_round(self, request: _Request, tool: Any, name: str, arguments: dict[str, Any],
+                          ctx: Context) -> dict[str, Any]:
+        """One round of a tool call: its result, its interim result, or its failure as a tool error result."""
+        try:
+            outcome = await self._execute(request, tool.fn, arguments, ctx, tool.thread)
+        except HandlerError as error:
+            return self._tool_error(name, error)
+        if isinstance(outcome, Interim):
+            return outcome.result
+        return shape_tool_result(outcome.result, tool.structured)
 
     def _tool_arguments(self, tool: Any, raw: Any) -> dict[str, Any]:
         if raw is None:
@@ -931,7 +941,10 @@ class Server(Registry):
             decoded = msgspec.convert(raw, tool.arguments_type, strict=False)
         except msgspec.ValidationError as exc:
             raise InvalidParams(f"Invalid arguments for tool {tool.name}: {exc}") from None
-        arguments = {field_name: getattr(decoded, field_name) for field_name in tool.parameter_names}
+        # The Struct's fields are the handler's parameters, in order (registry._arguments_struct).
+        arguments: dict[str, Any] = msgspec.structs.asdict(decoded)
+        if not tool.models:
+            return arguments
         for field_name, model in tool.models.items():
             if arguments[field_name] is not None:
                 arguments[field_name] = models.validate(
@@ -947,7 +960,7 @@ class Server(Registry):
         tasks = self.tasks
         if tasks is None:
             raise InternalError("Internal error: no task store is running (enter Server.running())")
-        principal = await self._principal(request)
+        principal = _token_principal(request.auth) if self.principal is None else await self._principal(request)
         task_id = request.params.get("taskId")
         if self._auth is not None:
             required = await self._task_scopes([task_id], principal)
@@ -973,7 +986,7 @@ class Server(Registry):
 
     async def _get_prompt(self, request: _Request) -> dict[str, Any]:
         name, prompt, arguments = self._prompt_arguments(request.params)
-        principal = await self._principal(request)
+        principal = _token_principal(request.auth) if self.principal is None else await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
 
         description = prompt.definition.get("description")
@@ -994,7 +1007,7 @@ class Server(Registry):
         if found is None:
             raise InvalidParams(f"Resource not found: {uri}", data={"uri": uri})
         entry, arguments = found
-        principal = await self._principal(request)
+        principal = _token_principal(request.auth) if self.principal is None else await self._principal(request)
         ctx = self._context(request, arguments, principal, uri)
 
         async def produce() -> dict[str, Any] | ProtocolError:
@@ -1035,23 +1048,25 @@ class Server(Registry):
         the tasks extension (when a task store is running); the token carrier
         (:attr:`token_carrier`) for everything else. Reads the envelope dispatch parsed.
         """
-        if request.method == "tools/call" and self.tasks is not None and _declares_tasks(request.envelope):
+        tasks = self._tasks
+        if tasks is not None and request.method == "tools/call" and _declares_tasks(request.envelope):
             tool = self._tools.get(request.params.get("name"))  # type: ignore[arg-type]
             if tool is not None and tool.task:
-                return self.tasks
-        return self.token_carrier
+                return tasks
+        return self._token_carrier or self.token_carrier
 
-    async def _execute(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context,
-                       thread: bool = False) -> CarrierOutcome:
+    def _execute(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context,
+                 thread: bool = False) -> Coroutine[Any, Any, CarrierOutcome]:
+        # The carrier's coroutine, handed over rather than awaited in one more: every call comes through here.
         carrier = self._carrier_for(request)
         # Where its sync code runs is decided in run_handler, from this placement and the transport's run_sync.
         placement = Placement(thread or self.sync_handlers == "thread", self.stall_warning)
-        if request.checked is not None and carrier is self.token_carrier:  # its token is read already
-            return await self.token_carrier.execute(request.method, request.params, fn, arguments, ctx,
-                                                    run_sync=request.run_sync, checked=request.checked,
-                                                    placement=placement)
-        return await carrier.execute(request.method, request.params, fn, arguments, ctx, run_sync=request.run_sync,
-                                     placement=placement)
+        if request.checked is not None and carrier is self._token_carrier:  # its token is read already
+            return self._token_carrier.execute(request.method, request.params, fn, arguments, ctx,
+                                               run_sync=request.run_sync, checked=request.checked,
+                                               placement=placement)
+        return carrier.execute(request.method, request.params, fn, arguments, ctx,  # type: ignore[return-value]
+                               run_sync=request.run_sync, placement=placement)
 
     async def _run_protocol_handler(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context,
                                     shape: Callable[[Any], dict[str, Any]],
@@ -1135,6 +1150,14 @@ class Server(Registry):
 
 
 _KIND_OF = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}
+
+
+def _token_principal(auth: Any) -> str | None:
+    """The principal of a server without a principal source: the verified token's, else none.
+
+    The dispatch methods read it without a coroutine when no source is set (every call asks).
+    """
+    return None if auth is None else auth.principal  # type: ignore[no-any-return]
 
 
 def _env_flag(name: str) -> bool:

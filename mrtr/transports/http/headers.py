@@ -11,7 +11,7 @@ the exchange.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ...core.errors import HeaderMismatch
@@ -25,80 +25,71 @@ __all__ = ["RawHeader", "RequestHeaders", "accepts", "accepts_json_and_sse", "ch
 RawHeader = tuple[bytes, bytes]
 """One header field as it travels: ``(name, value)`` bytes (not :class:`mrtr.Header`, the handler annotation)."""
 
-_NAMES: dict[bytes, str] = {}  # a header name's key, made once per name met (bounded: names are client input)
+_NAMES: dict[bytes | str, str] = {}  # a header name's key, made once per name met (bounded: names are client input)
 _NAMES_LIMIT = 512
 
 
 def _key(name: bytes | str) -> str:
-    if isinstance(name, bytes):
-        key = _NAMES.get(name)
-        if key is None:
-            key = name.decode("latin-1").lower()
-            if len(_NAMES) < _NAMES_LIMIT:
-                _NAMES[name] = key
-        return key
-    return str(name).lower()
+    key = _NAMES.get(name)  # type: ignore[arg-type]
+    if key is None:
+        key = name.decode("latin-1").lower() if isinstance(name, bytes) else str(name).lower()
+        if len(_NAMES) < _NAMES_LIMIT:
+            _NAMES[name] = key  # type: ignore[index]
+    return key
 
 
-class RequestHeaders(Mapping[str, str]):
+class RequestHeaders(dict[str, str]):
     """The request headers by lowercase name; repeated fields are kept apart.
 
     As a mapping (what the server's principal source sees) a repeated field reads as
-    its values joined with ``", "``; the view is passed as is, never copied.
+    its values joined with ``", "``; the view is passed as is, never copied. It is a
+    ``dict`` so that reading a field is a C lookup on every request; treat it as read-only.
     """
 
-    __slots__ = ("_fields",)
+    __slots__ = ("_repeated",)
 
     def __init__(self, raw: Iterable[RawHeader]) -> None:
-        fields: dict[str, list[str]] = {}
+        self._repeated: dict[str, list[str]] | None = None  # every value of a field that came more than once
+        names = _NAMES
         for name, value in raw:
-            key = _NAMES.get(name) if name.__class__ is bytes else None  # type: ignore[call-overload]
+            key = names.get(name)  # a name met before (bytes as parsed; str names are looked up as well)
             if key is None:
                 key = _key(name)
-            text = (value.decode("latin-1") if value.__class__ is bytes else str(value)).strip(" \t")
-            found = fields.get(key)
-            if found is None:
-                fields[key] = [text]
+            try:
+                text = value.decode("latin-1").strip(" \t")
+            except AttributeError:  # a str value
+                text = str(value).strip(" \t")
+            if key not in self:
+                self[key] = text
             else:
-                found.append(text)
-        self._fields = fields
+                self._repeat(key, text)
 
-    def get(self, name: str, default: Any = None) -> Any:
-        """One field's value (repeated ones joined with ``", "``), or ``default``; no exception on the way."""
-        values = self._fields.get(name)
+    def _repeat(self, key: str, text: str) -> None:
+        repeated = self._repeated
+        if repeated is None:
+            repeated = self._repeated = {}
+        values = repeated.get(key)
         if values is None:
-            return default
-        return values[0] if len(values) == 1 else ", ".join(values)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._fields
+            values = repeated[key] = [self[key]]
+        values.append(text)
+        self[key] = ", ".join(values)
 
     def all(self, name: str) -> list[str]:
         """Every value of a field, one per occurrence (for fields that must not repeat)."""
-        return list(self._fields.get(name, ()))
+        if self._repeated is not None and name in self._repeated:
+            return list(self._repeated[name])
+        value = self.get(name)
+        return [] if value is None else [value]
 
     def mcp(self, name: str, display: str) -> str | None:
         """One MCP header's value; a repeated MCP header is malformed (-32020)."""
-        values = self._fields.get(name)
-        if values is None:
-            return None
-        if len(values) > 1:
+        if self._repeated is not None and name in self._repeated:
             raise HeaderMismatch(f"Header mismatch: {display} header appears more than once")
-        return values[0]
-
-    def __getitem__(self, name: str) -> str:
-        values = self._fields[name]
-        return values[0] if len(values) == 1 else ", ".join(values)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._fields)
-
-    def __len__(self) -> int:
-        return len(self._fields)
+        return self.get(name)
 
     def as_mapping(self) -> dict[str, str]:
         """Every field by lowercase name, repeated ones joined with ``", "`` (a copy)."""
-        return dict(self.items())
+        return dict(self)
 
 
 def media_types(value: str) -> list[tuple[str, float]]:
@@ -178,7 +169,10 @@ def check_headers(server: Dispatcher, message: Mapping[str, Any], headers: Reque
         return
     params = message.get("params") or {}
 
-    version = headers.mcp("mcp-protocol-version", "MCP-Protocol-Version")
+    # Without repeated fields (the usual request) each MCP header is one lookup of the view.
+    single = headers._repeated is None
+    version = headers.get("mcp-protocol-version") if single else headers.mcp("mcp-protocol-version",
+                                                                             "MCP-Protocol-Version")
     if version is None:
         raise HeaderMismatch("Header mismatch: missing required MCP-Protocol-Version header")
     meta = params.get("_meta")
@@ -189,7 +183,7 @@ def check_headers(server: Dispatcher, message: Mapping[str, Any], headers: Reque
             f"does not match body value {_quote(body_version)}"
         )
 
-    method_header = headers.mcp("mcp-method", "Mcp-Method")
+    method_header = headers.get("mcp-method") if single else headers.mcp("mcp-method", "Mcp-Method")
     if method_header is None:
         raise HeaderMismatch("Header mismatch: missing required Mcp-Method header")
     if method_header != method:
@@ -202,7 +196,7 @@ def check_headers(server: Dispatcher, message: Mapping[str, Any], headers: Reque
     if member is None:
         return
     target = params.get(member)
-    name_header = headers.mcp("mcp-name", "Mcp-Name")
+    name_header = headers.get("mcp-name") if single else headers.mcp("mcp-name", "Mcp-Name")
     if isinstance(target, str):
         if name_header is None:
             raise HeaderMismatch(f"Header mismatch: missing required Mcp-Name header for {method}")

@@ -77,6 +77,11 @@ def _loopback_names(bound: tuple[str, int]) -> frozenset[tuple[str, int | None]]
     return frozenset((name, bound[1]) for name in _LOOPBACK_NAMES)
 
 
+# (Host value, bound address) -> (the policy that decided, its verdict); emptied when full.
+_ALLOWED: dict[tuple[str | None, tuple[str, int] | None], tuple[HostPolicy, bool]] = {}
+_ALLOWED_LIMIT = 256
+
+
 @dataclass(frozen=True)
 class HostPolicy:
     """The normalised ``allowed_hosts``: ``None`` for the default, else the entries."""
@@ -110,7 +115,20 @@ class HostPolicy:
 
         ``bound`` is the listening address (``None`` when the front end does not know
         it); without ``allowed_hosts`` only a loopback-bound server checks anything.
+        A client repeats its ``Host`` on every request: the answer is kept per value and
+        address (a bounded table, since the value is client input).
         """
+        key = (host, bound)
+        known = _ALLOWED.get(key)
+        if known is not None and known[0] is self:
+            return known[1]
+        verdict = self._allows(host, bound)
+        if len(_ALLOWED) >= _ALLOWED_LIMIT:
+            _ALLOWED.clear()
+        _ALLOWED[key] = (self, verdict)
+        return verdict
+
+    def _allows(self, host: str | None, bound: tuple[str, int] | None) -> bool:
         if self.any_host:
             return True
         if self.entries is None:

@@ -53,6 +53,7 @@ _REASONS[413] = b"Content Too Large"  # RFC 9110's name
 _STATUS_LINES: dict[int, bytes] = {}
 _SUPPORTED_VERSIONS = ("1.1", "1.0")
 _CONNECTION_CLOSE = b"Connection: close\r\n"
+_FRAMING_LENGTHS = frozenset({len(b"content-length"), len(b"expect")})  # the fields read before a body
 
 
 def _status_line(status: int) -> bytes:
@@ -175,6 +176,7 @@ class _Connection:
         self.config = state.config
         self.forwarded = sock.family == socket.AF_UNIX  # a worker's local socket: what another worker forwards
         self.parser = httptools.HttpRequestParser(self)
+        self._max_head = self.config.max_header_size
         self.ready: deque[_Request] = deque()
         self.error: _Reject | None = None
         self.eof = False
@@ -191,6 +193,10 @@ class _Connection:
         self._in_head = False
         self._began = False
         self._head_fed = 0
+        self._read_size = 0  # the bytes of the read being parsed
+        self._head_read = 0  # the bytes of earlier reads that hold part of the head being parsed
+        self._declared: bytes | None = None  # the request's Content-Length, as sent
+        self._expect: bytes | None = None  # its Expect
         # a request whose Upgrade offer is ignored: llhttp hands its body over as upgrade data
         self._unupgraded: tuple[_Request, int, bytearray] | None = None
         # the response being written
@@ -205,6 +211,8 @@ class _Connection:
     def on_message_begin(self) -> None:
         self._target = b""
         self._headers = []
+        self._declared = None
+        self._expect = None
         self._body = []
         self._size = 0
         self._head_size = 12
@@ -219,10 +227,21 @@ class _Connection:
             raise _Reject(431, "Request Header Fields Too Large")
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._head_size += len(name) + len(value) + 4
-        if self._head_size > self.config.max_header_size:
-            raise _Reject(431, "Request Header Fields Too Large")
-        self._headers.append((name.lower(), value))
+        # llhttp calls this for every field of every request, so it does the least it can: the field
+        # is kept as sent (the header view maps each spelling to its lowercase key once), and only
+        # names of the two lengths read before the body are lowered. The head's size is bounded at
+        # its end and, while it is incomplete, after each read (feed).
+        self._headers.append((name, value))
+        if len(name) in _FRAMING_LENGTHS:
+            lowered = name.lower()
+            if lowered == b"content-length":
+                self._declared = value
+            elif lowered == b"expect":
+                self._expect = value
+
+    def _head_so_far(self) -> int:
+        """The size of the head parsed so far: request line and the fields with their separators."""
+        return self._head_size + sum([len(name) + len(value) + 4 for name, value in self._headers])
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -231,13 +250,17 @@ class _Connection:
             if version == "0.9":  # llhttp's reading of a request line without a version
                 raise _Reject(400, "Bad Request: malformed request line")
             raise _Reject(505, f"HTTP Version Not Supported: HTTP/{version}")
-        limit = self.config.max_body_size
-        for name, value in self._headers:
-            if name == b"content-length":
-                if int(value) > limit:  # llhttp accepted it: digits only, given once
-                    raise _Reject(413, f"Content Too Large: the body limit is {limit} bytes")
-            elif name == b"expect" and value.lower() == b"100-continue" and version == "1.1":
-                self.need_continue = True
+        # No head is longer than the bytes read for it: counted field by field only when those could be.
+        if (self._read_size if self._began else self._head_read + self._read_size) > self._max_head:
+            self._head_size = self._head_so_far()
+            if self._head_size > self._max_head:
+                raise _Reject(431, "Request Header Fields Too Large")
+        if self._declared is not None:
+            limit = self.config.max_body_size
+            if int(self._declared) > limit:  # llhttp accepted it: digits only, given once
+                raise _Reject(413, f"Content Too Large: the body limit is {limit} bytes")
+        if self._expect is not None and self._expect.lower() == b"100-continue" and version == "1.1":
+            self.need_continue = True
 
     def on_body(self, body: bytes) -> None:
         self._size += len(body)
@@ -261,10 +284,9 @@ class _Connection:
             self._complete_unupgraded()
             return
         was_in_message = self._in_message
-        if not was_in_message:
-            self.request_started = trio.current_time()
         queued = len(self.ready)
         self._began = False
+        self._read_size = len(data)
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as exc:
@@ -279,15 +301,21 @@ class _Connection:
             self.error = _Reject(status, "HTTP Version Not Supported" if status == 505 else f"Bad Request: {text}")
         else:
             if self._in_head:
+                # the bytes read for a head that is not whole yet, a bound on its size (on_headers_complete)
+                self._head_read = self._head_read + len(data) if not self._began else len(data)
                 # llhttp buffers a header line it has not finished: bound the head by the bytes fed
                 if not self._began:
                     self._head_fed += len(data)
                 elif not was_in_message and len(self.ready) == queued:
                     self._head_fed = len(data)  # the whole read is this head
                 else:
-                    self._head_fed = self._head_size  # shared with earlier requests: what is known
+                    self._head_fed = self._head_so_far()  # shared with earlier requests: what is known
                 if self._head_fed > self.config.max_header_size:
                     self.error = _Reject(431, "Request Header Fields Too Large")
+        if self._in_message and not was_in_message:
+            # A request that did not arrive whole in this read: its deadline runs from now. (One that
+            # did, the usual case, needs no clock.)
+            self.request_started = trio.current_time()
 
     def _ignore_upgrade(self, tail: bytes) -> None:
         """No protocol is upgraded to (RFC 9110 7.8 lets a server ignore the offer): read the body llhttp
@@ -296,7 +324,7 @@ class _Connection:
         if request is None or request.method == b"CONNECT":
             self.eof = True
             return
-        headers = dict(request.headers)
+        headers = {name.lower(): value for name, value in request.headers}
         if b"transfer-encoding" in headers:
             self.error = _Reject(400, "Bad Request: a chunked body with an Upgrade offer is not supported")
             return
@@ -434,9 +462,9 @@ class _Connection:
 
     # -- reading ------------------------------------------------------------------------
 
-    async def _wait_idle(self, deadline: float) -> bytes:
+    async def _wait_idle(self, first: bool) -> bytes:
         """Wait for a request's first bytes as an idle connection (shutdown, a full server and the
-        sweeper at ``deadline`` may end it)."""
+        sweeper at the first-byte or keep-alive deadline may end it)."""
         try:
             data = self.sock.recv(_RECEIVE_SIZE)
         except BlockingIOError:
@@ -446,11 +474,16 @@ class _Connection:
         else:
             # the bytes were already there, so nothing has yielded since the last request:
             # let the other connections run, or a client that never pauses starves them
-            await trio.lowlevel.checkpoint()
+            # (a schedule point only: cancellation is noticed where the connection waits)
+            await trio.lowlevel.cancel_shielded_checkpoint()
             return data
         state = self.state
         if state.closing:
             raise _Closed()
+        if first:
+            deadline = self.started_at + self.config.first_byte_timeout
+        else:
+            deadline = trio.current_time() + self.config.keep_alive_timeout
         state.wait_idle_until(self, deadline)
         try:
             await trio.lowlevel.wait_readable(self.sock)
@@ -474,17 +507,15 @@ class _Connection:
             return None
         if self.eof:
             return None
-        if not self.parser_idle():
+        if self._in_message:
             deadline = self.request_started + self.config.request_timeout
         else:
-            if first:
-                wait_until = self.started_at + self.config.first_byte_timeout
-            else:
-                wait_until = trio.current_time() + self.config.keep_alive_timeout
-            data = await self._wait_idle(wait_until)
+            data = await self._wait_idle(first)
             if not data:
                 return None
             self.feed(data)
+            if self.ready:
+                return self.ready.popleft()  # the whole request came in one read: the usual case
             deadline = self.request_started + self.config.request_timeout
         while not self.ready:
             if self.error is not None:
@@ -543,21 +574,33 @@ class _Connection:
             self.head_only = request.method == b"HEAD"
             self.close_after = request.close or self.eof
             self.chunked = False
-            target = request.target.decode("latin-1")
-            path = target.split("?", 1)[0]
-            if path.startswith(("http://", "https://")):  # absolute-form target
-                path = "/" + path.split("://", 1)[1].partition("/")[2]
+            path = _PATHS.get(request.target)
+            if path is None:
+                path = _path_of(request.target)
             completed = await exchange(server, HttpRequest(request.method.decode("latin-1"), path,
                                                            request.headers, request.body, bound=self.state.bound,
                                                            client=self.client, forwarded=self.forwarded),
                                        self, config=config, disconnected=self.watch_disconnect, nursery=helpers,
                                        sessions=self.state.sessions)
-            log.debug("%s %s -> %s", request.method, path, "done" if completed else "aborted")
             if not completed or not self.response_done or self.close_after or self.state.closing:
                 return
             if self.ready:
                 # a cooperative pause, so a pipelining client cannot monopolise the loop
                 await trio.lowlevel.checkpoint()
+
+
+_PATHS: dict[bytes, str] = {}  # the path of each request target met (bounded: targets are client input)
+_PATHS_LIMIT = 256
+
+
+def _path_of(target: bytes) -> str:
+    """The path of a request target: no query, and an absolute-form target reduced to its path."""
+    path = target.decode("latin-1").split("?", 1)[0]
+    if path.startswith(("http://", "https://")):  # absolute-form target
+        path = "/" + path.split("://", 1)[1].partition("/")[2]
+    if len(_PATHS) < _PATHS_LIMIT:
+        _PATHS[target] = path
+    return path
 
 
 class _Timeout(Exception):

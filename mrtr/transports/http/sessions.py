@@ -211,10 +211,8 @@ class HttpSessions:
     def __len__(self) -> int:
         return len(self._sessions)
 
-    @staticmethod
-    def claims(message: Mapping[str, Any], headers: RequestHeaders) -> bool:
-        """Whether a parsed POST body is 2025-era and served here (:func:`speaks_legacy`)."""
-        return speaks_legacy(message, headers)
+    claims = staticmethod(speaks_legacy)
+    """Whether a parsed POST body is 2025-era and served here: :func:`speaks_legacy` itself (no call around it)."""
 
     def run_in(self, nursery: trio.Nursery | None) -> None:
         """Run calls in ``nursery`` from now on (``None``: in the nursery of each request's exchange)."""
