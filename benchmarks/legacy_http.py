@@ -202,12 +202,17 @@ class Flow:
         final = await self._result(self.calls, None, None)
         if "result" not in final:
             raise Failure(f"tools/call: {final}")
+        await self.delete(session)
+        return bool(final["result"]["content"][0]["text"] == f"{email}:{plan}")
+
+    async def delete(self, session: str) -> None:
+        """End ``session`` (``DELETE``, on the side connection)."""
+        assert self.side is not None
         await self.side.send(b"DELETE", None, session, b"application/json, text/event-stream")
         status, headers = await self.side.read_head()
         await self.side.body(headers)
         if status not in (200, 204):
             raise Failure(f"DELETE: HTTP {status}")
-        return bool(final["result"]["content"][0]["text"] == f"{email}:{plan}")
 
 
 async def load(port: int, tool: str, *, concurrency: int, seconds: float) -> dict[str, Any]:
@@ -255,32 +260,39 @@ async def load(port: int, tool: str, *, concurrency: int, seconds: float) -> dic
 
 # -- memory: idle sessions and waiting calls ------------------------------------------------
 
-async def _settled_rss(pid: int) -> int:
-    """The RSS once it stops moving (the server finished what the last requests started)."""
-    last = rss_kib(pid)
+async def _settled_rss(pids: list[int]) -> int:
+    """The RSS of ``pids``, summed, once it stops moving (the server finished what the last requests started)."""
+    last = sum(rss_kib(pid) for pid in pids)
     for _ in range(50):
         await trio.sleep(0.1)
-        now = rss_kib(pid)
+        now = sum(rss_kib(pid) for pid in pids)
         if now == last:
             return now
         last = now
     return last
 
 
-async def memory(port: int, pid: int, tool: str, sessions: int, waiting: int) -> dict[str, Any]:
-    """Bytes of RSS per idle session and per call waiting at its question, in the server ``pid``."""
+async def memory(port: int, pid: int | list[int], tool: str, sessions: int, waiting: int, *,
+                 release: bool = False) -> dict[str, Any]:
+    """Bytes of RSS per idle session and per call waiting at its question, in the server ``pid``.
+
+    ``pid`` may list a server's workers (their RSS summed: each session lives in the worker
+    its ``initialize`` reached). With ``release`` every session opened here is deleted
+    afterwards (the waiting calls' handlers closed with them), so a server that goes on
+    serving (the soak) carries none of them on.
+    """
+    pids = pid if isinstance(pid, list) else [pid]
     warm = Flow(port, tool)  # imports, caches and first-use allocations before the baseline
     await warm.connect()
     for number in range(20):
         await warm.conversation(number)
     await warm.close()
-    base = await _settled_rss(pid)
+    base = await _settled_rss(pids)
     opener = Flow(port, tool)
     await opener.connect()
-    for _ in range(sessions):
-        await opener.open_session()
-    idle = await _settled_rss(pid)
-    held: list[Flow] = []
+    opened = [await opener.open_session() for _ in range(sessions)]
+    idle = await _settled_rss(pids)
+    held: list[tuple[Flow, str]] = []
     for number in range(waiting):
         flow = Flow(port, tool)
         await flow.connect()
@@ -289,11 +301,14 @@ async def memory(port: int, pid: int, tool: str, sessions: int, waiting: int) ->
         assert flow.side is not None
         await flow.side.stream.aclose()  # the stream stays open; the other connection is not needed
         flow.side = None
-        held.append(flow)
+        held.append((flow, session))
     # The waiting calls' own sessions and stream connections are in this figure too: a 2025
     # client's waiting call always has both.
-    asked = await _settled_rss(pid)
-    for flow in held:
+    asked = await _settled_rss(pids)
+    if release:
+        for session in opened + [session for _, session in held]:
+            await opener.delete(session)
+    for flow, _ in held:
         await flow.close()
     await opener.close()
     return {"sessions": sessions, "waiting": waiting,

@@ -253,8 +253,10 @@ class MrtrRounds:
 
     def wire_round(self, params: dict[str, Any]) -> Any:
         # The token carrier's own entry point (unseal, check, merge, replay, seal), as the
-        # server calls it; a sync handler never suspends, so no event loop is needed.
-        ctx = Context(self.arguments, client_capabilities=CAPS)
+        # server calls it, with the context built as the server builds it; a sync handler
+        # never suspends, so no event loop is needed.
+        ctx = Context.of_request(self.arguments, None, CAPS, None, "tools/call", "questions", 1, None, None, None,
+                                 None, None)
         return drive(self.carrier.execute("tools/call", params, questions, self.arguments, ctx))
 
     def full_round(self) -> Any:

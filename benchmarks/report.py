@@ -190,25 +190,42 @@ def table_http(part: dict[str, Any]) -> str:
 def table_soak(part: dict[str, Any]) -> str:
     pids = list(part["memory"][0]["rss_kib"])
     duration = f"{part['seconds'] / 60:.0f} minutes" if part.get("seconds", 0) >= 120 else f"{part.get('seconds', 0)} s"
+    legacy = part.get("legacy")
     lines = [f"{duration} of conversations ({part['flow']}) at concurrency {part['concurrency']} against "
-             f"`--workers 2`: {part['conversations']:,} conversations, **{part['errors']} errors, "
-             f"{part['misrouted']} misrouted**, {part['per_second']:,.0f} conversations/s, p50 {part['p50_ms']:.0f} ms, "
-             f"p99 {part['p99_ms']:.0f} ms.",
-             "", "| after | conversations | " + " | ".join(f"worker {i + 1} RSS (MiB)" for i in range(len(pids))) + " |",
-             "|---|---|" + "---|" * len(pids)]
+             f"`--workers 2`: {part['conversations']:,} conversations, {part['per_second']:,.0f} conversations/s, "
+             f"p50 {part['p50_ms']:.0f} ms, p99 {part['p99_ms']:.0f} ms"
+             + (f"; beside them {legacy['conversations']:,} whole 2025-era sessions at concurrency "
+                f"{legacy['concurrency']} ({legacy['per_second']:,.0f}/s, p50 {legacy['p50_ms']:.0f} ms)"
+                if legacy else "")
+             + f". Both together: **{part['errors']} errors, {part['misrouted']} misrouted**.",
+             "", "| after | conversations | " + ("2025 sessions | " if legacy else "")
+             + " | ".join(f"worker {i + 1} RSS (MiB)" for i in range(len(pids))) + " |",
+             "|---|---|" + ("---|" if legacy else "") + "---|" * len(pids)]
     for sample in part["memory"]:
         after = f"{sample['seconds']:.0f} s" if "seconds" in sample else "-"
-        lines.append(f"| {after} | {sample['conversations']:,} | " + " | ".join(
-            f"{sample['rss_kib'][pid] / 1024:.1f}" for pid in pids) + " |")
+        lines.append(f"| {after} | {sample['conversations']:,} | "
+                     + (f"{sample.get('sessions', 0):,} | " if legacy else "")
+                     + " | ".join(f"{sample['rss_kib'][pid] / 1024:.1f}" for pid in pids) + " |")
     growth = ", ".join(f"{kib:+,} KiB" for kib in part["rss_growth_kib_after_first_mark"].values())
     lines += ["", f"Growth from the first mark to the last: {growth}. Both workers served to the end "
               f"({'same pids, none replaced' if part.get('workers_alive') else 'a worker was replaced or died'})"
               + (f"; the supervisor, which serves nothing, held {part['supervisor_rss_kib'] / 1024:.1f} MiB"
                  if "supervisor_rss_kib" in part else "") + "."]
-    idle = part.get("idle_connections")
-    if idle:
+    units = part.get("per_unit")
+    if units and len(units) == 2:
+        start, end = units
+        lines += ["", "What one of each costs the two workers (resident memory, summed), at the start of the soak "
+                  "and at its end:", "",
+                  "| held | at the start | at the end |", "|---|---|---|",
+                  f"| an idle keep-alive connection (100 held) | {start['keepalive']['kib_per_connection']:.1f} KiB | "
+                  f"{end['keepalive']['kib_per_connection']:.1f} KiB |",
+                  f"| an idle 2025 session ({start['sessions']:,} held) | {start['idle_session_bytes'] / 1024:.1f} KiB | "
+                  f"{end['idle_session_bytes'] / 1024:.1f} KiB |",
+                  f"| a call suspended at its question, with its session and stream ({start['waiting']:,} held) | "
+                  f"{start['waiting_call_bytes'] / 1024:.1f} KiB | {end['waiting_call_bytes'] / 1024:.1f} KiB |"]
+    elif part.get("idle_connections"):
         lines += ["", "Idle keep-alive connections (100, over both workers): "
-                  + ", then ".join(f"{mark['kib_per_connection']:.1f} KiB each" for mark in idle)
+                  + ", then ".join(f"{mark['kib_per_connection']:.1f} KiB each" for mark in part["idle_connections"])
                   + " (at the start of the soak, then at its end)."]
     return "\n".join(lines)
 
@@ -390,9 +407,24 @@ def table_goals(results: dict[str, Any]) -> str:
     if soak:
         growth = max(soak["rss_growth_kib_after_first_mark"].values())
         flat = growth <= 2048
-        lines.append(f"| soak: 0 errors, 0 misrouted, memory flat | {soak['errors']} errors, {soak['misrouted']} "
+        eras = " (both eras)" if soak.get("legacy") else ""
+        lines.append(f"| soak{eras}: 0 errors, 0 misrouted, memory flat | {soak['errors']} errors, {soak['misrouted']} "
                      f"misrouted, largest worker RSS growth after the first mark {growth:+,} KiB (flat: under 2 MiB) | "
                      f"{'yes' if soak['errors'] == 0 and soak['misrouted'] == 0 and flat else 'no'} |")
+        units = soak.get("per_unit")
+        if units and len(units) == 2:
+            start, end = units
+            pairs = [("idle connection", start["keepalive"]["kib_per_connection"] * 1024,
+                      end["keepalive"]["kib_per_connection"] * 1024),
+                     ("idle 2025 session", start["idle_session_bytes"], end["idle_session_bytes"]),
+                     ("suspended call", start["waiting_call_bytes"], end["waiting_call_bytes"])]
+            # Flat: holding as many again after ten minutes of load costs no more than at the start (a
+            # quarter and a KiB of slack: RSS moves in pages, and the heap's reuse differs between marks).
+            held = all(after <= before * 1.25 + 1024 for _, before, after in pairs)
+            lines.append("| RSS per idle keep-alive connection, idle 2025 session and suspended call, flat over the "
+                         "soak | " + ", ".join(f"{what} {before / 1024:.1f} -> {after / 1024:.1f} KiB"
+                                              for what, before, after in pairs)
+                         + f" | {'yes' if held else 'no'} |")
     return "\n".join(lines)
 
 
