@@ -226,3 +226,58 @@ async def test_the_inline_path_writes_the_same_bytes_as_the_task_path(nursery):
             assert answers[0] == answers[1], name
         else:
             assert answers[0].split(b"\r\n\r\n")[0] == answers[1].split(b"\r\n\r\n")[0]
+
+
+async def test_a_head_over_the_limit_after_a_pipelined_request_is_431(nursery):
+    # The first request is served; the second head, begun in the same read and still open
+    # after it, is bounded by what its fields add up to, not by the bytes of the first.
+    port, _ = await start(nursery, max_header_size=2048)
+    client = await RawClient.connect(port)
+    second = b"POST /mcp HTTP/1.1\r\nHost: a\r\n" + b"".join(b"X-F%d: %s\r\n" % (i, b"v" * 100) for i in range(30))
+    await client.send(raw_post(rpc("tools/list"), port) + second)
+    data = await read_all(client)
+    assert data.startswith(b"HTTP/1.1 200 "), data[:200]
+    assert b"HTTP/1.1 431 " in data, data[-300:]
+
+
+async def test_a_head_under_the_limit_in_many_reads_is_served(nursery):
+    # Counted by what it holds, a head just under the limit is served whatever the reads it came in.
+    port, _ = await start(nursery, max_header_size=4096)
+    client = await RawClient.connect(port)
+    request = raw_post(rpc("tools/list"), port)
+    head, _, body = request.partition(b"\r\n\r\n")
+    filler = b"X-Pad: " + b"p" * (3800 - len(head)) + b"\r\n"
+    data = head + b"\r\n" + filler + b"\r\n" + body
+    for start_at in range(0, len(data), 700):
+        await client.send(data[start_at:start_at + 700])
+        await trio.sleep(0.002)
+    with trio.fail_after(5):
+        response, _ = await client.response()
+    assert response.status_code == 200
+
+
+@pytest.mark.parametrize("spelling", [b"content-length", b"CONTENT-LENGTH", b"Content-length"])
+async def test_the_declared_length_is_read_whatever_its_case(nursery, spelling):
+    port, _ = await start(nursery, max_body_size=1000)
+    client = await RawClient.connect(port)
+    await client.send(b"POST /mcp HTTP/1.1\r\nHost: a\r\n" + spelling + b": 5000\r\n\r\n")
+    with trio.fail_after(3):
+        response, _ = await client.response()
+    assert response.status_code == 413
+
+
+@pytest.mark.parametrize("spelling", [b"expect", b"EXPECT", b"Expect"])
+async def test_expect_100_continue_is_read_whatever_its_case(nursery, spelling):
+    port, _ = await start(nursery)
+    client = await RawClient.connect(port)
+    body = json.dumps(rpc("tools/list")).encode()
+    request = raw_post(rpc("tools/list"), port)
+    head = request.partition(b"\r\n\r\n")[0]
+    await client.send(head + b"\r\n" + spelling + b": 100-continue\r\n\r\n")
+    with trio.fail_after(3):
+        interim = await client.stream.receive_some(65536)
+    assert interim.startswith(b"HTTP/1.1 100 Continue"), interim
+    await client.send(body)
+    with trio.fail_after(3):
+        response, _ = await client.response()
+    assert response.status_code == 200
