@@ -563,32 +563,36 @@ class _Connection:
 
     async def serve(self, helpers: trio.Nursery) -> None:
         first = True
-        server = self.state.server
-        config = self.state.exchange_config
+        state = self.state
+        # What every request of this connection passes on, read once (the listening address is
+        # known before the first connection is accepted).
+        server, config, sessions, bound = state.server, state.exchange_config, state.sessions, state.bound
+        client, forwarded, disconnected = self.client, self.forwarded, self.watch_disconnect
         while True:
             request = await self.next_request(first)
             if request is None:
                 return
             first = False
             self.version = request.version
-            self.head_only = request.method == b"HEAD"
+            method = request.method
+            self.head_only = method == b"HEAD"
             self.close_after = request.close or self.eof
             self.chunked = False
             path = _PATHS.get(request.target)
             if path is None:
                 path = _path_of(request.target)
-            completed = await exchange(server, HttpRequest(request.method.decode("latin-1"), path,
-                                                           request.headers, request.body, bound=self.state.bound,
-                                                           client=self.client, forwarded=self.forwarded),
-                                       self, config=config, disconnected=self.watch_disconnect, nursery=helpers,
-                                       sessions=self.state.sessions)
-            if not completed or not self.response_done or self.close_after or self.state.closing:
+            completed = await exchange(server, HttpRequest(_METHODS.get(method) or method.decode("latin-1"), path,
+                                                           request.headers, request.body, bound, client, forwarded),
+                                       self, config=config, disconnected=disconnected, nursery=helpers,
+                                       sessions=sessions)
+            if not completed or not self.response_done or self.close_after or state.closing:
                 return
             if self.ready:
                 # a cooperative pause, so a pipelining client cannot monopolise the loop
                 await trio.lowlevel.checkpoint()
 
 
+_METHODS = {method.encode(): method for method in ("POST", "GET", "DELETE", "OPTIONS", "HEAD")}  # decoded once
 _PATHS: dict[bytes, str] = {}  # the path of each request target met (bounded: targets are client input)
 _PATHS_LIMIT = 256
 
