@@ -610,15 +610,73 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
 
     soak = results.get("soak")
     if soak:
-        fig, ax = plt.subplots(figsize=(7.5, 4.8))
+        units = soak.get("per_unit") if len(soak.get("per_unit") or ()) == 2 else None
+        fig, axes = plt.subplots(1, 2 if units else 1, figsize=(11 if units else 7.5, 4.8),
+                                 gridspec_kw={"width_ratios": [3, 2]} if units else None)
+        ax = axes[0] if units else axes
         marks = [s.get("seconds", 0) / 60 for s in soak["memory"]]
         for i, pid in enumerate(soak["memory"][0]["rss_kib"]):
             ax.plot(marks, [s["rss_kib"][pid] / 1024 for s in soak["memory"]], "o-", label=f"worker {i + 1}")
         ax.set_xlabel("minutes of load")
         ax.set_ylabel("resident memory (MiB)")
         ax.set_ylim(bottom=0)
-        ax.set_title(f"Soak: worker memory over {soak['conversations']:,} conversations (--workers 2)", fontsize=10)
+        sessions = f" and {soak['legacy']['conversations']:,} 2025 sessions" if soak.get("legacy") else ""
+        ax.set_title(f"Soak: worker memory over {soak['conversations']:,} conversations{sessions} (--workers 2)",
+                     fontsize=9)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
+        if units:
+            import numpy
+
+            start, end = units
+            labels = ["idle keep-alive\nconnection", "idle 2025\nsession", "suspended call\n(+ session, stream)"]
+            before = [start["keepalive"]["kib_per_connection"], start["idle_session_bytes"] / 1024,
+                      start["waiting_call_bytes"] / 1024]
+            after = [end["keepalive"]["kib_per_connection"], end["idle_session_bytes"] / 1024,
+                     end["waiting_call_bytes"] / 1024]
+            x = numpy.arange(len(labels))
+            side = axes[1]
+            for offset, values, label in ((-0.2, before, "at the start"), (0.2, after, "at the end")):
+                bars = side.bar(x + offset, values, 0.4, label=label)
+                side.bar_label(bars, fmt="{:,.1f}", fontsize=7)
+            side.set_xticks(x)
+            side.set_xticklabels(labels, fontsize=8)
+            side.set_ylabel("KiB of resident memory each (both workers)")
+            side.set_title("What one of each costs", fontsize=9)
+            side.grid(True, axis="y", alpha=0.3)
+            side.legend(fontsize=8)
         save(fig, "soak_memory.png")
+
+    legacy = results.get("legacy")
+    if legacy and legacy.get("flows"):
+        names = list(legacy["flows"])
+        fig, axes = plt.subplots(1, 2 if legacy.get("rss") else 1, figsize=(11 if legacy.get("rss") else 6.5, 4.8))
+        ax = axes[0] if legacy.get("rss") else axes
+        bars = ax.bar(range(len(names)), [legacy["flows"][n]["per_second"] for n in names],
+                      color=["tab:gray" if n.startswith("SDK") else "tab:blue" for n in names])
+        ax.bar_label(bars, fmt="{:,.0f}", fontsize=7)
+        ax.set_xticks(range(len(names)))
+        ax.set_xticklabels([n.replace(" (", "\n(").replace(", ", "\n") for n in names], fontsize=7)
+        ax.set_ylabel("whole 2025 sessions per second")
+        ax.set_title("2025-era one-question conversations over HTTP; grey: the SDK's stateful server", fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+        if legacy.get("rss"):
+            import numpy
+
+            rows = legacy["rss"]
+            servers = list(rows)
+            x = numpy.arange(2)
+            side = axes[1]
+            width = 0.8 / len(servers)
+            for i, name in enumerate(servers):
+                bars = side.bar(x + i * width, [rows[name]["idle_session_bytes"] / 1024,
+                                                rows[name]["waiting_call_bytes"] / 1024], width, label=name)
+                side.bar_label(bars, fmt="{:,.1f}", fontsize=7)
+            side.set_xticks(x + width * (len(servers) - 1) / 2)
+            side.set_xticklabels(["an idle session", "a waiting call"], fontsize=8)
+            side.set_ylabel("KiB of resident memory each")
+            side.set_title("What one of each costs the server", fontsize=9)
+            side.grid(True, axis="y", alpha=0.3)
+            side.legend(fontsize=7)
+        save(fig, "legacy_sessions.png")
     return written
