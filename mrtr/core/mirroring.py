@@ -124,9 +124,10 @@ def decode_value(value: str, display: str) -> str:
                 f"Header mismatch: {display} header value is not valid =?base64?...?= encoding") from None
     else:
         decoded = value
-    if len(_DECODED) >= _DECODED_LIMIT:
-        _DECODED.clear()
-    _DECODED[value] = decoded
+    if len(value) <= _DECODED_LENGTH:  # a longer one is read each time, never kept
+        if len(_DECODED) >= _DECODED_LIMIT:
+            _DECODED.clear()
+        _DECODED[value] = decoded
     return decoded
 
 
@@ -134,6 +135,7 @@ def decode_value(value: str, display: str) -> str:
 # bounded, since they are client input. Only values that passed the rules are kept.
 _DECODED: dict[str, str] = {}
 _DECODED_LIMIT = 512
+_DECODED_LENGTH = 256
 
 
 def matches(header: str, body: Any) -> bool:

@@ -356,6 +356,7 @@ _SECOND = _SecondText()
 
 _KNOWN_TEXT: dict[str, str] = {}  # the JSON of strings that repeat (methods, results, paths), bounded
 _KNOWN_LIMIT = 512
+_KNOWN_LENGTH = 256
 
 
 def _json_text(value: str | None) -> str:
@@ -365,7 +366,7 @@ def _json_text(value: str | None) -> str:
     found = _KNOWN_TEXT.get(value)
     if found is None:
         found = _json_string(value)
-        if len(_KNOWN_TEXT) < _KNOWN_LIMIT:  # client input: past the bound it is encoded every time
+        if len(_KNOWN_TEXT) < _KNOWN_LIMIT and len(value) <= _KNOWN_LENGTH:  # client input: else encoded each time
             _KNOWN_TEXT[value] = found
     return found  # type: ignore[no-any-return]
 
@@ -482,9 +483,11 @@ class AccessRecord:
         parts = _LINE_PARTS.get(key)
         if parts is None:
             parts = self._parts()
-            if len(_LINE_PARTS) >= _LINE_PARTS_LIMIT:
-                _LINE_PARTS.clear()
-            _LINE_PARTS[key] = parts
+            # The method and target are cut to _TARGET_LIMIT already; a long path is made each time, never kept.
+            if self.path is None or len(self.path) <= _TARGET_LIMIT:
+                if len(_LINE_PARTS) >= _LINE_PARTS_LIMIT:
+                    _LINE_PARTS.clear()
+                _LINE_PARTS[key] = parts
         tenths = int(duration_ms * 10.0 + 0.5)  # one decimal, in integers (see finish)
         return f"{parts[0]}{tenths // 10}.{tenths % 10}{parts[1]}"
 

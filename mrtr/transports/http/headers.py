@@ -27,13 +27,14 @@ RawHeader = tuple[bytes, bytes]
 
 _NAMES: dict[bytes | str, str] = {}  # a header name's key, made once per name met (bounded: names are client input)
 _NAMES_LIMIT = 512
+_NAME_LENGTH = 64  # field names longer than any registered one are lowered each time, never kept
 
 
 def _key(name: bytes | str) -> str:
     key = _NAMES.get(name)  # type: ignore[arg-type]
     if key is None:
         key = name.decode("latin-1").lower() if isinstance(name, bytes) else str(name).lower()
-        if len(_NAMES) < _NAMES_LIMIT:
+        if len(_NAMES) < _NAMES_LIMIT and len(name) <= _NAME_LENGTH:
             _NAMES[name] = key  # type: ignore[index]
     return key
 

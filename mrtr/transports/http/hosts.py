@@ -80,6 +80,7 @@ def _loopback_names(bound: tuple[str, int]) -> frozenset[tuple[str, int | None]]
 # (Host value, bound address) -> (the policy that decided, its verdict); emptied when full.
 _ALLOWED: dict[tuple[str | None, tuple[str, int] | None], tuple[HostPolicy, bool]] = {}
 _ALLOWED_LIMIT = 256
+_ALLOWED_LENGTH = 256
 
 
 @dataclass(frozen=True)
@@ -123,9 +124,10 @@ class HostPolicy:
         if known is not None and known[0] is self:
             return known[1]
         verdict = self._allows(host, bound)
-        if len(_ALLOWED) >= _ALLOWED_LIMIT:
-            _ALLOWED.clear()
-        _ALLOWED[key] = (self, verdict)
+        if host is None or len(host) <= _ALLOWED_LENGTH:  # a longer value is decided each time, never kept
+            if len(_ALLOWED) >= _ALLOWED_LIMIT:
+                _ALLOWED.clear()
+            _ALLOWED[key] = (self, verdict)
         return verdict
 
     def _allows(self, host: str | None, bound: tuple[str, int] | None) -> bool:

@@ -595,6 +595,7 @@ class _Connection:
 _METHODS = {method.encode(): method for method in ("POST", "GET", "DELETE", "OPTIONS", "HEAD")}  # decoded once
 _PATHS: dict[bytes, str] = {}  # the path of each request target met (bounded: targets are client input)
 _PATHS_LIMIT = 256
+_CACHED_LENGTH = 256  # longer targets are client input too unusual to keep
 
 
 def _path_of(target: bytes) -> str:
@@ -602,7 +603,7 @@ def _path_of(target: bytes) -> str:
     path = target.decode("latin-1").split("?", 1)[0]
     if path.startswith(("http://", "https://")):  # absolute-form target
         path = "/" + path.split("://", 1)[1].partition("/")[2]
-    if len(_PATHS) < _PATHS_LIMIT:
+    if len(_PATHS) < _PATHS_LIMIT and len(target) <= _CACHED_LENGTH:
         _PATHS[target] = path
     return path
 
