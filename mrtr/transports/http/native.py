@@ -196,7 +196,8 @@ class _Connection:
         self._read_size = 0  # the bytes of the read being parsed
         self._head_read = 0  # the bytes of earlier reads that hold part of the head being parsed
         self._declared: bytes | None = None  # the request's Content-Length, as sent
-        self._expect: bytes | None = None  # its Expect
+        self._continue = False  # whether it asks for 100 Continue (any Expect field saying so)
+        self._fields_size = -1  # head and trailer fields counted, once a chunked body's trailers arrive
         # a request whose Upgrade offer is ignored: llhttp hands its body over as upgrade data
         self._unupgraded: tuple[_Request, int, bytearray] | None = None
         # the response being written
@@ -212,7 +213,8 @@ class _Connection:
         self._target = b""
         self._headers = []
         self._declared = None
-        self._expect = None
+        self._continue = False
+        self._fields_size = -1
         self._body = []
         self._size = 0
         self._head_size = 12
@@ -231,17 +233,31 @@ class _Connection:
         # is kept as sent (the header view maps each spelling to its lowercase key once), and only
         # names of the two lengths read before the body are lowered. The head's size is bounded at
         # its end and, while it is incomplete, after each read (feed).
+        if not self._in_head:
+            self._trailer(name, value)
+            return
         self._headers.append((name, value))
         if len(name) in _FRAMING_LENGTHS:
             lowered = name.lower()
             if lowered == b"content-length":
                 self._declared = value
-            elif lowered == b"expect":
-                self._expect = value
+            elif lowered == b"expect" and value.lower() == b"100-continue":
+                self._continue = True
+
+    def _trailer(self, name: bytes, value: bytes) -> None:
+        """A trailer field of a chunked body: kept with the head's fields, and bounded with them."""
+        if self._fields_size < 0:
+            self._fields_size = self._head_so_far()  # once per request, at its first trailer field
+        self._fields_size += len(name) + len(value) + 3
+        if self._fields_size > self._max_head:
+            raise _Reject(431, "Request Header Fields Too Large")
+        self._headers.append((name, value))
 
     def _head_so_far(self) -> int:
-        """The size of the head parsed so far: request line and the fields with their separators."""
-        return self._head_size + sum([len(name) + len(value) + 4 for name, value in self._headers])
+        """The size of the head parsed so far: request line and fields, each counted with the fewest
+        separators it can have on the wire (``name:value`` and CRLF), so never more than the bytes
+        it was read from: whether a head is too large does not depend on how it was split into reads."""
+        return self._head_size + sum([len(name) + len(value) + 3 for name, value in self._headers])
 
     def on_headers_complete(self) -> None:
         self._in_head = False
@@ -259,7 +275,7 @@ class _Connection:
             limit = self.config.max_body_size
             if int(self._declared) > limit:  # llhttp accepted it: digits only, given once
                 raise _Reject(413, f"Content Too Large: the body limit is {limit} bytes")
-        if self._expect is not None and self._expect.lower() == b"100-continue" and version == "1.1":
+        if self._continue and version == "1.1":
             self.need_continue = True
 
     def on_body(self, body: bytes) -> None:
@@ -474,8 +490,7 @@ class _Connection:
         else:
             # the bytes were already there, so nothing has yielded since the last request:
             # let the other connections run, or a client that never pauses starves them
-            # (a schedule point only: cancellation is noticed where the connection waits)
-            await trio.lowlevel.cancel_shielded_checkpoint()
+            await trio.lowlevel.checkpoint()
             return data
         state = self.state
         if state.closing:
@@ -585,7 +600,10 @@ class _Connection:
                                                            request.headers, request.body, bound, client, forwarded),
                                        self, config=config, disconnected=disconnected, nursery=helpers,
                                        sessions=sessions)
-            if not completed or not self.response_done or self.close_after or state.closing:
+            if not completed:
+                log.debug("%s %s -> aborted", method, path)
+                return
+            if not self.response_done or self.close_after or state.closing:
                 return
             if self.ready:
                 # a cooperative pause, so a pipelining client cannot monopolise the loop
