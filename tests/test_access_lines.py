@@ -151,6 +151,17 @@ def test_another_formatter_is_used_as_it_is():
     assert line.startswith("INFO|POST /mcp tools/call \"echo\" complete 200 ")
 
 
+def test_a_formatter_changed_in_place_is_used_from_the_next_line():
+    # The same formatter object, its clock changed after a first line: the next line is logging's own.
+    with only_handler() as (handler, stream):
+        record(target="first").finish()
+        handler.formatter.converter = lambda *_: time.gmtime(0)  # type: ignore[union-attr]
+        record(target="second").finish()
+    first, second = lines(stream)
+    assert '"first"' in first and not first.startswith("1970-01-01 00:00:00,")
+    assert '"second"' in second and second.startswith("1970-01-01 00:00:00,")
+
+
 async def test_lines_wait_for_the_idle_loop_and_none_is_lost_when_it_stops():
     with only_handler() as (_, stream):
         stop = logs.write_behind()

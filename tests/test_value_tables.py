@@ -36,6 +36,10 @@ def test_a_long_value_is_decided_but_never_kept():
     record.request({"method": "tools/call", "params": {"name": "t"}})
     assert record.message(1.25).startswith("POST " + ("/" + LONG)[:200] + "... tools/call")
     assert logs._json_text(LONG) == '"' + LONG + '"'
+    for member in ("method", "target", "path"):  # a caller may set a record's members as it likes
+        record = AccessRecord("http", "POST", "/mcp")
+        setattr(record, member, LONG)
+        assert LONG[:200] in record.message(1.0)
     for table in (native._PATHS, hosts._ALLOWED, mirroring._DECODED, headers._NAMES, logs._LINE_PARTS,
                   logs._KNOWN_TEXT):
         assert _longest_key(table) <= 256, table
@@ -83,3 +87,24 @@ def test_a_kept_mcp_name_still_refuses_what_it_refused():
             mirroring.decode_value("=?base64?%%%?=", "Mcp-Name")
     assert mirroring.decode_value("=?base64?Y2Fmw6k=?=", "Mcp-Name") == "caf\u00e9"
     assert mirroring.decode_value("=?base64?Y2Fmw6k=?=", "Mcp-Name") == "caf\u00e9"
+
+
+def test_a_header_views_repr_names_fields_but_shows_no_value():
+    view = RequestHeaders([(b"Authorization", b"Bearer s3cret-token"), (b"Cookie", b"sid=abc"), (b"Host", b"h")])
+    assert "s3cret" not in repr(view) and "sid=abc" not in repr(view) and "s3cret" not in str(view)
+    assert "authorization" in repr(view) and "host" in repr(view)
+
+
+def test_str_and_bytes_names_are_never_compared_in_the_name_table():
+    # Under python -bb, comparing bytes with str is an error: a view built from str names (an embedding
+    # front end's) must not look them up among the parsed bytes names, nor add them there.
+    import subprocess
+    import sys
+
+    code = ("from mrtr.transports.http.headers import RequestHeaders, _NAMES\n"
+            "RequestHeaders([(b'X-A', b'1'), (b'Host', b'h')])\n"
+            "view = RequestHeaders([('X-A', '2'), ('Host', 'h'), ('X-B', '3')])\n"
+            "assert view['x-a'] == '2' and view['x-b'] == '3'\n"
+            "assert all(type(name) is bytes for name in _NAMES)\n")
+    done = subprocess.run([sys.executable, "-bb", "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

@@ -63,9 +63,6 @@ def _scopes(scopes: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(scopes))
 
 
-_NO_HEADERS: Mapping[str, str] = types.MappingProxyType({})
-
-
 @dataclass
 class ToolEntry:
     """A registered tool: its handler, argument decoder, published definition and header mirrors."""
@@ -693,11 +690,10 @@ class Registry:
         tool = self._tools.get(name) if isinstance(name, str) else None
         return tool.scopes if tool else ()
 
-    def header_parameters(self, tool_name: str) -> Mapping[str, str]:
-        """For a tool, the ``Mcp-Param-*`` header names (lowercase) mapped to parameter names (read-only)."""
+    def header_parameters(self, tool_name: str) -> dict[str, str]:
+        """For a tool, the ``Mcp-Param-*`` header names (lowercase) mapped to parameter names."""
         tool = self._tools.get(tool_name)
-        # A read-only view, not a copy: the HTTP checks ask on every tools/call.
-        return types.MappingProxyType(tool.headers) if tool else _NO_HEADERS
+        return dict(tool.headers) if tool else {}
 
     def find_resource(self, uri: str) -> tuple[Any, str | None, dict[str, Any]] | None:
         """The handler, MIME type and template variables serving ``uri``, or ``None``.

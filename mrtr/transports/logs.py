@@ -264,7 +264,6 @@ def _sole_handler() -> tuple[LineHandler, bool] | None:
     ``mrtr.access`` or an ancestor below the root, propagation turned off, a filter, a
     root with another handler, a formatter or a record factory of someone else's.
     """
-    global _FORMATTER_SEEN
     logger: Any = ACCESS_LOGGER
     if logger.filters:
         return None
@@ -279,18 +278,9 @@ def _sole_handler() -> tuple[LineHandler, bool] | None:
     if type(handler) is not LineHandler or handler.filters or handler.level > logging.INFO \
             or logging.getLogRecordFactory() is not logging.LogRecord:
         return None
-    formatter: Any = handler.formatter
-    known = _FORMATTER_SEEN
-    if known is not None and known[0] is handler and known[1] is formatter:
-        return known[2]  # the same handler with the same formatter as last time: the same answer
-    sole = _formatted_by(handler, formatter)
-    _FORMATTER_SEEN = (handler, formatter, sole)
-    return sole
-
-
-# The last (handler, formatter, _sole_handler's answer): whether a formatter formats as this module does
-# is read once per formatter set (Handler.setFormatter replaces the object), not per request.
-_FORMATTER_SEEN: tuple[Any, Any, tuple[LineHandler, bool] | None] | None = None
+    # Read for every request, not remembered: a formatter's attributes (its converter, its formats) may
+    # be changed in place, and a line must then go through logging as any other record.
+    return _formatted_by(handler, handler.formatter)
 
 
 def _formatted_by(handler: LineHandler, formatter: Any) -> tuple[LineHandler, bool] | None:
@@ -331,12 +321,16 @@ class _SecondText:
         self.local: tuple[int, str] = (-1, "")
         self.utc: tuple[int, str] = (-1, "")
 
-    def asctime(self, created: float, msecs: float) -> str:
+    def local_second(self, created: float) -> str:
+        """The local time of ``created``'s second as ``logging`` writes it, without the milliseconds."""
         second = int(created)
-        cached = self.local
+        cached = self.local  # read once: another thread may replace it meanwhile, never half of it
         if cached[0] != second:
             cached = self.local = (second, time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(created)))
-        return "%s,%03d" % (cached[1], msecs)
+        return cached[1]
+
+    def asctime(self, created: float, msecs: float) -> str:
+        return "%s,%03d" % (self.local_second(created), msecs)
 
     def iso_utc(self, created: float) -> str:
         # datetime.fromtimestamp rounds to the microsecond (half to even), isoformat then cuts to milliseconds.
@@ -483,8 +477,9 @@ class AccessRecord:
         parts = _LINE_PARTS.get(key)
         if parts is None:
             parts = self._parts()
-            # The method and target are cut to _TARGET_LIMIT already; a long path is made each time, never kept.
-            if self.path is None or len(self.path) <= _TARGET_LIMIT:
+            # Path, method and target are client input (and callers may set them directly): a line with a
+            # long one is made each time, never kept. Checked on a miss only.
+            if all(part.__class__ is not str or len(part) <= _KNOWN_LENGTH for part in key):
                 if len(_LINE_PARTS) >= _LINE_PARTS_LIMIT:
                     _LINE_PARTS.clear()
                 _LINE_PARTS[key] = parts
@@ -559,10 +554,7 @@ class AccessRecord:
         if as_json:
             line = self.json_line(created, message, duration_ms) + handler.terminator
         else:
-            # text_line, without its call: the second's text from the cache, the milliseconds, the message
-            cached = _SECOND.local
-            if cached[0] != int(created):
-                _SECOND.asctime(created, msecs)
-                cached = _SECOND.local
-            line = "%s,%03d INFO mrtr.access: %s%s" % (cached[1], msecs, message, handler.terminator)
+            # text_line, without its asctime call: the second's text, the milliseconds, the message
+            line = "%s,%03d INFO mrtr.access: %s%s" % (_SECOND.local_second(created), msecs, message,
+                                                       handler.terminator)
         handler.access_line(line)

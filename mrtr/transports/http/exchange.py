@@ -560,24 +560,34 @@ async def exchange(
     :class:`~mrtr.transports.http.sessions.HttpSessions`); without it only the modern era is.
     Unexpected failures are logged; a ``500`` goes out only if nothing was written yet.
     """
-    if nursery is None:
-        # The helpers' nursery around the whole exchange, so its guard below sees failures unwrapped.
-        async with trio.open_nursery() as own:
-            return await exchange(server, request, responder, config=config, disconnected=disconnected, nursery=own,
-                                  sessions=sessions)
-        return False  # the client went away: its nursery was cancelled, and absorbed the cancellation
     record = None if request.path == config.health_path else AccessRecord("http", request.method, request.path)
     out = _Tracked(responder, record)
+    completed = False
     try:
-        # The exchange and its guard in one frame: every request pays for each coroutine level.
+        if nursery is not None:
+            completed = await _guarded(server, request, out, config, disconnected, nursery, sessions)
+        else:
+            async with trio.open_nursery() as own:
+                completed = await _guarded(server, request, out, config, disconnected, own, sessions)
+        return completed
+    finally:
+        if record is not None:
+            # "aborted" only when the answer did not go out whole; a delivered one keeps its result
+            record.finish(outcome=None if out.finished else "aborted")
+
+
+async def _guarded(server: Dispatcher, request: HttpRequest, out: _Tracked, config: ExchangeConfig,
+                   disconnected: Callable[[], Awaitable[Any]] | None, nursery: trio.Nursery,
+                   sessions: HttpSessions | None) -> bool:
+    try:
         return await _exchange(server, request, out, config, disconnected, nursery, sessions)
     except ClientGone:
         log.debug("client went away while %s %s was answered", request.method, request.path)
         return False
     except Exception:
         log.exception("unexpected failure in the HTTP exchange for %s %s", request.method, request.path)
-        if record is not None:
-            record.error(None)
+        if out.record is not None:
+            out.record.error(None)
         if not out.started:
             body = b"Internal Server Error\n"
             try:
@@ -586,7 +596,3 @@ async def exchange(
             except ClientGone:
                 pass
         return False
-    finally:
-        if record is not None:
-            # "aborted" only when the answer did not go out whole; a delivered one keeps its result
-            record.finish(outcome=None if out.finished else "aborted")

@@ -25,15 +25,19 @@ __all__ = ["RawHeader", "RequestHeaders", "accepts", "accepts_json_and_sse", "ch
 RawHeader = tuple[bytes, bytes]
 """One header field as it travels: ``(name, value)`` bytes (not :class:`mrtr.Header`, the handler annotation)."""
 
-_NAMES: dict[bytes | str, str] = {}  # a header name's key, made once per name met (bounded: names are client input)
+_NAMES: dict[bytes, str] = {}  # a parsed header name's key, made once per name met (bounded: names are client input)
 _NAMES_LIMIT = 512
 _NAME_LENGTH = 64  # field names longer than any registered one are lowered each time, never kept
 
 
 def _key(name: bytes | str) -> str:
-    key = _NAMES.get(name)  # type: ignore[arg-type]
+    if name.__class__ is not bytes:
+        # only parsed (bytes) names are kept: a table mixing bytes and str keys would compare them,
+        # which ``python -bb`` turns into an error
+        return str(name).lower()
+    key = _NAMES.get(name)  # type: ignore[call-overload]
     if key is None:
-        key = name.decode("latin-1").lower() if isinstance(name, bytes) else str(name).lower()
+        key = name.decode("latin-1").lower()  # type: ignore[union-attr]
         if len(_NAMES) < _NAMES_LIMIT and len(name) <= _NAME_LENGTH:
             _NAMES[name] = key  # type: ignore[index]
     return key
@@ -53,7 +57,7 @@ class RequestHeaders(dict[str, str]):
         self._repeated: dict[str, list[str]] | None = None  # every value of a field that came more than once
         names = _NAMES
         for name, value in raw:
-            key = names.get(name)  # a name met before (bytes as parsed; str names are looked up as well)
+            key = names.get(name) if name.__class__ is bytes else None  # a parsed name met before
             if key is None:
                 key = _key(name)
             try:
@@ -74,6 +78,10 @@ class RequestHeaders(dict[str, str]):
             values = repeated[key] = [self[key]]
         values.append(text)
         self[key] = ", ".join(values)
+
+    def __repr__(self) -> str:
+        # Names only: values carry credentials (Authorization, cookies) and a repr ends up in logs.
+        return f"RequestHeaders({sorted(self)!r})"
 
     def all(self, name: str) -> list[str]:
         """Every value of a field, one per occurrence (for fields that must not repeat)."""
