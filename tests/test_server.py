@@ -854,11 +854,3 @@ async def test_task_settings_come_from_the_constructor_or_a_running_block(tmp_pa
     for bad in ({"task_lease": 0}, {"task_ttl": -1}, {"task_max_bytes": 0}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             Server("bad", secret=b"s" * 32, **bad)
-
-
-def test_the_table_of_offered_methods_names_every_dispatched_method():
-    # serves() reads the family of each method from a table built once from this list: a method
-    # added to the dispatch table and not to the list would be answered -32601.
-    from mrtr.server import dispatch
-
-    assert set(Server("pinned")._methods) == set(dispatch._DISPATCHED)

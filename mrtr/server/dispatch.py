@@ -200,14 +200,6 @@ def _offered_by_method(methods: Any) -> dict[str, Callable[[Registry], bool] | N
     return table
 
 
-_DISPATCHED = ("server/discover", "tools/list", "tools/call", "prompts/list", "prompts/get", "resources/list",
-               "resources/templates/list", "resources/read", "completion/complete", "tasks/get", "tasks/update",
-               "tasks/cancel", "subscriptions/listen")
-"""The methods :meth:`Server.respond` dispatches (the keys of its methods table, which a test pins)."""
-
-_OFFERED_BY_METHOD = _offered_by_method(_DISPATCHED)
-
-
 class Server(Registry):
     """An MCP server: register handlers with the decorators, serve it with a transport.
 
@@ -338,6 +330,7 @@ class Server(Registry):
             "tasks/cancel": self._task_method,
             "subscriptions/listen": self._listen,
         }
+        self._offered_by_method = _offered_by_method(self._methods)  # what serves() reads, from the same keys
         self._subscriptions = Subscriptions()
         # (task id, principal) -> what guards that task. Both are fixed at creation, so an entry
         # never goes stale; it spares the store a second read when the transport asked first.
@@ -558,7 +551,7 @@ class Server(Registry):
 
     def serves(self, method: str) -> bool:
         """Whether a request for ``method`` is dispatched (rather than answered ``-32601``)."""
-        offered = _OFFERED_BY_METHOD.get(method, _UNKNOWN)
+        offered = self._offered_by_method.get(method, _UNKNOWN)
         if offered is _UNKNOWN:
             return False
         if offered is None:

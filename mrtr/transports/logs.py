@@ -280,11 +280,7 @@ def _sole_handler() -> tuple[LineHandler, bool] | None:
         return None
     # Read for every request, not remembered: a formatter's attributes (its converter, its formats) may
     # be changed in place, and a line must then go through logging as any other record.
-    return _formatted_by(handler, handler.formatter)
-
-
-def _formatted_by(handler: LineHandler, formatter: Any) -> tuple[LineHandler, bool] | None:
-    """``(handler, as JSON)`` when ``formatter`` writes lines as this module writes them, else ``None``."""
+    formatter: Any = handler.formatter
     kind = type(formatter)
     if kind is JsonFormatter:
         return handler, True

@@ -67,8 +67,6 @@ def start_span(method: str, target: str | None, round_number: int | None, meta: 
     ``None`` while no tracer provider is configured: the API's stand-in would only
     build spans nobody records.
     """
-    if getattr(_trace, "_TRACER_PROVIDER", _trace) is None and not _PROVIDER_FROM_ENVIRONMENT:
-        return None  # _unconfigured()'s first answer, without its call: every request asks
     if _unconfigured():
         return None
     carrier = {key: meta[key] for key in _CONTEXT_KEYS if isinstance(meta, Mapping) and isinstance(meta.get(key), str)}

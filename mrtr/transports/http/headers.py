@@ -178,10 +178,7 @@ def check_headers(server: Dispatcher, message: Mapping[str, Any], headers: Reque
         return
     params = message.get("params") or {}
 
-    # Without repeated fields (the usual request) each MCP header is one lookup of the view.
-    single = headers._repeated is None
-    version = headers.get("mcp-protocol-version") if single else headers.mcp("mcp-protocol-version",
-                                                                             "MCP-Protocol-Version")
+    version = headers.mcp("mcp-protocol-version", "MCP-Protocol-Version")
     if version is None:
         raise HeaderMismatch("Header mismatch: missing required MCP-Protocol-Version header")
     meta = params.get("_meta")
@@ -192,7 +189,7 @@ def check_headers(server: Dispatcher, message: Mapping[str, Any], headers: Reque
             f"does not match body value {_quote(body_version)}"
         )
 
-    method_header = headers.get("mcp-method") if single else headers.mcp("mcp-method", "Mcp-Method")
+    method_header = headers.mcp("mcp-method", "Mcp-Method")
     if method_header is None:
         raise HeaderMismatch("Header mismatch: missing required Mcp-Method header")
     if method_header != method:
@@ -205,7 +202,7 @@ def check_headers(server: Dispatcher, message: Mapping[str, Any], headers: Reque
     if member is None:
         return
     target = params.get(member)
-    name_header = headers.get("mcp-name") if single else headers.mcp("mcp-name", "Mcp-Name")
+    name_header = headers.mcp("mcp-name", "Mcp-Name")
     if isinstance(target, str):
         if name_header is None:
             raise HeaderMismatch(f"Header mismatch: missing required Mcp-Name header for {method}")

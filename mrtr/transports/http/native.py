@@ -176,7 +176,7 @@ class _Connection:
         self.config = state.config
         self.forwarded = sock.family == socket.AF_UNIX  # a worker's local socket: what another worker forwards
         self.parser = httptools.HttpRequestParser(self)
-        self._max_head = self.config.max_header_size
+        self._max_head = self.config.max_header_size  # the head limit, read on every field count
         self.ready: deque[_Request] = deque()
         self.error: _Reject | None = None
         self.eof = False
@@ -225,7 +225,7 @@ class _Connection:
     def on_url(self, url: bytes) -> None:
         self._target += url
         self._head_size += len(url)
-        if self._head_size > self.config.max_header_size:
+        if self._head_size > self._max_head:
             raise _Reject(431, "Request Header Fields Too Large")
 
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -326,7 +326,7 @@ class _Connection:
                     self._head_fed = len(data)  # the whole read is this head
                 else:
                     self._head_fed = self._head_so_far()  # shared with earlier requests: what is known
-                if self._head_fed > self.config.max_header_size:
+                if self._head_fed > self._max_head:
                     self.error = _Reject(431, "Request Header Fields Too Large")
         if self._in_message and not was_in_message:
             # A request that did not arrive whole in this read: its deadline runs from now. (One that
