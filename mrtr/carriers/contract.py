@@ -22,11 +22,12 @@ Every carrier's :meth:`Carrier.execute` returns a :data:`CarrierOutcome`: the ha
 result the server sends as it is.
 
 Every carrier decides where handler code runs by :func:`runs_in_thread` (the replaying
-ones through :func:`run_handler`), the one place that decides whether a sync handler
-runs in a worker thread, so the server's ``sync_handlers`` setting and a handler's own
-``thread=True`` (its :class:`Placement`) mean the same whichever carrier holds the
-conversation. :func:`run_handler` names once, in a warning, a sync handler left on the
-event loop that holds it longer than the placement's ``stall_warning``.
+ones through :func:`run_handler`, or :func:`run_on_loop` first for a handler that can run
+at once), the one place that decides whether a sync handler runs in a worker thread, so
+the server's ``sync_handlers`` setting and a handler's own ``thread=True`` (its
+:class:`Placement`) mean the same whichever carrier holds the conversation. Both name
+once, in a warning, a sync handler left on the event loop that holds it longer than the
+placement's ``stall_warning``.
 
 A round that must not run twice (a handler declared ``once=True``, the round that
 creates a task) is keyed by :class:`RoundKey` and run through :class:`RoundRecords`,
@@ -64,6 +65,7 @@ __all__ = [
     "ToolBinding",
     "TASKS_EXTENSION",
     "run_handler",
+    "run_on_loop",
     "runs_in_thread",
 ]
 
@@ -230,8 +232,29 @@ async def run_handler(
     if is_async:
         on_loop = None if steps is None else steps.save
         return await replay_async(handler, arguments, ctx, ledger, unmatched, on_step=on_loop, until_step=until_step)
+    return _on_loop(handler, arguments, ctx, ledger, unmatched, until_step, placement)
+
+
+def run_on_loop(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, ledger: Ledger,
+                unmatched: Mapping[str, Any] | None, *, run_sync: RunSync | None, until_step: bool = False,
+                placement: Placement | None = None) -> Completed | InputRequired | Detached | None:
+    """:func:`run_handler` without a coroutine for the handler it runs at once: a sync handler on the loop.
+
+    Returns its outcome, or ``None`` when the handler must be awaited (an async handler, or
+    a sync one placed in a worker thread): then await :func:`run_handler`. The token
+    carrier asks here first, since every plain round of a sync handler comes through it
+    and a coroutine around a call that never suspends costs as much as a check.
+    """
+    if handler_spec(handler).is_async or runs_in_thread(handler, run_sync, placement):
+        return None
+    return _on_loop(handler, arguments, ctx, ledger, unmatched, until_step, placement)
+
+
+def _on_loop(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, ledger: Ledger,
+             unmatched: Mapping[str, Any] | None, until_step: bool,
+             placement: Placement | None) -> Completed | InputRequired | Detached:
     # A sync handler on the loop never suspends: the sync driver replays it, with no coroutine of its
-    # own (and no Steps saved: refused above), and the time it takes is the time it held the loop.
+    # own (and no Steps saved: run_handler refuses them), and the time it takes is the time it held the loop.
     limit = None if placement is None or placement.thread else placement.stall_warning
     if limit is None:
         return replay(handler, arguments, ctx, ledger, unmatched, until_step=until_step)

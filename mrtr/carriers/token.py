@@ -47,7 +47,7 @@ from ..core.jsonrpc import RunSync, canonical
 from ..core.ledger import Ledger, merge_answers
 from ..core.replay import Completed, Detached, InputRequired
 from ..core.versions import deploy_hint, handler_version
-from .contract import Interim, Placement, RoundKey, run_handler
+from .contract import Interim, Placement, RoundKey, run_handler, run_on_loop
 
 __all__ = ["MRTR_METHODS", "AnswerPolicy", "CheckedToken", "TokenBinding", "TokenCarrier", "target_of", "arguments_of"]
 
@@ -79,26 +79,20 @@ class TokenBinding:
     """What a request binds a ``requestState`` token to, besides the principal: read once per request.
 
     ``method``, ``target`` (:func:`target_of`), ``arguments`` (:func:`arguments_of`) and
-    their :attr:`digest`, computed on first use: a retry checks it against its token and
-    a pause seals it again, from one hash.
+    their ``digest`` (:func:`~mrtr.core.codec.arguments_digest`): a retry checks it against
+    its token and a pause seals it again, from one hash. A binding is built only for a
+    request that has a token or pauses, and both need the digest, so it is computed at once.
     """
 
-    __slots__ = ("method", "target", "arguments", "_digest")
+    __slots__ = ("method", "target", "arguments", "digest")
 
     def __init__(self, method: str, params: Mapping[str, Any]) -> None:
         if method not in MRTR_METHODS:
             raise ValueError(f"{method} cannot carry input responses")
         self.method = method
         self.target = target_of(method, params)
-        self.arguments = arguments_of(method, params)
-        self._digest: bytes | None = None
-
-    @property
-    def digest(self) -> bytes:
-        """The :func:`~mrtr.core.codec.arguments_digest` of :attr:`arguments`."""
-        if self._digest is None:
-            self._digest = arguments_digest(self.arguments)
-        return self._digest
+        self.arguments = arguments = arguments_of(method, params)
+        self.digest: bytes = arguments_digest(arguments)
 
 
 class CheckedToken:
@@ -159,8 +153,7 @@ class TokenCarrier:
         Raises :class:`~mrtr.core.errors.InvalidParams` (``-32602``) for anything that
         cannot be trusted. Runs no handler code.
         """
-        return self._merged(CheckedToken(binding, params, principal, self._checked(binding, params, principal),
-                                         self.codec))
+        return self._merge(self._checked(binding, params, principal), params)
 
     def check(self, method: str, params: Mapping[str, Any], principal: str | None) -> CheckedToken:
         """Checks 1-6 of a request, once (see :class:`CheckedToken`); raises as :meth:`restore` would."""
@@ -174,13 +167,13 @@ class TokenCarrier:
         """
         return self.check(method, params, principal).key()
 
-    def _merged(self, checked: CheckedToken) -> tuple[Ledger, dict[str, Any]]:
-        """Check 7: the retry's answers merged into the token's ledger."""
-        responses = checked.params.get("inputResponses")
-        if checked.state is None:
-            return merge_answers(Ledger(), responses, lenient=True)
+    def _merge(self, state: RequestState | None, params: Mapping[str, Any]) -> tuple[Ledger, dict[str, Any]]:
+        """Check 7: the retry's answers merged into the ledger of its token (``state``, after checks 1-6)."""
+        responses = params.get("inputResponses")
+        if state is None:
+            return merge_answers(_NO_LEDGER, responses, lenient=True)
         # the decoder makes the ledger a tuple already (RequestState.ledger)
-        return merge_answers(Ledger(checked.state.ledger), responses, lenient=self.policy == "lenient")
+        return merge_answers(Ledger(state.ledger), responses, lenient=self.policy == "lenient")
 
     def _checked(self, binding: TokenBinding, params: Mapping[str, Any], principal: str | None) -> RequestState | None:
         """Checks 1-6: the state of the request's token, or ``None`` for a request without one."""
@@ -291,14 +284,20 @@ class TokenCarrier:
             # empty, so none of their objects is built; the binding is read only if the round pauses.
             binding = state = None
             ledger, unmatched = _NO_LEDGER, None
+        elif checked is None:
+            # The usual retry: checks 1-7 with no CheckedToken around them (only a round key needs one).
+            binding = TokenBinding(method, params)
+            state = self._checked(binding, params, ctx.principal)
+            ledger, unmatched = self._merge(state, params)
         else:
-            if checked is None:
-                checked = self.check(method, params, ctx.principal)
             binding, state = checked.binding, checked.state
-            ledger, unmatched = self._merged(checked)
+            ledger, unmatched = self._merge(state, params)
         try:
-            outcome = await run_handler(handler, arguments, ctx, ledger, unmatched, run_sync=run_sync,
-                                        until_step=until_step, placement=placement)
+            outcome = run_on_loop(handler, arguments, ctx, ledger, unmatched, run_sync=run_sync, until_step=until_step,
+                                  placement=placement)
+            if outcome is None:
+                outcome = await run_handler(handler, arguments, ctx, ledger, unmatched, run_sync=run_sync,
+                                            until_step=until_step, placement=placement)
         except ReplayMismatch as mismatch:
             raise deploy_hint(mismatch, handler, None if state is None else state.handler_version) from None
         if isinstance(outcome, InputRequired):

@@ -88,7 +88,7 @@ _log = logging.getLogger("mrtr")
 # bits past the last byte zero (a length of 1 mod 4 encodes nothing). Accepting only the
 # canonical form makes text and bytes correspond one to one, so no two different strings
 # decode to the same token ("AB" and "AA" both decode to b"\0" with Python's decoder).
-# _canonical_b64url checks it in C calls; a regular expression over every character
+# RequestStateCodec.unseal checks it in C calls; a regular expression over every character
 # of every token cost more than the AES-GCM that authenticates it.
 _B64URL_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 # The zero bits past the last byte all sit in the last character: it is one of the 4
@@ -150,22 +150,6 @@ def arguments_digest(arguments: dict[str, Any] | None) -> bytes:
     order does not matter. ``None`` and ``{}`` give the same digest.
     """
     return hashlib.sha256(canonical(arguments or {})).digest()[:_DIGEST_SIZE]
-
-
-def _canonical_b64url(token: str) -> bytes | None:
-    """The bytes ``token`` encodes, or ``None`` when it is not canonical unpadded Base64URL."""
-    if not token.isascii():
-        return None
-    text = token.encode("ascii")
-    if text.translate(None, _B64URL_ALPHABET) or len(text) % 4 == 1:
-        return None
-    partial = len(text) % 4
-    if partial and text[-1] not in _CANONICAL_LAST[partial]:
-        return None  # bits past the last byte are set: another text decodes to the same bytes
-    try:
-        return binascii.a2b_base64(text.translate(_FROM_URLSAFE) + b"=" * (-partial % 4))
-    except (binascii.Error, ValueError):  # pragma: no cover - the alphabet, the length and the last character vouched
-        return None
 
 
 def generate_secret() -> str:
@@ -342,9 +326,19 @@ class RequestStateCodec:
             raise InvalidRequestState(
                 f"{_MSG_PREFIX}requestState is longer than {self._max_token_length} characters"
             )
-        raw = _canonical_b64url(token)
-        if raw is None:
+        # Canonical unpadded Base64URL only (see _B64URL_ALPHABET), checked here in C calls
+        # rather than in a helper of its own: every retry's token passes.
+        if not token.isascii():
             raise InvalidRequestState(_MSG_NOT_B64)
+        text = token.encode("ascii")
+        partial = len(text) % 4
+        if text.translate(None, _B64URL_ALPHABET) or partial == 1 or (
+                partial and text[-1] not in _CANONICAL_LAST[partial]):  # bits past the last byte set
+            raise InvalidRequestState(_MSG_NOT_B64)
+        try:
+            raw = binascii.a2b_base64(text.translate(_FROM_URLSAFE) + b"=" * (-partial % 4))
+        except (binascii.Error, ValueError):  # pragma: no cover - the alphabet, the length and the last character vouched
+            raise InvalidRequestState(_MSG_NOT_B64) from None
         if len(raw) <= NONCE_SIZE:
             raise InvalidRequestState(_MSG_TOO_SHORT)
         if len(raw) < NONCE_SIZE + TAG_SIZE:

@@ -154,7 +154,18 @@ def merge_answers(
     fresh: Any = ledger.fresh
     unmatched: dict[str, Any] = {}
     for key, value in responses.items():
-        position = _from_the_end(ledger.slots, key) if index is None else index.get(key)
+        if index is None:
+            # ledger.index_of_key().get(key), by a scan from the last slot, where the usual retry's key is
+            # (Slot.wire_key inlined: every round scans)
+            for position in range(len(slots) - 1, -1, -1):
+                slot = slots[position]
+                if slot.kind in ASKED and (slot.key if slot.key is not None
+                                           else _KEY_PREFIX[slot.kind] + str(position + 1)) == key:
+                    break
+            else:
+                position = None
+        else:
+            position = index.get(key)
         if position is None:
             if lenient:
                 unmatched[key] = value
@@ -177,16 +188,6 @@ def merge_answers(
     if slots is ledger.slots:
         return ledger, unmatched  # nothing landed (a ledger is immutable: the same one serves)
     return Ledger(tuple(slots), frozenset(fresh)), unmatched
-
-
-def _from_the_end(slots: tuple[Slot, ...], key: str) -> int | None:
-    """``ledger.index_of_key().get(key)``, by a scan from the last slot."""
-    for i in range(len(slots) - 1, -1, -1):
-        slot = slots[i]
-        # Slot.wire_key, inlined: the usual retry's key is found in the last slot, on every round.
-        if slot.kind in ASKED and (slot.key if slot.key is not None else _KEY_PREFIX[slot.kind] + str(i + 1)) == key:
-            return i
-    return None
 
 
 def _wrong_kind(key: str, row: RequestKind, detail: str) -> InvalidParams:

@@ -125,9 +125,9 @@ class _LiveInterpretation(_Interpretation):
         self.asked: list[Asked] = []
         self.yielded: Any = None
 
-    def interpret(self, yielded: Any, gen: Any, *, result_allowed: bool) -> tuple[int, Any]:
+    def interpret(self, yielded: Any, gen: Any, result_allowed: bool) -> tuple[int, Any]:
         self.yielded = yielded  # the shape (one request, a tuple, a dict) the answers go back in
-        return super().interpret(yielded, gen, result_allowed=result_allowed)
+        return super().interpret(yielded, gen, result_allowed)
 
     def _answer(self, ordinal: int, key: str, standard: bool, request: Request, fingerprint: bytes, gen: Any) -> Any:
         self.asked.append(Asked(key, ordinal, request, fingerprint))

@@ -473,7 +473,7 @@ class _Interpretation:
         return Ledger()
 
     # The runtime's answer to one yielded value: (operation, payload).
-    def interpret(self, yielded: Any, gen: Any, *, result_allowed: bool) -> tuple[int, Any]:
+    def interpret(self, yielded: Any, gen: Any, result_allowed: bool) -> tuple[int, Any]:
         try:
             if isinstance(yielded, Request):
                 # One request, the yield every replay meets most: the gate and the member,
@@ -662,34 +662,32 @@ class _Execution(_Interpretation):
         kind = request.kind
         index = ordinal - 1
         stored_key = None if standard else key
-        if index < len(self.slots):
-            slot = self.slots[index]
+        slots = self.slots
+        if index < len(slots):
+            slot = slots[index]
             # slot.key is None exactly when the slot travels under its standard key
             if slot.kind != kind or slot.fingerprint != fingerprint or slot.key != stored_key:
                 raise self._mismatch(ordinal, slot, request, key, fingerprint, gen)
-            if slot.answered:
-                return self._deliver(index, slot, request, key)
+            if not slot.answered:
+                raw = self.unmatched.pop(key, _MISSING) if self.unmatched else _MISSING
+                if raw is _MISSING:
+                    return _PENDING
+                slot = slots[index] = Slot(kind, fingerprint, slot.key, True, decode_answer(kind, key, raw))
+                self.fresh.add(index)
+        else:
             raw = self.unmatched.pop(key, _MISSING) if self.unmatched else _MISSING
             if raw is _MISSING:
+                slots.append(Slot(kind, fingerprint, stored_key))
                 return _PENDING
-            slot = Slot(kind, fingerprint, slot.key, True, decode_answer(kind, key, raw))
-            self.slots[index] = slot
+            slot = Slot(kind, fingerprint, stored_key, True, decode_answer(kind, key, raw))
+            slots.append(slot)
             self.fresh.add(index)
-            return self._deliver(index, slot, request, key)
-        raw = self.unmatched.pop(key, _MISSING) if self.unmatched else _MISSING
-        if raw is _MISSING:
-            self.slots.append(Slot(kind, fingerprint, stored_key))
-            return _PENDING
-        slot = Slot(kind, fingerprint, stored_key, True, decode_answer(kind, key, raw))
-        self.slots.append(slot)
-        self.fresh.add(index)
-        return self._deliver(index, slot, request, key)
-
-    def _deliver(self, index: int, slot: Slot, request: Request, key: str) -> Any:
-        check = index in self.fresh
-        value = delivered(slot.kind, slot.answer, request, key, check=check)
-        if check and isinstance(value, ElicitResult) and value.action == "accept" and not isinstance(request, ElicitURL):
-            self.fresh.discard(index)  # checked against its form now; a later execution trusts it
+        # Delivered from one place, whichever way the answer came (token, this request, set aside).
+        fresh = self.fresh
+        check = index in fresh
+        value = delivered(kind, slot.answer, request, key, check=check)
+        if check and value.__class__ is ElicitResult and value.action == "accept" and not isinstance(request, ElicitURL):
+            fresh.discard(index)  # checked against its form now; a later execution trusts it
         return value
 
     def _step_answer(self, ordinal: int, key: str, step: Step, fingerprint: bytes, gen: Any) -> tuple[int, Any]:
@@ -1050,7 +1048,7 @@ def _advance(gen: Any, execution: _Interpretation, send: Any, throw: BaseExcepti
             raise
         except Exception as exc:
             raise _handler_failed(spec, exc) from exc
-        operation, payload = execution.interpret(yielded, gen, result_allowed=False)
+        operation, payload = execution.interpret(yielded, gen, False)
         if operation == _SEND:
             send = payload
         elif operation == _STOP:
@@ -1097,7 +1095,7 @@ async def _aadvance(agen: Any, execution: _Interpretation, send: Any, throw: Bas
             raise
         except Exception as exc:
             raise _handler_failed(spec, exc) from exc
-        operation, payload = execution.interpret(yielded, agen, result_allowed=True)
+        operation, payload = execution.interpret(yielded, agen, True)
         if operation == _SEND:
             send = payload
         elif operation in (_STOP, _RESULT):
