@@ -71,7 +71,7 @@ def _pieces(k: int) -> dict[str, tuple[Any, int]]:
     token = params["requestState"]
     state = codec.decode(token)
     checked = carrier.check("tools/call", params, None)
-    ledger, unmatched = carrier._merged(checked)
+    ledger, unmatched = carrier._merge(checked.state, params)
     arguments = rounds.arguments
 
     ctx = Context(arguments, client_capabilities=CAPS)
@@ -145,7 +145,7 @@ def _pieces(k: int) -> dict[str, tuple[Any, int]]:
         "open": (lambda: codec.decode(token), 1),
         "TTL": (ttl, 1),
         "checks 1-6": (binding, 1),
-        "merge": (lambda: carrier._merged(checked), 1),
+        "merge": (lambda: carrier._merge(checked.state, params), 1),
         "replay core": (replay_core, 1),
         "capabilities": (capability_gate, 1),
         "keys": (keys, 1),

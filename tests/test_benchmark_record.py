@@ -31,3 +31,40 @@ def test_a_merged_record_keeps_the_other_parts_and_says_which_run_measured_them(
 
 def test_an_unmerged_record_names_no_earlier_run():
     assert "Parts" not in report.table_machine(_run("2026-01-01T00:00:00Z", "0.5", http={}))
+
+
+def test_every_layer_variant_of_the_replay_gives_the_real_rounds_outcome():
+    """benchmarks.replay_layers times the round with the replay rewritten; each rewrite must still be that round."""
+    from benchmarks.replay_layers import VARIANTS, Swapped
+    from benchmarks.replay_overhead import MrtrRounds
+
+    for k in (1, 3):
+        rounds = MrtrRounds(k)
+        real = rounds.wire_round(rounds.params).result
+        sealed = rounds.codec.decode(real["requestState"]).ledger
+        assert len(sealed) == k + 1
+        for name, variant in VARIANTS.items():
+            called = []
+
+            def counted(*args, variant=variant, **kwargs):
+                called.append(True)
+                return variant(*args, **kwargs)
+
+            swapped = Swapped(lambda r=rounds: r.wire_round(r.params), counted)
+            result = swapped.once().result
+            assert called == [True], name  # the round ran the variant, not the real replay
+            assert result["resultType"] == "input_required", name
+            assert result["inputRequests"] == real["inputRequests"], name
+            assert result["requestState"] != real["requestState"], name  # a fresh token each round
+            assert rounds.codec.decode(result["requestState"]).ledger == sealed, name
+
+
+def test_every_piece_the_instruction_profile_counts_still_runs():
+    """benchmarks.replay_profile calls the round's pieces by their private names: a rename must fail here, not there."""
+    from benchmarks.replay_profile import _pieces
+
+    pieces = _pieces(2)
+    assert {"(a) round", "(b) round", "open", "checks 1-6", "merge", "replay core", "seal"} <= set(pieces)
+    for name, (piece, calls) in pieces.items():
+        assert calls >= (0 if name == "nothing" else 1), name  # "nothing" is the loop's own cost
+        piece()

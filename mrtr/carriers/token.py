@@ -291,7 +291,7 @@ class TokenCarrier:
             ledger, unmatched = self._merge(state, params)
         else:
             binding, state = checked.binding, checked.state
-            ledger, unmatched = self._merge(state, params)
+            ledger, unmatched = self._merge(state, checked.params)
         try:
             outcome = run_on_loop(handler, arguments, ctx, ledger, unmatched, run_sync=run_sync, until_step=until_step,
                                   placement=placement)

@@ -157,11 +157,6 @@ class Request(_Effect):
                 f"{cls.__name__}: {cls.kind!r} is not a kind a client can be asked")
             cls.method = row.method
             cls._capability = row.capability
-        if "missing_for" in cls.__dict__ and "missing_capability" not in cls.__dict__:
-            # A kind whose gate depends on the class alone answers for an instance with the
-            # classmethod itself: every yield of every replay is gated, and the instance
-            # method's one extra call was a tenth of the gate's cost.
-            cls.missing_capability = cls.__dict__["missing_for"]  # type: ignore[assignment]
 
     def params(self) -> dict[str, Any]:
         """The ``params`` member of this request as it goes on the wire."""
