@@ -28,6 +28,7 @@ unnoticed.
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -53,20 +54,13 @@ def one_loop(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, le
 
 
 def with_execution(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, ledger: Ledger,
-                   unmatched: Mapping[str, Any] | None = None, *, until_step: bool = False) -> InputRequired:
-    """``one_loop`` with its state in an ``_Execution``, as the real replay keeps it."""
+                   unmatched: Mapping[str, Any] | None = None, *, until_step: bool = False,
+                   through_delivered: bool = False) -> InputRequired:
+    """``one_loop`` with its state in an ``_Execution``, as the real replay keeps it (and, with
+    ``through_delivered``, each answer turned into what the handler receives by ``delivered``)."""
     spec = handler_spec(handler)
     execution = _Execution(spec, ctx, ledger, unmatched)
-    key, request = _loop(spec, ctx, arguments, execution.slots, execution.fresh, through_delivered=False)
-    return InputRequired({key: request}, execution.ledger())
-
-
-def with_delivered(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, ledger: Ledger,
-                   unmatched: Mapping[str, Any] | None = None, *, until_step: bool = False) -> InputRequired:
-    """... and each answer turned into what the handler receives by ``delivered``."""
-    spec = handler_spec(handler)
-    execution = _Execution(spec, ctx, ledger, unmatched)
-    key, request = _loop(spec, ctx, arguments, execution.slots, execution.fresh, through_delivered=True)
+    key, request = _loop(spec, ctx, arguments, execution.slots, execution.fresh, through_delivered=through_delivered)
     return InputRequired({key: request}, execution.ledger())
 
 
@@ -170,7 +164,7 @@ def with_drive(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, 
 VARIANTS: dict[str, Replay] = {
     "one loop": one_loop,
     "+ the execution object": with_execution,
-    "+ answers through delivered": with_delivered,
+    "+ answers through delivered": partial(with_execution, through_delivered=True),
     "+ requests through _member and _answer": with_member,
     "+ yields through interpret": with_interpret,
     "+ the driver's loop (_advance)": with_advance,
