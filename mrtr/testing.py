@@ -23,6 +23,7 @@ the server's key: :func:`use_test_key` gives every server of the test process th
 
 from __future__ import annotations
 
+import copy
 import inspect
 import os
 import warnings
@@ -339,6 +340,12 @@ def _sealer() -> Any:
     return RequestStateCodec.configure(TEST_SECRET, ttl=3600.0)
 
 
+def _as_sent(arguments: dict[str, Any]) -> dict[str, Any]:
+    # Each execution gets its own copy, as each request to a server decodes its own: a handler
+    # that changes what it was given must not see the change in its next round.
+    return copy.deepcopy(arguments)
+
+
 def _through_token(codec: Any, ledger: Ledger, arguments: Mapping[str, Any], principal: str | None) -> Ledger:
     token = codec.mint(method="tools/call", target="test", arguments=dict(arguments), principal=principal, ledger=ledger.slots)
     return Ledger(tuple(codec.decode(token).ledger))
@@ -409,11 +416,13 @@ def run(
     recorder = _Recorder(notify, progress_token, log_level, lifespan)
     for execution in range(1, max_rounds + 2):
         twice = _Twice(ledger)
-        outcome = replay(handler, arguments, recorder.context(arguments, capabilities, principal), ledger, unmatched,
+        given = _as_sent(arguments)
+        outcome = replay(handler, given, recorder.context(given, capabilities, principal), ledger, unmatched,
                          on_step=twice.steps[0].append if check_determinism else None)
         if check_determinism:
+            again_given = _as_sent(arguments)
             second = _check_same(outcome, len(rounds) + 1, lambda: replay(
-                handler, arguments, recorder.again(arguments, capabilities, principal, twice.sent),
+                handler, again_given, recorder.again(again_given, capabilities, principal, twice.sent),
                 *_replayed(outcome, ledger, unmatched), on_step=twice.steps[1].append))
             _compare_retry(outcome, second, twice, recorder)
         if isinstance(outcome, Completed):
@@ -448,12 +457,14 @@ async def arun(
     recorder = _Recorder(notify, progress_token, log_level, lifespan)
     for execution in range(1, max_rounds + 2):
         twice = _Twice(ledger)
-        outcome = await replay_async(handler, arguments, recorder.context(arguments, capabilities, principal), ledger,
+        given = _as_sent(arguments)
+        outcome = await replay_async(handler, given, recorder.context(given, capabilities, principal), ledger,
                                      unmatched, on_step=twice.steps[0].append if check_determinism else None)
         if check_determinism:
+            again_given = _as_sent(arguments)
             try:
                 again: Completed | InputRequired = await replay_async(
-                    handler, arguments, recorder.again(arguments, capabilities, principal, twice.sent),
+                    handler, again_given, recorder.again(again_given, capabilities, principal, twice.sent),
                     *_replayed(outcome, ledger, unmatched), on_step=twice.steps[1].append)
             except ReplayMismatch as mismatch:
                 raise NotDeterministic(_diverged(len(rounds) + 1, mismatch.message)) from None

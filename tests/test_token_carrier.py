@@ -203,6 +203,21 @@ async def test_each_binding_failure_has_its_own_message():
                           principal="alice", token=token, responses=answer)
 
 
+async def test_a_handler_that_changes_its_arguments_before_it_pauses_gets_a_token_for_the_ones_sent():
+    # The handler is given the very objects of params["arguments"] (the helper passes that dict),
+    # as a server passes values typed Any: the binding must be taken before the handler runs.
+    def grows(ctx, items: list):
+        items.append("x")
+        yield Elicit(f"Grow to {len(items)}?", Form().boolean("ok"))
+        return list(items)
+
+    carrier = make_carrier()
+    asked = as_result(await call(carrier, grows, name="grows", arguments={"items": [1]}))
+    done = await call(carrier, grows, name="grows", arguments={"items": [1]}, token=asked["requestState"],
+                      responses={"elicit-1": accept(ok=True)})
+    assert isinstance(done, Completed) and done.result == [1, "x"]
+
+
 async def test_the_same_principal_and_the_anonymous_pair_succeed():
     carrier, counter = make_carrier(), Counter()
     for principal in ("alice", None):

@@ -45,7 +45,7 @@ from ..core.context import Context
 from ..core.errors import InvalidParams, ReplayMismatch
 from ..core.jsonrpc import RunSync, canonical
 from ..core.ledger import Ledger, merge_answers
-from ..core.replay import Completed, Detached, InputRequired
+from ..core.replay import Completed, Detached, InputRequired, handler_spec
 from ..core.versions import deploy_hint, handler_version
 from .contract import Interim, Placement, RoundKey, run_handler, run_on_loop
 
@@ -281,8 +281,11 @@ class TokenCarrier:
         if checked is None and params.get("requestState") is None and params.get("inputResponses") is None \
                 and method in MRTR_METHODS:
             # A first call (no token, no answers): checks 1-7 have nothing to check and the ledger is
-            # empty, so none of their objects is built; the binding is read only if the round pauses.
-            binding = state = None
+            # empty, so none of their objects is built. A handler that can pause is bound now, before it
+            # runs: it may change what it was given (values typed Any reach it as the very objects in
+            # params), and the token must bind the arguments the client sent, which its retry re-sends.
+            binding = TokenBinding(method, params) if handler_spec(handler).can_pause else None
+            state = None
             ledger, unmatched = _NO_LEDGER, None
         elif checked is None:
             # The usual retry: checks 1-7 with no CheckedToken around them (only a round key needs one).
@@ -301,7 +304,6 @@ class TokenCarrier:
         except ReplayMismatch as mismatch:
             raise deploy_hint(mismatch, handler, None if state is None else state.handler_version) from None
         if isinstance(outcome, InputRequired):
-            if binding is None:
-                binding = TokenBinding(method, params)
+            assert binding is not None  # only a generator pauses, and one is bound before it runs
             return Interim(self.seal(binding, ctx.principal, outcome, handler_version(handler)))
         return outcome

@@ -117,6 +117,11 @@ class HandlerSpec:
         """True for async generators and coroutine functions."""
         return self.shape in (_ASYNC_GEN, _CORO)
 
+    @property
+    def can_pause(self) -> bool:
+        """True for generators: the only handlers that can yield a request, so a round of them can pause."""
+        return self.shape == _SYNC_GEN or self.shape == _ASYNC_GEN
+
     def invoke(self, ctx: Context, arguments: Mapping[str, Any]) -> Any:
         """Call the handler function (which, for a generator, runs none of its code yet)."""
         if self.ctx_name is None:

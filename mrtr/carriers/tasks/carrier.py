@@ -28,6 +28,7 @@ mismatch after a deploy says so.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import secrets
@@ -284,7 +285,10 @@ class TaskCarrier:
                     placement: Placement | None = None) -> dict[str, Any]:
         assert self.token is not None
         name = str(params.get("name"))
-        raw = params.get("arguments") or {}
+        # What the client sent, kept apart before the handler runs: it may change what it was given
+        # (values typed Any reach it as the very objects in params), and the task must replay from
+        # the arguments of the call, not from what its rounds on the call left of them.
+        raw = copy.deepcopy(params.get("arguments") or {})
         done: dict[str, Any] | None = None
         binding: ToolBinding | None = None
         try:
@@ -551,7 +555,9 @@ class _Run:
         record = self.record
         task_id = record.task_id
         try:
-            binding = self.carrier.resolve(record.tool, record.arguments)
+            # A copy for each run: a handler may change what it was given, and the next run (after an
+            # answer, on this node) must start from the task's arguments as the call sent them.
+            binding = self.carrier.resolve(record.tool, copy.deepcopy(record.arguments))
         except ProtocolError as error:
             return {"status": "failed", "error": error.to_error_object(), "status_message": "The task failed"}
         try:
