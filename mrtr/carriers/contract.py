@@ -322,6 +322,13 @@ class ToolBinding(NamedTuple):
     scopes: tuple[str, ...] = ()
     refused: Callable[[ProtocolError], dict[str, Any]] = ProtocolError.to_error_object
 
+    def result(self, value: Any) -> dict[str, Any]:
+        """The tool's result for what its handler returned: ``shape``'s, or the error result when it cannot shape it."""
+        try:
+            return self.shape(value)
+        except HandlerError as error:
+            return self.handler_failed(error)
+
 
 class TaskAccess(NamedTuple):
     """What guards a task: the tool it runs and the scopes recorded for that tool at its creation."""

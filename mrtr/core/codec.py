@@ -47,7 +47,7 @@ import msgspec
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from .errors import EphemeralKeyWarning, ExpiredRequestState, HandlerError, InvalidRequestState
+from .errors import EphemeralKeyWarning, ExpiredRequestState, HandlerError, InvalidParams, InvalidRequestState
 from .jsonrpc import canonical
 from .ledger import Slot
 
@@ -360,7 +360,13 @@ class RequestStateCodec:
         Raises :class:`StateTooLarge` when the token would be longer than
         :attr:`max_token_length`; the state is never truncated.
         """
-        plaintext = _encoder.encode(state)
+        try:
+            plaintext = _encoder.encode(state)
+        except OverflowError:
+            # Step values are checked when recorded and form answers when merged, so what is left is
+            # another answer the client sent (a sampling result's _meta, say) with an integer past 64 bits.
+            raise InvalidParams("an answer in inputResponses holds an integer outside the 64-bit range a "
+                                "requestState can carry") from None
         # the characters of the unpadded Base64URL of nonce, ciphertext and tag
         size = (4 * (NONCE_SIZE + len(plaintext) + TAG_SIZE) + 2) // 3
         if size > self._max_token_length:

@@ -187,6 +187,14 @@ class Request(_Effect):
         return self.method
 
 
+def _checked_key(key: object) -> str:
+    # A key names the request on the wire (inputRequests, inputResponses) and in the ledger a
+    # token carries: a non-empty string, as a keyed group's keys must be too.
+    if not isinstance(key, str) or not key:
+        raise TypeError(f"a request's key must be a non-empty string, got {key!r}")
+    return key
+
+
 class Elicit(Request):
     """Ask the user to fill a form (a form-mode ``elicitation/create`` request).
 
@@ -205,7 +213,7 @@ class Elicit(Request):
             raise TypeError(f"Elicit message must be a str, got {type(message).__name__}")
         self.message = message
         self.schema = schema
-        self.key = key
+        self.key = key if key is None else _checked_key(key)
         # A Form compiled already is the common case, met on every yield of every replay.
         compiled = schema._compiled if type(schema) is Form else None
         self._compiled = compiled if compiled is not None else requested_schema(schema)
@@ -268,7 +276,7 @@ class ElicitURL(Request):
             raise ValueError(f"ElicitURL needs an absolute http(s) URL, got {url!r}")
         self.message = message
         self.url = url
-        self.key = key
+        self.key = key if key is None else _checked_key(key)
 
     def params(self) -> dict[str, Any]:
         return {"mode": "url", "message": self.message, "url": self.url}
@@ -328,7 +336,7 @@ class Sample(Request):
         self.messages = [_sampling_message(m) for m in messages]
         self.max_tokens = max_tokens
         self.extra = {_camel(name): value for name, value in params.items() if value is not None}
-        self.key = key
+        self.key = key if key is None else _checked_key(key)
 
     def params(self) -> dict[str, Any]:
         return {"messages": self.messages, "maxTokens": self.max_tokens, **self.extra}
@@ -371,7 +379,7 @@ class ListRoots(Request):
     kind = Kind.ROOTS
 
     def __init__(self, *, key: str | None = None) -> None:
-        self.key = key
+        self.key = key if key is None else _checked_key(key)
 
     def params(self) -> dict[str, Any]:
         return {}

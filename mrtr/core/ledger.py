@@ -117,6 +117,11 @@ def decode_answer(kind: Kind, key: str, value: Any) -> Any:
                 f'inputResponses key "{key}": "content" must be an object of strings, numbers, booleans '
                 "and string arrays"
             )
+        if content:
+            for name, item in content.items():
+                if item.__class__ is int and not _INT_MIN <= item <= _INT_MAX:
+                    raise InvalidParams(f'inputResponses key "{key}": field "{name}" holds an integer outside the '
+                                        "64-bit range a requestState can carry")
         return [code, content]
     row = KINDS[kind]
     try:
@@ -199,6 +204,10 @@ def _wrong_kind(key: str, row: RequestKind, detail: str) -> InvalidParams:
 
 def _article(noun: str | None) -> str:
     return "an" if noun and noun[0] in "aeiou" else "a"
+
+
+# The integers MessagePack (a token's encoding) carries.
+_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
 
 
 def _is_form_content(content: Any) -> bool:

@@ -421,13 +421,21 @@ def _step_return_type(fn: Any) -> Any:
     return hint
 
 
-def _step_value(step: Step, stored: Any) -> Any:
+def _step_value(step: Step, stored: Any, gen: Any) -> Any:
+    """The recorded value of a Step as the handler receives it: converted to its function's return annotation."""
     hint = _step_return_type(step.fn)
     if hint is _NO_TYPE or hint is Any:
         return stored
-    if models.is_model(hint):
-        return hint.model_validate(stored)
-    return msgspec.convert(stored, hint, strict=False)
+    try:
+        if models.is_model(hint):
+            return hint.model_validate(stored)
+        return msgspec.convert(stored, hint, strict=False)
+    except (msgspec.ValidationError, ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+        raise HandlerError(
+            f"{step.describe()} returned a value that does not convert to its return annotation "
+            f"{getattr(hint, '__name__', hint)!s} ({exc}); return what the annotation says, or change it",
+            location=_yield_location(gen),
+        ) from None
 
 
 # -- one execution ------------------------------------------------------------------------
@@ -471,7 +479,7 @@ class _Interpretation:
 
     def record_step(self, step: Step, result: Any, gen: Any) -> Any:
         """What a Step's function returned, as the handler receives it (a ledger records it too)."""
-        return _step_value(step, recorded(step, result, gen))
+        return _step_value(step, recorded(step, result, gen), gen)
 
     def snapshot(self) -> Ledger:
         """The ledger so far, for ``on_step`` and a detached execution (none without a ledger)."""
@@ -626,6 +634,10 @@ def delivered(kind: int, answer: Any, request: Request, key: str, *, check: bool
                 content = compiled.validate(content)
             except InvalidParams as exc:
                 raise InvalidParams(f'inputResponses key "{key}": {exc.message}', data=exc.data) from None
+        elif content is None:
+            # Accepted without content when it arrived, which only a form without required fields
+            # takes, as {} (what validate gave then): every later round reads what the first read.
+            content = {}
         # A Form's answer is its content (RequestedSchema.convert's first case, without its call)
         return ElicitResult("accept", content, content if compiled.struct_type is None and content is not None
                             else compiled.convert(content))
@@ -633,14 +645,28 @@ def delivered(kind: int, answer: Any, request: Request, key: str, *, check: bool
     return decode_input_response(KINDS[request.kind], answer)
 
 
+_json_encode = msgspec.json.Encoder(enc_hook=models.enc_hook).encode
+_json_decode = msgspec.json.Decoder().decode
+_pack = msgspec.msgpack.Encoder().encode
+
+
 def recorded(step: Step, result: Any, gen: Any) -> Any:
-    """What a Step's function returned, in the builtins form a ledger records (bytes kept)."""
+    """What a Step's function returned, in the form a ledger records: its JSON data model.
+
+    Objects with string keys, arrays as lists, bytes as Base64 text, dates as ISO text, a
+    pydantic model as its JSON form: what every ledger gives back (a token's MessagePack,
+    a task record's JSON), so the run that records a value sees what every later run sees.
+    A return annotation converts it back (:func:`_step_value`). Integers must fit in 64
+    bits, as a token carries them.
+    """
     try:
-        return msgspec.to_builtins(result, builtin_types=(bytes, bytearray), enc_hook=models.enc_hook)
-    except (TypeError, msgspec.EncodeError) as exc:
+        stored = _json_decode(_json_encode(result))
+        _pack(stored)  # what a token cannot carry (an integer past 64 bits) fails here, not at sealing
+        return stored
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
         raise HandlerError(
             f"{step.describe()} returned {type(result).__name__}, which cannot be recorded in the ledger "
-            f"({exc}); a Step must return msgspec-encodable data",
+            f"({exc}); a Step must return msgspec-encodable data (JSON values, with integers within 64 bits)",
             location=_yield_location(gen),
         ) from None
 
@@ -702,7 +728,7 @@ class _Execution(_Interpretation):
             if slot.kind != Kind.STEP or slot.fingerprint != fingerprint:
                 raise self._mismatch(ordinal, slot, step, key, fingerprint, gen)
             if slot.answered:
-                return _SEND, _step_value(step, slot.answer)
+                return _SEND, _step_value(step, slot.answer, gen)
         else:
             # Hold the position even if the function fails: later ordinals must not shift.
             self.slots.append(Slot(Kind.STEP, fingerprint))
@@ -732,7 +758,7 @@ class _Execution(_Interpretation):
         self.step_at = None
         stored = recorded(step, result, gen)
         self.slots[index] = Slot(Kind.STEP, fingerprint, None, True, stored)
-        return _step_value(step, stored)
+        return _step_value(step, stored, gen)
 
     def _mismatch(self, ordinal: int, slot: Slot, asked: Request | Step, key: str, fingerprint: bytes, gen: Any) -> ReplayMismatch:
         recorded_kind = Kind(slot.kind)

@@ -917,11 +917,11 @@ class Server(Registry):
         """One round of a tool call: its result, its interim result, or its failure as a tool error result."""
         try:
             outcome = await self._execute(request, tool.fn, arguments, ctx, tool.thread)
+            if isinstance(outcome, Interim):
+                return outcome.result
+            return shape_tool_result(outcome.result, tool.structured)
         except HandlerError as error:
             return self._tool_error(name, error)
-        if isinstance(outcome, Interim):
-            return outcome.result
-        return shape_tool_result(outcome.result, tool.structured)
 
     def _tool_arguments(self, tool: Any, raw: Any) -> dict[str, Any]:
         if raw is None:
@@ -1069,11 +1069,11 @@ class Server(Registry):
         records it)."""
         try:
             outcome = await self._execute(request, fn, arguments, ctx, thread)
+            if isinstance(outcome, Interim):
+                return outcome.result
+            return shape(outcome.result)
         except HandlerError as error:
             return self._internal_error(request.method, ctx.target, error)
-        if isinstance(outcome, Interim):
-            return outcome.result
-        return shape(outcome.result)
 
     def _internal_error(self, method: str, target: Any, error: HandlerError) -> InternalError:
         """A failed prompt or resource handler as its ``-32603`` (they have no error result), in both eras."""

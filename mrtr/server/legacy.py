@@ -544,11 +544,12 @@ class LegacyEra:
                               suspensions=self.sessions, max_rounds=self.max_rounds, notify=call.notify)
         return await carrier.execute(call.method, call.params, fn, arguments, ctx, run_sync=call.run_sync)
 
-    async def _run_protocol_handler(self, call: _Call, fn: Any, arguments: Mapping[str, Any],
-                                    ctx: Context) -> Completed:
-        """A prompt's or resource's handler: every failure is a JSON-RPC error (they have no error result)."""
+    async def _run_protocol_handler(self, call: _Call, fn: Any, arguments: Mapping[str, Any], ctx: Context,
+                                    shape: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+        """A prompt's or resource's result, ``shape`` made of what its handler returned: every failure is a
+        JSON-RPC error (they have no error result)."""
         try:
-            return await self._execute(call, fn, arguments, ctx)
+            return shape((await self._execute(call, fn, arguments, ctx)).result)
         except HandlerError as error:
             raise self.server._internal_error(call.method, ctx.target, error) from None
         except MissingRequiredClientCapability as error:
@@ -598,6 +599,7 @@ class LegacyEra:
         ctx = self._context(call, arguments, name)
         try:
             outcome = await self._execute(call, tool.fn, arguments, ctx)
+            shaped = shape_tool_result(outcome.result, tool.structured)
         except HandlerError as error:
             return _tool_result(server._tool_error(name, error), version)
         except MissingRequiredClientCapability as error:
@@ -605,14 +607,15 @@ class LegacyEra:
         except LiveRequestFailed as error:
             log.info("tools/call %r: %s", name, error.message)
             return _failed_call(error.message)
-        return _tool_result(shape_tool_result(outcome.result, tool.structured), version)
+        return _tool_result(shaped, version)
 
     async def _get_prompt(self, call: _Call) -> dict[str, Any]:
         name, prompt, arguments = self.server._prompt_arguments(call.params)
         ctx = self._context(call, arguments, name)
-        outcome = await self._run_protocol_handler(call, prompt.fn, arguments, ctx)
-        return _prompt_result(shape_prompt_result(outcome.result, prompt.definition.get("description")),
-                              call.session.version)
+        description = prompt.definition.get("description")
+        shaped = await self._run_protocol_handler(call, prompt.fn, arguments, ctx,
+                                                  lambda value: shape_prompt_result(value, description))
+        return _prompt_result(shaped, call.session.version)
 
     async def _read_resource(self, call: _Call) -> dict[str, Any]:
         uri = call.params.get("uri")
@@ -623,8 +626,8 @@ class LegacyEra:
             raise ProtocolError(f"Resource not found: {uri}", code=RESOURCE_NOT_FOUND, data={"uri": uri})
         fn, mime_type, arguments = found
         ctx = self._context(call, arguments, uri)
-        outcome = await self._run_protocol_handler(call, fn, arguments, ctx)
-        return _plain(shape_resource_result(outcome.result, uri, mime_type))
+        return _plain(await self._run_protocol_handler(
+            call, fn, arguments, ctx, lambda value: shape_resource_result(value, uri, mime_type)))
 
     async def _subscribe(self, call: _Call) -> dict[str, Any]:
         uri = call.params.get("uri")

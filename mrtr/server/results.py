@@ -15,15 +15,33 @@ from typing import Any
 import msgspec
 
 from ..core import models, wire
+from ..core.errors import HandlerError
 from ..core.jsonrpc import encode
 
 __all__ = ["shape_prompt_result", "shape_resource_result", "shape_tool_result"]
 
 
+def _unshapable(value: Any, what: str, exc: Exception) -> HandlerError:
+    # What a handler returned decides its result alone: a value that cannot be one is the handler's
+    # failure (a tool's error result, a prompt's or resource's -32603), and a round that runs once
+    # records it like any other, so a retry does not run the handler again.
+    return HandlerError(f"the handler returned {type(value).__name__}, which cannot be sent as {what} ({exc})")
+
+
 
 
 def shape_tool_result(value: Any, structured: bool) -> dict[str, Any]:
-    """A ``CallToolResult`` for what a tool returned; ``structured`` when it declares an ``outputSchema``."""
+    """A ``CallToolResult`` for what a tool returned; ``structured`` when it declares an ``outputSchema``.
+
+    Raises :class:`~mrtr.core.errors.HandlerError` for a value that cannot be one.
+    """
+    try:
+        return _tool_result(value, structured)
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:
+        raise _unshapable(value, "a tool result", exc) from None
+
+
+def _tool_result(value: Any, structured: bool) -> dict[str, Any]:
     if isinstance(value, wire.CallToolResult):
         result = msgspec.to_builtins(value)
     elif isinstance(value, dict) and "content" in value and isinstance(value["content"], list) and not structured:
@@ -54,7 +72,17 @@ def _prompt_message(item: Any) -> dict[str, Any]:
 
 
 def shape_prompt_result(value: Any, description: str | None) -> dict[str, Any]:
-    """A ``GetPromptResult`` for what a prompt returned, with the prompt's description by default."""
+    """A ``GetPromptResult`` for what a prompt returned, with the prompt's description by default.
+
+    Raises :class:`~mrtr.core.errors.HandlerError` for a value that cannot be one.
+    """
+    try:
+        return _prompt_result(value, description)
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:
+        raise _unshapable(value, "prompt messages", exc) from None
+
+
+def _prompt_result(value: Any, description: str | None) -> dict[str, Any]:
     if isinstance(value, wire.GetPromptResult):
         result = msgspec.to_builtins(value)
     elif isinstance(value, dict) and "messages" in value:
@@ -86,7 +114,17 @@ def _resource_contents(item: Any, uri: str, mime_type: str | None) -> dict[str, 
 
 
 def shape_resource_result(value: Any, uri: str, mime_type: str | None) -> dict[str, Any]:
-    """A ``ReadResourceResult`` for what a resource handler returned for ``uri``."""
+    """A ``ReadResourceResult`` for what a resource handler returned for ``uri``.
+
+    Raises :class:`~mrtr.core.errors.HandlerError` for a value that cannot be one.
+    """
+    try:
+        return _resource_result(value, uri, mime_type)
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:
+        raise _unshapable(value, "resource contents", exc) from None
+
+
+def _resource_result(value: Any, uri: str, mime_type: str | None) -> dict[str, Any]:
     if isinstance(value, wire.ReadResourceResult):
         return msgspec.to_builtins(value)
     if isinstance(value, dict) and "contents" in value:

@@ -308,7 +308,7 @@ class TaskCarrier:
             record = await self.create(name, raw, ledger=outcome.ledger, **common)
         else:
             if done is None:
-                done = binding.shape(outcome.result)
+                done = binding.result(outcome.result)
             record = await self.create(name, raw, result=done, **common)
         return {**record.to_wire(), "resultType": "task"}
 
@@ -604,7 +604,7 @@ class _Run:
 
     def conclude(self, binding: ToolBinding, outcome: Completed | InputRequired) -> dict[str, Any]:
         if isinstance(outcome, Completed):
-            return {"status": "completed", "result": binding.shape(outcome.result), "ledger": (), "fresh": ()}
+            return {"status": "completed", "result": binding.result(outcome.result), "ledger": (), "fresh": ()}
         return {
             "status": "input_required",
             "input_requests": outcome.to_wire(),
