@@ -99,8 +99,26 @@ def test_the_line_without_logging_is_the_line_logging_writes(fmt, transport, met
     assert direct == logged
     if fmt == "json":
         assert logs.json.loads(direct)["logger"] == "mrtr.access"
+        assert len(direct.splitlines()) == 1  # a line separator the client sent is escaped too
     else:  # whatever the client sent, one line of printable text
         assert direct.isprintable()
+
+
+@pytest.mark.parametrize("through_logging", [False, True])
+def test_a_json_line_holds_no_line_separator_whatever_the_client_named(through_logging):
+    name = 'x\u2028{"level": "error"}\u2029y\x85z'
+    with only_handler("json") as (handler, stream):
+        if through_logging:
+            ACCESS_LOGGER.addFilter(PassAll())
+        try:
+            record(target=name, path="/mcp\u2028").finish()
+        finally:
+            ACCESS_LOGGER.filters.clear()
+        logging.getLogger("mrtr.test").warning("a message with %s", name)
+    written = stream.getvalue()
+    assert not {"\x85", "\u2028", "\u2029"} & set(written)
+    access, other = written.splitlines()
+    assert logs.json.loads(access)["target"] == name and name in logs.json.loads(other)["message"]
 
 
 @given(st.floats(1e9, 4e9) | st.sampled_from([1_700_000_000.9999996, 1_700_000_000.9995, 1_700_000_000.0005]))

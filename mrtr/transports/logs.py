@@ -42,7 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
-from json.encoder import encode_basestring as _json_string  # what json.dumps(str, ensure_ascii=False) returns
+from json.encoder import encode_basestring as _encode_basestring  # json.dumps(str, ensure_ascii=False)
 from typing import IO, Any
 
 import trio
@@ -93,7 +93,24 @@ class JsonFormatter(logging.Formatter):
             data["traceback"] = self.formatException(record.exc_info)
         elif record.exc_text:
             data["traceback"] = record.exc_text
-        return json.dumps(data, ensure_ascii=False, default=str)
+        return _one_line(json.dumps(data, ensure_ascii=False, default=str))
+
+
+# The line boundaries str.splitlines knows beyond the control characters JSON escapes already.
+_SEPARATORS = {ord(char): f"\\u{ord(char):04x}" for char in "\x85\u2028\u2029"}
+
+
+def _one_line(encoded: str) -> str:
+    """JSON text with U+0085, U+2028 and U+2029 escaped: JSON allows them raw, but a reader that
+    splits on every line boundary (``str.splitlines``, JavaScript) would cut the line there."""
+    if "\x85" in encoded or "\u2028" in encoded or "\u2029" in encoded:
+        return encoded.translate(_SEPARATORS)
+    return encoded
+
+
+def _json_string(value: str) -> str:
+    """``value`` as a JSON string on one line (see :func:`_one_line`)."""
+    return _one_line(_encode_basestring(value))
 
 
 class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]

@@ -7,6 +7,9 @@ connection is closed, so bytes hidden in a body are never served as a request.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from functools import partial
 
 import h11
@@ -338,3 +341,146 @@ async def test_a_head_is_measured_the_same_in_one_read_or_many(nursery, reads):
 
 async def test_any_expect_field_asking_for_100_continue_is_honoured(nursery):
     await _continued_with(nursery, b"Expect: 100-continue\r\nExpect: something-else\r\n")
+
+
+# -- found by attacking the front end: what a client may send after the head, and when --------
+
+
+async def test_an_unfinished_trailer_field_is_bounded_like_a_head(nursery):
+    # llhttp keeps a trailer field's value until its line ends: a client that never ends it must not
+    # grow the connection's memory until it stops, but be refused once it passes the head limit.
+    port, _ = await start(nursery, max_header_size=4096)
+    client = await RawClient.connect(port)
+    await client.send(_chunked(port, b"X-T: "))
+    with trio.fail_after(5):
+        sent = 0
+        while sent < 64 * 1024:
+            try:
+                await client.send(b"a" * 1024)
+            except trio.BrokenResourceError:
+                break
+            sent += 1024
+        data = await read_all(client)
+    assert data.startswith(b"HTTP/1.1 431 "), data
+
+
+_FLOOD = """
+import socket, sys
+port = int(sys.argv[1])
+sock = socket.create_connection(("127.0.0.1", port))
+sock.sendall(b"POST /mcp HTTP/1.1\\r\\nHost: 127.0.0.1:%d\\r\\nContent-Type: application/json\\r\\n"
+             b"Transfer-Encoding: chunked\\r\\n\\r\\n" % port)
+chunks = b"2\\r\\n  \\r\\n" * 8192
+sock.settimeout(20)
+try:
+    while True:
+        sock.sendall(chunks)
+except OSError:
+    pass
+try:
+    sys.stdout.buffer.write(sock.recv(65536)[:40])
+except OSError:
+    pass
+"""
+
+
+async def test_a_request_that_keeps_arriving_is_held_to_its_deadline_and_starves_no_one(nursery):
+    # A client whose bytes are always there (a process of its own sending two-byte chunks as fast as
+    # the socket takes them) never makes a read wait, where the deadline and the loop's other tasks
+    # would get their turn: it gets its 408, and other connections are served meanwhile.
+    port, _ = await start(nursery, request_timeout=2.0, max_body_size=64 << 20)
+    flooder = subprocess.Popen([sys.executable, "-c", _FLOOD, str(port)], stdout=subprocess.PIPE)
+    try:
+        await trio.sleep(0.3)  # let the flood fill the socket
+        # Wall-clock bounds: a starved loop cannot run trio's own deadlines (they fire at a checkpoint).
+        began = time.monotonic()
+        client = await RawClient.connect(port)
+        await client.send(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % port)
+        response, _ = await client.response()
+        assert response.status_code == 200
+        assert time.monotonic() - began < 1.5, "another connection waited for the flood"
+        while flooder.poll() is None:
+            assert time.monotonic() - began < 15, "the flooding request was not held to its deadline"
+            await trio.sleep(0.05)
+        assert flooder.stdout is not None
+        assert flooder.stdout.read().startswith(b"HTTP/1.1 408 ")
+    finally:
+        flooder.kill()
+        flooder.wait()
+
+
+async def test_a_pipelined_request_has_a_deadline_of_its_own(nursery):
+    # The second request's first bytes come in the read that ends the first: its deadline runs from
+    # then, not from when the first request began.
+    port, _ = await start(nursery, request_timeout=1.0)
+    first, second = raw_post(rpc("tools/list", id=1), port), raw_post(rpc("tools/list", id=2), port)
+    head, _, body = first.partition(b"\r\n\r\n")
+    line, _, rest = second.partition(b"\r\n")
+    client = await RawClient.connect(port)
+    await client.send(head + b"\r\n\r\n")
+    await trio.sleep(0.6)
+    await client.send(body + line + b"\r\n")
+    await trio.sleep(0.6)  # 1.2 s after the first request began, 0.6 s after the second did
+    await client.send(rest)
+    data = await read_all_of(client, 2)
+    assert [part.split(b"\r\n", 1)[0] for part in data.split(b"HTTP/1.1 ")[1:]] == [b"200 OK", b"200 OK"], data
+
+
+async def read_all_of(client: RawClient, responses: int) -> bytes:
+    data = b""
+    with trio.fail_after(5):
+        while data.count(b"HTTP/1.1 ") < responses or not data.endswith(b"}"):
+            chunk = await client.stream.receive_some(65536)
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+async def test_a_large_head_with_trailers_is_measured_once_whatever_the_reads(nursery):
+    # A head near the limit arriving in the same read as its chunked body and a trailer: its fields
+    # were counted twice, and the request refused only when the reads fell that way.
+    port, _ = await start(nursery, max_header_size=16384)
+    head, _, body = raw_post(rpc("tools/list"), port).partition(b"\r\n\r\n")
+    head = b"\r\n".join(line for line in head.split(b"\r\n") if not line.startswith(b"Content-Length"))
+    body += b" " * 8000  # JSON may end in whitespace: the read holding head and body passes the limit
+    data = (head + b"\r\nX-Pad: " + b"p" * 9000 + b"\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + b"%x\r\n" % len(body) + body + b"\r\n0\r\nX-Checksum: abc\r\n\r\n")
+    assert len(data) > 16384
+    for split in (False, True):
+        client = await RawClient.connect(port)
+        if split:
+            head, _, rest = data.partition(b"\r\n\r\n")
+            await client.send(head + b"\r\n\r\n")
+            await trio.sleep(0.05)
+            await client.send(rest)
+        else:
+            await client.send(data)
+        with trio.fail_after(5):
+            response, _ = await client.response()
+        assert response.status_code == 200, split
+
+
+async def test_an_absolute_target_is_read_whatever_the_case_of_its_scheme(nursery, caplog):
+    port, _ = await start(nursery)
+    for target in (b"HTTP://127.0.0.1/mcp", b"Http://alice:pw@127.0.0.1/mcp", b"hTTpS://127.0.0.1/mcp?x=1"):
+        client = await RawClient.connect(port)
+        await client.send(raw_post(rpc("tools/list"), port).replace(b"POST /mcp ", b"POST " + target + b" ", 1))
+        with trio.fail_after(5):
+            response, _ = await client.response()
+        assert response.status_code == 200, target
+
+
+@pytest.mark.parametrize("value", [b"100-continue ", b"100-continue\t", b"100-Continue \t"])
+async def test_expect_100_continue_is_read_without_the_whitespace_around_it(nursery, value):
+    await _continued_with(nursery, b"Expect: " + value + b"\r\n")
+
+
+async def test_an_upgrade_offer_after_a_pipelined_request_is_answered_too(nursery):
+    port, _ = await start(nursery)
+    upgrade = raw_post(rpc("tools/list", id=2), port, {"Connection": "upgrade", "Upgrade": "websocket"})
+    client = await RawClient.connect(port)
+    await client.send(raw_post(rpc("tools/list", id=1), port) + upgrade)
+    data = await read_all(client)
+    assert [part.split(b"\r\n", 1)[0] for part in data.split(b"HTTP/1.1 ")[1:]] == [b"200 OK", b"200 OK"], data
+    assert b'"id":2' in data

@@ -186,8 +186,9 @@ class _Connection:
         # the request being parsed
         self._target = b""
         self._headers: list[RawHeader] = []
-        self._body: list[bytes] = []
+        self._body: bytes | bytearray = b""  # one read's body as it came; a buffer once a second part arrives
         self._size = 0
+        self._framing = 0  # bytes read past the head that carried no body (chunk lines, trailers)
         self._head_size = 0
         self._in_message = False
         self._in_head = False
@@ -195,6 +196,7 @@ class _Connection:
         self._head_fed = 0
         self._read_size = 0  # the bytes of the read being parsed
         self._head_read = 0  # the bytes of earlier reads that hold part of the head being parsed
+        self._bodied = False  # whether the read being parsed carried body bytes
         self._declared: bytes | None = None  # the request's Content-Length, as sent
         self._continue = False  # whether it asks for 100 Continue (any Expect field saying so)
         self._fields_size = -1  # head and trailer fields counted, once a chunked body's trailers arrive
@@ -215,7 +217,7 @@ class _Connection:
         self._declared = None
         self._continue = False
         self._fields_size = -1
-        self._body = []
+        self._body = b""
         self._size = 0
         self._head_size = 12
         self._in_message = True
@@ -241,7 +243,7 @@ class _Connection:
             lowered = name.lower()
             if lowered == b"content-length":
                 self._declared = value
-            elif lowered == b"expect" and value.lower() == b"100-continue":
+            elif lowered == b"expect" and value.strip(b" \t").lower() == b"100-continue":
                 self._continue = True
 
     def _trailer(self, name: bytes, value: bytes) -> None:
@@ -268,8 +270,7 @@ class _Connection:
             raise _Reject(505, f"HTTP Version Not Supported: HTTP/{version}")
         # No head is longer than the bytes read for it: counted field by field only when those could be.
         if (self._read_size if self._began else self._head_read + self._read_size) > self._max_head:
-            self._head_size = self._head_so_far()
-            if self._head_size > self._max_head:
+            if self._head_so_far() > self._max_head:  # (a trailer counts from _head_so_far again)
                 raise _Reject(431, "Request Header Fields Too Large")
         if self._declared is not None:
             limit = self.config.max_body_size
@@ -282,16 +283,24 @@ class _Connection:
         self._size += len(body)
         if self._size > self.config.max_body_size:
             raise _Reject(413, f"Content Too Large: the body limit is {self.config.max_body_size} bytes")
-        self._body.append(body)
+        # One buffer, grown in place: a body of many small chunks costs its bytes, not an object each.
+        if not self._body:
+            self._body = body
+        elif self._body.__class__ is bytes:
+            self._body = bytearray(self._body) + body
+        else:
+            self._body += body
+        self._bodied = True
         self.need_continue = False
 
     def on_message_complete(self) -> None:
         self._in_message = False
         self.need_continue = False
-        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
-        self.ready.append(_Request(self.parser.get_method(), self._target, self._headers, body,
+        body = self._body
+        self.ready.append(_Request(self.parser.get_method(), self._target, self._headers,
+                                   body if body.__class__ is bytes else bytes(body),
                                    not self.parser.should_keep_alive(), self.parser.get_http_version()))
-        self._body = []
+        self._body = b""
 
     def feed(self, data: bytes) -> None:
         """Parse ``data``; complete requests queue in ``ready``, a refusal is kept in ``error``."""
@@ -300,8 +309,10 @@ class _Connection:
             self._complete_unupgraded()
             return
         was_in_message = self._in_message
+        was_in_head = self._in_head
         queued = len(self.ready)
         self._began = False
+        self._bodied = False
         self._read_size = len(data)
         try:
             self.parser.feed_data(data)
@@ -328,17 +339,30 @@ class _Connection:
                     self._head_fed = self._head_so_far()  # shared with earlier requests: what is known
                 if self._head_fed > self._max_head:
                     self.error = _Reject(431, "Request Header Fields Too Large")
-        if self._in_message and not was_in_message:
-            # A request that did not arrive whole in this read: its deadline runs from now. (One that
-            # did, the usual case, needs no clock.)
+            elif self._in_message:
+                # Past the head, llhttp buffers what is not body without bound (a trailer field's value
+                # until its line ends): a read that brought no body byte counts as framing, and framing
+                # is bounded like a head (a read that began the body or a message starts the count).
+                if self._bodied or self._began or was_in_head:
+                    self._framing = 0
+                else:
+                    self._framing += len(data)
+                    if self._framing > self._max_head:
+                        self.error = _Reject(431, "Request Header Fields Too Large")
+        if self._in_message and self._began:
+            # A request that began in this read and did not arrive whole in it (after a pipelined one,
+            # say): its deadline runs from now. (One that arrived whole, the usual case, needs no clock.)
             self.request_started = trio.current_time()
 
     def _ignore_upgrade(self, tail: bytes) -> None:
         """No protocol is upgraded to (RFC 9110 7.8 lets a server ignore the offer): read the body llhttp
         left as upgrade data, answer the request, then close. CONNECT gets what was parsed, then close."""
         request = self.ready[-1] if self.ready else None
-        if request is None or request.method == b"CONNECT":
+        if request is None:
             self.eof = True
+            return
+        if request.method == b"CONNECT":
+            request.close = True  # answered after the requests queued before it, then the connection closes
             return
         headers = {name.lower(): value for name, value in request.headers}
         if b"transfer-encoding" in headers:
@@ -355,11 +379,10 @@ class _Connection:
         if len(body) < needed:
             return
         request.body = bytes(body[:needed])
-        request.close = True
+        request.close = True  # the requests queued before it are answered first; the connection ends with it
         self.ready.append(request)
         self._unupgraded = None
         self._in_message = False
-        self.eof = True
 
     # -- socket primitives ------------------------------------------------------------
 
@@ -549,6 +572,15 @@ class _Connection:
             if not data:
                 return None
             self.feed(data)
+            if not self.ready and self.error is None:
+                # A client that keeps sending never makes the read wait, where the deadline and
+                # the loop's other tasks (a shutdown, other connections) would get their turn.
+                if trio.current_time() > deadline:
+                    log.debug("a client was too slow sending its request; closing")
+                    with trio.move_on_after(1.0):
+                        await self.fail(408, "Request Timeout")
+                    return None
+                await trio.lowlevel.checkpoint()
         return self.ready.popleft()
 
     def parser_idle(self) -> bool:
@@ -619,7 +651,7 @@ _CACHED_LENGTH = 256  # longer targets are client input too unusual to keep
 def _path_of(target: bytes) -> str:
     """The path of a request target: no query, and an absolute-form target reduced to its path."""
     path = target.decode("latin-1").split("?", 1)[0]
-    if path.startswith(("http://", "https://")):  # absolute-form target
+    if path[:8].lower().startswith(("http://", "https://")):  # absolute-form target (a scheme has no case)
         path = "/" + path.split("://", 1)[1].partition("/")[2]
     if len(_PATHS) < _PATHS_LIMIT and len(target) <= _CACHED_LENGTH:
         _PATHS[target] = path
