@@ -26,6 +26,7 @@ __all__ = [
     "MISSING_REQUIRED_CLIENT_CAPABILITY",
     "UNSUPPORTED_PROTOCOL_VERSION",
     "ProtocolError",
+    "AnswerRefused",
     "ParseError",
     "InvalidRequest",
     "MethodNotFound",
@@ -139,6 +140,22 @@ class InvalidParams(ProtocolError):
     """Invalid method parameters (-32602, HTTP 400)."""
 
     code = INVALID_PARAMS
+
+
+class AnswerRefused(InvalidParams):
+    """An answer the handler reached does not fit the request it answers (-32602, HTTP 400).
+
+    Raised by the replay for an accepted form answer that its schema, or the Struct or
+    model asked with, refuses. ``key`` is the answer's wire key, ``ordinal`` its 1-based
+    ledger position, ``request`` what was asked: a carrier that stored the answer (a task)
+    asks again instead of failing.
+    """
+
+    def __init__(self, message: str, *, key: str, ordinal: int, request: Any, data: Any = None) -> None:
+        super().__init__(message, data=data)
+        self.key = key
+        self.ordinal = ordinal
+        self.request = request
 
 
 class InternalError(ProtocolError):

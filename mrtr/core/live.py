@@ -305,12 +305,13 @@ class LiveDriver:
     def _take(self, answers: Mapping[str, Any]) -> Any:
         """The value the handler receives for the round it waits on, from the client's ``answers``."""
         values = []
-        for key, _, request, _ in self._asked:
+        for key, ordinal, request, _ in self._asked:
             if key not in answers:
                 raise InvalidParams(f'no answer for "{key}" ({request.method}); every request of a round '
                                     "is answered before the handler resumes")
             kind = request.kind
-            values.append(delivered(kind, decode_answer(kind, key, answers[key]), request, key, check=True))
+            values.append(delivered(kind, decode_answer(kind, key, answers[key]), request, key, check=True,
+                                    ordinal=ordinal))
         self._state = _RUNNING
         members = [(item.key, item.request) for item in self._asked]
         return gathered(self._yielded, members, values)

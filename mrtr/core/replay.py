@@ -32,8 +32,8 @@ import msgspec
 from .context import Context
 from . import models
 from .effects import Elicit, ElicitResult, ElicitURL, NotYielded, NotYieldedUse, Patched, Request, Step
-from .errors import (HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError, PublicError,
-                     ReplayMismatch)
+from .errors import (AnswerRefused, HandlerError, InvalidParams, MissingRequiredClientCapability, ProtocolError,
+                     PublicError, ReplayMismatch)
 from .kinds import KINDS, Kind, decode_input_response
 from .ledger import _KEY_PREFIX, ACTIONS, Ledger, Slot, decode_answer, default_key
 from .schema import FormTypeError, schema_changes
@@ -614,13 +614,15 @@ def gathered(yielded: Any, members: Any, answers: list[Any]) -> Any:
 _ELICIT = Kind.ELICIT
 
 
-def delivered(kind: int, answer: Any, request: Request, key: str, *, check: bool) -> Any:
+def delivered(kind: int, answer: Any, request: Request, key: str, *, check: bool, ordinal: int = 0) -> Any:
     """An answer in its stored form (:func:`~mrtr.core.ledger.decode_answer`), as the handler receives it.
 
     ``kind`` is the slot's kind (a :class:`~mrtr.core.kinds.Kind` or the code a ledger
     stores). ``check`` validates accepted form content against the schema that was
     asked (an answer that arrived with this request); one from a sealed token was
-    checked when it was first used.
+    checked when it was first used. An accepted form answer that the schema, or the
+    Struct or model asked with, refuses raises :class:`~mrtr.core.errors.AnswerRefused`
+    naming ``key`` and ``ordinal`` (the slot's 1-based position).
     """
     if kind == _ELICIT:
         code, content = answer
@@ -629,18 +631,19 @@ def delivered(kind: int, answer: Any, request: Request, key: str, *, check: bool
             result.question = (key, request.describe_call())
             return result
         compiled = request._compiled  # type: ignore[attr-defined]  # Elicit.requested, without the property's call
-        if check:
-            try:
+        try:
+            if check:
                 content = compiled.validate(content)
-            except InvalidParams as exc:
-                raise InvalidParams(f'inputResponses key "{key}": {exc.message}', data=exc.data) from None
-        elif content is None:
-            # Accepted without content when it arrived, which only a form without required fields
-            # takes, as {} (what validate gave then): every later round reads what the first read.
-            content = {}
-        # A Form's answer is its content (RequestedSchema.convert's first case, without its call)
-        return ElicitResult("accept", content, content if compiled.struct_type is None and content is not None
-                            else compiled.convert(content))
+            elif content is None:
+                # Accepted without content when it arrived, which only a form without required fields
+                # takes, as {} (what validate gave then): every later round reads what the first read.
+                content = {}
+            # A Form's answer is its content (RequestedSchema.convert's first case, without its call)
+            return ElicitResult("accept", content, content if compiled.struct_type is None and content is not None
+                                else compiled.convert(content))
+        except InvalidParams as exc:  # the schema refused it, or the Struct or model asked with did
+            raise AnswerRefused(f'inputResponses key "{key}": {exc.message}', key=key, ordinal=ordinal,
+                                request=request, data=exc.data) from None
     # Fresh answers are already Structs; answers from a token come back as builtins.
     return decode_input_response(KINDS[request.kind], answer)
 
@@ -716,7 +719,7 @@ class _Execution(_Interpretation):
         # Delivered from one place, whichever way the answer came (token, this request, set aside).
         fresh = self.fresh
         check = index in fresh
-        value = delivered(kind, slot.answer, request, key, check=check)
+        value = delivered(kind, slot.answer, request, key, check=check, ordinal=ordinal)
         if check and value.__class__ is ElicitResult and value.action == "accept" and not isinstance(request, ElicitURL):
             fresh.discard(index)  # checked against its form now; a later execution trusts it
         return value

@@ -220,3 +220,51 @@ async def test_a_once_round_whose_result_cannot_be_shaped_is_recorded_and_runs_o
         errors = [(await wire(server, "prompts/get", final))["error"] for _ in range(3)]
         assert errors[0]["code"] == -32603 and errors == [errors[0]] * 3
     assert charges == [1, 2]
+
+
+class Even(msgspec.Struct):
+    n: int
+
+    def __post_init__(self) -> None:
+        if self.n % 2:
+            raise ValueError("must be even")
+
+
+def begin() -> int:
+    return 1
+
+
+async def test_a_task_asks_again_for_an_answer_its_model_refuses(store_url: str):
+    # tasks/update checks an answer against the form on the wire; the Struct's own check runs when the
+    # task reaches the answer. One bad answer must not fail a waiting task: it asks again, saying why.
+    server = Server("even", secret=b"e" * 32, tasks_url=store_url)
+
+    @server.tool(task="optional")
+    def even() -> Any:
+        yield Step(begin)
+        answer = yield Elicit("An even number?", Even)
+        return f"got {answer.value.n}"
+
+    async with server.running():
+        created = await wire(server, "tools/call", {"name": "even", "arguments": {}}, TASK_META)
+        task_id = created["result"]["taskId"]
+
+        async def task() -> dict[str, Any]:
+            return (await wire(server, "tasks/get", {"taskId": task_id}, TASK_META))["result"]
+
+        async def answered(n: int) -> dict[str, Any]:
+            updated = await wire(server, "tasks/update",
+                                 {"taskId": task_id, "inputResponses": {"elicit-2": accept(n=n)}}, TASK_META)
+            assert updated["result"] == {"resultType": "complete", "_meta": updated["result"]["_meta"]}
+            return await until(task, lambda found: found["status"] != "working")
+
+        waiting = await until(task, lambda found: found["status"] != "working")
+        assert list(waiting["inputRequests"]) == ["elicit-2"]
+        again = await answered(3)
+        assert again["status"] == "input_required", again
+        assert list(again["inputRequests"]) == ["elicit-2"]
+        assert again["inputRequests"]["elicit-2"] == waiting["inputRequests"]["elicit-2"]
+        assert "must be even" in again["statusMessage"]
+        done = await answered(4)
+    assert done["status"] == "completed", done
+    assert done["result"]["content"][0]["text"] == "got 4"

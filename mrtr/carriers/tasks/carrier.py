@@ -39,10 +39,10 @@ from typing import Any
 import trio
 
 from ...core.context import Context
-from ...core.errors import HandlerError, InvalidParams, ProtocolError, ReplayMismatch
+from ...core.errors import AnswerRefused, HandlerError, InvalidParams, ProtocolError, ReplayMismatch
 from ...core.jsonrpc import RunSync
 from ...core.kinds import ASKED
-from ...core.ledger import Ledger, merge_answers
+from ...core.ledger import Ledger, Slot, merge_answers
 from ...core.replay import Completed, Detached, InputRequired
 from ...core.schema import RequestedSchema
 from ...core.versions import deploy_hint, handler_version
@@ -410,6 +410,17 @@ def _too_large(error: TaskTooLarge) -> dict[str, Any]:
             "result": None}
 
 
+def _asked_again(record: TaskRecord, refused: AnswerRefused) -> dict[str, Any]:
+    """The changes that put a task back to ``input_required`` for the answer its run refused."""
+    index = refused.ordinal - 1
+    slots = list(record.ledger)
+    slot = slots[index]
+    slots[index] = Slot(slot.kind, slot.fingerprint, slot.key)  # pending again
+    return {"status": "input_required", "input_requests": {refused.key: refused.request.to_wire()},
+            "ledger": tuple(slots), "fresh": tuple(position for position in record.fresh if position != index),
+            "status_message": f"The answer was refused, answer again: {refused.message}"}
+
+
 def _check_form_answer(key: str, request: Any, answer: Any) -> None:
     """Raise :class:`InvalidParams` when an accepted answer does not fit the form it answers."""
     if not isinstance(request, dict) or request.get("method") != "elicitation/create":
@@ -572,6 +583,10 @@ class _Run:
         except TaskTooLarge as error:  # a Step's result cannot be saved: the handler must not go on
             log.warning("task %s: %s", task_id, error.message)
             return _too_large(error)
+        except AnswerRefused as refused:
+            # An answer tasks/update could not check (the Struct or model asked with refused it): the
+            # task asks that question again, with the reason, rather than fail for one bad answer.
+            return _asked_again(self.record, refused)
         except HandlerError as error:
             return {"status": "completed", "result": binding.handler_failed(error)}
         except ReplayMismatch as mismatch:
