@@ -398,7 +398,7 @@ async def test_a_request_that_keeps_arriving_is_held_to_its_deadline_and_starves
         await client.send(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n" % port)
         response, _ = await client.response()
         assert response.status_code == 200
-        assert time.monotonic() - began < 1.5, "another connection waited for the flood"
+        assert time.monotonic() - began < 3, "another connection waited for the flood"
         while flooder.poll() is None:
             assert time.monotonic() - began < 15, "the flooding request was not held to its deadline"
             await trio.sleep(0.05)
