@@ -482,7 +482,10 @@ def test_parse_message_errors(data, code, request_id):
 def test_parse_message_returns_responses_for_the_transport_to_drop():
     from mrtr.core.jsonrpc import is_request
 
-    for data in (b'{"jsonrpc":"2.0","id":1,"result":{}}', b'{"jsonrpc":"2.0","id":"a","error":{"code":1,"message":"m"}}'):
+    for data in (b'{"jsonrpc":"2.0","id":1,"result":{}}', b'{"jsonrpc":"2.0","id":"a","error":{"code":1,"message":"m"}}',
+                 # a peer that could not read a request of ours: an error with a null id, never answered
+                 # (an answer to it could be answered in turn, forever)
+                 b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}'):
         assert not is_request(parse_message(data))
     assert is_request(parse_message(b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}'))
     assert not is_request(parse_message(b'{"jsonrpc":"2.0","method":"notifications/cancelled"}'))

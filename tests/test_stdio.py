@@ -294,6 +294,8 @@ async def test_a_response_gets_no_answer_at_all() -> None:
         async with stdio_server() as server:
             await server.send(b'{"jsonrpc":"2.0","id":1,"result":{}}\n')
             await server.send(b'{"jsonrpc":"2.0","id":"a","error":{"code":-32601,"message":"no"}}\n')
+            # a client that could not read a request of ours answers with a null id: still no answer
+            await server.send(b'{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}\n')
             echoed = await server.ask(call(2, "echo", {"text": "ok"}), "CallToolResult")
             assert server.received == [echoed]
             assert await server.finish() == 0

@@ -116,6 +116,7 @@ class Lines:
         if self._cr:
             if self._after_cr and data.startswith(b"\n"):
                 data = data[1:]  # the LF of a CRLF whose CR ended the previous read
+                self._after_cr = False  # taken: an LF in the next read ends a line of its own
             if not data:
                 return []
             self._after_cr = data.endswith(b"\r")

@@ -136,11 +136,13 @@ def parse_message(data: bytes | str) -> dict[str, Any]:
                 request_id is _ABSENT or request_id.__class__ is str or request_id.__class__ is int):
             return message
     request_id = message.get("id")
+    if "method" not in message and "id" in message and message.get("jsonrpc") == JSONRPC_VERSION \
+            and ("result" in message) != ("error" in message) and (request_id is None or _valid_id(request_id)):
+        # A response: JSON-RPC says it gets no answer, not even an error; its id is null when the peer
+        # could not read the id of the request it answers (and answering that could loop between two peers).
+        return message
     if "id" in message and not _valid_id(request_id):
         raise InvalidRequest('Invalid Request: "id" must be a string or an integer')
-    if "method" not in message and "id" in message and message.get("jsonrpc") == JSONRPC_VERSION \
-            and ("result" in message) != ("error" in message):
-        return message  # a response: JSON-RPC says it gets no answer, not even an error
     problem = None
     if message.get("jsonrpc") != JSONRPC_VERSION:
         problem = f'"jsonrpc" must be "{JSONRPC_VERSION}"'

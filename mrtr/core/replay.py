@@ -15,6 +15,7 @@ runtime closes a paused generator at once so ``finally`` blocks run once per rou
 from __future__ import annotations
 
 import inspect
+import json
 import linecache
 import logging
 import os
@@ -648,7 +649,6 @@ def delivered(kind: int, answer: Any, request: Request, key: str, *, check: bool
     return decode_input_response(KINDS[request.kind], answer)
 
 
-_json_encode = msgspec.json.Encoder(enc_hook=models.enc_hook).encode
 _json_decode = msgspec.json.Decoder().decode
 _pack = msgspec.msgpack.Encoder().encode
 
@@ -660,10 +660,13 @@ def recorded(step: Step, result: Any, gen: Any) -> Any:
     pydantic model as its JSON form: what every ledger gives back (a token's MessagePack,
     a task record's JSON), so the run that records a value sees what every later run sees.
     A return annotation converts it back (:func:`_step_value`). Integers must fit in 64
-    bits, as a token carries them.
+    bits, as a token carries them, and floats be finite, as JSON has no NaN or infinity.
     """
     try:
-        stored = _json_decode(_json_encode(result))
+        # builtins with string keys (bytes as Base64, dates as text), then JSON text, which refuses
+        # NaN and infinities (msgspec would write them as null) and makes every array a list
+        stored = _json_decode(json.dumps(msgspec.to_builtins(result, str_keys=True, enc_hook=models.enc_hook),
+                                         allow_nan=False, separators=(",", ":")))
         _pack(stored)  # what a token cannot carry (an integer past 64 bits) fails here, not at sealing
         return stored
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:

@@ -56,6 +56,8 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from ..carriers.live import LiveCarrier
 from ..carriers.tasks.store import StoreUnavailable
 from ..core.context import LOG_LEVELS, Context
@@ -72,7 +74,7 @@ from ..core.errors import (
     MissingRequiredClientCapability,
     ProtocolError,
 )
-from ..core.jsonrpc import NodeLink, Notify, Response, RunSync, error_response, result_response
+from ..core.jsonrpc import NodeLink, Notify, Response, RunSync, encode, error_response, result_response
 from ..core.live import MAX_LIVE_ROUNDS
 from ..core.peer import LiveRequestFailed, Peer
 from ..core.replay import Completed
@@ -270,6 +272,7 @@ class LegacyEra:
                                                 and isinstance(client_info.get("name"), str)
                                                 and isinstance(client_info.get("version"), str)):
                 raise InvalidParams("initialize: clientInfo needs string name and version")
+            _bounded_declaration(declared, client_info)
             version = negotiate(requested)
             principal = await self.server._principal_of("initialize", params, headers or {}, auth)
             session = self.sessions.open(
@@ -662,6 +665,29 @@ def _changes(session: Session) -> dict[str, Any]:
     """What later requests of a session set, as its record and its ``session`` messages carry it."""
     return {"level": session.log_level, "subscriptions": sorted(session.subscriptions or ()),
             "initialized": session.initialized}
+
+
+MAX_DECLARATION_BYTES = 16 * 1024
+"""The most an ``initialize``'s ``capabilities`` and ``clientInfo`` may encode to, together (JSON)."""
+MAX_DECLARATION_CONTAINERS = 256
+"""The most objects and arrays they may hold, together: what a session keeps costs memory per container."""
+
+
+def _bounded_declaration(capabilities: Any, client_info: Any) -> None:
+    """Refuse an ``initialize`` whose declaration a session could not keep cheaply (``-32602``).
+
+    A session keeps both for its life, on every node: real clients declare well under a
+    kilobyte, so the bound is far from them and keeps a flood of sessions from pinning memory.
+    """
+    try:
+        encoded = encode([capabilities, client_info])
+    except (TypeError, msgspec.EncodeError):
+        raise InvalidParams("initialize: capabilities and clientInfo must be JSON") from None
+    containers = encoded.count(b"{") + encoded.count(b"[")  # an upper bound: brackets in strings count too
+    if len(encoded) > MAX_DECLARATION_BYTES or containers > MAX_DECLARATION_CONTAINERS:
+        raise InvalidParams(f"initialize: the client's capabilities and clientInfo are too large (at most "
+                            f"{MAX_DECLARATION_BYTES} bytes of JSON and {MAX_DECLARATION_CONTAINERS} objects "
+                            "and arrays together)")
 
 
 def _record(session: Session) -> dict[str, Any]:

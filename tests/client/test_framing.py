@@ -7,7 +7,7 @@ import re
 import zlib
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from mrtr.client import ClientError
@@ -24,6 +24,7 @@ def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
 
 @settings(max_examples=300, deadline=None)
 @given(data=STREAM, cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=8), cr=st.booleans())
+@example(data=b"\r\n\n", cuts=[1, 2], cr=True)  # a CRLF split across reads, then an LF read alone
 def test_lines_do_not_depend_on_where_reads_end(data: bytes, cuts: list[int], cr: bool) -> None:
     lines = Lines(1 << 20, cr=cr)
     got = [line for chunk in chunked(data, cuts) for line in lines.feed(chunk)]

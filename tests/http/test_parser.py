@@ -484,3 +484,32 @@ async def test_an_upgrade_offer_after_a_pipelined_request_is_answered_too(nurser
     data = await read_all(client)
     assert [part.split(b"\r\n", 1)[0] for part in data.split(b"HTTP/1.1 ")[1:]] == [b"200 OK", b"200 OK"], data
     assert b'"id":2' in data
+
+
+async def test_a_request_pipelined_behind_a_slow_one_is_timed_from_when_it_is_read(nursery):
+    # Nothing is read while a handler runs: the request behind it, begun in the same read, is not to
+    # blame for that wait. Its deadline runs from when reading resumes.
+    port, _ = await start(nursery, request_timeout=1.0)
+    slow = raw_post(rpc("tools/call", {"name": "slow", "arguments": {"tag": "a", "seconds": 1.5}}, id=1), port)
+    body = b" " * 200_000 + json.dumps(rpc("tools/list", id=2)).encode()  # JSON may start with whitespace
+    head = raw_post(rpc("tools/list", id=2), port).partition(b"\r\n\r\n")[0]
+    head = b"\r\n".join(line for line in head.split(b"\r\n") if not line.startswith(b"Content-Length"))
+    big = head + b"\r\nContent-Length: %d\r\n\r\n" % len(body) + body  # many reads long
+    client = await RawClient.connect(port)
+    await client.send(slow + big[:200])
+    await trio.sleep(0.1)
+    await client.send(big[200:])
+    data = await read_all_of(client, 2)
+    assert [part.split(b"\r\n", 1)[0] for part in data.split(b"HTTP/1.1 ")[1:]] == [b"200 OK", b"200 OK"], data
+
+
+async def test_blank_lines_before_a_request_do_not_start_its_clock_early(nursery):
+    port, _ = await start(nursery, request_timeout=1.0)
+    data = raw_post(rpc("tools/list"), port)
+    client = await RawClient.connect(port)
+    for part in (b"\r\n", data[:50], data[50:]):  # each its own read
+        await client.send(part)
+        await trio.sleep(0.05)
+    with trio.fail_after(5):
+        response, _ = await client.response()
+    assert response.status_code == 200

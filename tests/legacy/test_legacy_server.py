@@ -127,6 +127,10 @@ async def test_initialize_negotiates_as_the_lifecycle_says(asked, answered):
     ({"protocolVersion": 20251125}, "Unsupported protocol version"),
     ({"capabilities": []}, "capabilities must be an object"),
     ({"clientInfo": {"name": "x"}}, "clientInfo needs string name and version"),
+    # what a session would keep for its life: a few kilobytes of JSON that are a million objects
+    ({"capabilities": {"experimental": {"x": [{}] * 300}}}, "capabilities and clientInfo are too large"),
+    ({"capabilities": {"experimental": {"x": "y" * 17_000}}}, "capabilities and clientInfo are too large"),
+    ({"clientInfo": {"name": "x", "version": "1", "extra": "y" * 17_000}}, "capabilities and clientInfo are too large"),
 ])
 async def test_a_malformed_initialize_is_invalid_params_and_opens_nothing(params, problem):
     session = Session(app)
@@ -137,6 +141,13 @@ async def test_a_malformed_initialize_is_invalid_params_and_opens_nothing(params
     assert session.id is None and len(registry) == before
     if "protocolVersion" in params:
         assert opened["error"]["data"]["supported"] == ["2025-11-25", "2025-06-18", "2025-03-26"]
+
+
+async def test_a_declaration_within_the_bound_opens_a_session():
+    session = Session(app)
+    opened = await session.open(capabilities={"experimental": {"x": [{}] * 200, "y": "z" * 12_000}},
+                                clientInfo={"name": "x", "version": "1"})
+    assert "result" in opened and session.id is not None
 
 
 async def test_capabilities_follow_what_is_registered_and_never_name_modern_features():

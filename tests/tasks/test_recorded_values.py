@@ -268,3 +268,65 @@ async def test_a_task_asks_again_for_an_answer_its_model_refuses(store_url: str)
         done = await answered(4)
     assert done["status"] == "completed", done
     assert done["result"]["content"][0]["text"] == "got 4"
+    assert "refused" not in (done.get("statusMessage") or "")  # the reason went with the refused answer
+
+
+STRICT: list[bool] = []
+
+
+class Strict(msgspec.Struct):
+    n: int
+
+    def __post_init__(self) -> None:
+        if STRICT and self.n > 3:
+            raise ValueError("at most 3 now")
+
+
+async def test_an_answer_accepted_in_an_earlier_run_and_refused_now_fails_the_task(store_url: str):
+    # Asking again would leave the answers and Steps recorded after it in place: the task fails.
+    STRICT.clear()
+    server = Server("strict", secret=b"s" * 32, tasks_url=store_url)
+
+    @server.tool(task="optional")
+    def strict() -> Any:
+        yield Step(begin)
+        first = yield Elicit("A number?", Strict)
+        yield Elicit(f"Keep {first.value.n}?", CONFIRM)
+        return "kept"
+
+    async with server.running():
+        created = await wire(server, "tools/call", {"name": "strict", "arguments": {}}, TASK_META)
+        task_id = created["result"]["taskId"]
+
+        async def task() -> dict[str, Any]:
+            return (await wire(server, "tasks/get", {"taskId": task_id}, TASK_META))["result"]
+
+        async def answer(key: str, content: dict[str, Any]) -> dict[str, Any]:
+            await wire(server, "tasks/update", {"taskId": task_id, "inputResponses": {key: accept(**content)}},
+                       TASK_META)
+            return await until(task, lambda found: found["status"] != "working")
+
+        await until(task, lambda found: found["status"] != "working")
+        assert list((await answer("elicit-2", {"n": 5}))["inputRequests"]) == ["elicit-3"]
+        STRICT.append(True)  # a stricter model deployed while the task waits
+        ended = await answer("elicit-3", {"ok": True})
+    STRICT.clear()
+    assert ended["status"] == "failed", ended
+    assert "at most 3 now" in ended["error"]["message"]
+
+
+def not_a_number() -> float:
+    return float("nan")
+
+
+async def test_a_step_value_json_cannot_hold_fails_the_handler():
+    server = Server("nan", secret=b"n" * 32, mask_errors=False)
+
+    @server.tool
+    def measured() -> Any:
+        value = yield Step(not_a_number)
+        yield Elicit(f"Use {value}?", CONFIRM)
+
+    failed = await wire(server, "tools/call", {"name": "measured", "arguments": {}})
+    assert failed["result"]["isError"] is True
+    assert "cannot be recorded in the ledger" in failed["result"]["content"][0]["text"]

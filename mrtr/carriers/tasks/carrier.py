@@ -356,6 +356,8 @@ class TaskCarrier:
                         if slot.answered and slot.kind in ASKED}
             pending = {key: request for key, request in record.input_requests.items() if key not in answered}
             changes: dict[str, Any] = {"ledger": merged.slots, "fresh": tuple(sorted(merged.fresh))}
+            if record.status_message is not None and record.status_message.startswith(_REFUSED):
+                changes["status_message"] = None  # answered again: the reason no longer holds
             if pending:
                 return record.evolve(now, input_requests=pending, **changes)
             return record.evolve(
@@ -418,7 +420,10 @@ def _asked_again(record: TaskRecord, refused: AnswerRefused) -> dict[str, Any]:
     slots[index] = Slot(slot.kind, slot.fingerprint, slot.key)  # pending again
     return {"status": "input_required", "input_requests": {refused.key: refused.request.to_wire()},
             "ledger": tuple(slots), "fresh": tuple(position for position in record.fresh if position != index),
-            "status_message": f"The answer was refused, answer again: {refused.message}"}
+            "status_message": _REFUSED + refused.message}
+
+
+_REFUSED = "The answer was refused, answer again: "  # a status message tasks/update clears
 
 
 def _check_form_answer(key: str, request: Any, answer: Any) -> None:
@@ -584,9 +589,12 @@ class _Run:
             log.warning("task %s: %s", task_id, error.message)
             return _too_large(error)
         except AnswerRefused as refused:
-            # An answer tasks/update could not check (the Struct or model asked with refused it): the
-            # task asks that question again, with the reason, rather than fail for one bad answer.
-            return _asked_again(self.record, refused)
+            if refused.ordinal - 1 in self.record.fresh:
+                # An answer tasks/update could not check (the Struct or model asked with refused it): the
+                # task asks that question again, with the reason, rather than fail for one bad answer.
+                return _asked_again(self.record, refused)
+            # one accepted in an earlier run (a model made stricter since): later slots built on it
+            return {"status": "failed", "error": binding.refused(refused), "status_message": "The task failed"}
         except HandlerError as error:
             return {"status": "completed", "result": binding.handler_failed(error)}
         except ReplayMismatch as mismatch:

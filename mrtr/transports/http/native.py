@@ -498,6 +498,10 @@ class _Connection:
             if not data:
                 return
             budget -= len(data)
+            # a client that never stops sending must not hold the loop, nor the connection past the deadline
+            if trio.current_time() > deadline:
+                return
+            await trio.lowlevel.checkpoint()
 
     # -- reading ------------------------------------------------------------------------
 
@@ -546,7 +550,9 @@ class _Connection:
         if self.eof:
             return None
         if self._in_message:
-            deadline = self.request_started + self.config.request_timeout
+            # A request pipelined behind the one just answered: nothing was read while that one ran,
+            # so its deadline counts from now at the earliest.
+            deadline = max(self.request_started, trio.current_time()) + self.config.request_timeout
         else:
             data = await self._wait_idle(first)
             if not data:
@@ -554,7 +560,8 @@ class _Connection:
             self.feed(data)
             if self.ready:
                 return self.ready.popleft()  # the whole request came in one read: the usual case
-            deadline = self.request_started + self.config.request_timeout
+            # (a read of nothing but the blank lines allowed between requests begins none: from now)
+            deadline = (self.request_started if self._in_message else trio.current_time()) + self.config.request_timeout
         while not self.ready:
             if self.error is not None:
                 await self.fail(self.error.status, self.error.message)
