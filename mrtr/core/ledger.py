@@ -47,7 +47,7 @@ class Slot(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):
     ``key`` is ``None`` when the handler used the default key for the slot's kind and
     ordinal. ``answer`` is ``None`` while pending; otherwise its shape depends on
     ``kind``: ``[action code, content]`` for elicitation, the builtins form of the
-    client's result for sampling and roots, the builtins form of the step's value for
+    client's result for sampling and roots, the JSON data model of the step's value for
     a Step, the change id for a patch marker (whose fingerprint is empty: the marker is
     a few bytes). ``answered`` distinguishes a Step that returned ``None`` from a pending slot.
     """

@@ -197,3 +197,42 @@ async def test_a_node_outlives_its_sqlite_file_corrupted_and_repaired(tmp_path: 
         gate.set()
         task = await task_until(carrier, task_id, status("completed"))
         assert task["result"]["content"][0]["text"] == "opened None"
+
+
+async def test_a_sqlite_file_another_node_is_switching_to_wal_is_opened_once_it_is_free(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two nodes opening one new file at once: SQLite refuses one of them at once ("database is locked")
+    # instead of letting two shared locks wait on each other. That node tries again; a file that stays
+    # locked past the busy timeout is still StoreUnavailable.
+    from mrtr.carriers.tasks import sqlite as module
+
+    refusals = {"left": 2}
+    connect = sqlite3.connect
+
+    class Contended:
+        """A real connection whose first WAL switches meet another node's lock."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self.db = connect(*args, **kwargs)
+
+        def execute(self, sql: str, *args: Any) -> Any:
+            if sql == "PRAGMA journal_mode=WAL" and refusals["left"]:
+                refusals["left"] -= 1
+                raise sqlite3.OperationalError("database is locked")
+            return self.db.execute(sql, *args)
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.db, name)
+
+    monkeypatch.setattr(module.sqlite3, "connect", Contended)
+    url = f"sqlite:///{tmp_path / 'tasks.sqlite3'}"
+    async with open_store(url) as store:
+        record = make_record()
+        await store.create(record)
+        assert await store.get(record.task_id) == record
+    assert refusals["left"] == 0
+    refusals["left"] = 10 ** 9
+    monkeypatch.setattr(module, "_BUSY_TIMEOUT", 0.2)
+    with pytest.raises(StoreUnavailable, match="database is locked"):
+        async with open_store(f"sqlite:///{tmp_path / 'other.sqlite3'}"):
+            pass

@@ -92,6 +92,9 @@ def _drop_expired(db: sqlite3.Connection, now: float, task_id: str | None = None
     db.execute(f"DELETE FROM mrtr_tasks WHERE expires_at < ?{only}", args)
 
 
+_BUSY_TIMEOUT = 30.0  # seconds a statement waits for another process's lock
+
+
 class SQLiteStore:
     """Task records in one SQLite file; open with :meth:`open`.
 
@@ -121,8 +124,20 @@ class SQLiteStore:
         return store
 
     def _connect(self) -> None:
-        db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
-        db.execute("PRAGMA journal_mode=WAL")
+        db = sqlite3.connect(self.path, timeout=_BUSY_TIMEOUT, isolation_level=None, check_same_thread=False)
+        # Two nodes opening one file at once can both hold its shared lock and both need the exclusive
+        # one to switch it to WAL: SQLite refuses one at once ("database is locked") rather than let
+        # them wait on each other, so that one tries again (in this worker thread) until the timeout.
+        deadline = time.monotonic() + _BUSY_TIMEOUT
+        while True:
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    db.close()
+                    raise
+                time.sleep(0.05)
         db.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL mode
         _create_schema(db)
         self._db = db

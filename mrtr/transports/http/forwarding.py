@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httptools
@@ -80,11 +81,16 @@ class Forwarder:
             raise
         return sock
 
-    async def forward(self, owner: str, request: HttpRequest, out: Responder) -> bool | None:
+    async def forward(self, owner: str, request: HttpRequest, out: Responder,
+                      disconnected: Callable[[], Awaitable[Any]] | None = None) -> bool | None:
         """Relay ``request`` to worker ``owner`` and its answer to ``out``.
 
         Returns whether the answer went out whole, or ``None`` when no worker ``owner``
         listens (nothing was written: the caller answers as for an unknown session).
+        ``disconnected`` returns when the client goes away: the relay then stops and the
+        forwarding connection closes at once, so the owner lets go of what the client held
+        (a GET stream, which another connection may then open) without waiting for a write
+        to fail.
         """
         try:
             stream = await trio.open_unix_socket(self.path(owner))
@@ -96,7 +102,20 @@ class Forwarder:
                 await stream.send_all(_request_bytes(request))
             except trio.BrokenResourceError:
                 return None
-            return await _relay(stream, out)
+            if disconnected is None:
+                return await _relay(stream, out)
+            whole = False
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_cancel_when, disconnected, nursery.cancel_scope)
+                whole = await _relay(stream, out)
+                nursery.cancel_scope.cancel()
+            return whole
+
+
+async def _cancel_when(disconnected: Callable[[], Awaitable[Any]], scope: trio.CancelScope) -> None:
+    await disconnected()
+    log.debug("a client went away from a forwarded request; closing the forwarding connection")
+    scope.cancel()
 
 
 def _request_bytes(request: HttpRequest) -> bytes:

@@ -234,7 +234,7 @@ class HttpSessions:
             return await self._initialize(request, message, headers, out, access)
         if not await self._version_header(headers, out, request_id):
             return True
-        session = await self._gate(request, headers, out, access, request_id)
+        session = await self._gate(request, headers, out, access, request_id, disconnected)
         if session is None:
             return out.finished
         if "method" not in message:
@@ -374,7 +374,7 @@ class HttpSessions:
             return True
         if not await self._version_header(headers, out, None):
             return True
-        session = await self._gate(request, headers, out, access, None)
+        session = await self._gate(request, headers, out, access, None, disconnected)
         if session is None:
             return out.finished
         if request.method == "DELETE":
@@ -431,7 +431,7 @@ class HttpSessions:
         return False
 
     async def _gate(self, request: HttpRequest, headers: RequestHeaders, out: _Tracked, access: Any,
-                    request_id: Any) -> _Session | None:
+                    request_id: Any, disconnected: Callable[[], Awaitable[Any]] | None = None) -> _Session | None:
         """The live session the request names, or ``None`` once an answer went out (400, 404, or forwarded)."""
         values = headers.all("mcp-session-id")
         if len(values) != 1 or not values[0]:
@@ -445,7 +445,7 @@ class HttpSessions:
         owner = self.legacy.owner_of(session_id)
         if nodes is None and owner is not None and owner != self.legacy.owner and self.forwarder is not None \
                 and not request.forwarded:
-            forwarded = await self.forwarder.forward(owner, request, out)
+            forwarded = await self.forwarder.forward(owner, request, out, disconnected)
             if forwarded is not None:
                 if out.record is not None:
                     out.record.result = "forwarded"  # the owner's access line says how it was answered
