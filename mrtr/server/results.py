@@ -10,6 +10,7 @@ messages or a ``GetPromptResult``; a resource returns text, bytes, contents or a
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -21,13 +22,15 @@ from ..core.jsonrpc import encode
 __all__ = ["shape_prompt_result", "shape_resource_result", "shape_tool_result"]
 
 
-def _unshapable(value: Any, what: str, exc: Exception) -> HandlerError:
+def _shaped(shape: Callable[..., dict[str, Any]], what: str, value: Any, *args: Any) -> dict[str, Any]:
     # What a handler returned decides its result alone: a value that cannot be one is the handler's
     # failure (a tool's error result, a prompt's or resource's -32603), and a round that runs once
     # records it like any other, so a retry does not run the handler again.
-    return HandlerError(f"the handler returned {type(value).__name__}, which cannot be sent as {what} ({exc})")
-
-
+    try:
+        return shape(value, *args)
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:
+        raise HandlerError(f"the handler returned {type(value).__name__}, which cannot be sent as {what} ({exc})"
+                           ) from None
 
 
 def shape_tool_result(value: Any, structured: bool) -> dict[str, Any]:
@@ -35,10 +38,7 @@ def shape_tool_result(value: Any, structured: bool) -> dict[str, Any]:
 
     Raises :class:`~mrtr.core.errors.HandlerError` for a value that cannot be one.
     """
-    try:
-        return _tool_result(value, structured)
-    except (TypeError, ValueError, msgspec.EncodeError) as exc:
-        raise _unshapable(value, "a tool result", exc) from None
+    return _shaped(_tool_result, "a tool result", value, structured)
 
 
 def _tool_result(value: Any, structured: bool) -> dict[str, Any]:
@@ -76,10 +76,7 @@ def shape_prompt_result(value: Any, description: str | None) -> dict[str, Any]:
 
     Raises :class:`~mrtr.core.errors.HandlerError` for a value that cannot be one.
     """
-    try:
-        return _prompt_result(value, description)
-    except (TypeError, ValueError, msgspec.EncodeError) as exc:
-        raise _unshapable(value, "prompt messages", exc) from None
+    return _shaped(_prompt_result, "prompt messages", value, description)
 
 
 def _prompt_result(value: Any, description: str | None) -> dict[str, Any]:
@@ -118,10 +115,7 @@ def shape_resource_result(value: Any, uri: str, mime_type: str | None) -> dict[s
 
     Raises :class:`~mrtr.core.errors.HandlerError` for a value that cannot be one.
     """
-    try:
-        return _resource_result(value, uri, mime_type)
-    except (TypeError, ValueError, msgspec.EncodeError) as exc:
-        raise _unshapable(value, "resource contents", exc) from None
+    return _shaped(_resource_result, "resource contents", value, uri, mime_type)
 
 
 def _resource_result(value: Any, uri: str, mime_type: str | None) -> dict[str, Any]:

@@ -13,20 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
 import trio
 
-from mrtr import Elicit, Form, Step
+from mrtr import Elicit, Step
 from mrtr.server import Server
 from mrtr.testing import accept, arun, run
 
-from ..conftest import meta, until
-from ..wire_schema import validate_message
-
-TASKS = "io.modelcontextprotocol/tasks"
-META = meta({"elicitation": {}})
-TASK_META = meta({"elicitation": {}, "extensions": {TASKS: {}}})
-CONFIRM = Form().boolean("ok")
+from ..conftest import until
+from .test_recorded_values import CONFIRM, TASK_META, task_of, wire
+from .test_recorded_values import retry as answered
 
 
 def build(seen: list[Any], **options: Any) -> Server:
@@ -58,30 +53,18 @@ def build(seen: list[Any], **options: Any) -> Server:
     return server
 
 
-async def rpc(server: Server, method: str, params: dict[str, Any], envelope: dict[str, Any] = META) -> dict[str, Any]:
-    """One request as a client sends it: encoded and decoded, so the server shares no object with the test."""
-    wire = msgspec.json.decode(msgspec.json.encode({"jsonrpc": "2.0", "id": 1, "method": method,
-                                                    "params": {**params, "_meta": envelope}}))
-    message = await server.handle(wire)
-    validate_message(message)
-    return message
-
-
 def retry(asked: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    result = asked["result"]
-    assert result["resultType"] == "input_required", asked
-    (key,) = result["inputRequests"]
-    return {**params, "requestState": result["requestState"], "inputResponses": {key: accept(ok=True)}}
+    return answered(asked, params, accept(ok=True))
 
 
 async def test_a_pausing_round_binds_the_arguments_the_client_sent_not_what_the_handler_made_of_them():
     seen: list[Any] = []
     server = build(seen)
     call = {"name": "grow", "arguments": {"items": [1], "options": {"seen": [0]}}}
-    first = await rpc(server, "tools/call", call)
-    second = await rpc(server, "tools/call", retry(first, call))  # the same arguments, re-sent
+    first = await wire(server, "tools/call", call)
+    second = await wire(server, "tools/call", retry(first, call))  # the same arguments, re-sent
     assert second["result"]["resultType"] == "input_required", second
-    done = await rpc(server, "tools/call", retry(second, call))
+    done = await wire(server, "tools/call", retry(second, call))
     assert done["result"]["content"][0]["text"] == "[1, 'x'] {'seen': [0, 2]} True True"
     # each round started from the client's arguments
     assert seen == [([1, "x"], {"seen": [0, 2]})] * 3
@@ -92,18 +75,17 @@ async def test_a_task_replays_every_run_from_the_arguments_of_the_call(store_url
     server = build(seen, tasks_url=store_url)
     call = {"name": "grow_task", "arguments": {"items": [1]}}
     async with server.running():
-        first = await rpc(server, "tools/call", call, TASK_META)
-        created = await rpc(server, "tools/call", retry(first, call), TASK_META)
+        first = await wire(server, "tools/call", call, TASK_META)
+        created = await wire(server, "tools/call", retry(first, call), TASK_META)
         task_id = created["result"]["taskId"]
 
-        async def task() -> dict[str, Any]:
-            return (await rpc(server, "tasks/get", {"taskId": task_id}, TASK_META))["result"]
+        task = task_of(server, task_id)
 
         waiting = await until(task, lambda found: found["status"] != "working")
         assert waiting["status"] == "input_required", waiting
         (key,) = waiting["inputRequests"]
         assert waiting["inputRequests"][key]["params"]["message"] == "Counted 2, go on?"
-        await rpc(server, "tasks/update", {"taskId": task_id, "inputResponses": {key: accept(ok=True)}}, TASK_META)
+        await wire(server, "tasks/update", {"taskId": task_id, "inputResponses": {key: accept(ok=True)}}, TASK_META)
         finished = await until(task, lambda found: found["status"] not in ("working", "input_required"))
     assert finished["status"] == "completed", finished
     assert finished["result"]["content"][0]["text"] == "[1, 'x'] 2"

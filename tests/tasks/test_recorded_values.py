@@ -10,24 +10,21 @@ checked against the 2026-07-28 schema; tasks on every kind of store.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 import pytest
-import trio
 
 from mrtr import Elicit, Form, Step
 from mrtr.core.jsonrpc import parse_message
 from mrtr.server import Server
 from mrtr.testing import accept
 
-from ..conftest import meta, until
+from ..conftest import until
+from ..test_once import CONFIRM, META, TASK_META
 from ..wire_schema import validate_message
 
-TASKS = "io.modelcontextprotocol/tasks"
-META = meta({"elicitation": {}})
-TASK_META = meta({"elicitation": {}, "extensions": {TASKS: {}}})
-CONFIRM = Form().boolean("ok")
 
 
 async def wire(server: Server, method: str, params: dict[str, Any], envelope: dict[str, Any] = META) -> dict[str, Any]:
@@ -36,6 +33,14 @@ async def wire(server: Server, method: str, params: dict[str, Any], envelope: di
     message = await server.handle(parse_message(text.encode()))
     validate_message(message)
     return message
+
+
+def task_of(server: Server, task_id: str) -> Callable[[], Awaitable[dict[str, Any]]]:
+    """A probe of the task's ``GetTaskResult``, for :func:`until`."""
+    async def task() -> dict[str, Any]:
+        return (await wire(server, "tasks/get", {"taskId": task_id}, TASK_META))["result"]
+
+    return task
 
 
 def retry(asked: dict[str, Any], params: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
@@ -151,8 +156,7 @@ async def test_a_task_reads_its_steps_values_as_the_token_carrier_does(store_url
         created = await wire(server, "tools/call", {"name": "values_task", "arguments": {}}, TASK_META)
         task_id = created["result"]["taskId"]
 
-        async def task() -> dict[str, Any]:
-            return (await wire(server, "tasks/get", {"taskId": task_id}, TASK_META))["result"]
+        task = task_of(server, task_id)
 
         waiting = await until(task, lambda found: found["status"] != "working")
         assert waiting["status"] == "input_required", waiting
@@ -249,8 +253,7 @@ async def test_a_task_asks_again_for_an_answer_its_model_refuses(store_url: str)
         created = await wire(server, "tools/call", {"name": "even", "arguments": {}}, TASK_META)
         task_id = created["result"]["taskId"]
 
-        async def task() -> dict[str, Any]:
-            return (await wire(server, "tasks/get", {"taskId": task_id}, TASK_META))["result"]
+        task = task_of(server, task_id)
 
         async def answered(n: int) -> dict[str, Any]:
             updated = await wire(server, "tasks/update",
@@ -298,8 +301,7 @@ async def test_an_answer_accepted_in_an_earlier_run_and_refused_now_fails_the_ta
         created = await wire(server, "tools/call", {"name": "strict", "arguments": {}}, TASK_META)
         task_id = created["result"]["taskId"]
 
-        async def task() -> dict[str, Any]:
-            return (await wire(server, "tasks/get", {"taskId": task_id}, TASK_META))["result"]
+        task = task_of(server, task_id)
 
         async def answer(key: str, content: dict[str, Any]) -> dict[str, Any]:
             await wire(server, "tasks/update", {"taskId": task_id, "inputResponses": {key: accept(**content)}},

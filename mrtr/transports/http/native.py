@@ -571,23 +571,20 @@ class _Connection:
                 await self.write(b"HTTP/1.1 100 Continue\r\n\r\n")
             try:
                 data = await self._recv(deadline)
+                if not data:
+                    return None
+                self.feed(data)
+                if not self.ready and self.error is None:
+                    # A client that keeps sending never makes the read wait, where the deadline and
+                    # the loop's other tasks (a shutdown, other connections) would get their turn.
+                    if trio.current_time() > deadline:
+                        raise _Timeout()
+                    await trio.lowlevel.checkpoint()
             except _Timeout:
                 log.debug("a client was too slow sending its request; closing")
                 with trio.move_on_after(1.0):
                     await self.fail(408, "Request Timeout")
                 return None
-            if not data:
-                return None
-            self.feed(data)
-            if not self.ready and self.error is None:
-                # A client that keeps sending never makes the read wait, where the deadline and
-                # the loop's other tasks (a shutdown, other connections) would get their turn.
-                if trio.current_time() > deadline:
-                    log.debug("a client was too slow sending its request; closing")
-                    with trio.move_on_after(1.0):
-                        await self.fail(408, "Request Timeout")
-                    return None
-                await trio.lowlevel.checkpoint()
         return self.ready.popleft()
 
     def parser_idle(self) -> bool:
