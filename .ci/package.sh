@@ -141,8 +141,6 @@ OUT=$(cd "$WORK" && printf 'Ada Lovelace\nada@example.com\n2\n1\n\n1\n' | "$WORK
 stop_serving
 echo "$OUT" | grep -q '"admin": "Ada Lovelace"'
 cd "$WORK/tree"
-# The tests read the MCP schemas from the shared/ beside the checkout, wherever the copy is.
-export MRTR_SHARED_DIR=${MRTR_SHARED_DIR:-$ROOT/../shared}
 MRTR_INSTALLED_COPY=1 "$WORK/full/bin/python" -m pytest -p no:cacheprovider
 cd "$ROOT"
 step "done"

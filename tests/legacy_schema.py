@@ -2,8 +2,7 @@
 
 The twin of ``tests/wire_schema.py`` for the other era, on the same
 :class:`~tests.wire_schema.SchemaFile` (one cached validator per ``$defs`` name,
-references resolved). The schema is
-``<checkout>/../shared/mcp-2025-11-25/schema.json`` (``MRTR_SHARED_DIR`` points elsewhere).
+references resolved). The schema is ``tests/schemas/mcp-2025-11-25/schema.json``.
 
 :func:`validate_legacy_message` checks what a 2025 client sends and what it is answered.
 :func:`validate_server_message` checks a message a server sends to a 2025 client,
@@ -17,12 +16,12 @@ from __future__ import annotations
 from typing import Any
 
 from .wire_schema import _NOTIFICATION_DEFS as MODERN_NOTIFICATION_DEFS
-from .wire_schema import SHARED_DIR, SchemaFile, _fail
+from .wire_schema import SCHEMAS_DIR, SchemaFile, _fail
 
 __all__ = ["SCHEMA_PATH", "RESULT_DEFS", "validator", "validate", "is_valid", "validate_server_message",
            "validate_legacy_message"]
 
-SCHEMA_PATH = SHARED_DIR / "mcp-2025-11-25" / "schema.json"
+SCHEMA_PATH = SCHEMAS_DIR / "mcp-2025-11-25" / "schema.json"
 """The official 2025-11-25 JSON Schema (draft 2020-12, definitions under ``$defs``)."""
 
 RESULT_DEFS = {

@@ -18,11 +18,11 @@ from mrtr.core.errors import INVALID_PARAMS, InvalidParams
 from mrtr.core.schema import Form, RequestedSchema, requested_schema
 
 from . import wire_schema
+from .conftest import examples
 
 EXAMPLES = wire_schema.EXAMPLES_DIR
 
-# One validator per $defs name of the official schema, found the same way as everywhere else in
-# the tests (MRTR_SHARED_DIR or the default next to the checkout).
+# One validator per $defs name of the official schema (tests/schemas/), as everywhere else in the tests.
 official = wire_schema.validator
 
 
@@ -1005,7 +1005,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.too_slow])
 @given(forms())
 def test_random_forms_round_trip(form):
     schema = form.to_schema()
@@ -1014,7 +1014,7 @@ def test_random_forms_round_trip(form):
     assert_official(schema)
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_random_content_only_raises_invalid_params(data):
     form = data.draw(forms())

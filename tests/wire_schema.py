@@ -4,15 +4,14 @@ One ``Draft202012Validator`` per ``$defs`` name, built on first use and cached. 
 registered in a ``referencing.Registry`` under a fixed URI, so its internal ``#/$defs/...``
 references resolve.
 
-The schema is looked up in ``<checkout>/../shared/mcp-2026-07-28/schema.json``; set
-``MRTR_SHARED_DIR`` to the ``shared/`` folder to point elsewhere.
+The schemas are the official files, copied unchanged into ``tests/schemas/`` (its README
+names the source revision of each); nothing here reads outside the checkout.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
 __all__ = [
-    "SHARED_DIR",
+    "SCHEMAS_DIR",
     "SchemaFile",
     "SCHEMA_DIR",
     "SCHEMA_PATH",
@@ -36,10 +35,8 @@ __all__ = [
     "RESULT_DEFS",
 ]
 
-SHARED_DIR = Path(
-    os.environ.get("MRTR_SHARED_DIR") or Path(__file__).resolve().parents[1].parent / "shared"
-)
-"""The shared/ folder that holds the official schema and examples."""
+SCHEMAS_DIR = Path(__file__).resolve().parent / "schemas"
+"""``tests/schemas/``: the official schemas and examples, one folder per revision or extension."""
 
 RESULT_DEFS = {
     "tools/call": "CallToolResult",
@@ -52,7 +49,7 @@ RESULT_DEFS = {
 }
 """The ``$defs`` name of the final result of each method, for ``validate_message(..., result_def=...)``."""
 
-SCHEMA_DIR = SHARED_DIR / "mcp-2026-07-28"
+SCHEMA_DIR = SCHEMAS_DIR / "mcp-2026-07-28"
 """The folder of the 2026-07-28 schema and its examples."""
 
 SCHEMA_PATH = SCHEMA_DIR / "schema.json"

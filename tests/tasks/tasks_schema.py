@@ -1,4 +1,4 @@
-"""Validation against the tasks extension's JSON Schema (``shared/mcp-ext-tasks/schema.json``)."""
+"""Validation against the tasks extension's JSON Schema (``tests/schemas/mcp-ext-tasks/schema.json``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from jsonschema import Draft202012Validator
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
-from ..wire_schema import SHARED_DIR
+from ..wire_schema import SCHEMAS_DIR
 
 __all__ = ["validate_task"]
 
@@ -19,7 +19,7 @@ _URI = "urn:mcp:ext:tasks"
 
 @functools.cache
 def _validator(name: str) -> Draft202012Validator:
-    schema = json.loads((SHARED_DIR / "mcp-ext-tasks" / "schema.json").read_text())
+    schema = json.loads((SCHEMAS_DIR / "mcp-ext-tasks" / "schema.json").read_text())
     registry: Registry[Any] = Registry().with_resource(_URI, DRAFT202012.create_resource(schema))
     return Draft202012Validator({"$ref": f"{_URI}#/$defs/{name}"}, registry=registry)
 
