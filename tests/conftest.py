@@ -2,16 +2,33 @@
 
 Import them relatively (``from .conftest import meta``, ``from ..conftest import until``);
 pytest loads this module once as ``tests.conftest``, so both spellings are the same module.
+
+It also keeps the suite's house rules, for every run:
+
+- **Two tiers.** ``python -m pytest`` runs everything; ``python -m pytest -m "not slow"`` is the
+  everyday loop. A test that starts a process (a server, nodes, Redis, a peer, a browser,
+  a ``python -c``) is marked ``slow`` (``pytestmark = pytest.mark.slow`` for a module,
+  ``@pytest.mark.slow`` for one test, ``pytest.param(..., marks=pytest.mark.slow)`` for one
+  parameter); one that is not fails at the moment it starts one, saying so.
+- **Hypothesis at two strengths.** The profile ``full`` (the whole suite, CI) runs each
+  property the number of examples its test asks for; ``quick`` (chosen by ``-m "not slow"``)
+  a tenth of it. A test asks with ``@settings(max_examples=examples(300))``;
+  ``HYPOTHESIS_PROFILE`` chooses a profile by name.
+- **Nothing written where it does not belong.** ``XDG_STATE_HOME`` points into a temporary
+  folder for the whole run (servers keep their default task store and OAuth tokens there,
+  never in the user's home), and a run that leaves a new file in the checkout fails, naming it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -20,8 +37,86 @@ from typing import Any, TypeVar
 
 import pytest
 import trio
+from hypothesis import settings as hypothesis_settings
 
 from mrtr.core.wire import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, PROTOCOL_VERSION
+
+CHECKOUT = Path(__file__).resolve().parents[1]
+"""The folder holding ``tests/``: the checkout (or, in the package check, the copy of its files)."""
+
+# -- the suite's house rules (module docstring) -------------------------------------------------
+
+hypothesis_settings.register_profile("full", max_examples=100)
+hypothesis_settings.register_profile("quick", max_examples=10)
+
+
+def examples(count: int) -> int:
+    """``count`` examples under the ``full`` profile, proportionally fewer under ``quick`` (at least 5)."""
+    return max(5, math.ceil(count * hypothesis_settings.default.max_examples / 100))
+
+
+# Every process a test starts, and what it keeps, lives under this run's own state folder.
+_STATE = tempfile.mkdtemp(prefix="mrtr-tests-state-")
+os.environ["XDG_STATE_HOME"] = _STATE
+
+# Folders of the checkout that a run may write (caches, virtualenvs, build output), by name.
+_WRITABLE = {".git", ".venv", ".cache", "__pycache__", ".pytest_cache", ".hypothesis", ".mypy_cache",
+             "site", "build", "dist"}
+_checkout_before: set[str] = set()
+_running: list[pytest.Item] = []
+
+
+def _checkout_files() -> set[str]:
+    found = set()
+    for folder, subfolders, files in os.walk(CHECKOUT):
+        subfolders[:] = [name for name in subfolders if name not in _WRITABLE and not name.endswith(".egg-info")]
+        found.update(os.path.relpath(os.path.join(folder, name), CHECKOUT) for name in files)
+    return found
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    chosen = os.environ.get("HYPOTHESIS_PROFILE")
+    quick = "not slow" in (config.option.markexpr or "")
+    hypothesis_settings.load_profile(chosen or ("quick" if quick else "full"))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _checkout_before.update(_checkout_files())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    shutil.rmtree(_STATE, ignore_errors=True)
+    written = sorted(_checkout_files() - _checkout_before)
+    if written:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        text = "the run left files in the checkout (write them under tmp_path): " + ", ".join(written)
+        if reporter is not None:
+            reporter.write_line(text, red=True)
+        else:
+            print(text, file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    _running.append(item)
+    try:
+        yield
+    finally:
+        _running.pop()
+
+
+_execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+
+def _only_in_slow_tests(self: subprocess.Popen[Any], args: Any, *rest: Any, **options: Any) -> Any:
+    if _running and _running[-1].get_closest_marker("slow") is None:
+        pytest.fail(f"{_running[-1].nodeid} starts a process ({str(args)[:120]}): mark it slow "
+                    "(see tests/conftest.py), so the everyday loop stays quick", pytrace=False)
+    return _execute_child(self, args, *rest, **options)
+
+
+subprocess.Popen._execute_child = _only_in_slow_tests  # type: ignore[attr-defined]
 
 
 @pytest.fixture(autouse=True)

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from mrtr.transports import logs
 from mrtr.transports.logs import ACCESS_LOGGER, AccessRecord, JsonFormatter, LineHandler, TEXT_FORMAT
 
-from .conftest import until
+from .conftest import examples, until
 
 
 @contextmanager
@@ -75,7 +75,7 @@ def frozen_clock(created: float, elapsed: float) -> Iterator[None]:
 texts = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fmt=st.sampled_from(["text", "json"]), transport=st.sampled_from(["http", "stdio"]),
        method=st.none() | st.sampled_from(["tools/call", "prompts/get", "tools/list"]) | texts,
        target=st.none() | texts | st.text(min_size=190, max_size=260),

@@ -246,6 +246,7 @@ def test_a_masked_mismatch_keeps_its_code_data_and_contract_and_drops_the_handle
 # -- a bare except around a yield ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_handler_that_swallows_generator_exit_gets_only_our_message_on_stderr(tmp_path):
     script = tmp_path / "swallow.py"
     script.write_text(textwrap.dedent("""
@@ -397,6 +398,7 @@ def test_a_step_may_return_a_pydantic_model():
     assert receipt == Receipt(id=1, total=2.0) and ok is True
 
 
+@pytest.mark.slow
 def test_a_pydantic_1_model_and_a_missing_pydantic_name_the_extra(tmp_path):
     from pydantic import v1
 
@@ -422,6 +424,7 @@ def test_a_pydantic_1_model_and_a_missing_pydantic_name_the_extra(tmp_path):
     assert done.stdout.startswith("pydantic models need pydantic 2: pip install 'mrtr[pydantic]' (pydantic 2)")
 
 
+@pytest.mark.slow
 def test_pydantic_is_not_imported_until_a_model_is_used():
     probe = "import sys, mrtr, mrtr.server, mrtr.testing; print('pydantic' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
@@ -469,6 +472,7 @@ def test_determinism_checks_still_name_the_cause_with_answers_by_message():
         run(clocked, answers=lambda request: accept(a="x"), check_determinism=True)
 
 
+@pytest.mark.slow
 def test_use_test_key_makes_a_server_test_run_silent(tmp_path):
     script = tmp_path / "quiet.py"
     script.write_text(textwrap.dedent("""

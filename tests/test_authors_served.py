@@ -14,6 +14,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -28,10 +29,13 @@ import trio
 import mrtr
 from mrtr.testing import TEST_SECRET
 
+from .authors_app import server
 from .conftest import stop, until
 from .tasks.redis_server import free_port
 from .tasks.test_processes import post as post_to_port
 from .wire_schema import validate_message
+
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = "tests.authors_app:server"
@@ -132,21 +136,26 @@ async def test_a_failed_task_shows_the_client_no_more_than_a_failed_call(tmp_pat
     validate_message(done)
 
 
-async def test_the_default_task_store_is_named_at_start_with_its_path(tmp_path):
-    with serving(tmp_path) as (url, log):
+async def test_the_default_task_store_is_the_servers_own_file_in_the_state_folder_named_at_start(tmp_path):
+    state = tmp_path / "state"
+    with serving(tmp_path, env={"XDG_STATE_HOME": str(state)}) as (url, log):
         await answering(url, log)
         stderr = log.read_text()
-    store = tmp_path / "mrtr-tasks.sqlite3"
+    store = state / "mrtr" / "stores" / f"{server.name}.sqlite3"
     lines = [row for row in stderr.splitlines() if "task store:" in row]
     assert len(lines) == 1 and str(store) in lines[0] and "MRTR_STORE" in lines[0] and "--store" in lines[0]
-    assert store.exists()
+    assert store.exists() and stat.S_IMODE((state / "mrtr" / "stores").stat().st_mode) == 0o700
+    # The working directory gets nothing but the log this test put there.
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["state", "stderr.log"]
 
 
-async def test_a_chosen_task_store_is_not_announced(tmp_path):
-    with serving(tmp_path, "--tasks", "memory:") as (url, log):
+async def test_a_chosen_task_store_is_named_without_a_default(tmp_path):
+    state = tmp_path / "state"
+    with serving(tmp_path, "--tasks", "memory:", env={"XDG_STATE_HOME": str(state)}) as (url, log):
         await answering(url, log)
         stderr = log.read_text()
-    assert "task store:" not in stderr and not (tmp_path / "mrtr-tasks.sqlite3").exists()
+    assert [row.strip() for row in stderr.splitlines() if "task store:" in row] == ["task store: memory:"]
+    assert not state.exists()
 
 
 async def test_mrtr_serve_reload_shows_the_client_everything(tmp_path):

@@ -162,6 +162,7 @@ def test_curl_example_sends_values_a_header_cannot_carry_plain_in_the_base64_for
     assert headers["Mcp-Param-City"] == encode_value("Zürich") == "=?base64?WsO8cmljaA==?="
 
 
+@pytest.mark.slow
 async def test_python_dash_m_mrtr_help() -> None:
     with trio.fail_after(15):
         done = await trio.run_process([sys.executable, "-m", "mrtr", "serve", "--help"], cwd=REPO,
@@ -170,6 +171,7 @@ async def test_python_dash_m_mrtr_help() -> None:
     assert b"--stdio" in done.stdout
 
 
+@pytest.mark.slow
 async def test_without_an_app_the_example_server_is_served() -> None:
     with trio.fail_after(15):
         async with stdio_server(app=None) as server:
@@ -178,6 +180,7 @@ async def test_without_an_app_the_example_server_is_served() -> None:
             assert await server.finish() == 0
 
 
+@pytest.mark.slow
 async def test_stdio_usage_error_in_a_subprocess_writes_nothing_to_stdout() -> None:
     with trio.fail_after(15):
         done = await trio.run_process(
@@ -192,6 +195,7 @@ async def test_stdio_usage_error_in_a_subprocess_writes_nothing_to_stdout() -> N
 SERVING = re.compile(rb"serving MCP on http://127\.0\.0\.1:(\d+)/mcp")
 
 
+@pytest.mark.slow
 async def test_http_serve_on_port_0_names_the_bound_port_answers_and_stops_on_sigint() -> None:
     # Port 0: the system picks a free port when the server binds, and the server names it in
     # its log line, which it writes once the socket is listening; no port is probed first.

@@ -194,10 +194,23 @@ def test_each_block_follows_the_rule(where: str, body: str):
         return
     for dotted in sorted(mrtr_names(tree)):
         resolve(dotted)
-    if not has_top_level_await(body) and not free_names(body) and imports_installed(tree):
-        done = subprocess.run([sys.executable, "-c", body], cwd=ROOT, capture_output=True, text=True,
-                              timeout=120, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-        assert done.returncode == 0, f"{where} fails when run:\n{done.stderr[-3000:]}"
+
+
+def runnable(body: str) -> bool:
+    """A fragment that needs nothing from elsewhere: it is run as it stands."""
+    return included(body) is None and not is_whole_program(body) and not has_top_level_await(body) \
+        and not free_names(body)
+
+
+@pytest.mark.slow  # each block runs in a python of its own
+@pytest.mark.parametrize(("where", "body"), [(where, body) for where, body in BLOCKS if runnable(body)],
+                         ids=[where for where, body in BLOCKS if runnable(body)])
+def test_each_self_contained_block_runs(where: str, body: str):
+    if not imports_installed(parse(body)):
+        pytest.skip(f"{where} imports a package this environment does not have")
+    done = subprocess.run([sys.executable, "-c", body], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert done.returncode == 0, f"{where} fails when run:\n{done.stderr[-3000:]}"
 
 
 def test_the_rule_tells_programs_from_fragments():
@@ -246,16 +259,19 @@ def run_example(python: str | Path, name: str, url: str, env: dict[str, str] | N
     return ast.literal_eval(done.stdout.strip())
 
 
+@pytest.mark.slow
 def test_the_readme_client_example_runs_the_wizard(example_server: str):
     assert run_example(sys.executable, "client_onboarding.py", example_server) == ONBOARDED
 
 
+@pytest.mark.slow
 def test_the_readme_sdk1_example_runs_the_wizard(example_server: str):
     python = pinned_venv(ROOT / ".cache" / "legacy-venv", ROOT / "tests" / "legacy" / "requirements.txt",
                          "mcp", "1.30.0")
     assert run_example(python, "sdk1_onboarding.py", example_server, env=clean_env()) == ONBOARDED
 
 
+@pytest.mark.slow
 def test_the_asgi_example_serves_the_wizard_under_hypercorn():
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
@@ -270,6 +286,7 @@ def _public_names():
     return module_from_file(ROOT / "docs" / "public_names.py")
 
 
+@pytest.mark.slow
 def test_every_public_name_has_a_docstring():
     public_names = _public_names()
     assert public_names.undocumented() == []
@@ -277,6 +294,7 @@ def test_every_public_name_has_a_docstring():
     assert "- docs/public_names.py" in (ROOT / "mkdocs.yml").read_text()
 
 
+@pytest.mark.slow
 def test_the_docstring_check_names_what_is_missing(tmp_path: Path):
     package = tmp_path / "undocumented_pkg"
     package.mkdir()

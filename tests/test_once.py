@@ -19,7 +19,7 @@ from mrtr import Context, Elicit, Form, InvalidParams, Step
 from mrtr.server import Server
 from mrtr.testing import accept
 
-from .conftest import meta
+from .conftest import examples, meta
 from .wire_schema import validate_message
 
 TASKS = "io.modelcontextprotocol/tasks"
@@ -307,7 +307,7 @@ ANSWERS = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(attempts=st.lists(ANSWERS, min_size=1, max_size=5))
 def test_any_retries_of_a_final_round_run_it_at_most_once_and_agree(attempts: list[Any]):
     """Whatever a client sends with one token: a result or a -32602, one charge at most, one result for one set

@@ -9,10 +9,13 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
 import trio
 
 from .test_stdio import REPO, StdioProcess, call, request, text_of
 from .wire_schema import validate_message
+
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
 
 
 async def run_stdio(app: str, messages: list[dict[str, Any]], *extra: str,

@@ -13,6 +13,8 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+import pytest
+
 import mrtr
 
 from .conftest import module_from_file
@@ -40,6 +42,7 @@ def _wheel(path: Path, members: dict[str, bytes]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_wheel_without_a_package_file_fails(tmp_path: Path):
     check = _check_dist()
     # The package's files as the source tree holds them: the checkout's, or the installed copy's.

@@ -227,6 +227,7 @@ def test_a_gate_cannot_be_a_group_member_and_needs_a_short_id():
             Patched(bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_a_version_stays_when_the_function_moves_and_changes_with_its_code():
     source = textwrap.dedent("""
         def book():

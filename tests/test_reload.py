@@ -46,6 +46,7 @@ async def answer(client: httpx.AsyncClient, url: str) -> str | None:
     return response.json()["result"]["content"][0]["text"]
 
 
+@pytest.mark.slow
 async def test_a_changed_module_is_served_after_a_restart(tmp_path: Path) -> None:
     pytest.importorskip("watchfiles")
     module = tmp_path / "reload_app.py"

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 from mrtr import Elicit, Form, ListRoots, Sample, Step
 from mrtr.testing import accept, cancel, decline, roots, run, sampled
 
+from .conftest import examples
+
 # One question: (kind, payload). Elicitations carry a field type and a value that fits it.
 FIELDS = {
     "string": (lambda form: form.string("v"), st.text(min_size=0, max_size=10)),
@@ -26,7 +28,7 @@ question = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(plan=st.lists(st.lists(question, min_size=1, max_size=3), min_size=0, max_size=5), data=st.data())
 def test_random_conversations_feed_back_exactly_the_scripted_answers(plan, data):
     """Each inner list is one yield: a single request, a group, or a Step."""

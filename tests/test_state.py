@@ -29,7 +29,7 @@ from mrtr.core.codec import (
     generate_secret,
 )
 
-from .conftest import FakeClock
+from .conftest import FakeClock, examples
 
 K1 = b"0123456789abcdef0123456789abcdef"
 K2 = bytes(range(32))
@@ -591,7 +591,7 @@ def test_generate_secret_is_a_usable_key() -> None:
 
 # -- property-based ------------------------------------------------------------------------
 
-_hyp = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+_hyp = settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @_hyp

@@ -19,6 +19,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -27,6 +28,8 @@ from mrtr.transports.stdio import DEFAULT_MAX_LINE_BYTES, serve_stdio
 
 from .conftest import meta
 from .wire_schema import validate_message
+
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
 
 REPO = Path(__file__).resolve().parents[1]
 APP = "tests.stdio_server:server"

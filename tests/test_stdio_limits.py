@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -109,6 +110,7 @@ async def test_notifications_behind_a_stalled_stdout_are_capped_responses_are_no
     assert text_of(messages[-1]) == "done"
 
 
+@pytest.mark.slow
 async def test_a_client_that_never_reads_cannot_grow_the_server() -> None:
     """Through ``mrtr serve --stdio``: requests with big answers, stdout never read."""
     big = "y" * 8_000

@@ -154,6 +154,7 @@ def test_every_public_module_name_is_documented():
                 assert inspect.getdoc(value), f"{name}.{exported} has no docstring"
 
 
+@pytest.mark.slow
 def test_the_client_loads_no_server():
     """``import mrtr.client`` (which imports the package first) loads no server, carrier or token codec."""
     code = ("import sys, mrtr.client; "

@@ -18,6 +18,7 @@ from mrtr.core.replay import Completed
 from mrtr.core.codec import RequestStateCodec
 from mrtr.testing import ALL_CAPABILITIES, accept, decline
 
+from .conftest import examples
 from .wire_schema import validate
 
 KEY = b"k" * 32
@@ -465,7 +466,7 @@ def _settled(answer) -> bool:
     return isinstance(answer, dict) and set(answer) == {"action"} and answer["action"] in ("decline", "cancel")
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(responses=responses_strategy, with_token=st.booleans(), policy=st.sampled_from(["strict", "lenient"]))
 def test_fuzzed_input_responses_give_a_typed_error_or_a_reask_that_leads_to_the_right_result(responses, with_token, policy):
     carrier, counter = make_carrier(policy), Counter()
@@ -532,7 +533,7 @@ def mutated_tokens(draw):
     return REAL_TOKEN[:at] + other + REAL_TOKEN[at + 1:]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(token=st.one_of(st.text(max_size=120), st.text(alphabet=B64URL, max_size=200),
                        st.integers(), st.lists(st.integers(), max_size=2), st.binary(max_size=40),
                        mutated_tokens()))

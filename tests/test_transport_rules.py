@@ -110,7 +110,8 @@ class StdioFront(Front):
         return "\n".join(record["message"] for record in self._records())
 
 
-@pytest.fixture(params=["native", "asgi", "stdio"])
+# stdio runs a real `mrtr serve --stdio`: that parameter belongs to the slow tier.
+@pytest.fixture(params=["native", "asgi", pytest.param("stdio", marks=pytest.mark.slow)])
 async def front(request: pytest.FixtureRequest, nursery: trio.Nursery,
                 caplog: pytest.LogCaptureFixture) -> AsyncIterator[Front]:
     if request.param == "stdio":

@@ -4,6 +4,8 @@ number of short values and never a long one, whatever a client sends."""
 
 from __future__ import annotations
 
+import pytest
+
 from mrtr.core import mirroring
 from mrtr.transports import logs
 from mrtr.transports.http import headers, hosts, native
@@ -95,6 +97,7 @@ def test_a_header_views_repr_names_fields_but_shows_no_value():
     assert "authorization" in repr(view) and "host" in repr(view)
 
 
+@pytest.mark.slow
 def test_str_and_bytes_names_are_never_compared_in_the_name_table():
     # Under python -bb, comparing bytes with str is an error: a view built from str names (an embedding
     # front end's) must not look them up among the parsed bytes names, nor add them there.

@@ -52,7 +52,7 @@ def add_check_command(commands: Any) -> None:
 def _check(args: argparse.Namespace) -> int:
     import trio
 
-    from ..carriers.tasks.urls import DEFAULT_URL, chosen_url
+    from ..carriers.tasks.urls import chosen_url, default_url
     from ..core.errors import EphemeralKeyWarning
     from ..transports.logs import configure
 
@@ -61,7 +61,7 @@ def _check(args: argparse.Namespace) -> int:
     configure("error")  # the report is the output; what a serving node would log is not
     try:
         server = load_server(args.app)
-        url = chosen_url(args.store) or DEFAULT_URL
+        url = chosen_url(args.store) or default_url(server.name)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", EphemeralKeyWarning)  # the check opens no token
             return trio.run(_run, server, args.app, url)

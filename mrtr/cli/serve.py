@@ -144,19 +144,37 @@ def banner(server: Any, host: str, port: int, workers: int) -> str:
     ])
 
 
-def inventory(server: Any) -> str:
-    """What ``mrtr serve`` lists at start: the registered tools, prompts and resources."""
+def inventory(server: Any, store: str | None = None) -> str:
+    """What ``mrtr serve`` lists at start: the registered tools, prompts and resources, and the task store.
+
+    ``store`` is the store URL the command line chose (``--store``), if any; the line about
+    the store appears only for a server with task tools, which is what opens it.
+    """
 
     def names(kind: str, items: list[dict[str, Any]], member: str) -> str:
         shown = ", ".join(str(item.get(member) or item.get("uriTemplate") or item.get("name")) for item in items)
         return f"  {kind} ({len(items)}): {shown or '-'}"
 
-    return "\n".join([
+    lines = [
         "mrtr: registered",
         names("tools", server.tool_definitions(), "name"),
         names("prompts", server.prompt_definitions(), "name"),
         names("resources", server.resource_definitions(), "uri"),
-    ])
+    ]
+    if getattr(server, "has_task_tools", False):
+        lines.append(f"  task store: {_store_shown(server, store)}")
+    return "\n".join(lines)
+
+
+def _store_shown(server: Any, store: str | None) -> str:
+    """The task store a server with task tools opens, as the banner names it (a password masked)."""
+    from ..carriers.tasks.store import masked
+    from ..carriers.tasks.urls import chosen_url, default_path
+
+    url = chosen_url(store or server.store_url)
+    if url is not None:
+        return masked(url)
+    return f"{default_path(server.name)} (the default for this server; --store or MRTR_STORE chooses another)"
 
 
 def add_serve_command(commands: Any) -> None:
@@ -253,8 +271,8 @@ def add_store_option(command: Any, what: str) -> None:
     command.add_argument(
         "--store", "--tasks", dest="store", default=None, metavar="URL", type=store_url,
         help=f"{what}: memory:, sqlite:///path, redis://host:port/db, rediss://..., redis+cluster://host:port,..., "
-             "redis+sentinel://host:port,.../service (default: MRTR_STORE, MRTR_TASKS, else "
-             "sqlite:///mrtr-tasks.sqlite3); --tasks is its older name",
+             "redis+sentinel://host:port,.../service (default: MRTR_STORE, MRTR_TASKS, else the server's own "
+             "SQLite file, $XDG_STATE_HOME/mrtr/stores/NAME.sqlite3); --tasks is its older name",
     )
 
 
@@ -269,19 +287,25 @@ def _configure_logging(level: str, fmt: str = "text", access_log: bool = True) -
 # -- the commands ------------------------------------------------------------------------------
 
 
-def _announce(server: Any, log_format: str, text: str | None = None) -> None:
-    """Say what is served: plain lines on stderr, or one JSON record each with ``--log-format json``."""
+def _announce(server: Any, log_format: str, text: str | None = None, store: str | None = None) -> None:
+    """Say what is served: plain lines on stderr, or one JSON record each with ``--log-format json``.
+
+    ``store`` is the ``--store`` of the command line, if given (see :func:`inventory`).
+    """
     if log_format == "json":
-        fields = {
+        fields: dict[str, Any] = {
             "tools": [item["name"] for item in server.tool_definitions()],
             "prompts": [item["name"] for item in server.prompt_definitions()],
             "resources": [item.get("uri") or item.get("uriTemplate") for item in server.resource_definitions()],
         }
-        log.info("registered %d tools, %d prompts, %d resources", *map(len, fields.values()), extra={"mrtr": fields})
+        counts = [len(items) for items in fields.values()]
+        if getattr(server, "has_task_tools", False):
+            fields["taskStore"] = _store_shown(server, store)
+        log.info("registered %d tools, %d prompts, %d resources", *counts, extra={"mrtr": fields})
         if text is not None:
             log.info("%s", text.splitlines()[0])
         return
-    print(inventory(server), file=sys.stderr, flush=True)
+    print(inventory(server, store), file=sys.stderr, flush=True)
     if text is not None:
         print(text, file=sys.stderr, flush=True)
 
@@ -313,7 +337,7 @@ def _serve(args: argparse.Namespace) -> int:
         # Keep anything the application prints while importing off the protocol stream.
         with contextlib.redirect_stdout(sys.stderr):
             server = load_server(args.app or DEFAULT_APP)
-        _announce(server, args.log_format)
+        _announce(server, args.log_format, store=args.store)
         run_stdio(_with_settings(server, args))
         return 0
     server = load_server(args.app or DEFAULT_APP)
@@ -332,7 +356,7 @@ def _serve(args: argparse.Namespace) -> int:
         print("mrtr serve: warning: the rounds of handlers declared once=True are recorded in memory, one record "
               "per worker: a retry that reaches another worker runs the round again; give --store "
               "sqlite:///rounds.sqlite3 (one host) or --store redis://... (several)", file=sys.stderr, flush=True)
-    _announce(server, args.log_format, banner(server, host, port, workers))
+    _announce(server, args.log_format, banner(server, host, port, workers), store=args.store)
     try:
         options: dict[str, Any] = {} if args.allowed_hosts is None else {"allowed_hosts": tuple(args.allowed_hosts)}
         if args.sse_poll_after is not None:

@@ -137,7 +137,8 @@ def stdio_command() -> list[str]:
     return [sys.executable, "-m", "mrtr", "serve", "tests.client.app:server", "--stdio", "--log-level", "warning"]
 
 
-@pytest.fixture(params=["inprocess", "http", "stdio"])
+# Over stdio the client starts `mrtr serve --stdio`: that parameter belongs to the slow tier.
+@pytest.fixture(params=["inprocess", "http", pytest.param("stdio", marks=pytest.mark.slow)])
 async def connect(request: Any, nursery: trio.Nursery) -> Callable[..., mrtr.Client]:
     """``connect(**options)``: a (not yet entered) Client for the test server, traffic checked."""
     kind = request.param

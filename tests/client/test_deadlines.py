@@ -82,6 +82,7 @@ STDIO_TRICKLE = textwrap.dedent("""
 """ % PACE)
 
 
+@pytest.mark.slow
 async def test_a_stdio_server_reporting_progress_forever_is_cut_and_told(tmp_path: Path) -> None:
     """Progress restarts the stdio timeout, so a server reporting progress forever was never cut."""
     log = tmp_path / "received.jsonl"
@@ -124,6 +125,7 @@ def test_deadlines_are_checked_when_given() -> None:
             mrtr.Client("http://127.0.0.1:1/mcp", deadline=bad)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 async def test_mrtr_call_timeout_bounds_each_exchange(nursery: trio.Nursery) -> None:
     url = await serve_http(nursery, trickle_sse)
     with trio.fail_after(GUARD):

@@ -15,6 +15,7 @@ from mrtr.client.oauth import parse_challenge
 from mrtr.client.tasks import TaskStatus
 from mrtr.core.eras import LEGACY, MODERN
 
+from ..conftest import examples
 from .hostile import DISCOVER, head, result, send_json, serve_http
 
 GUARD = 20
@@ -90,7 +91,7 @@ async def test_an_unreachable_server_is_no_verdict():
         assert client.era is None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.text(max_size=300))
 def test_any_challenge_header_parses_to_a_dict_of_strings(header):
     parsed = parse_challenge(header)
@@ -102,7 +103,7 @@ _json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow
                                                                                  max_size=4), max_leaves=20)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.dictionaries(st.sampled_from(["taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs",
                                         "inputRequests", "result", "error", "statusMessage"]), _json))
 def test_any_task_a_server_sends_is_checked_or_refused(value):

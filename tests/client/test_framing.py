@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from mrtr.client import ClientError
 from mrtr.client.framing import STEP, Decoded, Events, Lines
 
+from ..conftest import examples
+
 STREAM = st.lists(st.sampled_from([b"a", b"bc", b"\r", b"\n", b"\r\n", b":", b" ", b"data", b"data: x", b""]),
                   max_size=40).map(b"".join)
 
@@ -22,7 +24,7 @@ def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
     return [data[start:end] for start, end in zip([0, *points], [*points, len(data)], strict=True)]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=STREAM, cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=8), cr=st.booleans())
 @example(data=b"\r\n\n", cuts=[1, 2], cr=True)  # a CRLF split across reads, then an LF read alone
 def test_lines_do_not_depend_on_where_reads_end(data: bytes, cuts: list[int], cr: bool) -> None:
@@ -34,7 +36,7 @@ def test_lines_do_not_depend_on_where_reads_end(data: bytes, cuts: list[int], cr
     assert rest == (expected[-1] or None)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=STREAM, cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=8))
 def test_events_do_not_depend_on_where_reads_end(data: bytes, cuts: list[int]) -> None:
     whole = Events(1 << 20)

@@ -26,7 +26,7 @@ from mrtr.client.targets import _parse, _result_of
 from mrtr.client.terminal import ArgumentError, Terminal, parse_arguments, show_error, show_listing, show_result
 from mrtr.core.jsonrpc import encode
 
-from ..conftest import StaticDispatcher
+from ..conftest import StaticDispatcher, examples
 
 from .hostile import head, serve_http
 
@@ -109,7 +109,7 @@ QUESTION = mostly(st.fixed_dictionaries({"resultType": st.just("input_required")
 ERROR = mostly(st.fixed_dictionaries({"code": mostly(st.integers(min_value=-(2**31), max_value=2**31)),
                                       "message": TEXT}, optional={"data": SHAPED}))
 
-FUZZ = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 class Generated(StaticDispatcher):
@@ -262,7 +262,7 @@ BODY = st.lists(SSE_PIECES, max_size=12).map(b"".join) | st.binary(max_size=200)
     lambda value: encode({"jsonrpc": "2.0", "id": 1, "result": value}))
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(body=BODY, status=st.sampled_from([200, 202, 400, 500]),
        content_type=st.sampled_from(["application/json", "text/event-stream", "text/plain", ""]),
        coding=st.sampled_from(["", "gzip", "deflate", "br", "gzip-garbage", "gzip-truncated"]))

@@ -19,6 +19,8 @@ from mrtr.core.eras import LEGACY, MODERN
 
 from .hostile import head, serve_http
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 HERE = Path(__file__).resolve().parent
 GUARD = 20
 

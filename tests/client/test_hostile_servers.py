@@ -65,6 +65,7 @@ def _endless(content_type: str, first: bytes, filler: bytes, *, gzipped: bool = 
 SILENT = [sys.executable, "-c", "import sys\nfor _ in sys.stdin: pass"]
 
 
+@pytest.mark.slow
 async def test_a_stdio_server_that_never_answers_is_bounded_by_timeout() -> None:
     """Client.stdio took timeout= and ignored it: a silent server hung the call (and `mrtr call --stdio`)
     forever. The call must fail with a ClientError once `timeout` passes without a word from the server."""
@@ -106,6 +107,7 @@ async def test_an_sse_event_without_end_is_refused_not_buffered(monkeypatch: pyt
         nursery.cancel_scope.cancel()
 
 
+@pytest.mark.slow
 async def test_a_stdio_line_without_end_is_refused_not_buffered(monkeypatch: pytest.MonkeyPatch) -> None:
     """The stdio reader kept a line without a newline in memory whatever its size."""
     from mrtr.client import targets

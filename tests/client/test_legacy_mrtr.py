@@ -18,6 +18,8 @@ from mrtr.core.eras import LEGACY, MODERN
 
 from .conftest import REPO, Checked, stdio_command
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 
 def answer(request: Any) -> dict[str, Any]:
     fields = request.requested_schema["properties"]

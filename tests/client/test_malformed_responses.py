@@ -100,6 +100,7 @@ async def test_a_prompt_without_a_name(nursery: trio.Nursery) -> None:
             await client.list_prompts()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("replies", [STRING_SCHEMA, NAMELESS_PROMPT], ids=["string-input-schema", "nameless-prompt"])
 async def test_mrtr_list_says_what_was_malformed_in_one_line(nursery: trio.Nursery, replies: Any) -> None:
     url = await serve_http(nursery, scripted(replies))
@@ -107,6 +108,7 @@ async def test_mrtr_list_says_what_was_malformed_in_one_line(nursery: trio.Nurse
     assert "Invalid" in line and ("inputSchema" in line or "name" in line)
 
 
+@pytest.mark.slow
 async def test_mrtr_call_says_what_was_malformed_in_one_line(nursery: trio.Nursery, tmp_path: Path) -> None:
     url = await serve_http(nursery, scripted(STRING_SCHEMA))
     line = one_line_failure(await mrtr_command("call", url, "fine"))
@@ -117,6 +119,7 @@ async def test_mrtr_call_says_what_was_malformed_in_one_line(nursery: trio.Nurse
     assert "inputSchema" in line
 
 
+@pytest.mark.slow
 async def test_mrtr_call_with_a_wrong_id_error_exits_with_one_line(nursery: trio.Nursery) -> None:
     async def respond(message: dict[str, Any], stream: trio.SocketStream) -> None:
         if message["method"] == "tools/list":
@@ -131,6 +134,7 @@ async def test_mrtr_call_with_a_wrong_id_error_exits_with_one_line(nursery: trio
     assert "does not match" in line and "decoy" not in line
 
 
+@pytest.mark.slow
 async def test_a_default_or_choice_no_answer_can_carry_is_asked_again(tmp_path: Path) -> None:
     """A `default: null` or an enum value that is an object was sent back as the answer: the client's own
     answer check then raised TypeError out of `mrtr call` (a traceback)."""

@@ -200,6 +200,7 @@ def test_the_file_store_is_owner_only(tmp_path: Path):
     assert "access_token" not in repr(store)
 
 
+@pytest.mark.slow
 async def test_mrtr_call_authorizes_in_the_browser_and_logout_forgets(protected, provider, tmp_path: Path):
     tokens = tmp_path / "tokens"
     env = {**os.environ, "MRTR_TOKENS": str(tokens),

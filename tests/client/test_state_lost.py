@@ -24,6 +24,8 @@ from mrtr.client.errors import StateLost
 from ..conftest import stop
 from .test_terminal import MRTR, REPO, Terminal, _env, piped
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 
 class Restartable:
     """``mrtr serve tests.client.restart_app:server`` on one port, without MRTR_SECRET, that a test can restart."""

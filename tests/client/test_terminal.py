@@ -20,6 +20,8 @@ import pytest
 
 from mrtr.client.terminal import ArgumentError, parse_arguments
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 REPO = Path(__file__).resolve().parents[2]
 MRTR = [sys.executable, "-m", "mrtr"]
 SERVER = f"{sys.executable} -m mrtr serve tests.client.app:server --stdio --log-level warning"

@@ -85,6 +85,7 @@ def assert_literal(text: str) -> None:
     assert "PWNED-TITLE" in text and "OVERWRITE" in text  # what is left of the sequences, visible
 
 
+@pytest.mark.slow
 def test_piped_call_writes_no_server_controls(tmp_path: Path) -> None:
     done = piped("call", "--stdio", server(tmp_path, CALL), "ok", stdin="Ada\n1\n")
     assert done.returncode == 0, done.stderr
@@ -94,6 +95,7 @@ def test_piped_call_writes_no_server_controls(tmp_path: Path) -> None:
     assert '"k": "v\\u009b31m\\u202e\\u007f"' in done.stdout  # JSON keeps them, escaped
 
 
+@pytest.mark.slow
 def test_piped_error_and_listing_write_no_server_controls(tmp_path: Path) -> None:
     failed = piped("call", "--stdio", server(tmp_path, FAIL), "ok")
     assert failed.returncode == 1
@@ -108,6 +110,7 @@ def test_piped_error_and_listing_write_no_server_controls(tmp_path: Path) -> Non
     assert_inert((unknown.stdout + unknown.stderr).encode())
 
 
+@pytest.mark.slow
 def test_a_terminal_gets_only_richs_own_sequences(tmp_path: Path) -> None:
     term = Terminal("call", "--stdio", server(tmp_path, CALL), "ok")
     term.expect("who[2J[H>")  # the field's name, its sequence left as text

@@ -26,6 +26,8 @@ import mrtr
 from ..conftest import free_port, http_server
 from .test_terminal import MRTR, REPO, TIMEOUT, Terminal, _env, piped
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 TASK_ID = re.compile(r"task ([A-Za-z0-9_-]{16,}) \(resume with: ")
 
 

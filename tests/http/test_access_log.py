@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 
+import pytest
 import httpx
 import trio
 
@@ -17,6 +18,8 @@ from ..conftest import mrtr_process, until
 from ..test_stdio import REPO
 from .conftest import BASE_HEADERS, mcp_headers, rpc
 from .test_operations import served_port
+
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
 
 ACCESS = re.compile(r"^\S+ \S+ INFO mrtr\.access: POST /mcp tools/call \"echo\" complete 200 [\d.]+ms round=1$")
 

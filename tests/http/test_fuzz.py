@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from mrtr.core.context import LOG_LEVELS
 from mrtr.transports.http.native import serve
 
+from ..conftest import examples
 from .app import server as app_server
 from .conftest import (
     BASE_HEADERS,
@@ -126,14 +127,14 @@ def post(client: httpx.Client, body, mirror: bool) -> None:
     decode_reply(response, body)  # validates every JSON-RPC message against the schema
 
 
-@settings(max_examples=120, deadline=None,
+@settings(max_examples=examples(120), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(body=anything, mirror=st.booleans())
 def test_random_bodies_never_get_a_5xx_and_every_answer_is_valid(client, body, mirror):
     post(client, body, mirror)
 
 
-@settings(max_examples=250, deadline=None,
+@settings(max_examples=examples(250), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(body=requests, mirror=st.booleans())
 def test_random_requests_never_get_a_5xx_and_every_answer_is_valid(client, body, mirror):
@@ -152,7 +153,7 @@ sentinels = st.binary(max_size=20).map(lambda raw: b"=?base64?" + base64.b64enco
 numbers = st.integers(-(2**53), 2**53).map(lambda n: str(n).encode()) | header_bytes
 
 
-@settings(max_examples=200, deadline=None,
+@settings(max_examples=examples(200), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(region=st.text(max_size=10), count=st.integers(-(2**53), 2**53),
        region_header=st.none() | header_bytes | sentinels, count_header=st.none() | numbers | sentinels)
@@ -206,7 +207,7 @@ header_lines = st.lists(st.sampled_from([
 ]) | st.binary(max_size=20), max_size=6)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(line=head_lines, headers=header_lines, body=st.binary(max_size=40),
        sep=st.sampled_from([b"\r\n", b"\n", b"\r"]))
 def test_random_http_framing_never_gets_a_5xx_but_505(live_port, caplog, line, headers, body, sep):

@@ -28,6 +28,7 @@ def rss_bytes(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads RSS from /proc")
 async def test_a_pipelining_flood_that_never_reads_keeps_the_server_memory_bounded():
     sock = listening_socket()

@@ -169,6 +169,7 @@ run(server, sock=sock, workers=2, shutdown_grace=2)
 """
 
 
+@pytest.mark.slow
 async def test_each_worker_process_opens_its_own_lifespan_and_closes_it_on_shutdown():
     from .test_workers import listening_socket, start_process
 

@@ -187,6 +187,7 @@ def served_port(process: trio.Process, stderr: bytearray) -> int | None:
     return int(match.group(1)) if match else None
 
 
+@pytest.mark.slow
 async def test_mrtr_serve_json_logs_over_http():
     env = {key: value for key, value in os.environ.items() if key != "MRTR_SECRET"}
     args = ["serve", "tests.ops_app:server", "--port", "0", "--log-format", "json"]
@@ -210,6 +211,7 @@ async def test_mrtr_serve_json_logs_over_http():
 # -- the wrong event loop -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_an_asyncio_hypercorn_fails_at_start_saying_how_to_run_it():
     with trio.fail_after(30):  # it stops by itself instead of serving 500s
         process = await trio.run_process(
@@ -235,6 +237,7 @@ def test_an_asyncio_host_without_lifespan_gets_500_saying_why():
     assert WRONG_LOOP.encode() in sent[1]["body"] and b"--worker-class trio" in sent[1]["body"]
 
 
+@pytest.mark.slow
 async def test_mrtr_serve_allowed_host_flag():
     args = ["serve", "tests.stdio_server:server", "--port", "0", "--allowed-host", "mcp.example.com"]
     async with mrtr_process(args, cwd=REPO, env=os.environ) as (process, stderr):

@@ -384,6 +384,7 @@ except OSError:
 """
 
 
+@pytest.mark.slow
 async def test_a_request_that_keeps_arriving_is_held_to_its_deadline_and_starves_no_one(nursery):
     # A client whose bytes are always there (a process of its own sending two-byte chunks as fast as
     # the socket takes them) never makes a read wait, where the deadline and the loop's other tasks

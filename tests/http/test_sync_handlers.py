@@ -46,6 +46,7 @@ def line_of(fn) -> int:
     return inspect.unwrap(fn).__code__.co_firstlineno
 
 
+@pytest.mark.slow
 async def test_a_sync_handler_that_holds_the_loop_is_named_once_with_the_fix():
     async with mrtr_process(["serve", "tests.perf_app:server", "--port", "0"], cwd=REPO, env=os.environ) as (
             process, stderr):

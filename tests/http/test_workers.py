@@ -16,6 +16,8 @@ import trio
 
 from .conftest import BASE_HEADERS, decode_reply, mcp_headers, rpc
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

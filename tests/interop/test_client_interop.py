@@ -27,6 +27,8 @@ from ..client.conftest import Checked
 from ..conftest import free_port, http_server
 from .test_interop import _clean_env, _tail, interop_python  # noqa: F401 - the fixture is used by name
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 HERE = Path(__file__).resolve().parent
 START_TIMEOUT = 30
 

@@ -28,6 +28,8 @@ import pytest
 
 from ..conftest import clean_env, meta, stop
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 REQUIREMENTS = HERE / "requirements.txt"

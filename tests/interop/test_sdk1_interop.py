@@ -26,6 +26,8 @@ from mrtr.core.eras import LEGACY
 from ..client.conftest import Checked
 from ..conftest import clean_env, free_port, http_server, pinned_venv
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SERVER = HERE / "sdk1_server.py"

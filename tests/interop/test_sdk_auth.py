@@ -29,6 +29,8 @@ from ..auth.idp import AuthorizationServer, IdentityProvider, approve_in_browser
 from ..conftest import until
 from .test_interop import _clean_env, interop_python  # noqa: F401 - the fixture is used by name
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 HERE = Path(__file__).resolve().parent
 
 

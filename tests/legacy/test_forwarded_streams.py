@@ -14,7 +14,11 @@ import socket
 import time
 from pathlib import Path
 
+import pytest
+
 from ..interop.test_interop import _tail, served
+
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
 
 APP = "tests.legacy.app:server"
 FORWARDED_WANTED = 2

@@ -13,6 +13,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ..conftest import examples
 from ..legacy_schema import RESULT_DEFS, validate_server_message
 from .app import server as app
 from .conftest import Wire
@@ -53,7 +54,7 @@ def check(message: dict[str, Any], method: Any) -> None:
             assert message["error"]["message"] != "Internal error", message  # never an unexpected failure
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(PARAMS)
 def test_any_initialize_opens_a_session_or_is_invalid_params(params):
     async def main() -> None:
@@ -69,7 +70,7 @@ def test_any_initialize_opens_a_session_or_is_invalid_params(params):
     trio.run(main)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(METHODS, st.one_of(st.none(), PARAMS))
 def test_any_request_of_a_session_is_a_result_or_a_typed_error(method, params):
     async def main() -> None:
@@ -99,7 +100,7 @@ def test_any_request_of_a_session_is_a_result_or_a_typed_error(method, params):
     trio.run(main)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(JSON)
 def test_any_answer_to_a_question_ends_the_call_cleanly(answer):
     async def main() -> None:

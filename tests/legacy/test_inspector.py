@@ -26,6 +26,8 @@ from ..conftest import clean_env
 from ..interop.test_interop import _tail, served
 from ..legacy_schema import RESULT_DEFS, validate_server_message
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PINNED = Path(__file__).resolve().parent / "inspector" / "package.json"

@@ -23,6 +23,8 @@ from mrtr.core.live import MAX_LIVE_ROUNDS, LiveDriver, Questions, TooManyRounds
 from mrtr.core.replay import Completed, InputRequired, replay
 from mrtr.testing import ALL_CAPABILITIES, run
 
+from ..conftest import examples
+
 EVERYTHING = ALL_CAPABILITIES
 
 
@@ -145,7 +147,7 @@ def test_code_before_a_yield_runs_once():
     assert ran == ["top", "middle"]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(st.sampled_from(["accept", "decline", "cancel"]), min_size=4, max_size=4),
        st.integers(min_value=0, max_value=120), st.text(min_size=1, max_size=20))
 def test_any_answers_give_the_same_result_in_both_eras(actions, age, name):

@@ -27,7 +27,9 @@ from .test_sdk_client import APP, LOAD, REPO_ROOT, legacy_python  # noqa: F401  
 
 ERAS = REPO_ROOT / "docs" / "eras.md"
 
-pytestmark = pytest.mark.skipif(shutil.which("haproxy") is None, reason="haproxy is not installed")
+# Starts processes (tests/conftest.py: the tiers).
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(shutil.which("haproxy") is None, reason="haproxy is not installed")]
 
 
 def documented_backend() -> list[str]:

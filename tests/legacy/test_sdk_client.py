@@ -31,6 +31,8 @@ from ..conftest import clean_env, pinned_venv
 from ..interop.test_interop import _mrtr_command, _tail, served
 from ..legacy_schema import validate_server_message
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent

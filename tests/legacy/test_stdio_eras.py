@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -23,6 +24,8 @@ from ..legacy_schema import RESULT_DEFS, validate_server_message
 from ..test_stdio import stdio_server
 from ..wire_schema import validate_message
 from .app import server as app
+
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
 
 APP = "tests.legacy.app:server"
 

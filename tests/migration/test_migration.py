@@ -27,6 +27,8 @@ from mrtr.testing import TEST_SECRET, accept, decline, run
 from ..conftest import clean_env, pinned_venv, until
 from ..tasks.redis_server import free_port
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 EXAMPLES = ROOT / "docs" / "examples"

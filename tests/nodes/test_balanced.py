@@ -21,6 +21,8 @@ import trio
 from ..conftest import meta, until
 from .cluster import CAPABILITIES, Caller, Nodes, check, nodes, timed
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 RETRIES = 4  # attempts at one round before the conversation counts as failed
 

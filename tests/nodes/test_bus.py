@@ -27,6 +27,8 @@ from ..tasks.redis_server import free_port, redis_cli, redis_server
 from ..tasks.test_notifications import Peer, meta, task_note
 from .app import build
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from .balancer import EXAMPLE_LISTEN, EXAMPLE_NODES, haproxy_config, nginx_config
 from .cluster import ROOT, require
 
@@ -17,6 +19,7 @@ def test_the_deployment_page_shows_the_configurations_the_tests_run():
     assert nginx_config(EXAMPLE_LISTEN, EXAMPLE_NODES).rstrip() in page
 
 
+@pytest.mark.slow
 def test_the_haproxy_configuration_of_the_page_is_valid(tmp_path: Path):
     haproxy = require("haproxy", "haproxy")
     config = tmp_path / "haproxy.cfg"
@@ -25,6 +28,7 @@ def test_the_haproxy_configuration_of_the_page_is_valid(tmp_path: Path):
     assert check.returncode == 0, check.stdout + check.stderr
 
 
+@pytest.mark.slow
 def test_the_nginx_configuration_of_the_page_is_valid(tmp_path: Path):
     nginx = require("nginx", "nginx")
     (tmp_path / "mrtr.conf").write_text(nginx_config(EXAMPLE_LISTEN, EXAMPLE_NODES))

@@ -44,6 +44,8 @@ from ..tasks.test_store import (  # noqa: F401  (collected again here, on each s
 )
 from .redis_shapes import redis_cluster, redis_sentinel, redis_tls
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[int]]]:

@@ -28,6 +28,7 @@ def _url(redis_url: str) -> str:
     return redis_url + f"?prefix=t{uuid.uuid4().hex[:8]}:"
 
 
+@pytest.mark.slow
 async def test_a_record_is_written_once_read_with_its_expiry_moved_and_never_revived(redis_url: str) -> None:
     async with connected(_url(redis_url)) as (client, target):
         records = SessionRecords(client, target.layout, target.url)
@@ -49,6 +50,7 @@ async def test_a_record_is_written_once_read_with_its_expiry_moved_and_never_rev
         assert await records.load("0.junk", ttl=5) is None
 
 
+@pytest.mark.slow
 async def test_a_record_store_that_cannot_be_reached_is_store_unavailable(redis_url: str) -> None:
     from mrtr.carriers.tasks.redis_url import parse_redis_url
 
@@ -66,6 +68,7 @@ async def test_a_record_store_that_cannot_be_reached_is_store_unavailable(redis_
     assert "hunter2" not in str(raised.value) and raised.value.message == StoreUnavailable.CLIENT_MESSAGE
 
 
+@pytest.mark.slow
 async def test_a_message_to_a_node_nobody_listens_for_is_unheard(redis_url: str, nursery: trio.Nursery) -> None:
     async with connected(_url(redis_url)) as (client, target):
         heard: list[Any] = []

@@ -30,6 +30,8 @@ from mrtr.carriers.tasks.redis_url import parse_redis_url, redis_client
 
 from .cluster import nodes
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 VERSION = "2025-11-25"
 
 

@@ -14,6 +14,8 @@ from mrtr.cli import main
 from ..tasks.redis_server import redis_cli, redis_server
 from .cluster import ROOT
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 
 @pytest.mark.parametrize("flag", ["--store", "--tasks"])
 def test_a_store_url_with_a_password_is_refused_on_the_command_line_without_echoing_it(

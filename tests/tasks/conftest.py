@@ -20,7 +20,11 @@ def redis_url() -> Iterator[str]:
         yield url
 
 
-@pytest.fixture(params=["memory", "sqlite", "redis"])
+# The Redis store starts a redis-server: that parameter belongs to the slow tier.
+REDIS = pytest.param("redis", marks=pytest.mark.slow)
+
+
+@pytest.fixture(params=["memory", "sqlite", REDIS])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A URL for each kind of store."""
     if request.param == "memory":
@@ -30,7 +34,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return str(request.getfixturevalue("redis_url"))
 
 
-@pytest.fixture(params=["sqlite", "redis"])
+@pytest.fixture(params=["sqlite", REDIS])
 def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A URL for each store that several nodes can share."""
     if request.param == "sqlite":

@@ -321,6 +321,7 @@ async def test_a_dead_nodes_task_is_taken_over_without_rerunning_recorded_steps(
         assert calls == ["prepare", "long", "long"]
 
 
+@pytest.mark.slow
 async def test_redis_going_away_mid_run_loses_nothing(tmp_path: Any) -> None:
     from mrtr.carriers.tasks import StoreUnavailable
 

@@ -26,6 +26,8 @@ from ..wire_schema import validate_message
 from .tasks_schema import validate_task
 from .test_processes import mrtr_serve, ready
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 APP = "tests.tasks.once_app:server"
 TASKS = "io.modelcontextprotocol/tasks"
 PLAIN = {"elicitation": {}}

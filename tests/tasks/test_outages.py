@@ -17,11 +17,14 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import trio
 
 from .redis_server import free_port, redis_cli, redis_server
 from .tasks_schema import validate_task
 from .test_processes import mrtr_serve, post, ready
+
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
 
 PASSWORD = "s3cret-Pa55"
 TASKS_PER_NODE = 3

@@ -26,6 +26,8 @@ from .redis_server import redis_server
 from .test_once_nodes import APP, WITH_TASKS, exchange
 from .test_processes import ROOT, mrtr_serve, ready
 
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
+
 
 def answer(asked: dict[str, Any], params: dict[str, Any], value: Any) -> dict[str, Any]:
     result = asked["result"]

@@ -13,12 +13,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 import httpx
 import trio
 
 from ..conftest import meta, stop, until
 from .redis_server import free_port
 from .tasks_schema import validate_task
+
+pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPABILITIES = {"extensions": {"io.modelcontextprotocol/tasks": {}}}

@@ -13,6 +13,8 @@ from mrtr.carriers.tasks.redis_url import CLUSTER_SHARDS, KeyLayout, is_redis_ur
 from mrtr.carriers.tasks.store import masked
 from mrtr.carriers.tasks.urls import chosen_url
 
+from ..conftest import examples
+
 
 def test_one_redis_keeps_the_keys_of_earlier_versions():
     target = parse_redis_url("redis://cache.internal:6380/2", {})
@@ -116,7 +118,7 @@ def test_which_urls_are_redis():
         assert not is_redis_url(url)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.text(max_size=80), st.text(alphabet="abc:/@?=&,[]%{}*", max_size=40))
 def test_any_url_parses_or_is_refused_with_a_value_error_that_keeps_the_password(tail, noise):
     for scheme in ("redis", "rediss+cluster", "redis+sentinel", "unix"):

@@ -301,6 +301,7 @@ async def test_a_record_expires_with_its_token(clocked_store: TaskStore, clock: 
         nursery.cancel_scope.cancel()
 
 
+@pytest.mark.slow
 async def test_redis_expires_a_record_when_its_token_expires(redis_url: str):
     import time
 

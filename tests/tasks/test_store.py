@@ -173,6 +173,7 @@ async def test_expired_records_are_unknown(clocked_store: TaskStore, clock: Fake
     assert await store.get(record.task_id) is None
 
 
+@pytest.mark.slow
 async def test_redis_expires_a_record_at_its_expiry(redis_url: str) -> None:
     """Redis keeps the time itself: the store hands it each record's expiry, to the millisecond."""
     async with open_store(redis_url) as store:

@@ -59,6 +59,7 @@ def out_of_memory(url: str) -> Iterator[None]:
         redis_cli(url, "CONFIG", "SET", "maxmemory", "0")
 
 
+@pytest.mark.slow
 async def test_redis_out_of_memory_is_store_unavailable_and_passes(tmp_path: Path) -> None:
     with redis_server(password=PASSWORD) as (url, _process):
         async with open_store(url) as store:
@@ -76,6 +77,7 @@ async def test_redis_out_of_memory_is_store_unavailable_and_passes(tmp_path: Pat
             assert await store.replace(kept.evolve(time.time(), status_message="after"))
 
 
+@pytest.mark.slow
 async def test_a_read_only_redis_is_store_unavailable_until_promoted(tmp_path: Path) -> None:
     with redis_server(password=PASSWORD) as (url, _process), redis_server() as (primary, _other):
         async with open_store(url) as store:
@@ -93,6 +95,7 @@ async def test_a_read_only_redis_is_store_unavailable_until_promoted(tmp_path: P
             assert await store.get(record.task_id) == record
 
 
+@pytest.mark.slow
 async def test_a_stopped_redis_is_store_unavailable_on_every_method(tmp_path: Path) -> None:
     with redis_server(password=PASSWORD) as (url, process):
         async with open_store(url) as store:

@@ -23,7 +23,7 @@ from .record import MAX_RECORD_BYTES, TaskRecord
 from .rounds import FinalRounds
 from .bus import NodeBus
 from .store import Observed, TaskStore
-from .urls import DEFAULT_URL, chosen_url, open_store
+from .urls import chosen_url, default_path, open_store
 
 __all__ = ["serve_tasks", "serve_rounds", "serve_bus", "DEFAULT_LEASE", "DEFAULT_TASK_TTL", "ROUNDS_URL",
            "parse_ttl"]
@@ -85,17 +85,18 @@ def _lease_from_env() -> float:
 async def serve_tasks(
     resolve: Resolve, token: TokenCarrier, url: str | None = None, *, lease: float | None = None,
     ttl: float | None = None, max_record_bytes: int | None = None,
-    on_change: Callable[[TaskRecord], None] | None = None,
+    on_change: Callable[[TaskRecord], None] | None = None, name: str = "server",
 ) -> AsyncIterator[TaskCarrier]:
     """Open the task store and run this node's task carrier for the block; gives the carrier.
 
     ``resolve`` binds a tool name and a call's arguments to what runs (the server's
     ``task_binding``); ``token`` is the server's token carrier, for a call's rounds
-    before its task exists. ``url`` defaults to ``MRTR_STORE``, ``MRTR_TASKS`` or
-    ``sqlite:///mrtr-tasks.sqlite3``; ``lease`` to ``MRTR_TASK_LEASE`` or 30 seconds;
+    before its task exists. ``url`` defaults to ``MRTR_STORE``, ``MRTR_TASKS`` or the SQLite
+    file of the server called ``name`` in the user's state folder
+    (:func:`~mrtr.carriers.tasks.urls.default_path`); ``lease`` to ``MRTR_TASK_LEASE`` or 30 seconds;
     ``ttl``, the seconds a task lives after its last activity (``math.inf``: no limit),
-    to ``MRTR_TASK_TTL`` or one hour. The default store is named in one log line at
-    start (``mrtr.tasks``, with the file's absolute path). A store that cannot be reached fails here, at
+    to ``MRTR_TASK_TTL`` or one hour. The default store's folder is made (owner only); ``mrtr
+    serve`` names the file in its listing at start. A store that cannot be reached fails here, at
     start, with :class:`~mrtr.tasks.StoreUnavailable` naming it. ``max_record_bytes``
     caps one task's record (default :data:`~mrtr.tasks.MAX_RECORD_BYTES`, 1 MiB).
     ``on_change`` is told of every status change this node writes (see
@@ -105,10 +106,11 @@ async def serve_tasks(
     """
     chosen = chosen_url(url)
     if chosen is None:
-        # Nobody chose it: a file appears in the working directory, so say which, once, at start.
-        chosen = DEFAULT_URL
-        log.warning("task store: %s (the default SQLite file in the working directory; choose the store with "
-                    "MRTR_STORE or mrtr serve --store)", os.path.abspath(DEFAULT_URL[len("sqlite:///"):]))
+        # Nobody chose it: the server's own file in the user's state folder (mrtr serve's listing names it).
+        path = default_path(name)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        chosen = f"sqlite:///{path}"
+        log.debug("task store: %s (the default for this server)", path)
     length = lease if lease is not None else _lease_from_env()
     ttl_ms = _ttl_ms(ttl)
     async with open_store(chosen, max_record_bytes=max_record_bytes or MAX_RECORD_BYTES) as opened:

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import os
+import re
 import time
+from pathlib import Path
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 
@@ -14,10 +16,7 @@ from .record import MAX_RECORD_BYTES
 from .sqlite import SQLiteStore
 from .store import StoreUnavailable, TaskStore
 
-__all__ = ["open_store", "DEFAULT_URL", "STORE_VARIABLES", "chosen_url"]
-
-DEFAULT_URL = "sqlite:///mrtr-tasks.sqlite3"
-"""A file in the working directory, created only when a task tool is registered."""
+__all__ = ["open_store", "STORE_VARIABLES", "chosen_url", "default_path", "default_url"]
 
 STORE_VARIABLES = ("MRTR_STORE", "MRTR_TASKS")
 """The environment variables naming the store, the first set one winning (``MRTR_TASKS`` is the older name)."""
@@ -32,6 +31,27 @@ def chosen_url(url: str | None = None, environ: Mapping[str, str] | None = None)
         if env.get(name):
             return env[name]
     return None
+
+
+def default_path(server_name: str, environ: Mapping[str, str] | None = None) -> Path:
+    """The SQLite file of a server whose store nobody chose: one per server name, in the user's state folder.
+
+    ``$XDG_STATE_HOME/mrtr/stores/<name>.sqlite3``, ``~/.local/state/mrtr/stores/<name>.sqlite3`` when
+    ``XDG_STATE_HOME`` is unset (the XDG base directory for state that outlives a process, where
+    ``mrtr call`` keeps its OAuth tokens too). Never the working directory: a server started
+    from a checkout writes nothing into it. ``<name>`` is the server's name with every
+    character but letters, digits, ``.``, ``_`` and ``-`` turned into ``_``, so the workers
+    and restarts of one server share one file and two servers never share one.
+    """
+    env = os.environ if environ is None else environ
+    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", server_name)[:64].lstrip(".") or "server"
+    return Path(base) / "mrtr" / "stores" / f"{name}.sqlite3"
+
+
+def default_url(server_name: str, environ: Mapping[str, str] | None = None) -> str:
+    """:func:`default_path` as a store URL (``sqlite:////absolute/path``)."""
+    return f"sqlite:///{default_path(server_name, environ)}"
 
 
 @asynccontextmanager
