@@ -9,6 +9,7 @@ import functools
 import random
 import time
 
+import msgspec
 import pytest
 
 from mrtr import Context, Elicit, Form, ListRoots, Sample, Step
@@ -339,3 +340,34 @@ def test_a_tool_parameter_without_a_usable_schema_is_refused():
             return sql
 
     assert "'pool' has no JSON Schema" in str(caught.value) and "test_authoring.py:" in str(caught.value)
+
+
+# -- a form yielded without Elicit ------------------------------------------------------
+
+
+class Signup(msgspec.Struct):
+    email: str
+
+
+@pytest.mark.parametrize("yielded, fix", [
+    (EMAIL, 'to ask the user to fill in a form, yield Elicit("your question", Form()...)'),
+    (Signup, 'to ask the user to fill in a Signup, yield Elicit("your question", Signup)'),
+])
+def test_a_form_yielded_without_elicit_names_elicit_as_the_fix(yielded, fix):
+    def register(plan: str):
+        answer = yield yielded
+        return answer
+
+    with pytest.raises(HandlerError) as caught:
+        run(register, {"plan": "pro"})
+    message = caught.value.message
+    assert message.endswith(fix) and "return" not in message
+    assert caught.value.location.endswith(f":{line_of(register, 'yield yielded')}")
+
+
+def test_a_value_yielded_as_if_returned_is_told_about_return():
+    def total(amount: int):
+        yield amount * 2
+
+    with pytest.raises(HandlerError, match="a sync generator returns its result with `return`"):
+        run(total, {"amount": 2})

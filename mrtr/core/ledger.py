@@ -17,6 +17,7 @@ import msgspec
 
 from .errors import InvalidParams
 from .kinds import ASKED, KINDS, Kind, RequestKind, decode_input_response
+from .schema import INTEGER_MAX, INTEGER_MIN
 
 __all__ = ["Slot", "Ledger", "default_key", "decode_answer", "merge_answers", "ACTIONS", "ACTION_CODES"]
 
@@ -119,7 +120,7 @@ def decode_answer(kind: Kind, key: str, value: Any) -> Any:
             )
         if content:
             for name, item in content.items():
-                if item.__class__ is int and not _INT_MIN <= item <= _INT_MAX:
+                if item.__class__ is int and not INTEGER_MIN <= item <= INTEGER_MAX:
                     raise InvalidParams(f'inputResponses key "{key}": field "{name}" holds an integer outside the '
                                         "64-bit range a requestState can carry")
         return [code, content]
@@ -205,9 +206,6 @@ def _wrong_kind(key: str, row: RequestKind, detail: str) -> InvalidParams:
 def _article(noun: str | None) -> str:
     return "an" if noun and noun[0] in "aeiou" else "a"
 
-
-# The integers MessagePack (a token's encoding) carries.
-_INT_MIN, _INT_MAX = -(1 << 63), (1 << 64) - 1
 
 
 def _is_form_content(content: Any) -> bool:

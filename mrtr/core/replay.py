@@ -37,7 +37,7 @@ from .errors import (AnswerRefused, HandlerError, InvalidParams, MissingRequired
                      PublicError, ReplayMismatch)
 from .kinds import KINDS, Kind, decode_input_response
 from .ledger import _KEY_PREFIX, ACTIONS, Ledger, Slot, decode_answer, default_key
-from .schema import FormTypeError, schema_changes
+from .schema import Form, FormTypeError, RequestedSchema, schema_changes
 
 __all__ = ["Completed", "InputRequired", "Detached", "HandlerSpec", "replay", "replay_async"]
 
@@ -280,6 +280,22 @@ def _position_at(raw: tuple[Any, int] | None) -> tuple[str, int] | None:
     return code.co_filename, line
 
 
+def _fix_for(yielded: Any) -> str:
+    """The fix for a yield of something that asks nothing: what the handler most likely meant."""
+    if isinstance(yielded, (Form, RequestedSchema)):
+        return 'to ask the user to fill in a form, yield Elicit("your question", Form()...)'
+    if isinstance(yielded, type) and (issubclass(yielded, msgspec.Struct) or _is_model(yielded)):
+        return f'to ask the user to fill in a {yielded.__qualname__}, yield Elicit("your question", {yielded.__qualname__})'
+    return "a sync generator returns its result with `return`"
+
+
+def _is_model(cls: type) -> bool:
+    try:
+        return models.is_model(cls)
+    except TypeError:  # a pydantic 1 model: still what the handler meant to ask with
+        return True
+
+
 def _yield_location(gen: Any) -> str:
     """``file:line`` of the innermost frame suspended at a yield (follows ``yield from``)."""
     return _location(_yield_position(gen))
@@ -508,8 +524,7 @@ class _Interpretation:
                         return _RESULT, yielded
                     raise HandlerError(
                         f"handler {self.spec.name} yielded {type(yielded).__name__} {_short(yielded)}, which is not "
-                        "a request, a group of requests or a Step; a sync generator returns its result with "
-                        "`return`",
+                        f"a request, a group of requests or a Step; {_fix_for(yielded)}",
                         location=_yield_location(gen),
                     )
                 answers, pending = self._ask(members, gen)
@@ -639,6 +654,8 @@ def delivered(kind: int, answer: Any, request: Request, key: str, *, check: bool
                 # Accepted without content when it arrived, which only a form without required fields
                 # takes, as {} (what validate gave then): every later round reads what the first read.
                 content = {}
+            elif compiled._integers:
+                content = compiled.as_read(content)  # 5.0 from the token is the 5 validate gave then
             # A Form's answer is its content (RequestedSchema.convert's first case, without its call)
             return ElicitResult("accept", content, content if compiled.struct_type is None and content is not None
                                 else compiled.convert(content))

@@ -174,6 +174,13 @@ def _string_check(min_length: int | None, max_length: int | None, fmt: str | Non
     return check
 
 
+INTEGER_MIN = -(1 << 63)
+"""The least integer an answer may hold: a ``requestState`` (MessagePack) carries no smaller one."""
+
+INTEGER_MAX = (1 << 64) - 1
+"""The greatest integer an answer may hold: a ``requestState`` (MessagePack) carries no larger one."""
+
+
 def _number_check(integer: bool, minimum: float | None, maximum: float | None) -> _Check:
     kind = "an integer" if integer else "a number"
 
@@ -186,6 +193,9 @@ def _number_check(integer: bool, minimum: float | None, maximum: float | None) -
             not math.isfinite(value) or (integer and not value.is_integer())
         ):
             return f"expected {kind}, got {_render(value)}"
+        # The same range in every era, so an answer a token could not carry is refused by its field's name.
+        if integer and not INTEGER_MIN <= value <= INTEGER_MAX:
+            return f"expected an integer within 64 bits, got {_render(value)}"
         if minimum is not None and value < minimum:
             return f"expected at least {_render(minimum)}, got {_render(value)}"
         if maximum is not None and value > maximum:
@@ -859,6 +869,7 @@ class RequestedSchema:
         "digest",
         "struct_type",
         "_checks",
+        "_integers",
         "_required",
         "_hooks",
         "_fill_none",
@@ -875,6 +886,7 @@ class RequestedSchema:
     """The Struct class the form was derived from, or ``None``."""
     # Private state, set once in _setup (via object.__setattr__, as instances are immutable).
     _checks: dict[str, _Check]
+    _integers: tuple[str, ...]
     _required: tuple[str, ...]
     _hooks: tuple[tuple[str, _Hook], ...]
     _fill_none: tuple[str, ...]
@@ -914,6 +926,7 @@ class RequestedSchema:
         init(self, "digest", hashlib.sha256(canonical).digest())
         init(self, "struct_type", struct_type)
         init(self, "_checks", {name: prop.check for name, prop in form._props.items()})
+        init(self, "_integers", tuple(name for name, prop in form._props.items() if prop.json["type"] == "integer"))
         init(self, "_required", tuple(name for name, prop in form._props.items() if prop.required))
         init(self, "_hooks", hooks)
         init(self, "_fill_none", fill_none)
@@ -939,12 +952,14 @@ class RequestedSchema:
         return f"RequestedSchema({self.canonical.decode()}{origin})"
 
     def validate(self, content: object) -> dict[str, Any]:
-        """Check an accepted answer's ``content`` against this form; return it.
+        """Check an accepted answer's ``content`` against this form; return it as the handler reads it.
 
         ``None`` stands for absent content, which only a form without required fields
         accepts (it then returns ``{}``). Raises :class:`~mrtr.core.errors.InvalidParams`
         naming the field on a missing required field, an unknown field, or a value of
-        the wrong type, outside its bounds or options, or not in its format.
+        the wrong type, outside its bounds or options, or not in its format. What is
+        returned is ``content`` itself, or a copy with each integer field's integral
+        float (``5.0``) as the ``int`` (see :meth:`as_read`).
         """
         if content is None:
             if self._required:
@@ -977,7 +992,24 @@ class RequestedSchema:
             raise InvalidParams(
                 f"Elicitation answer has field(s) the form did not ask for: {names}"
             )
-        return content
+        return self.as_read(content) if self._integers else content
+
+    def as_read(self, content: dict[str, Any]) -> dict[str, Any]:
+        """Accepted ``content`` as the handler reads it: each integer field's float (``5.0``) as the ``int``.
+
+        JSON has one number type, so a client may write five as ``5.0``, and a token gives
+        back what the client wrote; the handler was promised an ``int`` in every round.
+        Expects content :meth:`validate` accepted; returns ``content`` itself when nothing
+        changes, else a copy.
+        """
+        copied: dict[str, Any] | None = None
+        for name in self._integers:
+            value = content.get(name)
+            if value.__class__ is float:
+                if copied is None:
+                    copied = dict(content)
+                copied[name] = int(value)
+        return content if copied is None else copied
 
     def convert(self, content: dict[str, Any] | None) -> Any:
         """Turn validated ``content`` into what the handler receives.
