@@ -17,7 +17,7 @@ from mrtr import Elicit, Form
 from mrtr.core.errors import INVALID_PARAMS, InvalidParams
 from mrtr.core.schema import requested_schema
 from mrtr.server import Server
-from mrtr.testing import accept, run
+from mrtr.testing import TEST_SECRET, accept, run
 
 from .legacy.conftest import answering
 from .legacy.test_legacy_server import Session, text
@@ -75,7 +75,7 @@ def test_the_schema_gives_back_ints_and_leaves_number_fields_as_written():
 
 # -- the 2025 era: the handler waits live, the answer comes in a response -----------------------
 
-legacy_server = Server("integers", "1.0.0")
+legacy_server = Server("integers", "1.0.0", secret=TEST_SECRET)
 legacy_server.tool(asks_a_number_then_confirms)
 
 
