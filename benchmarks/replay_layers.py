@@ -16,7 +16,7 @@ leaves out what this round never reaches (groups, Steps, explicit keys, the leni
 policy's answers, every error path and diagnostic). Each next variant puts one real layer
 back: the execution object, answers through ``delivered``, each request through
 ``_member`` and ``_answer``, each yield through ``interpret``, the driver's loop
-``_advance``, then ``_drive`` and ``_start``; the last is the real ``replay``.
+``advance``, then ``drive`` and ``start_handler``; the last is the real ``replay``.
 
 It measures what flattening would buy, not a design: the variants copy rules the replay
 core holds once, and they are kept here only so the figures in docs/performance.md
@@ -35,9 +35,10 @@ from typing import Any
 from mrtr.carriers import contract
 from mrtr.core.context import Context
 from mrtr.core.effects import ElicitResult, Request
-from mrtr.core.ledger import _KEY_PREFIX, Ledger, Slot
-from mrtr.core.replay import (_PENDING, _SEND, InputRequired, _advance, _drive, _Execution, _start, delivered,
-                              handler_spec, replay)
+from mrtr.core.ledger import KEY_PREFIX, Ledger, Slot
+from mrtr.core.driving import advance, start_handler
+from mrtr.core.interpretation import PENDING, SEND, delivered
+from mrtr.core.replay import Execution, InputRequired, drive, handler_spec, replay
 
 from .common import Local, interleave
 from .replay_overhead import MrtrRounds, exception_rounds
@@ -56,10 +57,10 @@ def one_loop(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, le
 def with_execution(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, ledger: Ledger,
                    unmatched: Mapping[str, Any] | None = None, *, until_step: bool = False,
                    through_delivered: bool = False) -> InputRequired:
-    """``one_loop`` with its state in an ``_Execution``, as the real replay keeps it (and, with
+    """``one_loop`` with its state in an ``Execution``, as the real replay keeps it (and, with
     ``through_delivered``, each answer turned into what the handler receives by ``delivered``)."""
     spec = handler_spec(handler)
-    execution = _Execution(spec, ctx, ledger, unmatched)
+    execution = Execution(spec, ctx, ledger, unmatched)
     key, request = _loop(spec, ctx, arguments, execution.slots, execution.fresh, through_delivered=through_delivered)
     return InputRequired({key: request}, execution.ledger())
 
@@ -78,7 +79,7 @@ def _loop(spec: Any, ctx: Context, arguments: Mapping[str, Any] | None, slots: l
         if request.missing_capability(capabilities) is not None:
             raise AssertionError("part 1's client has the capability")
         cursor += 1
-        key = _KEY_PREFIX[request.kind] + str(cursor)
+        key = KEY_PREFIX[request.kind] + str(cursor)
         if key in keys:
             raise AssertionError("default keys are unique")
         frame = gen.gi_frame
@@ -110,7 +111,7 @@ def with_member(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context,
                 unmatched: Mapping[str, Any] | None = None, *, until_step: bool = False) -> InputRequired:
     """... and each request through the execution's ``_member`` (its key, claim and ``_answer``)."""
     spec = handler_spec(handler)
-    execution = _Execution(spec, ctx, ledger, unmatched)
+    execution = Execution(spec, ctx, ledger, unmatched)
     gen = spec.invoke(ctx, arguments or {})
     send: Any = None
     capabilities = ctx.client_capabilities
@@ -119,7 +120,7 @@ def with_member(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context,
         if request.missing_capability(capabilities) is not None:
             raise AssertionError("part 1's client has the capability")
         key, answer = execution._member(request.key, request, gen)
-        if answer is _PENDING:
+        if answer is PENDING:
             break
         send = answer
     gen.close()
@@ -130,12 +131,12 @@ def with_interpret(handler: Any, arguments: Mapping[str, Any] | None, ctx: Conte
                    unmatched: Mapping[str, Any] | None = None, *, until_step: bool = False) -> InputRequired:
     """... and each yield through ``interpret`` (which gates it and calls ``_member``)."""
     spec = handler_spec(handler)
-    execution = _Execution(spec, ctx, ledger, unmatched)
+    execution = Execution(spec, ctx, ledger, unmatched)
     gen = spec.invoke(ctx, arguments or {})
     send: Any = None
     while True:
         operation, payload = execution.interpret(gen.send(send), gen, False)
-        if operation != _SEND:
+        if operation != SEND:
             break
         send = payload
     gen.close()
@@ -144,21 +145,21 @@ def with_interpret(handler: Any, arguments: Mapping[str, Any] | None, ctx: Conte
 
 def with_advance(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, ledger: Ledger,
                  unmatched: Mapping[str, Any] | None = None, *, until_step: bool = False) -> InputRequired:
-    """... and the driver's loop, ``_advance`` (the generator's errors, Steps, results)."""
+    """... and the driver's loop, ``advance`` (the generator's errors, Steps, results)."""
     spec = handler_spec(handler)
-    execution = _Execution(spec, ctx, ledger, unmatched)
+    execution = Execution(spec, ctx, ledger, unmatched)
     gen = spec.invoke(ctx, arguments or {})
-    _, payload = _advance(gen, execution, None, None)
+    _, payload = advance(gen, execution, None, None)
     gen.close()
     return InputRequired(payload, execution.ledger())
 
 
 def with_drive(handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, ledger: Ledger,
                unmatched: Mapping[str, Any] | None = None, *, until_step: bool = False) -> Any:
-    """... and ``_start`` and ``_drive`` (the handler's start, the close and its checks)."""
+    """... and ``start_handler`` and ``drive`` (the handler's start, the close and its checks)."""
     spec = handler_spec(handler)
-    execution = _Execution(spec, ctx, ledger, unmatched)
-    return _drive(_start(spec, ctx, arguments or {}), execution)
+    execution = Execution(spec, ctx, ledger, unmatched)
+    return drive(start_handler(spec, ctx, arguments or {}), execution)
 
 
 VARIANTS: dict[str, Replay] = {
@@ -167,8 +168,8 @@ VARIANTS: dict[str, Replay] = {
     "+ answers through delivered": partial(with_execution, through_delivered=True),
     "+ requests through _member and _answer": with_member,
     "+ yields through interpret": with_interpret,
-    "+ the driver's loop (_advance)": with_advance,
-    "+ _drive and _start": with_drive,
+    "+ the driver's loop (advance)": with_advance,
+    "+ drive and start_handler": with_drive,
     "the real replay": replay,
 }
 """The replay written with more and more of its real layers, in order."""

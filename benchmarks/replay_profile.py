@@ -61,6 +61,8 @@ def _pieces(k: int) -> dict[str, tuple[Any, int]]:
     from mrtr.core.kinds import Kind
     from mrtr.core.ledger import default_key
     from mrtr.core import replay as core
+    from mrtr.core.diagnostics import here
+    from mrtr.core.interpretation import delivered
     from mrtr.core.versions import handler_version
     import msgspec
 
@@ -90,7 +92,7 @@ def _pieces(k: int) -> dict[str, tuple[Any, int]]:
         requests.append(request)
     suspended = handler  # a generator suspended at its (k + 1)-th yield
     capabilities = CAPS
-    execution = core._Execution(core.handler_spec(questions), Context(arguments, client_capabilities=CAPS), ledger,
+    execution = core.Execution(core.handler_spec(questions), Context(arguments, client_capabilities=CAPS), ledger,
                                 unmatched)
     slots = ledger.slots
     contents = [answer(i)["content"] for i in range(k)]
@@ -110,9 +112,7 @@ def _pieces(k: int) -> dict[str, tuple[Any, int]]:
         for ordinal in range(1, k + 2):
             execution._claim(default_key(Kind.ELICIT, ordinal), ordinal, None)
 
-    # What a claim records of where the yield is (read as a line only for a diagnostic).
-    here = getattr(core, "_here", core._yield_position)
-
+    # What a claim records of where the yield is (read as a line only for a diagnostic): diagnostics.here.
     def positions() -> None:
         for _ in requests:
             here(suspended)
@@ -123,7 +123,7 @@ def _pieces(k: int) -> dict[str, tuple[Any, int]]:
 
     def answers() -> None:
         for index in range(k):
-            core.delivered(slots[index].kind, slots[index].answer, requests[index], f"elicit-{index + 1}",
+            delivered(slots[index].kind, slots[index].answer, requests[index], f"elicit-{index + 1}",
                            check=index == k - 1)
 
     def handler_alone() -> None:

@@ -23,7 +23,7 @@ import pytest
 
 import mrtr
 from mrtr import Elicit, Form, PublicError, Step
-from mrtr.core import schema as schema_module
+from mrtr.core import forms as schema_module
 from mrtr.core.errors import HandlerError, ReplayMismatch
 from mrtr.server import Server
 from mrtr.testing import TEST_SECRET, NotDeterministic, ScriptExhausted, accept, cancel, decline, run

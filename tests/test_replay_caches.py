@@ -13,7 +13,8 @@ import hashlib
 import weakref
 
 from mrtr import Context, Elicit, ElicitURL, Form
-from mrtr.core import effects, replay as core
+from mrtr.core import effects
+from mrtr.core import handlers as core
 from mrtr.core.versions import handler_version, set_handler_version
 from mrtr.testing import accept, run
 

@@ -19,11 +19,12 @@ from .errors import InvalidParams
 from .kinds import ASKED, KINDS, Kind, RequestKind, decode_input_response
 from .schema import INTEGER_MAX, INTEGER_MIN
 
-__all__ = ["Slot", "Ledger", "default_key", "decode_answer", "merge_answers", "ACTIONS", "ACTION_CODES"]
+__all__ = ["Slot", "Ledger", "default_key", "decode_answer", "merge_answers", "ACTIONS", "ACTION_CODES", "KEY_PREFIX"]
 
 # The table's prefixes keyed by the plain int a slot stores: wire_key runs for every slot
 # every round, and building a Kind from it first would cost more than the lookup.
-_KEY_PREFIX: dict[int, str] = {int(kind): row.key_prefix for kind, row in KINDS.items()}
+KEY_PREFIX: dict[int, str] = {int(kind): row.key_prefix for kind, row in KINDS.items()}
+"""The prefix of each kind's default key, by the code a ledger stores (``elicit-`` for an elicitation)."""
 
 # The kinds by the plain int a slot stores: building a Kind from it calls into enum.
 _KINDS: dict[int, Kind] = {int(kind): kind for kind in Kind}
@@ -39,7 +40,7 @@ ACTION_CODES = {name: code for code, name in enumerate(ACTIONS)}
 
 def default_key(kind: Kind, ordinal: int) -> str:
     """The wire key of a request that did not choose one: ``elicit-3``, ``sample-1``..."""
-    return _KEY_PREFIX[kind] + str(ordinal)
+    return KEY_PREFIX[kind] + str(ordinal)
 
 
 class Slot(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):
@@ -61,7 +62,7 @@ class Slot(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):
 
     def wire_key(self, ordinal: int) -> str:
         """The key this slot travels under in ``inputRequests``/``inputResponses``."""
-        return self.key if self.key is not None else _KEY_PREFIX[self.kind] + str(ordinal)
+        return self.key if self.key is not None else KEY_PREFIX[self.kind] + str(ordinal)
 
 
 class Ledger:
@@ -90,7 +91,7 @@ class Ledger:
     def index_of_key(self) -> dict[str, int]:
         """Map the wire key of each client request slot to its 0-based index (Steps and patch markers are never issued)."""
         # Slot.wire_key, inlined: every retry maps every slot of its ledger.
-        return {(_KEY_PREFIX[slot.kind] + str(i + 1) if slot.key is None else slot.key): i
+        return {(KEY_PREFIX[slot.kind] + str(i + 1) if slot.key is None else slot.key): i
                 for i, slot in enumerate(self.slots) if slot.kind in ASKED}
 
 
@@ -166,7 +167,7 @@ def merge_answers(
             for position in range(len(slots) - 1, -1, -1):
                 slot = slots[position]
                 if slot.kind in ASKED and (slot.key if slot.key is not None
-                                           else _KEY_PREFIX[slot.kind] + str(position + 1)) == key:
+                                           else KEY_PREFIX[slot.kind] + str(position + 1)) == key:
                     break
             else:
                 position = None

@@ -24,7 +24,7 @@ every round: the idempotency contract still holds, it is only not exercised.
 
 How a yielded value is read (requests, groups, Steps, results; keys and their
 uniqueness; the capability gate; answers checked and converted) is the replay core's
-own :class:`~mrtr.core.replay._Interpretation`, shared, so nothing is implemented
+own :class:`~mrtr.core.interpretation.Interpretation`, shared, so nothing is implemented
 twice. A live suspension holds a request open while a person answers, so
 :class:`LiveDriver` caps the rounds of one call (:data:`MAX_LIVE_ROUNDS`): a handler
 that asks again after every decline cannot hold it forever.
@@ -42,31 +42,12 @@ from .context import Context
 from .effects import Request, Step
 from .errors import HandlerError, InvalidParams, ProtocolError
 from .ledger import decode_answer
-from .replay import (
-    _ASYNC_GEN,
-    _CORO,
-    _DONE,
-    _PENDING,
-    _PLAIN,
-    _RUN_STEP,
-    _STOP,
-    Completed,
-    HandlerSpec,
-    _aadvance,
-    _aclose,
-    _aclose_quietly,
-    _advance,
-    _check_result,
-    _close,
-    _close_quietly,
-    _handler_failed,
-    _Interpretation,
-    _start,
-    _yield_location,
-    delivered,
-    gathered,
-    handler_spec,
-)
+from .diagnostics import handler_failed, yield_location
+from .driving import (DONE, aadvance, aclose_handler, aclose_quietly, advance, check_result, close_handler,
+                      close_quietly, start_handler)
+from .handlers import ASYNC_GEN, CORO, PLAIN, HandlerSpec, handler_spec
+from .interpretation import PENDING, RUN_STEP, STOP, Interpretation, delivered, gathered
+from .outcomes import Completed
 
 __all__ = ["MAX_LIVE_ROUNDS", "Asked", "Questions", "LiveDriver", "TooManyRounds"]
 
@@ -115,7 +96,7 @@ class Questions:
         return f"Questions(round={self.round}, {list(self.requests)!r})"
 
 
-class _LiveInterpretation(_Interpretation):
+class _LiveInterpretation(Interpretation):
     """The replay core's reading of yields, with no ledger: every request is asked, every Step runs."""
 
     __slots__ = ("asked", "yielded")
@@ -131,10 +112,10 @@ class _LiveInterpretation(_Interpretation):
 
     def _answer(self, ordinal: int, key: str, standard: bool, request: Request, fingerprint: bytes, gen: Any) -> Any:
         self.asked.append(Asked(key, ordinal, request, fingerprint))
-        return _PENDING
+        return PENDING
 
     def _step_answer(self, ordinal: int, key: str, step: Step, fingerprint: bytes, gen: Any) -> tuple[int, Any]:
-        return _RUN_STEP, step
+        return RUN_STEP, step
 
 
 _NEW, _RUNNING, _WAITING, _CLOSED = range(4)  # a driver's states
@@ -191,10 +172,10 @@ class LiveDriver:
         if self.spec.is_async:
             raise TypeError(f"handler {self.spec.name} is async; use astart")
         self._begin()
-        started = _start(self.spec, self.ctx, self.arguments)
-        if self.spec.shape == _PLAIN:
+        started = start_handler(self.spec, self.ctx, self.arguments)
+        if self.spec.shape == PLAIN:
             self._state = _CLOSED
-            return _check_result(self.spec, started)
+            return check_result(self.spec, started)
         self._gen = started
         self._state = _RUNNING
         return self._advance(None, None)
@@ -225,9 +206,9 @@ class LiveDriver:
             self._state = _CLOSED
             return
         self._state = _CLOSED
-        if self.spec.shape == _ASYNC_GEN:
+        if self.spec.shape == ASYNC_GEN:
             raise TypeError(f"handler {self.spec.name} is async; use aclose")
-        _close(self._gen, self.spec)
+        close_handler(self._gen, self.spec)
 
     def close_quietly(self) -> None:
         """Close the generator, dropping any error its cleanup raises (the call already fails with a better one)."""
@@ -235,7 +216,7 @@ class LiveDriver:
             self._state = _CLOSED
             return
         self._state = _CLOSED
-        _close_quietly(self._gen)
+        close_quietly(self._gen)
 
     # -- any handler ----------------------------------------------------------------------
 
@@ -244,16 +225,16 @@ class LiveDriver:
         if not self.spec.is_async:
             return self.start()
         self._begin()
-        started = _start(self.spec, self.ctx, self.arguments)
-        if self.spec.shape == _CORO:
+        started = start_handler(self.spec, self.ctx, self.arguments)
+        if self.spec.shape == CORO:
             self._state = _CLOSED
             try:
                 result = await started
             except ProtocolError:
                 raise
             except Exception as exc:
-                raise _handler_failed(self.spec, exc) from exc
-            return _check_result(self.spec, result)
+                raise handler_failed(self.spec, exc) from exc
+            return check_result(self.spec, result)
         self._gen = started
         self._state = _RUNNING
         return await self._aadvance(None, None)
@@ -272,25 +253,25 @@ class LiveDriver:
 
     async def aclose(self) -> None:
         """:meth:`close`, for any handler."""
-        if self.spec.shape != _ASYNC_GEN:
+        if self.spec.shape != ASYNC_GEN:
             self.close()
             return
         if self._state == _CLOSED or self._gen is None:
             self._state = _CLOSED
             return
         self._state = _CLOSED
-        await _aclose(self._gen, self.spec)
+        await aclose_handler(self._gen, self.spec)
 
     async def aclose_quietly(self) -> None:
         """:meth:`close_quietly`, for any handler."""
-        if self.spec.shape != _ASYNC_GEN:
+        if self.spec.shape != ASYNC_GEN:
             self.close_quietly()
             return
         if self._state == _CLOSED or self._gen is None:
             self._state = _CLOSED
             return
         self._state = _CLOSED
-        await _aclose_quietly(self._gen)
+        await aclose_quietly(self._gen)
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -323,7 +304,7 @@ class LiveDriver:
                 f"handler {self.spec.name} asked a round of questions more than {self.max_rounds} times in one call; "
                 "a live session holds the call open while the client answers, so its rounds are capped (a handler "
                 "that asks again after every decline never ends)",
-                location=_yield_location(self._gen),
+                location=yield_location(self._gen),
             )
         self._yielded = self._interpretation.yielded
         self._asked = tuple(self._interpretation.asked)
@@ -333,25 +314,25 @@ class LiveDriver:
 
     def _advance(self, send: Any, throw: BaseException | None) -> Questions | Completed:
         try:
-            operation, payload = _advance(self._gen, self._interpretation, send, throw)
-            if operation == _DONE:
+            operation, payload = advance(self._gen, self._interpretation, send, throw)
+            if operation == DONE:
                 self._state = _CLOSED
                 return payload  # type: ignore[no-any-return]
             return self._suspend()
         except BaseException:
             self._state = _CLOSED
-            _close_quietly(self._gen)
+            close_quietly(self._gen)
             raise
 
     async def _aadvance(self, send: Any, throw: BaseException | None) -> Questions | Completed:
         try:
-            operation, payload = await _aadvance(self._gen, self._interpretation, send, throw)
-            if operation == _STOP:
+            operation, payload = await aadvance(self._gen, self._interpretation, send, throw)
+            if operation == STOP:
                 return self._suspend()
         except BaseException:
             self._state = _CLOSED
-            await _aclose_quietly(self._gen)
+            await aclose_quietly(self._gen)
             raise
         self._state = _CLOSED
-        await _aclose(self._gen, self.spec)  # an async generator ends by yielding its result: close it as a pause is
+        await aclose_handler(self._gen, self.spec)  # an async generator ends by yielding its result: close it as a pause is
         return Completed(payload)

@@ -24,7 +24,7 @@ from ..core import models
 from ..core.docstrings import first_paragraph
 from ..core.errors import InvalidParams
 from ..core.mirroring import InvalidHeaderSchema, is_token, mirrored_parameters
-from ..core.replay import CONTEXT_NAMES, handler_spec
+from ..core.handlers import CONTEXT_NAMES, handler_spec
 from ..core.versions import set_handler_version
 
 __all__ = ["Header", "PromptEntry", "Registry", "ResourceEntry", "TemplateEntry", "ToolEntry"]
