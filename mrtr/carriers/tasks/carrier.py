@@ -41,8 +41,10 @@ import trio
 from ...core.context import Context
 from ...core.errors import AnswerRefused, HandlerError, InvalidParams, ProtocolError, ReplayMismatch
 from ...core.jsonrpc import RunSync
-from ...core.kinds import ASKED
-from ...core.ledger import Ledger, Slot, merge_answers
+from ...core.effects import Elicit
+from ...core.interpretation import delivered
+from ...core.kinds import ASKED, Kind
+from ...core.ledger import Ledger, Slot, decode_answer, merge_answers
 from ...core.replay import Completed, Detached, InputRequired
 from ...core.schema import RequestedSchema
 from ...core.versions import deploy_hint, handler_version
@@ -356,8 +358,8 @@ class TaskCarrier:
                         if slot.answered and slot.kind in ASKED}
             pending = {key: request for key, request in record.input_requests.items() if key not in answered}
             changes: dict[str, Any] = {"ledger": merged.slots, "fresh": tuple(sorted(merged.fresh))}
-            if record.status_message is not None and record.status_message.startswith(_REFUSED):
-                changes["status_message"] = None  # answered again: the reason no longer holds
+            if record.refused_answer is not None:  # answered again: the reason no longer holds
+                changes["status_message"] = changes["refused_answer"] = None
             if pending:
                 return record.evolve(now, input_requests=pending, **changes)
             return record.evolve(
@@ -420,26 +422,25 @@ def _asked_again(record: TaskRecord, refused: AnswerRefused) -> dict[str, Any]:
     slots[index] = Slot(slot.kind, slot.fingerprint, slot.key)  # pending again
     return {"status": "input_required", "input_requests": {refused.key: refused.request.to_wire()},
             "ledger": tuple(slots), "fresh": tuple(position for position in record.fresh if position != index),
-            "status_message": _REFUSED + refused.message}
-
-
-_REFUSED = "The answer was refused, answer again: "  # a status message tasks/update clears
+            "status_message": f"The answer was refused, answer again: {refused.message}",
+            "refused_answer": refused.message}
 
 
 def _check_form_answer(key: str, request: Any, answer: Any) -> None:
-    """Raise :class:`InvalidParams` when an accepted answer does not fit the form it answers."""
+    """Raise :class:`InvalidParams` when an accepted answer does not fit the form it answers.
+
+    The check every carrier makes when a run reaches an answer
+    (:func:`~mrtr.core.interpretation.delivered`), made here against the form as the task
+    stored it, since no run has reached the question yet.
+    """
     if not isinstance(request, dict) or request.get("method") != "elicitation/create":
-        return
-    if not isinstance(answer, dict) or answer.get("action") != "accept":
         return
     params = request.get("params")
     schema = params.get("requestedSchema") if isinstance(params, dict) else None
-    if not isinstance(schema, dict):
-        return
-    try:
-        RequestedSchema(schema).validate(answer.get("content"))
-    except InvalidParams as error:
-        raise InvalidParams(f'inputResponses key "{key}": {error.message}') from None
+    if not isinstance(schema, dict) or not isinstance(params.get("message"), str):
+        return  # a URL elicitation: its answers carry no content
+    asked = Elicit(params["message"], RequestedSchema(schema))
+    delivered(Kind.ELICIT, decode_answer(Kind.ELICIT, key, answer), asked, key, check=True)
 
 
 class _Run:

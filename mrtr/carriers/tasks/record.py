@@ -60,7 +60,9 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
     them too (empty for records stored before they were kept). ``handler_version`` is
     the version of the handler that started the task (:func:`mrtr.core.versions.handler_version`;
     ``None`` for records stored before it was kept): a replay mismatch after a deploy says
-    so, and ``tasks/get`` never shows it. Times are epoch seconds.
+    so, and ``tasks/get`` never shows it. ``refused_answer`` is why the run refused the last
+    answer to the question the task asks again (its ``status_message`` says so to the
+    client; the next answer clears both), ``None`` otherwise. Times are epoch seconds.
     """
 
     task_id: str
@@ -85,6 +87,7 @@ class TaskRecord(msgspec.Struct, kw_only=True, frozen=True):
     version: int = 1
     scopes: tuple[str, ...] = ()
     handler_version: str | None = None
+    refused_answer: str | None = None
 
     @property
     def terminal(self) -> bool:
