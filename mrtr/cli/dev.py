@@ -108,6 +108,8 @@ def _dev(args: argparse.Namespace) -> int:
     module, separator, attribute = args.app.partition(":")
     if not separator or not module or not attribute:
         raise UsageError(f'application "{args.app}" must be given as "<module>:<attribute>", e.g. "myapp.main:server"')
+    if args.inspector_port == 0:
+        raise UsageError("--inspector-port needs a fixed port: the Inspector derives its allowed origins from it")
     server_url = _url(args.host, args.port)
     serve = [sys.executable, "-m", "mrtr", "serve", args.app, "--host", args.host, "--port", str(args.port),
              "--reload"]
@@ -182,10 +184,15 @@ async def _run(args: argparse.Namespace, serve: list[str], inspector: list[str] 
                     nursery.start_soon(_open_when_up, link, args.inspector_port)
         print("\n".join(lines), file=sys.stderr, flush=True)
         await done.wait()
+        ended = [child for child in children if child.returncode is not None]
         for child in reversed(children):
             await _stop(child)
         nursery.cancel_scope.cancel()
-    return 0 if server.returncode in (0, None, -signal.SIGTERM) else 1
+    for child in ended:  # a child that stopped on its own stops the loop, saying so
+        what = "the server" if child is server else "the MCP Inspector"
+        print(f"mrtr dev: {what} exited with code {child.returncode}; stopping", file=sys.stderr)
+        return 1
+    return 0
 
 
 async def _open_when_up(link: str, inspector_port: int) -> None:

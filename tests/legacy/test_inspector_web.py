@@ -292,3 +292,16 @@ def test_mrtr_dev_without_npx_prints_the_command_and_serves(app: Path, folder: P
         assert process.wait(timeout=30) == 0
     finally:
         stop(process)
+
+
+def test_an_inspector_that_stops_stops_mrtr_dev_saying_so(app: Path) -> None:
+    port = free_port()
+    process = dev(["--port", str(port), "--inspector-port", str(free_port()), "--inspector", "false"], app,
+                  {**clean_env(), "PYTHONPATH": str(app)})
+    said = Lines(process)
+    try:
+        said.wait_for("the MCP Inspector exited with code 1; stopping")
+        assert process.wait(timeout=30) == 1
+        assert refused(port)
+    finally:
+        stop(process)
