@@ -248,7 +248,7 @@ def _insert_member(text: str, container: Node, key: str, value: Any, unit: str) 
                 and line_end >= 0 and line_end < container.end:
             head = text[:last.end] + ("" if comma else ",") + text[last.end:line_end]
             return head + "\n" + indent + member + ("," if comma else "") + text[line_end:]
-        return text[:last.end] + ", " + member + ("," if comma else "") + text[last.end:]
+        return text[:last.end] + ", " + member + text[last.end:]  # a trailing comma now trails the new member
     # An empty object, perhaps holding comments: the member goes first, on its own line.
     outer = _indent_of(text, container.start)
     indent = outer + unit

@@ -52,6 +52,14 @@ def test_missing_objects_are_created_and_an_empty_file_is_written_whole():
         "mcpServers": {"a": {"command": "x"}}}
 
 
+@pytest.mark.parametrize("text", ['{"servers": {"a": 1,}}', '{"servers": {"a": 1, /* x */}}',
+                                  '{"servers": {\n  "a": 1, // x\n}}', '{"servers": {"a": 1 /* x */}}'])
+def test_a_trailing_comma_or_comment_after_the_last_member_stays_valid(text):
+    changed = set_member(text, ("servers",), "b", 2, comments=True)
+    assert to_python(parse(changed, comments=True)) == {"servers": {"a": 1, "b": 2}}
+    assert remove_member(changed, ("servers",), "b", comments=True).replace(" ", "") == text.replace(" ", "")
+
+
 def test_the_file_s_indentation_is_followed():
     text = '{\n    "mcpServers": {\n        "old": 1\n    }\n}\n'
     changed = set_member(text, ("mcpServers",), "new", {"command": "x"})
