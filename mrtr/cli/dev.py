@@ -14,6 +14,7 @@ pinned one in a cache) instead of ``npx``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import secrets
@@ -171,8 +172,10 @@ async def _run(args: argparse.Namespace, serve: list[str], inspector: list[str] 
                    "MCP_INSPECTOR_API_TOKEN": token, "MCP_AUTO_OPEN_ENABLED": "false"}
             env.pop("DANGEROUSLY_OMIT_AUTH", None)  # the link's autoConnect is the token: the Inspector needs it
             try:
+                # A group of its own: npx runs the Inspector under npm, which does not pass a SIGTERM on,
+                # so stopping it means signalling the whole group (and a Ctrl+C reaches it through us).
                 process = await trio.lowlevel.open_process([*inspector, "--web"], env=env, stdin=subprocess.DEVNULL,
-                                                           stdout=sys.stderr.fileno())
+                                                           stdout=sys.stderr.fileno(), start_new_session=True)
             except OSError as exc:
                 print(f"mrtr dev: could not start the MCP Inspector ({shlex.join(inspector)}): {exc}",
                       file=sys.stderr)
@@ -186,7 +189,7 @@ async def _run(args: argparse.Namespace, serve: list[str], inspector: list[str] 
         await done.wait()
         ended = [child for child in children if child.returncode is not None]
         for child in reversed(children):
-            await _stop(child)
+            await _stop(child, group=child is not server)
         nursery.cancel_scope.cancel()
     for child in ended:  # a child that stopped on its own stops the loop, saying so
         what = "the server" if child is server else "the MCP Inspector"
@@ -204,13 +207,36 @@ async def _open_when_up(link: str, inspector_port: int) -> None:
         await trio.to_thread.run_sync(webbrowser.open, link)
 
 
-async def _stop(process: Any) -> None:
-    if process.returncode is not None:
+async def _stop(process: Any, *, group: bool = False) -> None:
+    """SIGTERM, then SIGKILL after a grace period; with ``group``, to every process of its group."""
+
+    def send(signum: int) -> None:
+        if group:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signum)
+        elif process.returncode is None:
+            process.send_signal(signum)
+
+    if process.returncode is not None and not group:
         return
-    process.send_signal(signal.SIGTERM)
+    send(signal.SIGTERM)
     with trio.move_on_after(10):
         await process.wait()
+        if not group:
+            return
+        while _group_alive(process.pid):  # the leader is gone; its children may still be stopping
+            await trio.sleep(0.05)
         return
-    process.kill()
+    send(signal.SIGKILL)
     await process.wait()
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 

@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -257,8 +258,10 @@ def test_mrtr_dev_serves_and_opens_the_inspector_connected(inspector: list[str],
                                                            browser: Any) -> None:
     port, ui_port = free_port(), free_port()
     env = {**quiet_inspector_env(folder / "dev", ui_port), "PYTHONPATH": str(app)}
-    process = dev(["--port", str(port), "--inspector-port", str(ui_port), "--inspector", " ".join(inspector)], app,
-                  env)
+    # Through a shell that does not pass signals on, as npx (npm exec) starts the Inspector: stopping mrtr dev
+    # must stop the Inspector under it too.
+    wrapped = shlex.join(["sh", "-c", '"$0" "$@"; exit $?', *inspector])
+    process = dev(["--port", str(port), "--inspector-port", str(ui_port), "--inspector", wrapped], app, env)
     said = Lines(process)
     try:
         link = said.wait_for(r"the MCP Inspector, connected to it: (\S+)").group(1)
