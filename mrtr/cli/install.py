@@ -14,6 +14,7 @@ their files are in :mod:`~mrtr.cli.hosts`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import queue
@@ -33,6 +34,7 @@ from typing import Any
 from .._version import __version__
 from ..core.eras import LATEST_LEGACY_VERSION
 from ..core.jsonrpc import request
+from ..core.wire import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, META_SERVER_INFO, PROTOCOL_VERSION
 from .arguments import UsageError
 from .config_files import ConfigFileError, read_text, replace_file
 from .goose_yaml import GooseConfigRefused, extension_names, remove_extension, set_extension
@@ -351,20 +353,16 @@ def _tail(stderr: bytearray | bytes) -> str:
     return "; its stderr ended with:\n" + "\n".join(text.splitlines()[-15:])
 
 
-def _check_remote(server: Remote, timeout: float) -> str:
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **server.headers}
-    request = urllib.request.Request(server.url, data=json.dumps(_initialize()).encode(), headers=headers,
-                                     method="POST")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (http and https only)
-            body = response.read(1 << 20).decode(errors="replace")
-            kind = response.headers.get("Content-Type", "")
-            session = response.headers.get("Mcp-Session-Id")
-    except urllib.error.HTTPError as exc:
-        raise InstallError(f"{server.url} answered initialize with HTTP {exc.code} {exc.reason}") from None
-    except (OSError, ValueError) as exc:
-        raise InstallError(f"could not reach {server.url}: {getattr(exc, 'reason', None) or exc}") from None
-    message: Any = None
+def _post(server: Remote, message: dict[str, Any], headers: dict[str, str], timeout: float
+          ) -> tuple[Any, str | None, str]:
+    """POST ``message`` to the server; its JSON-RPC answer (from JSON or an event stream), session id and type."""
+    sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers,
+            **server.headers}
+    request_ = urllib.request.Request(server.url, data=json.dumps(message).encode(), headers=sent, method="POST")
+    with urllib.request.urlopen(request_, timeout=timeout) as response:  # noqa: S310 (http and https only)
+        body = response.read(1 << 20).decode(errors="replace")
+        kind = response.headers.get("Content-Type", "")
+        session = response.headers.get("Mcp-Session-Id")
     if "text/event-stream" in kind:
         for line in body.splitlines():
             if line.startswith("data:"):
@@ -372,21 +370,48 @@ def _check_remote(server: Remote, timeout: float) -> str:
                     candidate = json.loads(line[5:])
                 except ValueError:
                     continue
-                if isinstance(candidate, dict) and candidate.get("id") == 1:
-                    message = candidate
-                    break
-    else:
+                if isinstance(candidate, dict) and candidate.get("id") == message["id"]:
+                    return candidate, session, kind
+        return None, session, kind
+    try:
+        return json.loads(body), session, kind
+    except ValueError:
+        return None, session, kind
+
+
+def _discover() -> dict[str, Any]:
+    return request(1, "server/discover", {"_meta": {META_PROTOCOL_VERSION: PROTOCOL_VERSION,
+                                                    META_CLIENT_CAPABILITIES: {}}})
+
+
+def _check_remote(server: Remote, timeout: float) -> str:
+    """``initialize`` at the URL; a server of the 2026-07-28 era alone is asked ``server/discover`` instead."""
+    try:
         try:
-            message = json.loads(body)
-        except ValueError:
-            message = None
+            message, session, kind = _post(server, _initialize(), {}, timeout)
+        except urllib.error.HTTPError as exc:
+            if exc.code not in (400, 404, 405):
+                raise
+            from ..client.headers import request_headers  # loaded here: installing loads no client otherwise
+
+            discover = _discover()
+            answer, _, kind = _post(server, discover, request_headers(discover), timeout)
+            result = answer.get("result") if isinstance(answer, dict) else None
+            if not isinstance(result, dict):
+                raise InstallError(f"{server.url} answered initialize with HTTP {exc.code} {exc.reason}, and "
+                                   "server/discover with no result") from None
+            info = (result.get("_meta") or {}).get(META_SERVER_INFO) or {}
+            return (f"{info.get('name', '?')} {info.get('version', '')}".rstrip()
+                    + f" answered server/discover (it serves {', '.join(result.get('supportedVersions') or [])})")
+    except urllib.error.HTTPError as exc:
+        raise InstallError(f"{server.url} answered with HTTP {exc.code} {exc.reason}") from None
+    except (OSError, ValueError) as exc:
+        raise InstallError(f"could not reach {server.url}: {getattr(exc, 'reason', None) or exc}") from None
     if session:  # the session the check opened is closed again
         ending = urllib.request.Request(server.url, headers={**server.headers, "Mcp-Session-Id": session},
                                         method="DELETE")
-        try:
+        with contextlib.suppress(OSError, ValueError):
             urllib.request.urlopen(ending, timeout=timeout).close()  # noqa: S310
-        except (OSError, ValueError):
-            pass
     if not isinstance(message, dict) or message.get("id") != 1:
         raise InstallError(f"{server.url} did not answer initialize with JSON-RPC ({kind or 'no content type'})")
     return _answered(message)

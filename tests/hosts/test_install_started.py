@@ -119,3 +119,11 @@ def test_a_remote_server_is_asked_initialize_at_its_url(user, tmp_path):
     refused = mrtr(user, "install", "cursor", "--url", "http://127.0.0.1:9/mcp", "--name", "nowhere")
     assert refused.returncode == 1 and "could not reach http://127.0.0.1:9/mcp" in refused.stderr
     assert os.path.exists(host_file("cursor", user))
+
+
+def test_a_remote_server_of_the_2026_era_alone_is_asked_server_discover(user, tmp_path):
+    with served("tests.legacy.app:server", tmp_path / "server.log", "--era", "modern") as url:
+        done = mrtr(user, "install", "cursor", "--url", url, "--name", "modern-only")
+    assert done.returncode == 0, done.stderr
+    assert "legacy-fixture 1.2.3 answered server/discover (it serves 2026-07-28)" in done.stderr
+    assert json.loads(host_file("cursor", user).read_text())["mcpServers"]["modern-only"] == {"url": url}
