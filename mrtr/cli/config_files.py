@@ -4,7 +4,8 @@
 file beside the old one (same folder, so the same file system), is flushed to disk, given
 the old file's permission bits (``0600`` for a new file, which may hold secrets), and
 renamed over it in one step (:func:`os.replace`). The previous text is kept as
-``NAME.bak`` first. A path that is a symbolic link (a dotfiles folder) is followed, so the
+``NAME.bak`` first. A read-only file (no write bit for its owner) is refused, not replaced:
+a rename would go round its mode. A path that is a symbolic link (a dotfiles folder) is followed, so the
 link stays and its target is what changes.
 """
 
@@ -54,6 +55,8 @@ def replace_file(path: Path, text: str, *, secret: bool = False) -> Path | None:
         old = None
     if old is not None and not stat.S_ISREG(old.st_mode):
         raise ConfigFileError(f"{path} is not a regular file; it was left as it is")
+    if old is not None and not old.st_mode & stat.S_IWUSR:
+        raise ConfigFileError(f"{path} is read-only (mode {stat.S_IMODE(old.st_mode):o}); it was left as it is")
     mode = stat.S_IMODE(old.st_mode) if old is not None else (0o600 if secret else 0o666 & ~_umask())
     backup = None
     try:

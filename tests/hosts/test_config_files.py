@@ -55,3 +55,12 @@ def test_text_that_is_not_utf8_is_refused(tmp_path):
     with pytest.raises(ConfigFileError, match="not UTF-8"):
         read_text(path)
     assert read_text(tmp_path / "missing.json") is None
+
+
+def test_a_read_only_file_is_refused_not_renamed_over(tmp_path):
+    path = tmp_path / "mcp.json"
+    path.write_text("{}")
+    os.chmod(path, 0o444)
+    with pytest.raises(ConfigFileError, match="is read-only \\(mode 444\\); it was left as it is"):
+        replace_file(path, '{"a": 1}')
+    assert path.read_text() == "{}" and not backup_path(path).exists()

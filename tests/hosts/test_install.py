@@ -219,3 +219,11 @@ def test_uninstall_removes_the_entry_and_names_what_is_there_otherwise(home, cap
 def test_usage_mistakes_exit_2_saying_what_to_do(args, message, home, capsys):
     assert install(*args, "--no-check") == 2
     assert message in capsys.readouterr().err
+
+
+def test_without_a_mrtr_script_the_entry_runs_python_dash_m_mrtr(tmp_path, monkeypatch):
+    python = tmp_path / "bin" / "python3"
+    python.parent.mkdir()
+    python.write_text("")
+    monkeypatch.setattr(sys, "executable", str(python))
+    assert mrtr_command() == (str(python), ["-m", "mrtr"])
