@@ -325,8 +325,10 @@ def _reparse_container(text: str, path: tuple[str, ...], comments: bool) -> Node
 
 def _remove_at(text: str, container: Node, index: int) -> str:
     _, key_start, value = container.members[index]
-    start, end = key_start, value.end
-    # Its comma: the one after it, or for the last member the one before it (unless a trailing one follows).
+    end = value.end
+    # Its comma: the one after it, or for the last member the one before it (unless a trailing one follows);
+    # a comma before it is removed alone, so a comment between the two members stays.
+    comma_before: int | None = None
     at = end
     while at < len(text) and text[at] in " \t\r\n":
         at += 1
@@ -336,11 +338,15 @@ def _remove_at(text: str, container: Node, index: int) -> str:
         previous_end = container.members[index - 1][2].end
         comma = text.find(",", previous_end, key_start)
         if comma >= 0:
-            start = comma
+            comma_before = comma
     # A member alone on its lines takes its lines with it.
-    line_start = _line_start(text, start)
+    line_start = _line_start(text, key_start)
     line_end = text.find("\n", end)
     after = text[end: line_end if line_end >= 0 else len(text)]
-    if text[line_start:start].strip() == "" and after.strip() == "" and line_end >= 0 and start == key_start:
-        return text[:line_start] + text[line_end + 1:]
-    return text[:start] + text[end:]
+    if text[line_start:key_start].strip() == "" and after.strip() == "" and line_end >= 0:
+        text = text[:line_start] + text[line_end + 1:]
+    else:
+        text = text[:key_start] + text[end:]
+    if comma_before is not None:
+        text = text[:comma_before] + text[comma_before + 1:]
+    return text

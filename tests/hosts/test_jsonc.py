@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from hypothesis import given, settings
@@ -111,3 +112,34 @@ def test_set_then_remove_reads_back_as_the_data_says(top, servers, name, value, 
     expected = {**servers}
     expected.pop(name, None)
     assert json.loads(removed) == {**top, "mcpServers": expected}
+
+
+def commented(text: str, comment_every: list[bool], trailing: bool) -> str:
+    """``text`` (indented JSON) with ``// n`` comments at chosen line ends and, if asked, trailing commas."""
+    lines = text.splitlines()
+    out = []
+    for index, line in enumerate(lines):
+        following = lines[index + 1].strip() if index + 1 < len(lines) else ""
+        if trailing and following[:1] in ("}", "]") and line.rstrip()[-1:] not in ("{", "[", ","):
+            line += ","
+        if comment_every[index % len(comment_every)]:
+            line += f" // note {index}"
+        out.append(line)
+    return "/* head */\n" + "\n".join(out) + "\n"
+
+
+@settings(max_examples=examples(200))
+@given(st.dictionaries(names, values, max_size=3), st.dictionaries(names, values, max_size=3), names, values,
+       st.lists(st.booleans(), min_size=1, max_size=5), st.booleans())
+def test_jsonc_edits_keep_every_comment(top, servers, name, value, comment_every, trailing):
+    text = commented(json.dumps({**top, "servers": servers}, indent=2), comment_every, trailing)
+    before = to_python(parse(text, comments=True))
+    changed = set_member(text, ("servers",), name, value, comments=True)
+    assert to_python(parse(changed, comments=True)) == {**before, "servers": {**before["servers"], name: value}}
+    notes = re.findall(r"/\* head \*/|// note \d+", text)
+    assert re.findall(r"/\* head \*/|// note \d+", changed) == notes
+    removed = remove_member(changed, ("servers",), name, comments=True)
+    expected = {**before["servers"]}
+    expected.pop(name, None)
+    assert to_python(parse(removed, comments=True)) == {**before, "servers": expected}
+    assert re.findall(r"/\* head \*/|// note \d+", removed) == notes or name in before["servers"]
