@@ -8,10 +8,12 @@ kept byte for byte. What mrtr writes is YAML whose values are JSON scalars and f
 collections (JSON is YAML), so it reads back the same in any YAML reader.
 
 Only what can be edited this way without doubt is edited. A file that uses tabs for
-indentation, several documents, directives, a top-level line that is not a plain
-``key:`` (a quoted, complex or flow-style key, a sequence), ``extensions`` written in flow
-style, or an ``extensions`` block whose lines do not line up, is refused with
-:class:`GooseConfigRefused` naming the line, and left as it is.
+indentation, several documents, directives, a top-level line that is neither a plain
+``key:`` nor an item of the list above it (a quoted, complex or flow-style key),
+``extensions`` written in flow style or as a list, or an ``extensions`` block whose lines do
+not line up, is refused with :class:`GooseConfigRefused` naming the line, and left as it is.
+Lists written without indentation under their key, as Goose's own writer (serde_yaml) writes
+them, are read.
 """
 
 from __future__ import annotations
@@ -22,7 +24,10 @@ from typing import Any
 
 __all__ = ["GooseConfigRefused", "extension_names", "remove_extension", "set_extension"]
 
-_KEY = re.compile(r"""^(?P<key>[A-Za-z0-9_][A-Za-z0-9_.\-]*|"(?:[^"\\]|\\.)*"|'(?:[^']|'')*')[ \t]*:(?:[ \t]|$)""")
+# A mapping key on one line: a plain scalar (YAML's rules: no indicator first unless "-?:" before a
+# non-space, no ": " or " #" inside), or a double- or single-quoted one; then ":" and a space or the end.
+_PLAIN_KEY = r"""(?:[^\s\-?:,\[\]{}#&*!|>'"%@`]|[\-?:][^\s,\[\]{}])(?:[^:#\s]|:(?=[^\s,\[\]{}])|(?<=\S)#|[ \t]+(?=[^\s#]))*"""
+_KEY = re.compile(rf"""^(?P<key>{_PLAIN_KEY}|"(?:[^"\\]|\\.)*"|'(?:[^']|'')*')[ \t]*:(?:[ \t]|$)""")
 _PLAIN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 _RESERVED = {"true", "false", "yes", "no", "on", "off", "null", "y", "n"}
 
@@ -41,7 +46,7 @@ def _key_text(match: re.Match[str]) -> str:
         return str(json.loads(raw))
     if raw.startswith("'"):
         return raw[1:-1].replace("''", "'")
-    return raw
+    return raw.rstrip()
 
 
 def _content(line: str) -> bool:
@@ -65,6 +70,7 @@ class _Layout:
         self.indent = 0
         self.entries: dict[str, tuple[int, int]] = {}  # key -> (first line, one past its last content line)
         self.last_content: int | None = None
+        self.empty_document: int | None = None
         self._read()
 
     def _read(self) -> None:
@@ -75,13 +81,24 @@ class _Layout:
                 raise GooseConfigRefused(number, "indented with a tab")
             if line.startswith("%") or (line.startswith("---") and number > 1) or line.startswith("..."):
                 raise GooseConfigRefused(number, "a YAML directive or a second document")
+        content = [index for index, line in enumerate(lines) if _content(line) and line.strip() != "---"]
+        if len(content) == 1 and lines[content[0]].split(" #", 1)[0].strip() in ("{}", "null", "~"):
+            self.empty_document = content[0]  # a file holding an empty mapping: it becomes the block
+            return
+        previous: str | None = None  # the top-level key read last
         for index, line in enumerate(lines):
             if not _content(line) or _indent(line) > 0 or (index == 0 and line.strip() == "---"):
+                continue
+            if re.match(r"-(\s|$)", line):  # an indentless sequence: the value of the key above (as serde_yaml writes)
+                if previous is None or previous == "extensions":
+                    raise GooseConfigRefused(index + 1, "a list where a mapping was expected"
+                                             + (" ('extensions' must be a mapping)" if previous else ""))
                 continue
             match = _KEY.match(line)
             if match is None or match.group("key")[0] in "\"'":
                 raise GooseConfigRefused(index + 1, f"a top-level line that is not a plain 'key:' ({line.strip()[:40]})")
-            if match.group("key") != "extensions":
+            previous = _key_text(match)
+            if previous != "extensions":
                 if self.key_line is not None and self.body_end == len(lines):
                     self.body_end = index
                 continue
@@ -109,7 +126,9 @@ class _Layout:
             indent = _indent(line)
             if indent < self.indent:
                 raise GooseConfigRefused(index + 1, "a line of 'extensions' less indented than its entries")
-            if indent == self.indent:
+            if indent == self.indent and current is not None and re.match(r"-(\s|$)", line[indent:]):
+                self.entries[current] = (self.entries[current][0], index + 1)  # the entry's indentless list
+            elif indent == self.indent:
                 match = _KEY.match(line[indent:])
                 if match is None:
                     raise GooseConfigRefused(index + 1, "an 'extensions' line that is not an 'id:' entry")
@@ -150,6 +169,10 @@ def set_extension(text: str, key: str, entry: dict[str, Any]) -> str:
     newline = layout.newline
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += newline
+    if layout.empty_document is not None:
+        lines[layout.empty_document:layout.empty_document + 1] = [f"extensions:{newline}",
+                                                                  *_render(key, entry, 2, newline)]
+        return "".join(lines)
     if layout.key_line is None:
         return "".join(lines) + f"extensions:{newline}" + "".join(_render(key, entry, 2, newline))
     if layout.inline_empty:

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import difflib
+import re
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mrtr.cli.goose_yaml import GooseConfigRefused, extension_names, remove_extension, set_extension
+
+from ..conftest import examples
 
 CONFIG = """# Goose settings
 GOOSE_PROVIDER: openai
@@ -77,6 +82,8 @@ def test_awkward_names_are_quoted():
     ("extensions:\n    a:\n      cmd: x\n  b: 1\n", 4),
     ("extensions:\n  - a\n", 2),
     ("extensions:\n  a: 1\nextensions:\n  b: 1\n", 3),
+    ("extensions:\n  a: 1\nextensions :\n  b: 1\n", 3),
+    ("extensions:\n- a\n", 2),
 ])
 def test_what_cannot_be_edited_line_by_line_is_refused_at_its_line(text, line):
     with pytest.raises(GooseConfigRefused) as raised:
@@ -84,6 +91,39 @@ def test_what_cannot_be_edited_line_by_line_is_refused_at_its_line(text, line):
     assert raised.value.line == line
 
 
+def test_lists_as_serde_yaml_writes_them_are_read():
+    text = "GOOSE_LIST:\n- a\n- b\nextensions:\n  mine:\n    args:\n    - x\n  other:\n  - y\nz: 1\n"
+    changed = set_extension(text, "mine", ENTRY)
+    assert yaml.safe_load(changed) == {"GOOSE_LIST": ["a", "b"], "extensions": {"mine": ENTRY, "other": ["y"]}, "z": 1}
+    assert yaml.safe_load(remove_extension(text, "other"))["extensions"] == {"mine": {"args": ["x"]}}
+
+
 def test_removing_an_absent_extension_says_so():
     with pytest.raises(KeyError):
         remove_extension(CONFIG, "nope")
+
+
+simple = st.one_of(st.integers(-5, 5), st.booleans(), st.text("abc xyz-", max_size=6),
+                   st.lists(st.text("abc", max_size=3), max_size=2))
+ids = st.text("abcdefghij0123456789-_ .:", min_size=1, max_size=10).filter(lambda name: name.strip() == name)
+
+
+@settings(max_examples=examples(200))
+@given(st.dictionaries(st.from_regex(r"GOOSE_[A-Z]{1,5}", fullmatch=True), simple, max_size=3),
+       st.dictionaries(ids, st.dictionaries(st.sampled_from(["cmd", "enabled", "args", "timeout"]), simple,
+                                            min_size=1), max_size=3),
+       ids, st.lists(st.integers(0, 30), max_size=4))
+def test_goose_edits_read_back_and_keep_every_comment(top, extensions, name, comment_lines):
+    document = {**top, "extensions": extensions} if extensions else dict(top)
+    lines = yaml.safe_dump(document, default_flow_style=False, sort_keys=False).splitlines()
+    for number, at in enumerate(sorted(set(comment_lines), reverse=True)):
+        lines.insert(min(at, len(lines)), f"# note {number}")
+    text = "\n".join(lines) + "\n"
+    notes = sorted(re.findall(r"# note \d+", text))
+    changed = set_extension(text, name, ENTRY)
+    assert yaml.safe_load(changed) == {**top, "extensions": {**extensions, name: ENTRY}}
+    assert sorted(re.findall(r"# note \d+", changed)) == notes
+    removed = remove_extension(changed, name)
+    left = {key: value for key, value in extensions.items() if key != name}
+    assert (yaml.safe_load(removed) or {}).get("extensions") in (left, None if not left else left)
+    assert sorted(re.findall(r"# note \d+", removed)) == notes
