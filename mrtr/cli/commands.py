@@ -1,10 +1,13 @@
-"""The ``mrtr`` command line: ``mrtr serve``, ``mrtr call``, ``mrtr list`` and ``mrtr check-tasks``.
+"""The ``mrtr`` command line: ``mrtr serve``, ``mrtr call``, ``mrtr list``, ``mrtr check-tasks``, ``mrtr install``, ``mrtr dev``.
 
 ``mrtr serve [module:attribute] [options]`` serves a Server; ``mrtr call`` and
 ``mrtr list`` are a client for people at a terminal (``mrtr.client.terminal``, which
 needs the ``client`` extra); ``mrtr logout URL`` forgets the tokens kept for a server;
 ``mrtr check-tasks module:attribute`` replays the tasks in flight in a store against that
-code before it is deployed (``mrtr.cli.check``).
+code before it is deployed (``mrtr.cli.check``); ``mrtr install HOST module:attribute`` puts
+a server into an MCP host's configuration and ``mrtr uninstall HOST NAME`` takes it out
+(``mrtr.cli.install``); ``mrtr dev module:attribute`` serves with reload and starts the
+MCP Inspector connected to it (``mrtr.cli.dev``).
 
 ``module:attribute`` names a :class:`mrtr.server.Server` the way uvicorn names an ASGI
 app (``myapp.main:server``; the attribute may be dotted). The current directory is put
@@ -27,6 +30,8 @@ from .app import AppImportError
 from .arguments import UsageError
 from .call import add_client_commands
 from .check import add_check_command
+from .dev import add_dev_command
+from .install import add_install_commands
 from .serve import add_serve_command
 
 __all__ = ["build_parser", "main"]
@@ -44,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_serve_command(commands)
     add_client_commands(commands)
     add_check_command(commands)
+    add_install_commands(commands)
+    add_dev_command(commands)
     return parser
 
 

