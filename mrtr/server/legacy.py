@@ -544,7 +544,7 @@ class LegacyEra:
 
     async def _execute(self, call: _Call, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> Completed:
         carrier = LiveCarrier(call.peer, version=call.session.version, answer_timeout=self.answer_timeout,
-                              suspensions=self.sessions, max_rounds=self.max_rounds, notify=call.notify)
+                              suspensions=self.sessions.waits_of(call.session), max_rounds=self.max_rounds, notify=call.notify)
         return await carrier.execute(call.method, call.params, fn, arguments, ctx, run_sync=call.run_sync)
 
     async def _run_protocol_handler(self, call: _Call, fn: Any, arguments: Mapping[str, Any], ctx: Context,
