@@ -542,6 +542,15 @@ def test_configure_from_env_blank_falls_back_to_an_ephemeral_key(env: dict[str, 
     assert_invalid(other, token, AUTH)  # a fresh key each time
 
 
+def test_a_throwaway_key_of_a_process_alone_says_only_what_a_restart_costs(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="mrtr"):
+        with pytest.warns(EphemeralKeyWarning) as record:
+            RequestStateCodec.configure(environ={}, alone=True)
+    text = str(record[0].message)
+    assert "restarts" in text and "instances" not in text and "base64.b64encode(os.urandom(32))" in text
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [(logging.INFO, text)]
+
+
 def test_ephemeral_warns_and_logs(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="mrtr"):
         with pytest.warns(EphemeralKeyWarning) as record:

@@ -107,6 +107,8 @@ _MSG_AUTH = _MSG_PREFIX + "requestState failed authentication (tampered, or issu
 _MSG_MALFORMED = _MSG_PREFIX + "requestState payload is malformed"
 _MSG_EXPIRED = _MSG_PREFIX + "requestState has expired; restart the original request"
 
+_GENERATE = 'python -c "import os,base64;print(base64.b64encode(os.urandom(32)).decode())"'
+
 _SECRET_HINT = (
     "set MRTR_SECRET to the standard Base64 of 32 random bytes, the same value on every "
     'instance and worker; generate one with: python -c "import os,base64;'
@@ -229,6 +231,7 @@ class RequestStateCodec:
         environ: Mapping[str, str] | None = None,
         max_token_length: int = DEFAULT_MAX_TOKEN_LENGTH,
         clock: Callable[[], float] = time.time,
+        alone: bool = False,
     ) -> RequestStateCodec:
         """The codec a server uses: explicit values first, then the environment.
 
@@ -238,7 +241,9 @@ class RequestStateCodec:
         Without it, ``MRTR_SECRET`` is read from ``environ`` (``os.environ`` by
         default); when that is unset or blank too, the codec falls back to
         :meth:`ephemeral`, with a warning. ``ttl`` is the token lifetime in seconds;
-        without it, ``MRTR_TTL`` (default 300).
+        without it, ``MRTR_TTL`` (default 300). ``alone`` says this process is the only
+        one its clients reach (stdio: one client, one process): a throwaway key then only
+        costs what a restart does, and the note says that instead, at ``INFO``.
 
         Raises :class:`ValueError` naming the variable (and the entry) at fault.
         """
@@ -256,7 +261,7 @@ class RequestStateCodec:
         else:
             keys = list(secret)
         if not keys:
-            return cls._ephemeral(ttl=ttl, max_token_length=max_token_length, clock=clock, stacklevel=3)
+            return cls._ephemeral(ttl=ttl, max_token_length=max_token_length, clock=clock, stacklevel=3, alone=alone)
         return cls(keys, ttl=ttl, max_token_length=max_token_length, clock=clock)
 
     @classmethod
@@ -277,15 +282,22 @@ class RequestStateCodec:
 
     @classmethod
     def _ephemeral(
-        cls, *, ttl: float, max_token_length: int, clock: Callable[[], float], stacklevel: int
+        cls, *, ttl: float, max_token_length: int, clock: Callable[[], float], stacklevel: int, alone: bool = False
     ) -> RequestStateCodec:
-        message = (  # one line: it is what an operator sees first
-            "MRTR_SECRET is not set: requestState tokens use a throwaway key, so they die with a restart and "
-            "fail on other instances; set MRTR_SECRET to the output of: "
-            "python -c \"import os,base64;print(base64.b64encode(os.urandom(32)).decode())\""
-        )
+        # One line each: it is what an operator sees first.
+        if alone:
+            message = (
+                "MRTR_SECRET is not set: requestState tokens use a key of this process alone, so a conversation "
+                "waiting for its client's answers when the server restarts starts over; to keep it across "
+                "restarts, set MRTR_SECRET to the output of: " + _GENERATE
+            )
+        else:
+            message = (
+                "MRTR_SECRET is not set: requestState tokens use a throwaway key, so they die with a restart and "
+                "fail on other instances; set MRTR_SECRET to the output of: " + _GENERATE
+            )
         warnings.warn(message, EphemeralKeyWarning, stacklevel=stacklevel)
-        _log.warning("%s", message)
+        _log.log(logging.INFO if alone else logging.WARNING, "%s", message)
         return cls([os.urandom(KEY_SIZE)], ttl=ttl, max_token_length=max_token_length, clock=clock)
 
     # -- properties ---------------------------------------------------------------------

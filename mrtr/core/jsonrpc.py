@@ -350,8 +350,11 @@ class Dispatcher(Protocol):
         carrier), entered around serving; nested and concurrent entries share the first one."""
         ...
 
-    def settle_key(self) -> None:
-        """Build the key ring now, before the first request (and before a transport forks workers)."""
+    def settle_key(self, *, alone: bool = False) -> None:
+        """Build the key ring now, before the first request (and before a transport forks workers).
+
+        ``alone``: this process is the only one its client reaches (stdio).
+        """
         ...
 
     def listen_through(self, hub: Broadcast) -> Callable[[], None]:

@@ -125,9 +125,10 @@ def _failed_call(text: str) -> dict[str, Any]:
 def _capability_text(error: MissingRequiredClientCapability) -> str:
     if isinstance(error, Unexpressible):
         return error.message
-    names = ", ".join(error.required)
-    return (f"This call needs the client's {names} capability ({error.required}), which this session's "
-            "initialize did not declare")
+    named = [f"{name} ({', '.join(map(str, sub))})" if isinstance(sub, Mapping) and sub else str(name)
+             for name, sub in error.required.items()]  # {"elicitation": {"form": {}}}: "elicitation (form)"
+    which = f"{named[0]} capability" if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]} capabilities"
+    return f"This call needs the client's {which}, which this session's initialize did not declare"
 
 
 # -- results per version ----------------------------------------------------------------------
