@@ -21,6 +21,7 @@ from mrtr.core.ledger import Slot
 from mrtr.core.codec import (
     DEFAULT_TTL,
     FORMAT_VERSION,
+    MARK_SIZE,
     EphemeralKeyWarning,
     RequestState,
     RequestStateCodec,
@@ -687,3 +688,15 @@ def test_arbitrary_states_round_trip(
     assert (state.method, state.target, state.principal) == (method, target, principal)
     assert state.arguments_digest == arguments_digest(arguments)
     assert state.ledger == tuple(ledger)
+
+
+def test_a_mark_is_made_only_with_the_key_ring_and_for_its_purpose() -> None:
+    codec, other = RequestStateCodec([K1]), RequestStateCodec([K2])
+    mark = codec.mark(b"event", b"session\nnode\nMQ")
+    assert len(mark) == MARK_SIZE and codec.mark(b"event", b"session\nnode\nMQ") == mark  # the same on every instance
+    assert codec.marked(b"event", b"session\nnode\nMQ", mark)
+    assert not codec.marked(b"event", b"session\nnode\nMg", mark)  # another request
+    assert not codec.marked(b"other", b"session\nnode\nMQ", mark)  # another purpose
+    assert not other.marked(b"event", b"session\nnode\nMQ", mark)  # another key
+    assert not codec.marked(b"event", b"session\nnode\nMQ", mark[:-1])
+    assert RequestStateCodec([K2, K1]).marked(b"event", b"session\nnode\nMQ", mark)  # rotation: every key checks

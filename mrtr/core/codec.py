@@ -35,6 +35,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import logging
 import math
 import os
@@ -54,6 +55,7 @@ from .ledger import Slot
 __all__ = [
     "FORMAT_VERSION",
     "KEY_SIZE",
+    "MARK_SIZE",
     "DEFAULT_TTL",
     "DEFAULT_MAX_TOKEN_LENGTH",
     "RequestState",
@@ -79,6 +81,9 @@ DEFAULT_MAX_TOKEN_LENGTH = 65536
 NONCE_SIZE = 12
 TAG_SIZE = 16
 _AAD = b"mrtr/requestState/v1"
+_MAC_KEY_LABEL = b"mrtr/mark-key/v1"
+MARK_SIZE = 12
+"""Bytes of a mark (:meth:`RequestStateCodec.mark`): 96 bits, 16 characters of Base64URL."""
 _DIGEST_SIZE = 16
 
 _log = logging.getLogger("mrtr")
@@ -189,7 +194,7 @@ class RequestStateCodec:
     threads.
     """
 
-    __slots__ = ("_aeads", "_sealer", "_ttl", "_ttl_ms", "_max_token_length", "_clock")
+    __slots__ = ("_aeads", "_sealer", "_mac_keys", "_ttl", "_ttl_ms", "_max_token_length", "_clock")
 
     def __init__(
         self,
@@ -215,6 +220,8 @@ class RequestStateCodec:
             raise ValueError(f"max_token_length must be a positive int, got {max_token_length!r}")
         self._aeads = tuple(AESGCM(bytes(key)) for key in keys)
         self._sealer = self._aeads[0]
+        # Keys of their own for marks (HMAC-SHA256), derived from the ring's: never the AES keys themselves.
+        self._mac_keys = tuple(hmac.new(bytes(key), _MAC_KEY_LABEL, hashlib.sha256).digest() for key in keys)
         self._ttl = float(ttl)
         self._ttl_ms = round(ttl * 1000)
         self._max_token_length = max_token_length
@@ -363,6 +370,24 @@ class RequestStateCodec:
             except InvalidTag:
                 continue
         raise InvalidRequestState(_MSG_AUTH)
+
+    # -- marks --------------------------------------------------------------------------
+
+    def mark(self, purpose: bytes, data: bytes) -> bytes:
+        """A :data:`MARK_SIZE`-byte mark of ``data`` that only a holder of the key ring can make.
+
+        For what the server hands a client in the clear and must later know it made (an
+        SSE event id): an HMAC-SHA256 under a key derived from the ring's first key, over
+        ``purpose`` (so a mark made for one use passes for no other) and ``data``. Every
+        instance with the same ``MRTR_SECRET`` makes the same mark.
+        """
+        return hmac.new(self._mac_keys[0], purpose + b"\0" + data, hashlib.sha256).digest()[:MARK_SIZE]
+
+    def marked(self, purpose: bytes, data: bytes, mark: bytes) -> bool:
+        """Whether ``mark`` is :meth:`mark` of ``purpose`` and ``data`` under any key of the ring (rotation)."""
+        message = purpose + b"\0" + data
+        return any(hmac.compare_digest(hmac.new(key, message, hashlib.sha256).digest()[:MARK_SIZE], mark)
+                   for key in self._mac_keys)
 
     # -- payloads -----------------------------------------------------------------------
 

@@ -470,6 +470,19 @@ class SessionDispatcher(Protocol):
         """
         ...
 
+    def mark(self, text: str) -> str:
+        """A mark of ``text`` only a holder of the server's key makes (Base64URL, no padding).
+
+        For what a transport hands a client in the clear and must later know it made (the
+        SSE event ids of a session's calls): every node with the same ``MRTR_SECRET``
+        makes the same mark, a client cannot make one.
+        """
+        ...
+
+    def marked(self, text: str, mark: str) -> bool:
+        """Whether ``mark`` is :meth:`mark` of ``text``."""
+        ...
+
     def attach(self, session_id: str, *, outlet: Notify, on_end: Callable[[str], None],
                on_ready: Callable[[], None]) -> None:
         """Hold a session another node opened (found by :meth:`version_of`) as if opened here.

@@ -52,6 +52,7 @@ Without a shared store nothing of this runs: sessions live in the process.
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,7 @@ import msgspec
 
 from ..carriers.live import LiveCarrier
 from ..carriers.tasks.store import StoreUnavailable
+from ..core.codec import MARK_SIZE
 from ..core.context import LOG_LEVELS, Context
 from ..core.eras import LEGACY_VERSIONS, Unexpressible, negotiate, session_capabilities
 from ..core.errors import (
@@ -100,6 +102,9 @@ _FRESH = 1.0
 A request's lookups (the transport's, then the method's) read it once; every end and
 change made elsewhere arrives as a message meanwhile, so only an expiry can go unseen,
 and for no longer than this."""
+
+_EVENT_MARK = b"mrtr/event-id/v1"  # what marks of event ids are made for: they pass for nothing else
+_MARK_CHARS = -(-MARK_SIZE * 4 // 3)  # its Base64URL without padding
 
 # What a session's family methods need registered: the modern era's table (Server._offered).
 _FAMILIES = {"tools": "tools", "prompts": "prompts", "resources": "resources", "completion": "completion"}
@@ -419,6 +424,21 @@ class LegacyEra:
     def nodes(self) -> NodeLink | None:
         """The link between the nodes serving the same sessions while :meth:`share` is on, else ``None``."""
         return self._nodes if self._records is not None else None
+
+    def mark(self, text: str) -> str:
+        """A mark of ``text`` only the server's key ring makes; see :class:`~mrtr.core.jsonrpc.SessionDispatcher`."""
+        made = self.server.token_carrier.codec.mark(_EVENT_MARK, text.encode("utf-8"))
+        return base64.urlsafe_b64encode(made).rstrip(b"=").decode("ascii")
+
+    def marked(self, text: str, mark: str) -> bool:
+        """Whether ``mark`` is :meth:`mark` of ``text`` (under any key of the ring)."""
+        if len(mark) != _MARK_CHARS or not mark.isascii():
+            return False
+        try:
+            raw = base64.urlsafe_b64decode(mark + "=" * (-len(mark) % 4))
+        except ValueError:
+            return False
+        return self.server.token_carrier.codec.marked(_EVENT_MARK, text.encode("utf-8"), raw)
 
     def attach(self, session_id: str, *, outlet: Notify, on_end: Callable[[str], None],
                on_ready: Callable[[], None]) -> None:

@@ -89,11 +89,12 @@ async def test_a_message_to_a_node_nobody_listens_for_is_unheard(redis_url: str,
 
 def test_event_ids_name_the_node_and_the_request_only_when_they_do() -> None:
     assert parse_event_id("3-4") == (3, 4) and event_origin("3-4") is None
-    stream = EventStream(3, b"123456789012.MQ.")
+    stream = EventStream(3, b"123456789012.MQ.AAAAAAAAAAAAAAAA.")
     minted = stream.event_id(4).decode()
-    assert parse_event_id(minted) == (3, 4) and event_origin(minted) == ("123456789012", "MQ")
-    assert event_origin("123456789012..0-2") == ("123456789012", "")
-    for foreign in ("abc.MQ.3-4", "3-x", "x" * 500 + ".3-4", "", "1.2"):
+    assert parse_event_id(minted) == (3, 4) and event_origin(minted) == ("123456789012", "MQ", "AAAAAAAAAAAAAAAA")
+    assert event_origin("123456789012..0-2") == ("123456789012", "", "")
+    assert event_origin("123456789012.MQ.3-4") == ("123456789012", "MQ", "")  # unmarked: the caller refuses it
+    for foreign in ("abc.MQ.3-4", "3-x", "x" * 500 + ".3-4", "", "1.2", "1.a.b.c.3-4"):
         assert event_origin(foreign) is None
 
 

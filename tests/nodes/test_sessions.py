@@ -382,3 +382,66 @@ async def test_sdk_sessions_lose_only_the_calls_of_a_killed_node(tmp_path: Path,
                 assert record["call"] != "ok" and "stopped" in record["call"], record
                 assert record["next"] == "ok", record
         assert any(record["asker"] == doomed for record in records)  # round robin: some waited on it
+
+
+async def test_a_last_event_id_the_server_did_not_mint_opens_the_sessions_stream(tmp_path: Path) -> None:
+    """Issue 34, 8: a forged id naming a node that never existed (or another session's stream) is as if absent.
+
+    Event ids of a call's stream carry a mark only a node holding the server's key makes
+    (over the session, the node and the request); a resumption whose id lacks it opens the
+    session's own GET stream, as a GET without ``Last-Event-ID`` would: no made-up error for a
+    request the session never sent, no 409 or 410 about a stream that never was.
+    """
+    from contextlib import AsyncExitStack
+
+    async with nodes(tmp_path, count=2) as cluster, httpx.AsyncClient(timeout=30) as http, \
+            AsyncExitStack() as stack:
+        urls = direct(cluster)
+        session, other = Legacy(http, cluster.url), Legacy(http, cluster.url)
+        await session.open()
+        await other.open()
+        held, question = await ask(session, urls[0], "held", stack)
+        minted = held.last_id
+        assert minted is not None and minted.count(".") == 3  # <node>.<request>.<mark>.<stream>-<position>
+        node, request, mark, cursor = minted.split(".")
+        get = {**session.headers(Host=session.url.split("/")[2]), "Accept": "text/event-stream"}
+
+        async def only_one(url: str, headers: dict[str, str]) -> None:
+            """A GET without Last-Event-ID is 409: the session's GET stream is open already."""
+            async with http.stream("GET", url, headers=headers) as second:
+                assert second.status_code == 409, (second.status_code, second.headers)
+
+        async def opens_the_sessions_stream(last_event_id: str, url: str) -> None:
+            with trio.fail_after(10):
+                async with http.stream("GET", url, headers={**get, "Last-Event-ID": last_event_id}) as response:
+                    assert response.status_code == 200, (last_event_id, await response.aread())
+                    assert response.headers["content-type"].startswith("text/event-stream")
+                    assert "content-length" not in response.headers, (last_event_id, await response.aread())
+                    first = Stream(response)
+                    await only_one(url, get)
+                    with trio.move_on_after(0.5):
+                        assert await first.message() is None, last_event_id  # nothing made up for it
+
+        never = "999999999999"
+        forged = [
+            f"{never}.MQ.{cursor}",  # the form without a mark: request id 1, which this session never sent
+            f"{never}.{request}.{mark}.{cursor}",  # a node that never existed, with a real mark of another
+            f"{never}.MQ.AAAAAAAAAAAAAAAA.{cursor}",
+            f"{node}.{request}.{mark[:-1]}{'A' if mark[-1] != 'A' else 'B'}.{cursor}",  # the real id, marked wrong
+        ]
+        for last_event_id in forged:
+            await opens_the_sessions_stream(last_event_id, urls[1])
+        # Another session presenting this session's real id: not minted for it.
+        other_get = {**other.headers(Host=other.url.split("/")[2]), "Accept": "text/event-stream"}
+        with trio.fail_after(10):
+            async with http.stream("GET", urls[1], headers={**other_get, "Last-Event-ID": minted}) as response:
+                assert response.status_code == 200 and "content-length" not in response.headers
+                await only_one(urls[1], other_get)
+        # The real id, on the node that does not hold the stream while its node lives: 409, as before.
+        conflict = await http.get(urls[1], headers={**get, "Last-Event-ID": minted})
+        assert conflict.status_code == 409 and "held by another node" in conflict.json()["error"]["message"]
+        # And the call goes on: answered, it completes on its own stream.
+        answer = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"code": "ok"}}}
+        assert (await session.post(answer, urls[1])).status_code == 202
+        final = await held.message()
+        assert final is not None and final["result"]["content"][0]["text"] == "held=ok"
