@@ -35,7 +35,12 @@ found only by that principal: another one's id is as if unknown.
 **Several nodes.** With a Redis store every node serving a session keeps a copy of it
 here, made from its record in Redis (:meth:`SessionRegistry.adopt`, under the id the
 node that opened it minted) and kept current by the legacy era
-(:mod:`mrtr.server.legacy`); the bounds above are each node's own.
+(:mod:`mrtr.server.legacy`). The registry is then :attr:`~SessionRegistry.shared`: the
+bounds on sessions (per process, now across every node, and per client) and their idle
+expiry are kept in Redis (:mod:`mrtr.carriers.tasks.sessions`), which ends a session to
+make room or finds it expired for every node at once; this registry holds copies, and
+ends one when told. The shares of waiting calls stay each node's own: a waiting handler
+lives on its node.
 
 The registry does no I/O and reads time from the clock it is given.
 """
@@ -64,6 +69,8 @@ __all__ = [
     "DEFAULT_MAX_SUSPENDED",
     "DEFAULT_MAX_SUSPENDED_PER_CLIENT",
     "DEFAULT_MAX_SUSPENDED_PER_SESSION",
+    "ENDED_FOR_CLIENT",
+    "ENDED_FOR_PROCESS",
     "MAX_SUBSCRIPTIONS",
     "Session",
     "SessionLimit",
@@ -95,6 +102,13 @@ MAX_SUBSCRIPTIONS = 1_000
 _OWNER = re.compile(r"^[\x21-\x2d\x2f-\x7e]{1,16}$")  # visible ASCII but ".", which separates the owner
 
 
+ENDED_FOR_CLIENT = "ended to make room for a newer session of the same client"
+"""Why a session ended when its client opened one past its bound."""
+
+ENDED_FOR_PROCESS = "ended to make room for a newer session"
+"""Why a session ended when the server opened one past its bound."""
+
+
 class SessionLimit(ProtocolError):
     """No session can be opened now: the process or the client holds its limit, all of them busy.
 
@@ -102,6 +116,14 @@ class SessionLimit(ProtocolError):
     """
 
     code = INTERNAL_ERROR
+
+    @classmethod
+    def reached(cls, bound: str, limit: int) -> SessionLimit:
+        """The refusal at ``bound`` (``"client"``, or ``"process"``: the server's, across its nodes) of ``limit``."""
+        if bound == "client":
+            return cls(f"Server busy: this client holds {limit} sessions, all of them busy; end one (DELETE) or "
+                       "try again later")
+        return cls(f"Server busy: the server holds {limit} sessions, all of them busy; try again later")
 
     @property
     def status_hint(self) -> int:
@@ -242,6 +264,9 @@ class SessionRegistry:
         self._by_client: dict[str, dict[str, Session]] = {}
         self._suspended = 0
         self._waiting_by_client: dict[str, int] = {}
+        self.shared = False
+        """Whether the sessions' records, bounds and expiry are kept in a shared store (Redis), which
+        decides for every node: this registry then holds copies, ending none to make room nor for idleness."""
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -297,22 +322,10 @@ class SessionRegistry:
                client_info: Mapping[str, Any] | None, principal: str | None, client: str | None,
                outlet: Notify | None, lasting: bool) -> Session:
         now = self.clock()
-        self._sweep(now)
         owner = principal if principal is not None else client
-        if owner is not None:
-            mine = self._by_client.get(owner)
-            if mine is not None and len(mine) >= self.max_per_client:
-                idle = _least_recent_idle(mine.values())
-                if idle is None:
-                    raise SessionLimit(f"Server busy: this client holds {self.max_per_client} sessions, all of them "
-                                       "busy; end one (DELETE) or try again later")
-                self._end(idle, "ended to make room for a newer session of the same client")
-        if len(self._sessions) >= self.max_sessions:
-            idle = self._oldest_idle()
-            if idle is None:
-                raise SessionLimit(f"Server busy: this process holds {self.max_sessions} sessions, all of them busy; "
-                                   "try again later")
-            self._end(idle, "ended to make room for a newer session")
+        if not self.shared:  # shared, the store bounds and expires them for every node
+            self._sweep(now)
+            self._make_room(owner)
         session = Session(session_id, version=version, client_capabilities=client_capabilities,
                           client_info=client_info, principal=principal, client=owner, outlet=outlet,
                           lasting=lasting, now=now)
@@ -320,6 +333,21 @@ class SessionRegistry:
         if owner is not None:
             self._by_client.setdefault(owner, {})[session_id] = session
         return session
+
+    def _make_room(self, owner: str | None) -> None:
+        """End the idle sessions a new one needs ended, or raise :class:`SessionLimit`."""
+        if owner is not None:
+            mine = self._by_client.get(owner)
+            if mine is not None and len(mine) >= self.max_per_client:
+                idle = _least_recent_idle(mine.values())
+                if idle is None:
+                    raise SessionLimit.reached("client", self.max_per_client)
+                self._end(idle, ENDED_FOR_CLIENT)
+        if len(self._sessions) >= self.max_sessions:
+            idle = self._oldest_idle()
+            if idle is None:
+                raise SessionLimit.reached("process", self.max_sessions)
+            self._end(idle, ENDED_FOR_PROCESS)
 
     def get(self, session_id: Any, principal: str | None) -> Session | None:
         """The live session ``session_id`` names for ``principal``; ``None`` when unknown, ended,
@@ -329,7 +357,7 @@ class SessionRegistry:
         session = self._sessions.get(session_id)
         if session is None:
             return None
-        if self._expired(session, self.clock()):
+        if not self.shared and self._expired(session, self.clock()):
             self._end(session, "expired")
             return None
         if session.principal != principal:

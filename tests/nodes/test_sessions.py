@@ -61,13 +61,19 @@ class Legacy:
             headers["Mcp-Session-Id"] = self.session_id
         return headers
 
-    async def open(self) -> None:
+    async def open(self, url: str | None = None) -> Legacy:
+        """``initialize`` (through the balancer, or on the node ``url`` names), then ``notifications/initialized``."""
         response = await self.post({"jsonrpc": "2.0", "id": next(self.ids), "method": "initialize", "params": {
             "protocolVersion": VERSION, "capabilities": {"elicitation": {"form": {}}},
-            "clientInfo": {"name": "nodes-test", "version": "1"}}})
+            "clientInfo": {"name": "nodes-test", "version": "1"}}}, url)
         assert response.status_code == 200, response.text
         self.session_id = response.headers["mcp-session-id"]
-        assert (await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})).status_code == 202
+        assert (await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"}, url)).status_code == 202
+        return self
+
+    async def status(self, url: str) -> int:
+        """The status a ``ping`` of this session gets from the node ``url`` names."""
+        return (await self.post({"jsonrpc": "2.0", "id": next(self.ids), "method": "ping"}, url)).status_code
 
     async def post(self, body: dict[str, Any], url: str | None = None) -> httpx.Response:
         # Straight to a node, the Host is still the balancer's (the one name the nodes accept).
@@ -445,3 +451,86 @@ async def test_a_last_event_id_the_server_did_not_mint_opens_the_sessions_stream
         assert (await session.post(answer, urls[1])).status_code == 202
         final = await held.message()
         assert final is not None and final["result"]["content"][0]["text"] == "held=ok"
+
+
+
+def from_address(address: str) -> httpx.AsyncClient:
+    """An HTTP client whose connections come from ``address`` (a loopback one): a client of its own to the server."""
+    return httpx.AsyncClient(timeout=30, transport=httpx.AsyncHTTPTransport(local_address=address))
+
+
+async def session_keys(cluster: Any) -> list[str]:
+    """The session records in Redis."""
+    async with redis_client(parse_redis_url(cluster.store)) as redis:
+        return [key.decode() for key in await redis.keys("mrtr:session:*")]
+
+
+async def gone_everywhere(session: Legacy, urls: list[str]) -> bool:
+    """Whether every node answers the session ``404`` (a node that read its record a moment ago may still serve it)."""
+    return all([await session.status(url) == 404 for url in urls])
+
+
+async def test_a_clients_sessions_are_bounded_across_nodes_and_one_ended_to_make_room_is_gone_everywhere(
+        tmp_path: Path) -> None:
+    """Issue 34, 2: the bound per client (100) is counted in Redis, not per node, and an evicted session is 404 on
+    every node, its record gone, its GET stream on the other node ended; one client keeps 100 records, no more."""
+    from contextlib import AsyncExitStack
+
+    from mrtr.server.sessions import DEFAULT_MAX_SESSIONS_PER_CLIENT as BOUND
+
+    async with nodes(tmp_path, count=2) as cluster, from_address("127.0.0.2") as http, \
+            from_address("127.0.0.3") as flooder, AsyncExitStack() as stack:
+        urls = direct(cluster)
+        first = await Legacy(http, cluster.url).open(urls[0])
+        listening = await stack.enter_async_context(http.stream(
+            "GET", urls[1], headers={**first.headers(Host=first.url.split("/")[2]), "Accept": "text/event-stream"}))
+        assert listening.status_code == 200
+        rest = [await Legacy(http, cluster.url).open(urls[number % 2]) for number in range(1, BOUND)]
+        assert all([await session.status(urls[1]) == 200 for session in (first, *rest)])
+        newest = await Legacy(http, cluster.url).open(urls[0])  # the 101st of this client, half of them on each node
+        await until(lambda: gone_everywhere(first, urls))
+        with trio.fail_after(10):
+            await listening.aread()  # the GET stream on the other node ended with the session
+        for session in (rest[0], rest[-1], newest):
+            assert await session.status(urls[0]) == 200 and await session.status(urls[1]) == 200
+        # One node alone: a flood of initialize on node 1 ends the flooder's oldest, and node 2 agrees.
+        flood = [await Legacy(flooder, cluster.url).open(urls[0]) for _ in range(BOUND + 5)]
+        for ended in flood[:5]:
+            await until(lambda ended=ended: gone_everywhere(ended, urls))
+        assert await flood[5].status(urls[1]) == 200 and await flood[-1].status(urls[1]) == 200
+        assert len(await session_keys(cluster)) == 2 * BOUND  # each client's bound of records in Redis, no more
+
+
+async def test_the_servers_bound_holds_across_nodes_and_a_busy_session_never_makes_room(tmp_path: Path) -> None:
+    """Six sessions at most across both nodes: the seventh ends the least recently active idle one (a session
+    waiting for its answer on the other node is busy and stays), and with every one busy initialize is 503."""
+    from contextlib import AsyncExitStack
+
+    async with nodes(tmp_path, count=2, env={"NODES_MAX_SESSIONS": "6"}) as cluster, AsyncExitStack() as stack:
+        urls = direct(cluster)
+        clients = [await stack.enter_async_context(from_address(f"127.0.0.{number}")) for number in range(2, 9)]
+        busy = await Legacy(clients[0], cluster.url).open(urls[0])
+        held, question = await ask(busy, urls[1], "held", stack)  # the oldest, waiting on node 2
+        idle = [await Legacy(clients[number], cluster.url).open(urls[number % 2]) for number in range(1, 6)]
+        seventh = await Legacy(clients[6], cluster.url).open(urls[0])
+        await until(lambda: gone_everywhere(idle[0], urls))  # the least recently active idle one, not the busy one
+        assert await busy.status(urls[0]) == 200 and await seventh.status(urls[1]) == 200
+        answer = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"code": "k"}}}
+        assert (await busy.post(answer, urls[0])).status_code == 202
+        final = await held.message()
+        assert final is not None and final["result"]["content"][0]["text"] == "held=k"
+        # Every one of the six busy: the next initialize is refused on either node, and nothing is ended.
+        live = [busy, *idle[1:], seventh]
+        streams = [await ask(session, urls[number % 2], f"b{number}", stack) for number, session in enumerate(live)]
+        for url in urls:
+            refused = await Legacy(clients[1], cluster.url).post({
+                "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}, url)
+            assert refused.status_code == 503, refused.text
+            validate_legacy_message(refused.json())
+            assert "the server holds 6 sessions, all of them busy" in refused.json()["error"]["message"]
+        assert all([await session.status(urls[1]) == 200 for session in live])
+        for (stream, question), session in zip(streams, live, strict=True):
+            decline = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "decline"}}
+            assert (await session.post(decline, urls[0])).status_code == 202
+            assert (await stream.message()) is not None
