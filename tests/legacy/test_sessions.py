@@ -94,6 +94,22 @@ def test_an_idle_session_expires_and_a_busy_one_never_does():
     assert DEFAULT_IDLE_TIMEOUT == 1800
 
 
+def test_a_shared_registry_holds_copies_the_store_bounds_and_expires():
+    """With sessions in Redis the store decides for every node: a copy is never ended here to make room or for
+    idleness on this node's clock (the session may be in use on another), only when told."""
+    clock = FakeClock(1000.0)
+    registry = SessionRegistry(max_sessions=2, max_per_client=1, idle_timeout=60, clock=clock)
+    registry.shared = True
+    first, second, third = (opened(registry, client="10.0.0.1") for _ in range(3))
+    assert len(registry) == 3 and first.ended is None  # past both bounds: the store said there was room
+    clock.advance(600)
+    assert registry.get(first.id, None) is first and first.ended is None
+    assert registry.end(second.id, "ended to make room for a newer session of the same client")
+    assert second.ended == "ended to make room for a newer session of the same client"
+    registry.shared = False  # without the store, its own bounds and clock again
+    assert registry.get(third.id, None) is None and third.ended == "expired"
+
+
 def test_at_the_process_bound_the_session_idle_longest_makes_room():
     clock = FakeClock()
     registry = SessionRegistry(max_sessions=3, clock=clock)

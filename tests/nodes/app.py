@@ -2,7 +2,7 @@
 
 Its store is where ``mrtr serve --store`` or ``MRTR_STORE`` says (in process: the
 ``build`` argument); the bounds of 2025 sessions are the defaults unless
-``NODES_MAX_SESSIONS`` or ``NODES_MAX_PER_CLIENT`` name others. What the tests need of it:
+``NODES_MAX_SESSIONS``, ``NODES_MAX_PER_CLIENT`` or ``NODES_IDLE_TIMEOUT`` name others. What the tests need of it:
 
 - ``signup(plan)``: a modern conversation of two rounds, one question each; the result
   is made of that conversation's own answers, so an answer that reached another
@@ -29,7 +29,12 @@ from pathlib import Path
 from typing import Any
 
 from mrtr import Context, Elicit, Form, Server, Step
-from mrtr.server.sessions import DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SESSIONS_PER_CLIENT, SessionRegistry
+from mrtr.server.sessions import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_SESSIONS_PER_CLIENT,
+    SessionRegistry,
+)
 
 
 def build(store_url: str | None = None) -> Server:
@@ -38,7 +43,8 @@ def build(store_url: str | None = None) -> Server:
     # The bounds of 2025 sessions: the defaults, unless a test names smaller ones for every node.
     sessions = SessionRegistry(max_sessions=int(os.environ.get("NODES_MAX_SESSIONS", DEFAULT_MAX_SESSIONS)),
                                max_per_client=int(os.environ.get("NODES_MAX_PER_CLIENT",
-                                                                 DEFAULT_MAX_SESSIONS_PER_CLIENT)))
+                                                                 DEFAULT_MAX_SESSIONS_PER_CLIENT)),
+                               idle_timeout=float(os.environ.get("NODES_IDLE_TIMEOUT", DEFAULT_IDLE_TIMEOUT)))
     app = Server("nodes-test", "1.0.0", secret=secret, store_url=store_url, sessions=sessions)
 
     @app.tool

@@ -11,6 +11,7 @@ every request); the rest speaks raw HTTP so each message can be checked against 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import subprocess
@@ -534,3 +535,36 @@ async def test_the_servers_bound_holds_across_nodes_and_a_busy_session_never_mak
             decline = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "decline"}}
             assert (await session.post(decline, urls[0])).status_code == 202
             assert (await stream.message()) is not None
+
+
+async def test_a_session_idle_past_its_timeout_is_ended_on_every_node(tmp_path: Path, nursery: trio.Nursery) -> None:
+    """Idle expiry is the record's, for every node: once Redis expired it, the next initialize anywhere forgets it
+    and every node ends its copy (the GET stream another node held ends); it is 404 everywhere, nothing left."""
+    from contextlib import AsyncExitStack
+
+    async with nodes(tmp_path, count=2, env={"NODES_IDLE_TIMEOUT": "1"}) as cluster, \
+            httpx.AsyncClient(timeout=30) as http, AsyncExitStack() as stack:
+        urls = direct(cluster)
+        idle = await Legacy(http, cluster.url).open(urls[0])
+        listening = await stack.enter_async_context(http.stream(
+            "GET", urls[1], headers={**idle.headers(Host=idle.url.split("/")[2]), "Accept": "text/event-stream"}))
+        assert listening.status_code == 200
+        ended = trio.Event()
+
+        async def read() -> None:
+            with contextlib.suppress(httpx.TransportError):
+                await listening.aread()
+            ended.set()
+
+        nursery.start_soon(read)
+
+        async def forgotten() -> bool:
+            await Legacy(http, cluster.url).open(urls[0])  # each initialize forgets records Redis expired
+            return ended.is_set()
+
+        await until(forgotten, timeout=20, every=0.2)
+        assert await idle.status(urls[0]) == 404 and await idle.status(urls[1]) == 404
+        async with redis_client(parse_redis_url(cluster.store)) as redis:
+            assert await redis.exists([f"mrtr:session:{idle.session_id}"]) == 0
+            assert await redis.zscore("mrtr:sessions:live", idle.session_id) is None
+            assert await redis.hget("mrtr:sessions:owners", idle.session_id) is None
