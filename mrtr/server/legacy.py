@@ -151,9 +151,9 @@ def _failed_call(text: str) -> dict[str, Any]:
 def _capability_text(error: MissingRequiredClientCapability) -> str:
     if isinstance(error, Unexpressible):
         return error.message
-    named = [f"{name} ({', '.join(map(str, sub))})" if isinstance(sub, Mapping) and sub else str(name)
-             for name, sub in error.required.items()]  # {"elicitation": {"form": {}}}: "elicitation (form)"
-    which = f"{named[0]} capability" if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]} capabilities"
+    named = [f"{name} capability ({', '.join(map(str, sub))})" if isinstance(sub, Mapping) and sub
+             else f"{name} capability" for name, sub in error.required.items()]  # "elicitation capability (form)"
+    which = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
     return f"This call needs the client's {which}, which this session's initialize did not declare"
 
 

@@ -353,7 +353,7 @@ async def test_a_capability_the_session_lacks_is_minus_32603_with_data_for_a_pro
     prompt = await session.error("prompts/get", {"name": "interview", "arguments": {"role": "editor"}})
     assert prompt["code"] == -32603
     assert prompt["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
-    assert prompt["message"] == ("This call needs the client's elicitation (form) capability, which this "
+    assert prompt["message"] == ("This call needs the client's elicitation capability (form), which this "
                                  "session's initialize did not declare")
     resource = await session.error("resources/read", {"uri": "test://notes/7"})
     assert resource["code"] == -32603 and resource["data"]["requiredCapabilities"]
