@@ -322,11 +322,13 @@ async def memory(port: int, pid: int | list[int], tool: str, sessions: int, wait
 def serve(port: int, workers: int) -> None:
     """The flows' mrtr server, with room for every session the part opens from one address."""
     from mrtr.http import run_http
-    from mrtr.server.sessions import DEFAULT_MAX_SESSIONS, SessionRegistry
+    from mrtr.server.sessions import DEFAULT_MAX_SESSIONS, DEFAULT_MAX_SUSPENDED, SessionRegistry
 
     from .apps import make_server
 
-    server = make_server(sessions=SessionRegistry(max_per_client=DEFAULT_MAX_SESSIONS))
+    # One address opens every session and waits in every call: the whole process's share is its.
+    server = make_server(sessions=SessionRegistry(max_per_client=DEFAULT_MAX_SESSIONS,
+                                                  max_suspended_per_client=DEFAULT_MAX_SUSPENDED))
     # Every waiting call holds its stream's connection, all from one address: room for them.
     run_http(server, "127.0.0.1", port, workers=workers, max_connections=4_000, max_connections_per_client=None)
 

@@ -41,9 +41,10 @@ def _server(sessions: int = 10, suspended: int = 10) -> Any:
     from mrtr.server import Server
     from mrtr.server.sessions import SessionRegistry
 
-    # Room for every session measured: at the default bound the oldest idle one would make room.
+    # Room for every session measured (at the default bound the oldest idle one would make room), and for
+    # every waiting handler in the one session that starts them.
     server = Server("sessions-bench", secret=b"b" * 32, sessions=SessionRegistry(
-        max_sessions=sessions + 1, max_suspended=suspended + 1))
+        max_sessions=sessions + 1, max_suspended=suspended + 1, max_suspended_per_session=suspended + 1))
 
     @server.tool
     def ask(company: str):

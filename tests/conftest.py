@@ -300,7 +300,7 @@ class StaticDispatcher:
     def running(self) -> contextlib.nullcontext[None]:
         return contextlib.nullcontext()
 
-    def settle_key(self) -> None:
+    def settle_key(self, *, alone: bool = False) -> None:
         pass
 
     def listen_through(self, hub: Any) -> Callable[[], None]:

@@ -59,8 +59,10 @@ async def test_stdio_json_logs_access_lines_and_the_key_warning_once() -> None:
     records = json_lines(stderr)
     warnings = [r for r in records if "MRTR_SECRET" in r["message"]]
     assert len(warnings) == 1, warnings
-    assert warnings[0]["level"] == "warning" and "\n" not in warnings[0]["message"]
-    assert "base64" in warnings[0]["message"]  # it says what to do
+    assert "\n" not in warnings[0]["message"] and "base64" in warnings[0]["message"]  # it says what to do
+    # One client, one process: a restart is all a throwaway key costs here, no "other instances".
+    assert warnings[0]["level"] == "info" and "restarts" in warnings[0]["message"]
+    assert "instances" not in warnings[0]["message"]
     # the start-up listing, as one record
     (listing,) = [r for r in records if "tools" in r and "prompts" in r]
     assert listing["tools"] == ["greet", "explode"]

@@ -21,6 +21,7 @@ from mrtr.core.ledger import Slot
 from mrtr.core.codec import (
     DEFAULT_TTL,
     FORMAT_VERSION,
+    MARK_SIZE,
     EphemeralKeyWarning,
     RequestState,
     RequestStateCodec,
@@ -542,6 +543,15 @@ def test_configure_from_env_blank_falls_back_to_an_ephemeral_key(env: dict[str, 
     assert_invalid(other, token, AUTH)  # a fresh key each time
 
 
+def test_a_throwaway_key_of_a_process_alone_says_only_what_a_restart_costs(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="mrtr"):
+        with pytest.warns(EphemeralKeyWarning) as record:
+            RequestStateCodec.configure(environ={}, alone=True)
+    text = str(record[0].message)
+    assert "restarts" in text and "instances" not in text and "base64.b64encode(os.urandom(32))" in text
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [(logging.INFO, text)]
+
+
 def test_ephemeral_warns_and_logs(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="mrtr"):
         with pytest.warns(EphemeralKeyWarning) as record:
@@ -678,3 +688,15 @@ def test_arbitrary_states_round_trip(
     assert (state.method, state.target, state.principal) == (method, target, principal)
     assert state.arguments_digest == arguments_digest(arguments)
     assert state.ledger == tuple(ledger)
+
+
+def test_a_mark_is_made_only_with_the_key_ring_and_for_its_purpose() -> None:
+    codec, other = RequestStateCodec([K1]), RequestStateCodec([K2])
+    mark = codec.mark(b"event", b"session\nnode\nMQ")
+    assert len(mark) == MARK_SIZE and codec.mark(b"event", b"session\nnode\nMQ") == mark  # the same on every instance
+    assert codec.marked(b"event", b"session\nnode\nMQ", mark)
+    assert not codec.marked(b"event", b"session\nnode\nMg", mark)  # another request
+    assert not codec.marked(b"other", b"session\nnode\nMQ", mark)  # another purpose
+    assert not other.marked(b"event", b"session\nnode\nMQ", mark)  # another key
+    assert not codec.marked(b"event", b"session\nnode\nMQ", mark[:-1])
+    assert RequestStateCodec([K2, K1]).marked(b"event", b"session\nnode\nMQ", mark)  # rotation: every key checks

@@ -15,10 +15,10 @@ asked.
 
 When a round cannot be answered the call fails and the generator is closed (its
 ``finally`` runs) before the error propagates: the client's answer did not come within
-the answer timeout, it answered with an error, the session ended, or the process
-already holds its limit of waiting handlers (:class:`Suspensions`). A cancelled call
-(the transport cancels it on ``notifications/cancelled``) closes the generator too; the
-peer withdraws the requests still unanswered.
+the answer timeout, it answered with an error, the session ended, or the session, its
+client or the process already holds its share of waiting handlers (:class:`Suspensions`).
+A cancelled call (the transport cancels it on ``notifications/cancelled``) closes the
+generator too; the peer withdraws the requests still unanswered.
 
 A URL elicitation the user accepted is complete, from the server's side, once the
 handler goes past it: when the next round does not ask the same page again, or the
@@ -39,7 +39,7 @@ from ..core.effects import ElicitURL
 from ..core.eras import legacy_request
 from ..core.jsonrpc import Notify, RunSync
 from ..core.live import MAX_LIVE_ROUNDS, LiveDriver, Questions
-from ..core.peer import Peer, TooManySuspended
+from ..core.peer import Peer
 from ..core.replay import Completed
 from .contract import runs_in_thread
 
@@ -47,15 +47,15 @@ __all__ = ["LiveCarrier", "Suspensions"]
 
 
 class Suspensions(Protocol):
-    """The process-wide count of handlers waiting for their clients' answers, with its limit."""
+    """The count of handlers waiting for their clients' answers that one call is held to, with its bounds.
 
-    @property
-    def limit(self) -> int:
-        """The most handlers that may wait at once."""
-        ...
+    The bounds are fair shares: a session's, its client's and the process's
+    (:meth:`mrtr.server.sessions.SessionRegistry.waits_of`).
+    """
 
-    def acquire(self) -> bool:
-        """Count one more waiting handler; ``False`` (and nothing counted) at the limit."""
+    def acquire(self, method: str) -> None:
+        """Count one more waiting handler; at a bound count nothing and raise
+        :class:`~mrtr.core.peer.TooManySuspended` naming it (``method`` is what would have been sent)."""
         ...
 
     def release(self) -> None:
@@ -68,7 +68,7 @@ class LiveCarrier:
 
     ``peer`` reaches the client for this call; ``version`` is the session's negotiated
     protocol version; ``answer_timeout`` (seconds) bounds the wait for each round;
-    ``suspensions`` is the process-wide count of waiting handlers (``None``: not
+    ``suspensions`` counts the waiting handlers against their bounds (``None``: not
     counted); ``max_rounds`` caps the rounds of one call; ``notify`` sends the call's
     notifications (the URL elicitations' completion).
     """
@@ -142,8 +142,8 @@ class LiveCarrier:
         rendered = [legacy_request(item.request, self.version) for item in questions.asked]
         first = rendered[0][0]
         suspensions = self.suspensions
-        if suspensions is not None and not suspensions.acquire():
-            raise TooManySuspended(first, suspensions.limit)
+        if suspensions is not None:
+            suspensions.acquire(first)  # TooManySuspended at a bound: nothing was sent
         try:
             results = await self.peer.request_all(rendered, timeout=self.answer_timeout)
         finally:

@@ -450,9 +450,9 @@ class _WithSettings:
         """The server's."""
         return await self.server.respond(message, headers=headers, notify=notify, run_sync=run_sync, auth=auth)
 
-    def settle_key(self) -> None:
+    def settle_key(self, *, alone: bool = False) -> None:
         """The server's."""
-        self.server.settle_key()
+        self.server.settle_key(alone=alone)
 
     def listen_through(self, hub: Broadcast) -> Callable[[], None]:
         """The server's."""

@@ -35,6 +35,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import logging
 import math
 import os
@@ -54,6 +55,7 @@ from .ledger import Slot
 __all__ = [
     "FORMAT_VERSION",
     "KEY_SIZE",
+    "MARK_SIZE",
     "DEFAULT_TTL",
     "DEFAULT_MAX_TOKEN_LENGTH",
     "RequestState",
@@ -79,6 +81,9 @@ DEFAULT_MAX_TOKEN_LENGTH = 65536
 NONCE_SIZE = 12
 TAG_SIZE = 16
 _AAD = b"mrtr/requestState/v1"
+_MAC_KEY_LABEL = b"mrtr/mark-key/v1"
+MARK_SIZE = 12
+"""Bytes of a mark (:meth:`RequestStateCodec.mark`): 96 bits, 16 characters of Base64URL."""
 _DIGEST_SIZE = 16
 
 _log = logging.getLogger("mrtr")
@@ -106,6 +111,8 @@ _MSG_TOO_SHORT = _MSG_PREFIX + "requestState is too short to be a valid token"
 _MSG_AUTH = _MSG_PREFIX + "requestState failed authentication (tampered, or issued under a different key)"
 _MSG_MALFORMED = _MSG_PREFIX + "requestState payload is malformed"
 _MSG_EXPIRED = _MSG_PREFIX + "requestState has expired; restart the original request"
+
+_GENERATE = 'python -c "import os,base64;print(base64.b64encode(os.urandom(32)).decode())"'
 
 _SECRET_HINT = (
     "set MRTR_SECRET to the standard Base64 of 32 random bytes, the same value on every "
@@ -187,7 +194,7 @@ class RequestStateCodec:
     threads.
     """
 
-    __slots__ = ("_aeads", "_sealer", "_ttl", "_ttl_ms", "_max_token_length", "_clock")
+    __slots__ = ("_aeads", "_sealer", "_mac_keys", "_ttl", "_ttl_ms", "_max_token_length", "_clock")
 
     def __init__(
         self,
@@ -213,6 +220,8 @@ class RequestStateCodec:
             raise ValueError(f"max_token_length must be a positive int, got {max_token_length!r}")
         self._aeads = tuple(AESGCM(bytes(key)) for key in keys)
         self._sealer = self._aeads[0]
+        # Keys of their own for marks (HMAC-SHA256), derived from the ring's: never the AES keys themselves.
+        self._mac_keys = tuple(hmac.new(bytes(key), _MAC_KEY_LABEL, hashlib.sha256).digest() for key in keys)
         self._ttl = float(ttl)
         self._ttl_ms = round(ttl * 1000)
         self._max_token_length = max_token_length
@@ -229,6 +238,7 @@ class RequestStateCodec:
         environ: Mapping[str, str] | None = None,
         max_token_length: int = DEFAULT_MAX_TOKEN_LENGTH,
         clock: Callable[[], float] = time.time,
+        alone: bool = False,
     ) -> RequestStateCodec:
         """The codec a server uses: explicit values first, then the environment.
 
@@ -238,7 +248,9 @@ class RequestStateCodec:
         Without it, ``MRTR_SECRET`` is read from ``environ`` (``os.environ`` by
         default); when that is unset or blank too, the codec falls back to
         :meth:`ephemeral`, with a warning. ``ttl`` is the token lifetime in seconds;
-        without it, ``MRTR_TTL`` (default 300).
+        without it, ``MRTR_TTL`` (default 300). ``alone`` says this process is the only
+        one its clients reach (stdio: one client, one process): a throwaway key then only
+        costs what a restart does, and the note says that instead, at ``INFO``.
 
         Raises :class:`ValueError` naming the variable (and the entry) at fault.
         """
@@ -256,7 +268,7 @@ class RequestStateCodec:
         else:
             keys = list(secret)
         if not keys:
-            return cls._ephemeral(ttl=ttl, max_token_length=max_token_length, clock=clock, stacklevel=3)
+            return cls._ephemeral(ttl=ttl, max_token_length=max_token_length, clock=clock, stacklevel=3, alone=alone)
         return cls(keys, ttl=ttl, max_token_length=max_token_length, clock=clock)
 
     @classmethod
@@ -277,15 +289,22 @@ class RequestStateCodec:
 
     @classmethod
     def _ephemeral(
-        cls, *, ttl: float, max_token_length: int, clock: Callable[[], float], stacklevel: int
+        cls, *, ttl: float, max_token_length: int, clock: Callable[[], float], stacklevel: int, alone: bool = False
     ) -> RequestStateCodec:
-        message = (  # one line: it is what an operator sees first
-            "MRTR_SECRET is not set: requestState tokens use a throwaway key, so they die with a restart and "
-            "fail on other instances; set MRTR_SECRET to the output of: "
-            "python -c \"import os,base64;print(base64.b64encode(os.urandom(32)).decode())\""
-        )
+        # One line each: it is what an operator sees first.
+        if alone:
+            message = (
+                "MRTR_SECRET is not set: requestState tokens use a key of this process alone, so a conversation "
+                "waiting for its client's answers when the server restarts starts over; to keep it across "
+                "restarts, set MRTR_SECRET to the output of: " + _GENERATE
+            )
+        else:
+            message = (
+                "MRTR_SECRET is not set: requestState tokens use a throwaway key, so they die with a restart and "
+                "fail on other instances; set MRTR_SECRET to the output of: " + _GENERATE
+            )
         warnings.warn(message, EphemeralKeyWarning, stacklevel=stacklevel)
-        _log.warning("%s", message)
+        _log.log(logging.INFO if alone else logging.WARNING, "%s", message)
         return cls([os.urandom(KEY_SIZE)], ttl=ttl, max_token_length=max_token_length, clock=clock)
 
     # -- properties ---------------------------------------------------------------------
@@ -351,6 +370,24 @@ class RequestStateCodec:
             except InvalidTag:
                 continue
         raise InvalidRequestState(_MSG_AUTH)
+
+    # -- marks --------------------------------------------------------------------------
+
+    def mark(self, purpose: bytes, data: bytes) -> bytes:
+        """A :data:`MARK_SIZE`-byte mark of ``data`` that only a holder of the key ring can make.
+
+        For what the server hands a client in the clear and must later know it made (an
+        SSE event id): an HMAC-SHA256 under a key derived from the ring's first key, over
+        ``purpose`` (so a mark made for one use passes for no other) and ``data``. Every
+        instance with the same ``MRTR_SECRET`` makes the same mark.
+        """
+        return hmac.new(self._mac_keys[0], purpose + b"\0" + data, hashlib.sha256).digest()[:MARK_SIZE]
+
+    def marked(self, purpose: bytes, data: bytes, mark: bytes) -> bool:
+        """Whether ``mark`` is :meth:`mark` of ``purpose`` and ``data`` under any key of the ring (rotation)."""
+        message = purpose + b"\0" + data
+        return any(hmac.compare_digest(hmac.new(key, message, hashlib.sha256).digest()[:MARK_SIZE], mark)
+                   for key in self._mac_keys)
 
     # -- payloads -----------------------------------------------------------------------
 

@@ -350,8 +350,11 @@ class Dispatcher(Protocol):
         carrier), entered around serving; nested and concurrent entries share the first one."""
         ...
 
-    def settle_key(self) -> None:
-        """Build the key ring now, before the first request (and before a transport forks workers)."""
+    def settle_key(self, *, alone: bool = False) -> None:
+        """Build the key ring now, before the first request (and before a transport forks workers).
+
+        ``alone``: this process is the only one its client reaches (stdio).
+        """
         ...
 
     def listen_through(self, hub: Broadcast) -> Callable[[], None]:
@@ -465,6 +468,19 @@ class SessionDispatcher(Protocol):
         of one (calls in flight, streams, questions waiting for answers) stays where it
         is: the transport reaches the node holding it through this link.
         """
+        ...
+
+    def mark(self, text: str) -> str:
+        """A mark of ``text`` only a holder of the server's key makes (Base64URL, no padding).
+
+        For what a transport hands a client in the clear and must later know it made (the
+        SSE event ids of a session's calls): every node with the same ``MRTR_SECRET``
+        makes the same mark, a client cannot make one.
+        """
+        ...
+
+    def marked(self, text: str, mark: str) -> bool:
+        """Whether ``mark`` is :meth:`mark` of ``text``."""
         ...
 
     def attach(self, session_id: str, *, outlet: Notify, on_end: Callable[[str], None],

@@ -11,7 +11,8 @@ event loop.
 What a peer raises when a round cannot be answered is a :class:`LiveRequestFailed`:
 the client did not answer in time (:class:`AnswerTimeout`), answered with a JSON-RPC
 error (:class:`ClientAnswerError`), or the session ended first (:class:`SessionEnded`);
-:class:`TooManySuspended` is the server refusing to hold one more handler waiting. Each
+:class:`TooManySuspended` is the server refusing to hold one more handler waiting (the
+session, its client or the process holds its share). Each
 is a ``-32603`` whose ``data`` says what happened; the server renders them as the era
 expects (a tool's error result, a prompt's or resource's JSON-RPC error).
 
@@ -99,11 +100,20 @@ class SessionEnded(LiveRequestFailed):
 
 
 class TooManySuspended(LiveRequestFailed):
-    """This process already holds as many handlers waiting for answers as it allows."""
+    """A bound on handlers waiting for answers is reached: the session's, the client's or the process's.
 
-    def __init__(self, method: str, limit: int) -> None:
+    ``bound`` says which (``"session"``, ``"client"`` or ``"process"``), ``limit`` its
+    value and ``option`` the setting that raises it; ``data`` carries all three, and the
+    message says them in words.
+    """
+
+    def __init__(self, method: str, limit: int, *, bound: str = "process", option: str = "max_suspended") -> None:
+        holder = {"session": "This session holds", "client": "This client holds"}.get(bound, "The server is holding")
         super().__init__(
-            f"The server is holding {limit} calls waiting for their clients' answers, its limit; "
-            f"{method} was not sent, try again later",
-            method=method, data={"limit": limit},
+            f"{holder} {limit} calls waiting for their answers, its limit (the server's {option}); "
+            f"{method} was not sent: answer or cancel a waiting call, or try again later",
+            method=method, data={"limit": limit, "bound": bound, "option": option},
         )
+        self.limit = limit
+        self.bound = bound
+        self.option = option

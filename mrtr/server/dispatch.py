@@ -306,6 +306,7 @@ class Server(Registry):
             self.server_info["title"] = title
         self._codec_args = (secret, codec, ttl)
         self._token_carrier: TokenCarrier | None = None
+        self._key_alone = False  # settle_key(alone=True): only what a restart costs is worth saying
         self._answers = answers
         self.sync_handlers = sync_handlers
         self.stall_warning = stall_warning
@@ -452,14 +453,17 @@ class Server(Registry):
                 self._tasks = None
                 self._rounds = None
 
-    def settle_key(self) -> None:
+    def settle_key(self, *, alone: bool = False) -> None:
         """Build the ``requestState`` key ring now, before the first request.
 
         So a missing ``MRTR_SECRET`` is reported once, at start, as the one log line the
         codec writes (its :class:`~mrtr.core.errors.EphemeralKeyWarning`, the same news, is
         not shown again); a transport that forks workers calls it before forking, so every
-        worker seals and opens tokens with the very same key ring.
+        worker seals and opens tokens with the very same key ring. ``alone``: this process
+        is the only one its client reaches (stdio), so the line says what a throwaway key
+        costs there (a restart), not what it costs across instances.
         """
+        self._key_alone = alone
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", EphemeralKeyWarning)
             _ = self.token_carrier
@@ -516,7 +520,8 @@ class Server(Registry):
         """
         if self._token_carrier is None:
             secret, codec, ttl = self._codec_args
-            self._token_carrier = TokenCarrier(codec or RequestStateCodec.configure(secret, ttl=ttl),
+            self._token_carrier = TokenCarrier(codec or RequestStateCodec.configure(secret, ttl=ttl,
+                                                                                    alone=self._key_alone),
                                                answers=self._answers)
         return self._token_carrier
 

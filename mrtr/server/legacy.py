@@ -47,11 +47,19 @@ holding the session's ``GET`` stream filters resource updates by the subscriptio
 made elsewhere, and a call held back until ``notifications/initialized`` goes on when
 that notification reached another node. ``DELETE`` removes the record and tells every
 node (``ended``), which end their copies: calls in flight are cancelled, streams end.
-Without a shared store nothing of this runs: sessions live in the process.
+The bounds on sessions hold across the nodes, counted in Redis: ``initialize`` stores
+its record only within the client's bound and the server's (the registry's
+``max_per_client`` and ``max_sessions``), ending the least recently active idle session
+to make room, or refusing with :class:`~mrtr.server.sessions.SessionLimit` when every one
+is busy (a call running a handler keeps its session busy for every node); a session so
+ended, or found expired, is removed from Redis and every node is told (``ended``), so it
+is ``404`` everywhere. Without a shared store nothing of this runs: sessions live in the
+process.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -60,6 +68,7 @@ import msgspec
 
 from ..carriers.live import LiveCarrier
 from ..carriers.tasks.store import StoreUnavailable
+from ..core.codec import MARK_SIZE
 from ..core.context import LOG_LEVELS, Context
 from ..core.eras import LEGACY_VERSIONS, Unexpressible, negotiate, session_capabilities
 from ..core.errors import (
@@ -79,7 +88,15 @@ from ..core.live import MAX_LIVE_ROUNDS
 from ..core.peer import LiveRequestFailed, Peer
 from ..core.replay import Completed
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
-from .sessions import MAX_SUBSCRIPTIONS, Session, SessionLimit, SessionRegistry, owner_of
+from .sessions import (
+    ENDED_FOR_CLIENT,
+    ENDED_FOR_PROCESS,
+    MAX_SUBSCRIPTIONS,
+    Session,
+    SessionLimit,
+    SessionRegistry,
+    owner_of,
+)
 
 if TYPE_CHECKING:
     from ..carriers.tasks.sessions import SessionRecords
@@ -100,6 +117,15 @@ _FRESH = 1.0
 A request's lookups (the transport's, then the method's) read it once; every end and
 change made elsewhere arrives as a message meanwhile, so only an expiry can go unseen,
 and for no longer than this."""
+
+_RUNS_HANDLERS = frozenset({"tools/call", "prompts/get", "resources/read"})
+"""Methods that run a handler, which may wait for its client: with sessions in Redis, a session is busy
+for every node while one runs (the rest answer at once)."""
+
+_ENDED_BY_STORE = {"client": ENDED_FOR_CLIENT, "process": ENDED_FOR_PROCESS, "expired": "expired"}
+
+_EVENT_MARK = b"mrtr/event-id/v1"  # what marks of event ids are made for: they pass for nothing else
+_MARK_CHARS = -(-MARK_SIZE * 4 // 3)  # its Base64URL without padding
 
 # What a session's family methods need registered: the modern era's table (Server._offered).
 _FAMILIES = {"tools": "tools", "prompts": "prompts", "resources": "resources", "completion": "completion"}
@@ -125,9 +151,10 @@ def _failed_call(text: str) -> dict[str, Any]:
 def _capability_text(error: MissingRequiredClientCapability) -> str:
     if isinstance(error, Unexpressible):
         return error.message
-    names = ", ".join(error.required)
-    return (f"This call needs the client's {names} capability ({error.required}), which this session's "
-            "initialize did not declare")
+    named = [f"{name} capability ({', '.join(map(str, sub))})" if isinstance(sub, Mapping) and sub
+             else f"{name} capability" for name, sub in error.required.items()]  # "elicitation capability (form)"
+    which = named[0] if len(named) == 1 else f"{', '.join(named[:-1])} and {named[-1]}"
+    return f"This call needs the client's {which}, which this session's initialize did not declare"
 
 
 # -- results per version ----------------------------------------------------------------------
@@ -329,11 +356,17 @@ class LegacyEra:
             if self.server.sync_handlers == "inline":
                 run_sync = None
             call = _Call(method, params, session, request_id, peer, notify, run_sync, auth, headers or {})
+            records = self._records if method in _RUNS_HANDLERS and not session.lasting else None
+            if records is not None and not await records.begin(session.id, self.sessions.idle_timeout):
+                self.sessions.end(session.id, "expired")  # gone from Redis since it was read
+                raise InvalidRequest("Invalid Request: unknown or expired session; initialize a new one")
             self.sessions.begin(session)
             try:
                 result = await self._methods[method](call)
             finally:
                 self.sessions.finish(session)
+                if records is not None:  # busy on every node's view until now: never ended to make room
+                    await records.finish(session.id, self.sessions.idle_timeout)
         except ProtocolError as error:
             return _refusal(request_id, self.server.shown(error), self._records is not None)
         except Exception:
@@ -404,6 +437,7 @@ class LegacyEra:
         """
         self._records = records
         self._nodes = nodes
+        self.sessions.shared = True  # the store bounds and expires sessions for every node
         nodes.handle("session", self._changed_elsewhere)
         nodes.handle("ended", self._ended_elsewhere)
 
@@ -411,6 +445,7 @@ class LegacyEra:
             if self._records is records:
                 self._records = None
                 self._nodes = None
+                self.sessions.shared = False
 
         return stop
 
@@ -418,6 +453,21 @@ class LegacyEra:
     def nodes(self) -> NodeLink | None:
         """The link between the nodes serving the same sessions while :meth:`share` is on, else ``None``."""
         return self._nodes if self._records is not None else None
+
+    def mark(self, text: str) -> str:
+        """A mark of ``text`` only the server's key ring makes; see :class:`~mrtr.core.jsonrpc.SessionDispatcher`."""
+        made = self.server.token_carrier.codec.mark(_EVENT_MARK, text.encode("utf-8"))
+        return base64.urlsafe_b64encode(made).rstrip(b"=").decode("ascii")
+
+    def marked(self, text: str, mark: str) -> bool:
+        """Whether ``mark`` is :meth:`mark` of ``text`` (under any key of the ring)."""
+        if len(mark) != _MARK_CHARS or not mark.isascii():
+            return False
+        try:
+            raw = base64.urlsafe_b64decode(mark + "=" * (-len(mark) % 4))
+        except ValueError:
+            return False
+        return self.server.token_carrier.codec.marked(_EVENT_MARK, text.encode("utf-8"), raw)
 
     def attach(self, session_id: str, *, outlet: Notify, on_end: Callable[[str], None],
                on_ready: Callable[[], None]) -> None:
@@ -431,20 +481,36 @@ class LegacyEra:
         session.on_ready(on_ready)
 
     async def _record_new(self, session: Session) -> None:
+        """Store a new session's record under the bounds every node shares, or end it and raise."""
         records = self._records
         if records is None or session.lasting:
             return
+        registry = self.sessions
         try:
-            stored = await records.create(session.id, _record(session), self.sessions.idle_timeout)
+            admission = await records.create(session.id, _record(session), registry.idle_timeout,
+                                             client=session.client, max_per_client=registry.max_per_client,
+                                             max_sessions=registry.max_sessions)
         except ValueError:
-            self.sessions.end(session.id, "refused")
+            registry.end(session.id, "refused")
             raise InvalidParams("initialize: the client's capabilities and clientInfo are too large") from None
         except ProtocolError:
-            self.sessions.end(session.id, "refused")
+            registry.end(session.id, "refused")
             raise
-        if not stored:  # 144 random bits taken already: not by chance
-            self.sessions.end(session.id, "refused")
-            raise InternalError("Internal error: a new session id was already taken")
+        for ended, why in admission.ended:  # gone from Redis already: every node ends its copy
+            self._end_everywhere(ended, _ENDED_BY_STORE.get(why, "expired"))
+        if admission.stored:
+            return
+        registry.end(session.id, "refused")
+        if admission.refused in ("client", "process"):
+            limit = registry.max_per_client if admission.refused == "client" else registry.max_sessions
+            raise SessionLimit.reached(admission.refused, limit)
+        raise InternalError("Internal error: a new session id was already taken")  # 144 random bits: not by chance
+
+    def _end_everywhere(self, session_id: str, reason: str) -> None:
+        """End a session whose record is gone: this node's copy now, every other node's by a message."""
+        self.sessions.end(session_id, reason)
+        if self._nodes is not None:
+            self._nodes.send_all("ended", [session_id, reason])
 
     async def _record_changed(self, session: Session) -> None:
         """Write a session's changed state back and tell every node holding a copy."""
@@ -468,7 +534,8 @@ class LegacyEra:
             _apply(session, dict(body[1]))
 
     def _ended_elsewhere(self, body: Any) -> None:
-        self.sessions.end(str(body[0]), "closed by the client")
+        reason = body[1] if len(body) > 1 and isinstance(body[1], str) else "closed by the client"
+        self.sessions.end(str(body[0]), reason[:200])
 
     def publish(self, method: str, params: dict[str, Any]) -> None:
         """Hand a server-wide notification to every session that wants it; callable from any thread.
@@ -544,7 +611,7 @@ class LegacyEra:
 
     async def _execute(self, call: _Call, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> Completed:
         carrier = LiveCarrier(call.peer, version=call.session.version, answer_timeout=self.answer_timeout,
-                              suspensions=self.sessions, max_rounds=self.max_rounds, notify=call.notify)
+                              suspensions=self.sessions.waits_of(call.session), max_rounds=self.max_rounds, notify=call.notify)
         return await carrier.execute(call.method, call.params, fn, arguments, ctx, run_sync=call.run_sync)
 
     async def _run_protocol_handler(self, call: _Call, fn: Any, arguments: Mapping[str, Any], ctx: Context,

@@ -16,9 +16,14 @@ holds the sessions of one process, with bounds a user never has to set:
   last request: a session with a request in flight (a handler waiting for an answer
   included) is never idle. A session a transport holds for its whole connection
   (stdio's) never expires;
-- handlers waiting for their clients' answers, process-wide
-  (:data:`DEFAULT_MAX_SUSPENDED`): the registry is the live carrier's
-  :class:`~mrtr.carriers.live.Suspensions`.
+- handlers waiting for their clients' answers, in fair shares: per session
+  (:data:`DEFAULT_MAX_SUSPENDED_PER_SESSION`), per client
+  (:data:`DEFAULT_MAX_SUSPENDED_PER_CLIENT`, the client counted as above) and per
+  process (:data:`DEFAULT_MAX_SUSPENDED`). A dropped connection is not a cancellation
+  in this era, so a client could otherwise start calls, drop each connection once its
+  question arrives, and hold every slot of the process: with shares it exhausts its
+  own and nobody else's. A call past a share fails at once, its error naming the bound
+  and the option that raises it (:meth:`SessionRegistry.waits_of` counts one call).
 
 Expired sessions are swept when sessions are opened and looked up, oldest first, so no
 timer runs. A session id is at least 128 random bits in visible ASCII, minted here and
@@ -30,7 +35,12 @@ found only by that principal: another one's id is as if unknown.
 **Several nodes.** With a Redis store every node serving a session keeps a copy of it
 here, made from its record in Redis (:meth:`SessionRegistry.adopt`, under the id the
 node that opened it minted) and kept current by the legacy era
-(:mod:`mrtr.server.legacy`); the bounds above are each node's own.
+(:mod:`mrtr.server.legacy`). The registry is then :attr:`~SessionRegistry.shared`: the
+bounds on sessions (per process, now across every node, and per client) and their idle
+expiry are kept in Redis (:mod:`mrtr.carriers.tasks.sessions`), which ends a session to
+make room or finds it expired for every node at once; this registry holds copies, and
+ends one when told. The shares of waiting calls stay each node's own: a waiting handler
+lives on its node.
 
 The registry does no I/O and reads time from the clock it is given.
 """
@@ -43,16 +53,24 @@ import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import INTERNAL_ERROR, InvalidParams, ProtocolError
 from ..core.jsonrpc import Notify
+from ..core.peer import TooManySuspended
+
+if TYPE_CHECKING:
+    from ..carriers.live import Suspensions
 
 __all__ = [
     "DEFAULT_IDLE_TIMEOUT",
     "DEFAULT_MAX_SESSIONS",
     "DEFAULT_MAX_SESSIONS_PER_CLIENT",
     "DEFAULT_MAX_SUSPENDED",
+    "DEFAULT_MAX_SUSPENDED_PER_CLIENT",
+    "DEFAULT_MAX_SUSPENDED_PER_SESSION",
+    "ENDED_FOR_CLIENT",
+    "ENDED_FOR_PROCESS",
     "MAX_SUBSCRIPTIONS",
     "Session",
     "SessionLimit",
@@ -72,10 +90,23 @@ DEFAULT_IDLE_TIMEOUT = 1800.0
 DEFAULT_MAX_SUSPENDED = 1_000
 """Handlers one process holds waiting for their clients' answers at most."""
 
+DEFAULT_MAX_SUSPENDED_PER_CLIENT = 100
+"""Handlers one client (principal, or transport address) holds waiting for answers at most: a tenth of the process's."""
+
+DEFAULT_MAX_SUSPENDED_PER_SESSION = 32
+"""Handlers one session holds waiting for answers at most (a client runs a few calls at once, not dozens)."""
+
 MAX_SUBSCRIPTIONS = 1_000
 """Resource uris one session may subscribe to."""
 
 _OWNER = re.compile(r"^[\x21-\x2d\x2f-\x7e]{1,16}$")  # visible ASCII but ".", which separates the owner
+
+
+ENDED_FOR_CLIENT = "ended to make room for a newer session of the same client"
+"""Why a session ended when its client opened one past its bound."""
+
+ENDED_FOR_PROCESS = "ended to make room for a newer session"
+"""Why a session ended when the server opened one past its bound."""
 
 
 class SessionLimit(ProtocolError):
@@ -85,6 +116,14 @@ class SessionLimit(ProtocolError):
     """
 
     code = INTERNAL_ERROR
+
+    @classmethod
+    def reached(cls, bound: str, limit: int) -> SessionLimit:
+        """The refusal at ``bound`` (``"client"``, or ``"process"``: the server's, across its nodes) of ``limit``."""
+        if bound == "client":
+            return cls(f"Server busy: this client holds {limit} sessions, all of them busy; end one (DELETE) or "
+                       "try again later")
+        return cls(f"Server busy: the server holds {limit} sessions, all of them busy; try again later")
 
     @property
     def status_hint(self) -> int:
@@ -100,12 +139,12 @@ class Session:
     ``principal`` who opened it (``None`` when anonymous); ``log_level`` the minimum
     level of ``notifications/message`` (``None``: every level); ``subscriptions`` the
     resource uris subscribed to; ``initialized`` whether ``notifications/initialized``
-    arrived; ``outlet`` the sink for notifications unrelated to any request (list
+    arrived; ``waiting`` how many of its handlers wait for answers; ``outlet`` the sink for notifications unrelated to any request (list
     changes, resource updates), callable from any thread.
     """
 
     __slots__ = ("id", "version", "client_capabilities", "client_info", "principal", "client", "log_level",
-                 "subscriptions", "initialized", "outlet", "lasting", "in_flight", "last_active", "ended",
+                 "subscriptions", "initialized", "outlet", "lasting", "in_flight", "waiting", "last_active", "ended",
                  "_on_end", "_on_ready", "checked", "__weakref__")
 
     def __init__(self, session_id: str, *, version: str, client_capabilities: Mapping[str, Any],
@@ -123,6 +162,7 @@ class Session:
         self.outlet = outlet
         self.lasting = lasting
         self.in_flight = 0
+        self.waiting = 0  # handlers of this session waiting for the client's answers
         self.last_active = now
         self.ended: str | None = None
         self._on_end: list[Callable[[str], None]] | None = None
@@ -190,8 +230,9 @@ def owner_of(session_id: str) -> str | None:
 class SessionRegistry:
     """The legacy sessions of one process, bounded; also its count of waiting handlers.
 
-    ``max_sessions``, ``max_per_client``, ``idle_timeout`` (seconds) and
-    ``max_suspended`` are the bounds described in this module; ``owner`` prefixes every
+    ``max_sessions``, ``max_per_client``, ``idle_timeout`` (seconds),
+    ``max_suspended``, ``max_suspended_per_client`` and ``max_suspended_per_session``
+    are the bounds described in this module; ``owner`` prefixes every
     session id (visible ASCII, no ``.``, at most 16 characters); ``clock`` gives
     seconds (``time.monotonic`` by default).
     """
@@ -199,9 +240,12 @@ class SessionRegistry:
     def __init__(self, *, max_sessions: int = DEFAULT_MAX_SESSIONS,
                  max_per_client: int = DEFAULT_MAX_SESSIONS_PER_CLIENT,
                  idle_timeout: float = DEFAULT_IDLE_TIMEOUT, max_suspended: int = DEFAULT_MAX_SUSPENDED,
+                 max_suspended_per_client: int = DEFAULT_MAX_SUSPENDED_PER_CLIENT,
+                 max_suspended_per_session: int = DEFAULT_MAX_SUSPENDED_PER_SESSION,
                  owner: str = "0", clock: Callable[[], float] = time.monotonic) -> None:
         for name, value in (("max_sessions", max_sessions), ("max_per_client", max_per_client),
-                            ("max_suspended", max_suspended)):
+                            ("max_suspended", max_suspended), ("max_suspended_per_client", max_suspended_per_client),
+                            ("max_suspended_per_session", max_suspended_per_session)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
         if isinstance(idle_timeout, bool) or not isinstance(idle_timeout, (int, float)) or not idle_timeout > 0:
@@ -211,12 +255,18 @@ class SessionRegistry:
         self.max_per_client = max_per_client
         self.idle_timeout = float(idle_timeout)
         self.max_suspended = max_suspended
+        self.max_suspended_per_client = max_suspended_per_client
+        self.max_suspended_per_session = max_suspended_per_session
         self.owner = owner
         self.clock = clock
         # Ordered by last activity, least recent first: expiry and eviction read from the front.
         self._sessions: OrderedDict[str, Session] = OrderedDict()
         self._by_client: dict[str, dict[str, Session]] = {}
         self._suspended = 0
+        self._waiting_by_client: dict[str, int] = {}
+        self.shared = False
+        """Whether the sessions' records, bounds and expiry are kept in a shared store (Redis), which
+        decides for every node: this registry then holds copies, ending none to make room nor for idleness."""
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -272,22 +322,10 @@ class SessionRegistry:
                client_info: Mapping[str, Any] | None, principal: str | None, client: str | None,
                outlet: Notify | None, lasting: bool) -> Session:
         now = self.clock()
-        self._sweep(now)
         owner = principal if principal is not None else client
-        if owner is not None:
-            mine = self._by_client.get(owner)
-            if mine is not None and len(mine) >= self.max_per_client:
-                idle = _least_recent_idle(mine.values())
-                if idle is None:
-                    raise SessionLimit(f"Server busy: this client holds {self.max_per_client} sessions, all of them "
-                                       "busy; end one (DELETE) or try again later")
-                self._end(idle, "ended to make room for a newer session of the same client")
-        if len(self._sessions) >= self.max_sessions:
-            idle = self._oldest_idle()
-            if idle is None:
-                raise SessionLimit(f"Server busy: this process holds {self.max_sessions} sessions, all of them busy; "
-                                   "try again later")
-            self._end(idle, "ended to make room for a newer session")
+        if not self.shared:  # shared, the store bounds and expires them for every node
+            self._sweep(now)
+            self._make_room(owner)
         session = Session(session_id, version=version, client_capabilities=client_capabilities,
                           client_info=client_info, principal=principal, client=owner, outlet=outlet,
                           lasting=lasting, now=now)
@@ -295,6 +333,21 @@ class SessionRegistry:
         if owner is not None:
             self._by_client.setdefault(owner, {})[session_id] = session
         return session
+
+    def _make_room(self, owner: str | None) -> None:
+        """End the idle sessions a new one needs ended, or raise :class:`SessionLimit`."""
+        if owner is not None:
+            mine = self._by_client.get(owner)
+            if mine is not None and len(mine) >= self.max_per_client:
+                idle = _least_recent_idle(mine.values())
+                if idle is None:
+                    raise SessionLimit.reached("client", self.max_per_client)
+                self._end(idle, ENDED_FOR_CLIENT)
+        if len(self._sessions) >= self.max_sessions:
+            idle = self._oldest_idle()
+            if idle is None:
+                raise SessionLimit.reached("process", self.max_sessions)
+            self._end(idle, ENDED_FOR_PROCESS)
 
     def get(self, session_id: Any, principal: str | None) -> Session | None:
         """The live session ``session_id`` names for ``principal``; ``None`` when unknown, ended,
@@ -304,7 +357,7 @@ class SessionRegistry:
         session = self._sessions.get(session_id)
         if session is None:
             return None
-        if self._expired(session, self.clock()):
+        if not self.shared and self._expired(session, self.clock()):
             self._end(session, "expired")
             return None
         if session.principal != principal:
@@ -342,27 +395,52 @@ class SessionRegistry:
         for session in list(self._sessions.values()):
             self._end(session, reason)
 
-    # -- handlers waiting for answers (mrtr.carriers.live.Suspensions) -----------------------
-
-    @property
-    def limit(self) -> int:
-        """The most handlers that may wait for answers at once (``max_suspended``)."""
-        return self.max_suspended
+    # -- handlers waiting for answers, in fair shares ---------------------------------------
 
     @property
     def suspended(self) -> int:
-        """Handlers waiting for answers now."""
+        """Handlers waiting for answers now, in the whole process."""
         return self._suspended
 
-    def acquire(self) -> bool:
-        """Count one more waiting handler; ``False`` at the limit."""
-        if self._suspended >= self.max_suspended:
-            return False
-        self._suspended += 1
-        return True
+    def waiting_of(self, client: str) -> int:
+        """Handlers of ``client`` (a principal, or a transport address) waiting for answers now."""
+        return self._waiting_by_client.get(client, 0)
 
-    def release(self) -> None:
-        """Count one fewer waiting handler."""
+    def waits_of(self, session: Session) -> Suspensions:
+        """What one call of ``session`` counts its waits with (the live carrier's
+        :class:`~mrtr.carriers.live.Suspensions`): against the session's, its client's and the process's share."""
+        return _Waits(self, session)
+
+    def hold(self, session: Session, method: str) -> None:
+        """Count one more handler of ``session`` waiting for answers.
+
+        At a bound nothing is counted and :class:`~mrtr.core.peer.TooManySuspended` names
+        it, the narrowest first: the session's, its client's, the process's.
+        """
+        client = session.client
+        if session.waiting >= self.max_suspended_per_session:
+            raise TooManySuspended(method, self.max_suspended_per_session, bound="session",
+                                   option="max_suspended_per_session")
+        if client is not None and self._waiting_by_client.get(client, 0) >= self.max_suspended_per_client:
+            raise TooManySuspended(method, self.max_suspended_per_client, bound="client",
+                                   option="max_suspended_per_client")
+        if self._suspended >= self.max_suspended:
+            raise TooManySuspended(method, self.max_suspended, bound="process", option="max_suspended")
+        session.waiting += 1
+        if client is not None:
+            self._waiting_by_client[client] = self._waiting_by_client.get(client, 0) + 1
+        self._suspended += 1
+
+    def let_go(self, session: Session) -> None:
+        """Count one fewer handler of ``session`` waiting (its answers came, or its wait ended)."""
+        session.waiting -= 1
+        client = session.client
+        if client is not None:
+            left = self._waiting_by_client[client] - 1
+            if left:
+                self._waiting_by_client[client] = left
+            else:
+                del self._waiting_by_client[client]  # a client with nothing waiting costs nothing
         self._suspended -= 1
 
     # -- internals ------------------------------------------------------------------------
@@ -413,3 +491,19 @@ def _least_recent_idle(sessions: Iterable[Session]) -> Session | None:
         if best is None or session.last_active < best.last_active:
             best = session
     return best
+
+
+class _Waits:
+    """One call's waits, counted against its session's shares (:class:`~mrtr.carriers.live.Suspensions`)."""
+
+    __slots__ = ("registry", "session")
+
+    def __init__(self, registry: SessionRegistry, session: Session) -> None:
+        self.registry = registry
+        self.session = session
+
+    def acquire(self, method: str) -> None:
+        self.registry.hold(self.session, method)
+
+    def release(self) -> None:
+        self.registry.let_go(self.session)

@@ -664,7 +664,9 @@ def run_stdio(
     duplicate of the original stdout.
     """
     _refuse_auth(server)
-    server.settle_key()  # a missing MRTR_SECRET is said once, now, not at the first call
+    # A missing MRTR_SECRET is said once, now, not at the first call; one client, one process: only a
+    # restart costs anything (other instances never see this client's tokens).
+    server.settle_key(alone=True)
     sys.stdout.flush()
     protocol_fd = os.dup(1)
     saved_fd = os.dup(1)

@@ -18,11 +18,16 @@ import json
 import httpx
 import trio
 
-from mrtr.server.sessions import DEFAULT_MAX_SESSIONS, SessionRegistry
+from mrtr.server.sessions import (
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_SUSPENDED_PER_CLIENT,
+    DEFAULT_MAX_SUSPENDED_PER_SESSION,
+    SessionRegistry,
+)
 from mrtr.transports.http import sessions as http_sessions
 
 from ..conftest import until
-from .sessions_client import Session, error_of, initialize
+from .sessions_client import Session, Stream, error_of, initialize, request, validated
 from .test_sessions import held_server, kind, open_client  # noqa: F401  (kind is a fixture)
 
 OTHER_ADDRESS = "127.0.0.2"
@@ -161,3 +166,80 @@ async def test_a_client_whose_sessions_are_all_busy_is_refused_with_503_and_othe
         assert len(registry) == 4
         await Session(client).open()
         assert len(registry) == 4 and live_transport_sessions() == 4
+
+
+async def _one_call(session: Session, call_id: int) -> dict | None:
+    """Start ``hold``; drop the connection as soon as its question arrives (``None``), or its answer when refused.
+
+    A dropped connection is not a cancellation in this era: the call goes on waiting for
+    its answer, and the connection bound per address never counts it again.
+    """
+    body = json.dumps(request(call_id, "tools/call", {"name": "hold", "arguments": {"tag": f"c{call_id}"}})).encode()
+    async with session.client.stream("POST", session.path, content=body, headers=session.headers()) as response:
+        assert response.status_code == 200, await response.aread()
+        if response.headers["content-type"] == "application/json":
+            return validated(json.loads(await response.aread()), "tools/call")
+        async for line in response.aiter_lines():
+            if line.startswith("data:") and line[5:].strip():
+                message = validated(json.loads(line[5:]))
+                assert message["method"] == "elicitation/create", message
+                return None  # asked: drop the connection with the call waiting
+    raise AssertionError("the stream ended without a question")
+
+
+async def someone_else_is_asked(port: int) -> None:
+    """A client at another address opens a session, is asked its question, answers, and gets the result."""
+    async with other_client(port) as elsewhere:
+        session = await Session(elsewhere).open()
+        answer = await session.post(request(1, "tools/call", {"name": "quick", "arguments": {}}))
+        assert answer.json()["result"]["content"][0]["text"] == "quick"
+        body = json.dumps(request(2, "tools/call", {"name": "hold", "arguments": {"tag": "bystander"}})).encode()
+        async with elsewhere.stream("POST", "/mcp", content=body, headers=session.headers()) as response:
+            if response.headers["content-type"] == "application/json":  # refused at once: no slot was left
+                raise AssertionError(f"another client's question was not asked: {(await response.aread())!r}")
+            stream = Stream(response, "tools/call")
+            question = await stream.message()
+            assert question["method"] == "elicitation/create", question
+            await session.answer(question["id"], {"action": "accept", "content": {"reply": "here"}})
+            assert (await stream.message())["result"]["content"][0]["text"] == "bystander: here"
+
+
+async def test_one_session_dropping_its_waiting_calls_holds_only_its_own_share(nursery, kind):
+    """Issue 34, 1: one session starts more waiting calls than the process holds, each on a dropped connection.
+
+    Its own share fills (the bound per session), the rest of its calls fail at once naming
+    that bound and the option that raises it, and another client's question is still asked.
+    """
+    registry = SessionRegistry(max_suspended=60)
+    server, _ = held_server(sessions=registry)
+    port_client = await open_client(nursery, kind, server)
+    async with port_client as client:
+        attacker = await Session(client).open()
+        refused = [answer for number in range(1, 71) if (answer := await _one_call(attacker, number)) is not None]
+        await someone_else_is_asked(int(str(port_client.base_url.port)))
+        share = DEFAULT_MAX_SUSPENDED_PER_SESSION
+        assert registry.suspended == share and len(refused) == 70 - share
+        text = refused[0]["result"]["content"][0]["text"]
+        assert refused[0]["result"]["isError"] is True
+        assert f"This session holds {share} calls waiting" in text and "max_suspended_per_session" in text, text
+        # The attacker's session itself is still served.
+        assert (await attacker.call(100, "tools/call", {"name": "quick", "arguments": {}}))["result"]["content"][0][
+            "text"] == "quick"
+
+
+async def test_one_client_over_many_sessions_holds_only_its_own_share(nursery, kind):
+    """The same from one address spread over five sessions: the bound per client stops it, not the process's."""
+    registry = SessionRegistry(max_suspended=150)
+    server, _ = held_server(sessions=registry)
+    port_client = await open_client(nursery, kind, server)
+    async with port_client as client:
+        refused = []
+        for _ in range(5):
+            session = await Session(client).open()
+            refused += [answer for number in range(1, DEFAULT_MAX_SUSPENDED_PER_SESSION + 1)
+                        if (answer := await _one_call(session, number)) is not None]
+        await someone_else_is_asked(int(str(port_client.base_url.port)))
+        share = DEFAULT_MAX_SUSPENDED_PER_CLIENT
+        assert registry.suspended == share and len(refused) == 5 * DEFAULT_MAX_SUSPENDED_PER_SESSION - share
+        text = refused[-1]["result"]["content"][0]["text"]
+        assert f"This client holds {share} calls waiting" in text and "max_suspended_per_client" in text, text

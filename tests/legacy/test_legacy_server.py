@@ -338,6 +338,8 @@ async def test_a_capability_the_session_lacks_is_a_tool_error_naming_it():
     await session.open()
     result = await session.call("ask_model", {"topic": "tea"})
     assert result["isError"] is True and "sampling" in text(result) and "initialize" in text(result)
+    assert text(result) == ("This call needs the client's sampling capability, which this session's initialize "
+                            "did not declare")  # in words, not a Python dict
     assert session.wire.sent == []  # nothing was asked
     old = Session(app, "2025-03-26", capabilities=EVERYTHING)
     await old.open()
@@ -351,6 +353,8 @@ async def test_a_capability_the_session_lacks_is_minus_32603_with_data_for_a_pro
     prompt = await session.error("prompts/get", {"name": "interview", "arguments": {"role": "editor"}})
     assert prompt["code"] == -32603
     assert prompt["data"] == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+    assert prompt["message"] == ("This call needs the client's elicitation capability (form), which this "
+                                 "session's initialize did not declare")
     resource = await session.error("resources/read", {"uri": "test://notes/7"})
     assert resource["code"] == -32603 and resource["data"]["requiredCapabilities"]
 

@@ -206,6 +206,8 @@ async def test_requests_wait_for_the_initialized_notification():
 
 async def test_the_process_wide_limit_of_waiting_handlers_refuses_before_anything_is_sent():
     registry = SessionRegistry(max_suspended=1)
+    one, another = (registry.open(version="2025-11-25", client_capabilities={}, client_info=None, principal=None,
+                                  client=address) for address in ("10.0.0.1", "10.0.0.2"))
     cleaned = []
 
     def handler():
@@ -217,15 +219,18 @@ async def test_the_process_wide_limit_of_waiting_handlers_refuses_before_anythin
 
     first, second = Wire(), Wire()
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(execute, carrier(first, suspensions=registry), handler)
+        nursery.start_soon(execute, carrier(first, suspensions=registry.waits_of(one)), handler)
         await first.wait_requests(1)
-        assert registry.suspended == 1
+        assert registry.suspended == 1 and one.waiting == 1 and registry.waiting_of("10.0.0.1") == 1
         with pytest.raises(TooManySuspended) as refused:
-            await execute(carrier(second, suspensions=registry), handler)
-        assert refused.value.data == {"method": "elicitation/create", "limit": 1}
+            await execute(carrier(second, suspensions=registry.waits_of(another)), handler)
+        assert refused.value.data == {"method": "elicitation/create", "limit": 1, "bound": "process",
+                                      "option": "max_suspended"}
+        assert "The server is holding 1 calls waiting" in refused.value.message
         assert second.sent == [] and cleaned == ["finally"]
         first.answer(first.requests[0], {"action": "decline"})
     assert registry.suspended == 0 and cleaned == ["finally", "finally"]
+    assert one.waiting == 0 and registry.waiting_of("10.0.0.1") == 0
 
 
 async def test_a_round_the_version_cannot_carry_sends_nothing():

@@ -10,6 +10,7 @@ import weakref
 import pytest
 
 from mrtr.core.errors import InvalidParams
+from mrtr.core.peer import TooManySuspended
 from mrtr.server.sessions import (
     DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_SESSIONS,
@@ -45,7 +46,8 @@ def test_an_owner_that_would_break_the_id_is_refused(owner):
         SessionRegistry(owner=owner)
 
 
-@pytest.mark.parametrize("option", ["max_sessions", "max_per_client", "max_suspended"])
+@pytest.mark.parametrize("option", ["max_sessions", "max_per_client", "max_suspended", "max_suspended_per_client",
+                                    "max_suspended_per_session"])
 @pytest.mark.parametrize("value", [0, -1, 1.5, True])
 def test_bounds_must_be_positive_integers(option, value):
     with pytest.raises(ValueError, match=option):
@@ -90,6 +92,22 @@ def test_an_idle_session_expires_and_a_busy_one_never_does():
     opened(registry)  # opening sweeps the expired ones
     assert registry.get(busy.id, None) is None and lasting.ended is None
     assert DEFAULT_IDLE_TIMEOUT == 1800
+
+
+def test_a_shared_registry_holds_copies_the_store_bounds_and_expires():
+    """With sessions in Redis the store decides for every node: a copy is never ended here to make room or for
+    idleness on this node's clock (the session may be in use on another), only when told."""
+    clock = FakeClock(1000.0)
+    registry = SessionRegistry(max_sessions=2, max_per_client=1, idle_timeout=60, clock=clock)
+    registry.shared = True
+    first, second, third = (opened(registry, client="10.0.0.1") for _ in range(3))
+    assert len(registry) == 3 and first.ended is None  # past both bounds: the store said there was room
+    clock.advance(600)
+    assert registry.get(first.id, None) is first and first.ended is None
+    assert registry.end(second.id, "ended to make room for a newer session of the same client")
+    assert second.ended == "ended to make room for a newer session of the same client"
+    registry.shared = False  # without the store, its own bounds and clock again
+    assert registry.get(third.id, None) is None and third.ended == "expired"
 
 
 def test_at_the_process_bound_the_session_idle_longest_makes_room():
@@ -171,10 +189,53 @@ def test_a_session_subscribes_to_a_bounded_set_of_resources():
 
 def test_waiting_handlers_are_counted_against_the_process_limit():
     registry = SessionRegistry(max_suspended=2)
-    assert registry.acquire() and registry.acquire() and not registry.acquire()
-    assert registry.suspended == 2 == registry.limit
-    registry.release()
-    assert registry.acquire()
+    one, two, three = (opened(registry, client=f"10.0.0.{number}") for number in range(3))
+    registry.hold(one, "m")
+    registry.hold(two, "m")
+    with pytest.raises(TooManySuspended) as refused:
+        registry.hold(three, "elicitation/create")
+    assert refused.value.bound == "process" and refused.value.option == "max_suspended"
+    assert registry.suspended == 2 and three.waiting == 0 and registry.waiting_of("10.0.0.2") == 0
+    registry.let_go(one)
+    registry.hold(three, "m")
+    assert registry.suspended == 2
+
+
+def test_waiting_handlers_get_fair_shares_per_session_and_per_client():
+    """The narrowest bound reached is named; one client's share is its own, whoever else waits."""
+    registry = SessionRegistry(max_suspended=10, max_suspended_per_client=4, max_suspended_per_session=3)
+    alice_1, alice_2 = opened(registry, principal="alice", client="10.0.0.1"), opened(registry, principal="alice")
+    bob = opened(registry, principal="bob", client="10.0.0.1")  # same address, another principal: another client
+    for _ in range(3):
+        registry.hold(alice_1, "m")
+    with pytest.raises(TooManySuspended) as refused:
+        registry.hold(alice_1, "elicitation/create")
+    assert (refused.value.bound, refused.value.limit, refused.value.option) == (
+        "session", 3, "max_suspended_per_session")
+    assert "This session holds 3 calls waiting" in refused.value.message and "max_suspended_per_session" in \
+        refused.value.message
+    registry.hold(alice_2, "m")  # alice's fourth, in her other session
+    with pytest.raises(TooManySuspended) as refused:
+        registry.hold(alice_2, "sampling/createMessage")
+    assert (refused.value.bound, refused.value.limit) == ("client", 4)
+    assert "This client holds 4 calls waiting" in refused.value.message and "max_suspended_per_client" in \
+        refused.value.message
+    assert registry.waiting_of("alice") == 4 and registry.suspended == 4
+    for _ in range(3):
+        registry.hold(bob, "m")  # bob's share is his own
+    assert registry.waiting_of("bob") == 3 and registry.suspended == 7
+    registry.let_go(alice_1)
+    registry.hold(alice_2, "m")
+    assert registry.waiting_of("alice") == 4 and alice_1.waiting == 2 and alice_2.waiting == 2
+
+
+def test_a_session_without_a_client_is_held_to_its_own_and_the_process_share():
+    registry = SessionRegistry(max_suspended=3, max_suspended_per_client=1, max_suspended_per_session=2)
+    stdio = opened(registry, lasting=True)  # no principal, no address
+    registry.hold(stdio, "m")
+    registry.hold(stdio, "m")
+    with pytest.raises(TooManySuspended, match="max_suspended_per_session"):
+        registry.hold(stdio, "m")
 
 
 def test_ending_runs_each_callback_once_and_late_callbacks_at_once():

@@ -1,7 +1,8 @@
 """The server every node of the several-nodes tests serves, in process and as ``mrtr serve`` subprocesses.
 
 Its store is where ``mrtr serve --store`` or ``MRTR_STORE`` says (in process: the
-``build`` argument). What the tests need of it:
+``build`` argument); the bounds of 2025 sessions are the defaults unless
+``NODES_MAX_SESSIONS``, ``NODES_MAX_PER_CLIENT`` or ``NODES_IDLE_TIMEOUT`` name others. What the tests need of it:
 
 - ``signup(plan)``: a modern conversation of two rounds, one question each; the result
   is made of that conversation's own answers, so an answer that reached another
@@ -28,12 +29,23 @@ from pathlib import Path
 from typing import Any
 
 from mrtr import Context, Elicit, Form, Server, Step
+from mrtr.server.sessions import (
+    DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_SESSIONS,
+    DEFAULT_MAX_SESSIONS_PER_CLIENT,
+    SessionRegistry,
+)
 
 
 def build(store_url: str | None = None) -> Server:
     """A fresh server on ``store_url`` (by default what ``mrtr serve --store`` or ``MRTR_STORE`` says)."""
     secret = None if os.environ.get("MRTR_SECRET") else base64.b64encode(b"n" * 32).decode()
-    app = Server("nodes-test", "1.0.0", secret=secret, store_url=store_url)
+    # The bounds of 2025 sessions: the defaults, unless a test names smaller ones for every node.
+    sessions = SessionRegistry(max_sessions=int(os.environ.get("NODES_MAX_SESSIONS", DEFAULT_MAX_SESSIONS)),
+                               max_per_client=int(os.environ.get("NODES_MAX_PER_CLIENT",
+                                                                 DEFAULT_MAX_SESSIONS_PER_CLIENT)),
+                               idle_timeout=float(os.environ.get("NODES_IDLE_TIMEOUT", DEFAULT_IDLE_TIMEOUT)))
+    app = Server("nodes-test", "1.0.0", secret=secret, store_url=store_url, sessions=sessions)
 
     @app.tool
     def signup(plan: str) -> Any:

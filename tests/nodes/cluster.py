@@ -180,8 +180,11 @@ def _nginx(workdir: Path, listen: tuple[str, int], addresses: list[tuple[str, in
 
 @asynccontextmanager
 async def nodes(tmp_path: Path, count: int = 3, *, check_every: str = "300ms",
-                balancer_kind: str = "haproxy") -> AsyncIterator[Nodes]:
-    """``count`` nodes on one Redis behind haproxy (or nginx), round robin, every node in rotation."""
+                balancer_kind: str = "haproxy", env: dict[str, str] | None = None) -> AsyncIterator[Nodes]:
+    """``count`` nodes on one Redis behind haproxy (or nginx), round robin, every node in rotation.
+
+    ``env`` adds to every node's environment.
+    """
     haproxy = require("haproxy", "haproxy") if balancer_kind == "haproxy" else ""
     workdir = Path(tempfile.mkdtemp(prefix="mrtr-nodes-", dir=tmp_path))
     (workdir / "redis").mkdir()
@@ -194,7 +197,8 @@ async def nodes(tmp_path: Path, count: int = 3, *, check_every: str = "300ms",
             url=f"http://127.0.0.1:{listen}/mcp", store=store, secret=secret, workdir=workdir, redis_port=redis_port,
             stack=stack, redis_process=redis_process,
             nodes=[Node(f"node{number}", free_port(), workdir / f"node{number}.log") for number in range(1, count + 1)],
-            environment={**os.environ, "MRTR_SECRET": secret, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"},
+            environment={**os.environ, "MRTR_SECRET": secret, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1",
+                         **(env or {})},
         )
         for node in cluster.nodes:
             cluster.start(node)

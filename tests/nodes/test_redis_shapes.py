@@ -143,6 +143,32 @@ async def test_a_cluster_spreads_tasks_over_its_primaries(cluster: tuple[str, li
     assert sum(1 for size in sizes if size > 0) >= 2, sizes  # hash tags spread the tasks, not one slot
 
 
+async def test_2025_session_records_and_their_bounds_work_in_a_cluster(cluster: tuple[str, list[int]]):
+    """The scripts that keep a session's record and its index entries together run in one slot of a cluster."""
+    from mrtr.carriers.tasks.redis import connected
+    from mrtr.carriers.tasks.sessions import SessionRecords
+
+    url, _ = cluster
+    async with connected(url) as (client, target):
+        records, layout = SessionRecords(client, target.layout, target.url), target.layout
+        tag = "{" + layout.prefix + "sessions}"  # one hash tag: one slot for the records and their indexes
+        assert all(key.startswith(tag) for key in (layout.session("0.x"), layout.sessions_live(),
+                                                     layout.sessions_owners(), layout.sessions_busy(),
+                                                     layout.sessions_of("t")))
+        record = {"v": 1, "version": "2025-11-25"}
+        for name in ("k1", "k2"):
+            assert (await records.create(f"0.{name}", record, ttl=60, client="10.9.0.1", max_per_client=2,
+                                         max_sessions=100)).stored
+        assert (await records.load("0.k1", ttl=60))["version"] == "2025-11-25"
+        assert await records.begin("0.k1", ttl=60)
+        third = await records.create("0.k3", record, ttl=60, client="10.9.0.1", max_per_client=2, max_sessions=100)
+        assert third.stored and third.ended == [("0.k2", "client")]  # k1 is busy
+        await records.finish("0.k1", ttl=60)
+        assert await records.load("0.k2", ttl=60) is None
+        assert await records.delete("0.k1") and await records.delete("0.k3")
+        assert await client.zcard(layout.sessions_live()) == 0
+
+
 async def test_a_sentinel_failover_keeps_the_store_and_the_bus_working(sentinel: tuple[str, int, int, int]):
     url, primary, replica, sentinel_port = sentinel
     heard = Heard()

@@ -11,6 +11,7 @@ every request); the rest speaks raw HTTP so each message can be checked against 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import subprocess
@@ -61,13 +62,19 @@ class Legacy:
             headers["Mcp-Session-Id"] = self.session_id
         return headers
 
-    async def open(self) -> None:
+    async def open(self, url: str | None = None) -> Legacy:
+        """``initialize`` (through the balancer, or on the node ``url`` names), then ``notifications/initialized``."""
         response = await self.post({"jsonrpc": "2.0", "id": next(self.ids), "method": "initialize", "params": {
             "protocolVersion": VERSION, "capabilities": {"elicitation": {"form": {}}},
-            "clientInfo": {"name": "nodes-test", "version": "1"}}})
+            "clientInfo": {"name": "nodes-test", "version": "1"}}}, url)
         assert response.status_code == 200, response.text
         self.session_id = response.headers["mcp-session-id"]
-        assert (await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})).status_code == 202
+        assert (await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"}, url)).status_code == 202
+        return self
+
+    async def status(self, url: str) -> int:
+        """The status a ``ping`` of this session gets from the node ``url`` names."""
+        return (await self.post({"jsonrpc": "2.0", "id": next(self.ids), "method": "ping"}, url)).status_code
 
     async def post(self, body: dict[str, Any], url: str | None = None) -> httpx.Response:
         # Straight to a node, the Host is still the balancer's (the one name the nodes accept).
@@ -382,3 +389,182 @@ async def test_sdk_sessions_lose_only_the_calls_of_a_killed_node(tmp_path: Path,
                 assert record["call"] != "ok" and "stopped" in record["call"], record
                 assert record["next"] == "ok", record
         assert any(record["asker"] == doomed for record in records)  # round robin: some waited on it
+
+
+async def test_a_last_event_id_the_server_did_not_mint_opens_the_sessions_stream(tmp_path: Path) -> None:
+    """Issue 34, 8: a forged id naming a node that never existed (or another session's stream) is as if absent.
+
+    Event ids of a call's stream carry a mark only a node holding the server's key makes
+    (over the session, the node and the request); a resumption whose id lacks it opens the
+    session's own GET stream, as a GET without ``Last-Event-ID`` would: no made-up error for a
+    request the session never sent, no 409 or 410 about a stream that never was.
+    """
+    from contextlib import AsyncExitStack
+
+    async with nodes(tmp_path, count=2) as cluster, httpx.AsyncClient(timeout=30) as http, \
+            AsyncExitStack() as stack:
+        urls = direct(cluster)
+        session, other = Legacy(http, cluster.url), Legacy(http, cluster.url)
+        await session.open()
+        await other.open()
+        held, question = await ask(session, urls[0], "held", stack)
+        minted = held.last_id
+        assert minted is not None and minted.count(".") == 3  # <node>.<request>.<mark>.<stream>-<position>
+        node, request, mark, cursor = minted.split(".")
+        get = {**session.headers(Host=session.url.split("/")[2]), "Accept": "text/event-stream"}
+
+        async def only_one(url: str, headers: dict[str, str]) -> None:
+            """A GET without Last-Event-ID is 409: the session's GET stream is open already."""
+            async with http.stream("GET", url, headers=headers) as second:
+                assert second.status_code == 409, (second.status_code, second.headers)
+
+        async def opens_the_sessions_stream(last_event_id: str, url: str) -> None:
+            with trio.fail_after(10):
+                async with http.stream("GET", url, headers={**get, "Last-Event-ID": last_event_id}) as response:
+                    assert response.status_code == 200, (last_event_id, await response.aread())
+                    assert response.headers["content-type"].startswith("text/event-stream")
+                    assert "content-length" not in response.headers, (last_event_id, await response.aread())
+                    first = Stream(response)
+                    await only_one(url, get)
+                    with trio.move_on_after(0.5):
+                        assert await first.message() is None, last_event_id  # nothing made up for it
+
+        never = "999999999999"
+        forged = [
+            f"{never}.MQ.{cursor}",  # the form without a mark: request id 1, which this session never sent
+            f"{never}.{request}.{mark}.{cursor}",  # a node that never existed, with a real mark of another
+            f"{never}.MQ.AAAAAAAAAAAAAAAA.{cursor}",
+            f"{node}.{request}.{mark[:-1]}{'A' if mark[-1] != 'A' else 'B'}.{cursor}",  # the real id, marked wrong
+        ]
+        for last_event_id in forged:
+            await opens_the_sessions_stream(last_event_id, urls[1])
+        # Another session presenting this session's real id: not minted for it.
+        other_get = {**other.headers(Host=other.url.split("/")[2]), "Accept": "text/event-stream"}
+        with trio.fail_after(10):
+            async with http.stream("GET", urls[1], headers={**other_get, "Last-Event-ID": minted}) as response:
+                assert response.status_code == 200 and "content-length" not in response.headers
+                await only_one(urls[1], other_get)
+        # The real id, on the node that does not hold the stream while its node lives: 409, as before.
+        conflict = await http.get(urls[1], headers={**get, "Last-Event-ID": minted})
+        assert conflict.status_code == 409 and "held by another node" in conflict.json()["error"]["message"]
+        # And the call goes on: answered, it completes on its own stream.
+        answer = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"code": "ok"}}}
+        assert (await session.post(answer, urls[1])).status_code == 202
+        final = await held.message()
+        assert final is not None and final["result"]["content"][0]["text"] == "held=ok"
+
+
+
+def from_address(address: str) -> httpx.AsyncClient:
+    """An HTTP client whose connections come from ``address`` (a loopback one): a client of its own to the server."""
+    return httpx.AsyncClient(timeout=30, transport=httpx.AsyncHTTPTransport(local_address=address))
+
+
+async def session_keys(cluster: Any) -> list[str]:
+    """The session records in Redis."""
+    async with redis_client(parse_redis_url(cluster.store)) as redis:
+        return [key.decode() for key in await redis.keys("mrtr:session:*")]
+
+
+async def gone_everywhere(session: Legacy, urls: list[str]) -> bool:
+    """Whether every node answers the session ``404`` (a node that read its record a moment ago may still serve it)."""
+    return all([await session.status(url) == 404 for url in urls])
+
+
+async def test_a_clients_sessions_are_bounded_across_nodes_and_one_ended_to_make_room_is_gone_everywhere(
+        tmp_path: Path) -> None:
+    """Issue 34, 2: the bound per client (100) is counted in Redis, not per node, and an evicted session is 404 on
+    every node, its record gone, its GET stream on the other node ended; one client keeps 100 records, no more."""
+    from contextlib import AsyncExitStack
+
+    from mrtr.server.sessions import DEFAULT_MAX_SESSIONS_PER_CLIENT as BOUND
+
+    async with nodes(tmp_path, count=2) as cluster, from_address("127.0.0.2") as http, \
+            from_address("127.0.0.3") as flooder, AsyncExitStack() as stack:
+        urls = direct(cluster)
+        first = await Legacy(http, cluster.url).open(urls[0])
+        listening = await stack.enter_async_context(http.stream(
+            "GET", urls[1], headers={**first.headers(Host=first.url.split("/")[2]), "Accept": "text/event-stream"}))
+        assert listening.status_code == 200
+        rest = [await Legacy(http, cluster.url).open(urls[number % 2]) for number in range(1, BOUND)]
+        assert all([await session.status(urls[1]) == 200 for session in (first, *rest)])
+        newest = await Legacy(http, cluster.url).open(urls[0])  # the 101st of this client, half of them on each node
+        await until(lambda: gone_everywhere(first, urls))
+        with trio.fail_after(10):
+            await listening.aread()  # the GET stream on the other node ended with the session
+        for session in (rest[0], rest[-1], newest):
+            assert await session.status(urls[0]) == 200 and await session.status(urls[1]) == 200
+        # One node alone: a flood of initialize on node 1 ends the flooder's oldest, and node 2 agrees.
+        flood = [await Legacy(flooder, cluster.url).open(urls[0]) for _ in range(BOUND + 5)]
+        for ended in flood[:5]:
+            await until(lambda ended=ended: gone_everywhere(ended, urls))
+        assert await flood[5].status(urls[1]) == 200 and await flood[-1].status(urls[1]) == 200
+        assert len(await session_keys(cluster)) == 2 * BOUND  # each client's bound of records in Redis, no more
+
+
+async def test_the_servers_bound_holds_across_nodes_and_a_busy_session_never_makes_room(tmp_path: Path) -> None:
+    """Six sessions at most across both nodes: the seventh ends the least recently active idle one (a session
+    waiting for its answer on the other node is busy and stays), and with every one busy initialize is 503."""
+    from contextlib import AsyncExitStack
+
+    async with nodes(tmp_path, count=2, env={"NODES_MAX_SESSIONS": "6"}) as cluster, AsyncExitStack() as stack:
+        urls = direct(cluster)
+        clients = [await stack.enter_async_context(from_address(f"127.0.0.{number}")) for number in range(2, 9)]
+        busy = await Legacy(clients[0], cluster.url).open(urls[0])
+        held, question = await ask(busy, urls[1], "held", stack)  # the oldest, waiting on node 2
+        idle = [await Legacy(clients[number], cluster.url).open(urls[number % 2]) for number in range(1, 6)]
+        seventh = await Legacy(clients[6], cluster.url).open(urls[0])
+        await until(lambda: gone_everywhere(idle[0], urls))  # the least recently active idle one, not the busy one
+        assert await busy.status(urls[0]) == 200 and await seventh.status(urls[1]) == 200
+        answer = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"code": "k"}}}
+        assert (await busy.post(answer, urls[0])).status_code == 202
+        final = await held.message()
+        assert final is not None and final["result"]["content"][0]["text"] == "held=k"
+        # Every one of the six busy: the next initialize is refused on either node, and nothing is ended.
+        live = [busy, *idle[1:], seventh]
+        streams = [await ask(session, urls[number % 2], f"b{number}", stack) for number, session in enumerate(live)]
+        for url in urls:
+            refused = await Legacy(clients[1], cluster.url).post({
+                "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                    "protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}, url)
+            assert refused.status_code == 503, refused.text
+            validate_legacy_message(refused.json())
+            assert "the server holds 6 sessions, all of them busy" in refused.json()["error"]["message"]
+        assert all([await session.status(urls[1]) == 200 for session in live])
+        for (stream, question), session in zip(streams, live, strict=True):
+            decline = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "decline"}}
+            assert (await session.post(decline, urls[0])).status_code == 202
+            assert (await stream.message()) is not None
+
+
+async def test_a_session_idle_past_its_timeout_is_ended_on_every_node(tmp_path: Path, nursery: trio.Nursery) -> None:
+    """Idle expiry is the record's, for every node: once Redis expired it, the next initialize anywhere forgets it
+    and every node ends its copy (the GET stream another node held ends); it is 404 everywhere, nothing left."""
+    from contextlib import AsyncExitStack
+
+    async with nodes(tmp_path, count=2, env={"NODES_IDLE_TIMEOUT": "1"}) as cluster, \
+            httpx.AsyncClient(timeout=30) as http, AsyncExitStack() as stack:
+        urls = direct(cluster)
+        idle = await Legacy(http, cluster.url).open(urls[0])
+        listening = await stack.enter_async_context(http.stream(
+            "GET", urls[1], headers={**idle.headers(Host=idle.url.split("/")[2]), "Accept": "text/event-stream"}))
+        assert listening.status_code == 200
+        ended = trio.Event()
+
+        async def read() -> None:
+            with contextlib.suppress(httpx.TransportError):
+                await listening.aread()
+            ended.set()
+
+        nursery.start_soon(read)
+
+        async def forgotten() -> bool:
+            await Legacy(http, cluster.url).open(urls[0])  # each initialize forgets records Redis expired
+            return ended.is_set()
+
+        await until(forgotten, timeout=20, every=0.2)
+        assert await idle.status(urls[0]) == 404 and await idle.status(urls[1]) == 404
+        async with redis_client(parse_redis_url(cluster.store)) as redis:
+            assert await redis.exists([f"mrtr:session:{idle.session_id}"]) == 0
+            assert await redis.zscore("mrtr:sessions:live", idle.session_id) is None
+            assert await redis.hget("mrtr:sessions:owners", idle.session_id) is None

@@ -27,7 +27,10 @@ hash tag: tasks are spread over :data:`CLUSTER_SHARDS` tags (``{mrtr:7}task:<id>
 beside ``{mrtr:7}leases``), which the cluster spreads over its primaries. One Redis and
 Sentinel keep the layout of earlier versions (``mrtr:task:<id>``, ``mrtr:leases``), so
 the data already there stays readable. Round records touch one key each and need no
-tag, nor do 2025-era session records (``<prefix>session:<id>``). Pub/sub channels are
+tag. 2025-era session records (``<prefix>session:<id>``) and the indexes that bound
+them (``<prefix>sessions:live``, ``...:owners``, ``...:busy``, ``...:client:<tag>``) are
+written together by scripts, so in a cluster they share one tag
+(``{mrtr:sessions}session:<id>``), one slot. Pub/sub channels are
 not keys: ``<prefix>notifications`` carries what every node hears, ``<prefix>node:<id>``
 what is meant for one node alone.
 """
@@ -122,9 +125,29 @@ class KeyLayout:
         """The channel of one node alone (messages meant for the node that holds something)."""
         return f"{self.prefix}node:{node_id}"
 
+    def _sessions(self) -> str:
+        # In a cluster the session scripts touch records and indexes together: one hash tag for all.
+        return "{" + f"{self.prefix}sessions" + "}" if self.sharded else self.prefix
+
     def session(self, session_id: str) -> str:
         """The string holding one 2025-era session's record (with a TTL that moves with its activity)."""
-        return f"{self.prefix}session:{session_id}"
+        return f"{self._sessions()}session:{session_id}"
+
+    def sessions_live(self) -> str:
+        """The sorted set of every 2025-era session, by its last activity (microseconds, Redis's clock)."""
+        return f"{self._sessions()}sessions:live"
+
+    def sessions_owners(self) -> str:
+        """The hash naming each 2025-era session's client tag."""
+        return f"{self._sessions()}sessions:owners"
+
+    def sessions_busy(self) -> str:
+        """The hash counting each 2025-era session's calls in flight, on any node."""
+        return f"{self._sessions()}sessions:busy"
+
+    def sessions_of(self, tag: str) -> str:
+        """The set of one client's 2025-era sessions (``tag``: a digest of its principal or address)."""
+        return f"{self._sessions()}sessions:client:{tag}"
 
 
 @dataclass(frozen=True)

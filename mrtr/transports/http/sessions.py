@@ -132,12 +132,14 @@ class _Session:
     """What the HTTP side keeps of one session: its pending requests, calls in flight and streams."""
 
     __slots__ = ("id", "version", "pending", "calls", "streams", "standalone", "numbers", "pacing", "ended", "outlet",
-                 "node")
+                 "node", "mark")
 
-    def __init__(self, config: ExchangeConfig, node: str | None = None) -> None:
+    def __init__(self, config: ExchangeConfig, node: str | None = None,
+                 mark: Callable[[str], str] | None = None) -> None:
         self.id = ""
         self.version = ""
         self.node = node  # this node's name when several serve the session: in request and event ids
+        self.mark = mark  # the server's mark of what an event id names (several nodes): see minted()
         self.standalone = EventStream(0, b"" if node is None else f"{node}..".encode("ascii"))
         self.outlet = _StreamSink(self.standalone)  # list changes and resource updates
         self.pending = PendingRequests(self.standalone.send_request, None if node is None else f"{node}.")
@@ -159,10 +161,10 @@ class _Session:
     def open_stream(self, request_id: Any) -> EventStream:
         self.numbers += 1
         origin = b""
-        if self.node is not None:
+        if self.node is not None and self.mark is not None:
             named = json.dumps(request_id, separators=(",", ":")).encode()
-            shown = base64.urlsafe_b64encode(named).rstrip(b"=") if len(named) <= _MAX_NAMED_ID else b""
-            origin = self.node.encode("ascii") + b"." + shown + b"."
+            shown = base64.urlsafe_b64encode(named).rstrip(b"=").decode() if len(named) <= _MAX_NAMED_ID else ""
+            origin = f"{self.node}.{shown}.{self.mark(_marked_text(self.id, self.node, shown))}.".encode("ascii")
         stream = self.streams[self.numbers] = EventStream(self.numbers, origin)
         finished = [number for number, kept in self.streams.items() if kept.done]
         for number in finished[:max(0, len(finished) - MAX_FINISHED_STREAMS)]:
@@ -260,7 +262,7 @@ class HttpSessions:
                 "(a 2026-07-28 client sends no initialize)"), message["id"])
             return True
         nodes = self._nodes()
-        session = _Session(self.config, nodes.node_id if nodes is not None else None)
+        session = _Session(self.config, nodes.node_id if nodes is not None else None, self.legacy.mark)
 
         def ended(reason: str) -> None:
             self._ended(session, reason)
@@ -385,11 +387,12 @@ class HttpSessions:
                 return True
             await out.respond(200 if closed else 404, [(b"content-length", b"0")], b"")
             return True
-        resumed = parse_event_id(headers.get("last-event-id"))
-        origin = event_origin(headers.get("last-event-id")) if session.node is not None else None
+        last_event_id = headers.get("last-event-id")
+        resumed = self._minted(session, last_event_id)  # an id this server did not mint: as if absent
+        origin = event_origin(last_event_id) if resumed is not None and session.node is not None else None
         if resumed is not None and origin is not None and origin[0] != session.node:
             if resumed[0] != 0:
-                await self._resumed_elsewhere(session, origin, out)
+                await self._resumed_elsewhere(session, (origin[0], origin[1]), out)
                 return True
             resumed = None  # another node's GET stream: this node's is a fresh one
         standalone = session.standalone
@@ -415,6 +418,33 @@ class HttpSessions:
             cursor = standalone.sent  # what no connection was sent yet
         await pump(standalone, out, cursor, session.pacing, disconnected=disconnected, nursery=nursery)
         return out.finished
+
+    def _minted(self, session: _Session, last_event_id: str | None) -> tuple[int, int] | None:
+        """``(stream, position)`` of a ``Last-Event-ID`` this server minted for ``session``, else ``None``.
+
+        On one node an id is ``<stream>-<position>``, a cursor in the session's own streams
+        (one with nothing left to send is ``410``). Across nodes an id also names a node and
+        a request, which no node can check against what another holds, and a node that is
+        gone would answer for that request; the id of a request's stream therefore carries
+        the server's mark over the session, the node and the request
+        (:meth:`SessionDispatcher.mark`), and one without it (forged, another session's,
+        or from before marks) was not minted. The standalone stream's ids name no request
+        and need no mark: resuming one is never more than reading the session's own stream.
+        """
+        resumed = parse_event_id(last_event_id)
+        if resumed is None or session.node is None:
+            return resumed
+        origin = event_origin(last_event_id)
+        if origin is None:
+            return None
+        node, shown, mark = origin
+        if resumed[0] == 0:
+            return resumed if not shown and not mark else None
+        if not self.legacy.marked(_marked_text(session.id, node, shown), mark):
+            log.info("session %s: a Last-Event-ID this server did not mint; opening the session's stream",
+                     _shown(session.id))
+            return None
+        return resumed
 
     # -- shared rules ----------------------------------------------------------------------
 
@@ -482,7 +512,7 @@ class HttpSessions:
 
     def _adopt(self, session_id: str, version: str, nodes: NodeLink) -> _Session:
         """This node's side of a session another node opened: its own streams, calls and questions."""
-        session = _Session(self.config, nodes.node_id)
+        session = _Session(self.config, nodes.node_id, self.legacy.mark)
         session.opened(session_id, version, self.config)
         self._sessions[session_id] = session
 
@@ -567,6 +597,11 @@ class HttpSessions:
         if self._sessions.get(session.id) is session:
             del self._sessions[session.id]
         session.end(reason)
+
+
+def _marked_text(session_id: str, node: str, shown: str) -> str:
+    """What the mark of a request stream's event ids is made over: the session, the node and the request."""
+    return f"{session_id}\n{node}\n{shown}"
 
 
 def _lookup_status(error: ProtocolError) -> int:

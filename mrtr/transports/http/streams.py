@@ -11,9 +11,10 @@ connection:
   within the session; an id is a cursor (``Last-Event-ID: n-k`` asks for what came
   after it on stream ``n``, never what another stream carried). When several nodes
   serve one session (sessions in Redis) each id also names where its stream is:
-  ``<node>.<request>.n-k``, the node holding the stream and the request it answers
-  (:func:`event_origin`), so a resumption reaching another node can be told apart
-  and, when that node is gone, answered for the request it was for;
+  ``<node>.<request>.<mark>.n-k``, the node holding the stream, the request it
+  answers and a mark only the server's key makes (:func:`event_origin`), so a
+  resumption reaching another node can be told apart and, when that node is gone,
+  answered for the request it was for, and an id the server never minted is known as such;
 - **replay**: the last :data:`KEPT_EVENTS` events are kept, so a client whose
   connection dropped resumes with ``GET`` and ``Last-Event-ID``; past that bound a
   notification nobody has been sent yet is dropped (never a request or the response,
@@ -72,15 +73,26 @@ def parse_event_id(value: str | None) -> tuple[int, int] | None:
     return int(number), int(position)
 
 
-def event_origin(value: str | None) -> tuple[str, str] | None:
-    """``(node, request)`` an event id of a stream held by one of several nodes names; ``None`` for a plain one."""
+def event_origin(value: str | None) -> tuple[str, str, str] | None:
+    """``(node, request, mark)`` an event id of a stream held by one of several nodes names; ``None`` for a plain one.
+
+    A request's stream is ``<node>.<request>.<mark>.<stream>-<position>``; the standalone
+    stream names no request and carries no mark (``<node>..0-<position>``), and neither does
+    an id of the form before marks (``<node>.<request>.<stream>-<position>``): ``mark`` is
+    then ``""``. Whether the mark is the server's is the caller's to check.
+    """
     if value is None or parse_event_id(value) is None:
         return None
-    node, dot, rest = value.strip().partition(".")
-    request, dot2, _ = rest.rpartition(".")
-    if not (dot and dot2 and node.isdigit() and node.isascii()):
+    parts = value.strip().split(".")
+    if len(parts) == 3:
+        node, request, mark = parts[0], parts[1], ""
+    elif len(parts) == 4:
+        node, request, mark = parts[0], parts[1], parts[2]
+    else:
         return None
-    return node, request
+    if not (node.isdigit() and node.isascii()):
+        return None
+    return node, request, mark
 
 
 @dataclass(frozen=True)
@@ -114,7 +126,7 @@ class EventStream:
 
     def __init__(self, number: int, origin: bytes = b"") -> None:
         self.number = number
-        self.origin = origin  # b"<node>.<request>." when several nodes serve the session
+        self.origin = origin  # b"<node>.<request>.<mark>." when several nodes serve the session
         self.events: deque[tuple[int, bytes]] = deque()  # (position, data), oldest first
         self.count = 0  # events so far; an event's position is its 1-based index
         self.sent = 0  # the last position written to some connection (not proof it was read)
