@@ -278,7 +278,7 @@ def test_prompt_and_tool_accept_their_name_positionally():
     def loud(text: str) -> str:
         return text.upper()
 
-    assert "review" in server._prompts and "shout" in server._tools
+    assert "review" in server.catalog.prompts and "shout" in server.catalog.tools
     with pytest.raises(TypeError, match="names the prompt twice"):
         server.prompt("a", name="b")
 
@@ -290,7 +290,7 @@ def test_the_context_is_found_by_annotation_whatever_its_name():
     def lookup(city: str, request: Context) -> str:
         return f"{city}:{request.method}"
 
-    definition = server._tools["lookup"].definition
+    definition = server.catalog.tools["lookup"].definition
     assert list(definition["inputSchema"]["properties"]) == ["city"]
     assert run(lookup, {"city": "Oslo"}).result == "Oslo:tools/call"
 
@@ -298,7 +298,7 @@ def test_the_context_is_found_by_annotation_whatever_its_name():
     def first(context, city: str) -> str:  # unannotated and first: the context, as `ctx` is
         return f"{city}:{context.method}"
 
-    assert list(server._tools["first"].definition["inputSchema"]["properties"]) == ["city"]
+    assert list(server.catalog.tools["first"].definition["inputSchema"]["properties"]) == ["city"]
 
 
 def test_a_context_parameter_that_would_become_an_argument_is_refused():

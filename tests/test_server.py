@@ -285,7 +285,7 @@ async def test_lists_paginate_with_opaque_cursors():
         cursor = result.get("nextCursor")
         if cursor is None:
             break
-    assert seen == list(build()._tools) and pages == 4
+    assert seen == list(build().catalog.tools) and pages == 4
 
 
 @pytest.mark.parametrize("cursor", ["garbage!", "", 5, base64.urlsafe_b64encode(b"o999").decode()])
@@ -799,7 +799,7 @@ async def test_a_typed_read_resource_result_keeps_its_own_caching_hints():
 
 async def test_a_round_reads_its_envelope_and_its_token_binding_once(monkeypatch):
     from mrtr.carriers import token
-    from mrtr.server import dispatch
+    from mrtr.server import modern
 
     reads: dict[str, int] = {}
 
@@ -812,7 +812,7 @@ async def test_a_round_reads_its_envelope_and_its_token_binding_once(monkeypatch
 
         monkeypatch.setattr(module, name, counted)
 
-    for module, name in ((dispatch, "_read_envelope"), (token, "target_of"), (token, "arguments_of")):
+    for module, name in ((modern, "_read_envelope"), (token, "target_of"), (token, "arguments_of")):
         count(module, name)
     server = Server("once", secret=b"s" * 32, tasks_url="memory:")
 

@@ -87,6 +87,8 @@ from ..core.jsonrpc import NodeLink, Notify, Response, RunSync, encode, error_re
 from ..core.live import MAX_LIVE_ROUNDS
 from ..core.peer import LiveRequestFailed, Peer
 from ..core.replay import Completed
+from .catalog import Catalog, ResourceNotFound, checked_progress_token
+from .shell import Shell
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
 from .sessions import (
     ENDED_FOR_CLIENT,
@@ -100,7 +102,6 @@ from .sessions import (
 
 if TYPE_CHECKING:
     from ..carriers.tasks.sessions import SessionRecords
-    from .dispatch import Server
 
 __all__ = ["RESOURCE_NOT_FOUND", "LegacyEra", "legacy_error"]
 
@@ -132,9 +133,12 @@ _FAMILIES = {"tools": "tools", "prompts": "prompts", "resources": "resources", "
 
 
 def legacy_error(error: ProtocolError) -> ProtocolError:
-    """``error`` as a legacy session receives it: the modern-only codes become ``-32603`` (message and data kept)."""
+    """``error`` as a legacy session receives it: the modern-only codes become ``-32603`` (message and data kept),
+    and a resource nothing serves is this era's ``-32002``."""
     if error.code in _MODERN_ONLY:
         return InternalError(error.message, data=error.data)
+    if isinstance(error, ResourceNotFound):
+        return ProtocolError(error.message, code=RESOURCE_NOT_FOUND, data=error.data)
     return error
 
 
@@ -222,11 +226,12 @@ class LegacyEra:
     ``max_rounds`` caps the rounds of one call.
     """
 
-    def __init__(self, server: Server, sessions: SessionRegistry, *, answer_timeout: float | None = None,
-                 max_rounds: int = MAX_LIVE_ROUNDS) -> None:
+    def __init__(self, catalog: Catalog, shell: Shell, sessions: SessionRegistry, *,
+                 answer_timeout: float | None = None, max_rounds: int = MAX_LIVE_ROUNDS) -> None:
         if answer_timeout is not None and not answer_timeout > 0:
             raise ValueError(f"answer_timeout must be a positive number of seconds, got {answer_timeout!r}")
-        self.server = server
+        self.catalog = catalog
+        self.shell = shell
         self.sessions = sessions
         self._answer_timeout = answer_timeout
         self.max_rounds = max_rounds
@@ -234,12 +239,12 @@ class LegacyEra:
         self._nodes: NodeLink | None = None
         self._methods: dict[str, Callable[[_Call], Awaitable[dict[str, Any]]]] = {
             "logging/setLevel": self._set_level,
-            "tools/list": self._list_tools,
+            "tools/list": self._list,
             "tools/call": self._call_tool,
-            "prompts/list": self._list_prompts,
+            "prompts/list": self._list,
             "prompts/get": self._get_prompt,
-            "resources/list": self._list_resources,
-            "resources/templates/list": self._list_templates,
+            "resources/list": self._list,
+            "resources/templates/list": self._list,
             "resources/read": self._read_resource,
             "resources/subscribe": self._subscribe,
             "resources/unsubscribe": self._unsubscribe,
@@ -251,7 +256,7 @@ class LegacyEra:
         """Seconds a round of questions waits for its answers."""
         if self._answer_timeout is not None:
             return self._answer_timeout
-        return self.server.token_carrier.codec.ttl
+        return self.shell.token_carrier.codec.ttl
 
     def serves(self, method: str) -> bool:
         """Whether a session request for ``method`` is dispatched (rather than answered ``-32601``)."""
@@ -260,18 +265,18 @@ class LegacyEra:
         if method not in self._methods:
             return False
         family = _FAMILIES.get(method.split("/", 1)[0])
-        return family is None or self.server._offered(family)
+        return family is None or self.catalog.offered(family)
 
     def capabilities(self) -> dict[str, Any]:
         """The ``ServerCapabilities`` an ``initialize`` answers with, from what is registered."""
         capabilities: dict[str, Any] = {}
         for family in ("tools", "prompts", "resources"):
-            if self.server._offered(family):
+            if self.catalog.offered(family):
                 capabilities[family] = {"listChanged": True}
         if "resources" in capabilities:
             capabilities["resources"]["subscribe"] = True
         capabilities["logging"] = {}
-        if self.server._offered("completion"):
+        if self.catalog.offered("completion"):
             capabilities["completions"] = {}
         return capabilities
 
@@ -301,26 +306,26 @@ class LegacyEra:
                 raise InvalidParams("initialize: clientInfo needs string name and version")
             _bounded_declaration(declared, client_info)
             version = negotiate(requested)
-            principal = await self.server._principal_of("initialize", params, headers or {}, auth)
+            principal = await self.catalog.principal("initialize", params, headers or {}, auth)
             session = self.sessions.open(
                 version=version, client_capabilities=session_capabilities(declared, version),
                 client_info=dict(client_info) if client_info is not None else None, principal=principal,
                 client=client, outlet=outlet, lasting=lasting)
             await self._record_new(session)
         except ProtocolError as error:
-            return _refusal(request_id, self.server.shown(error), self._records is not None), None
+            return _refusal(request_id, self.catalog.shown(error), self._records is not None), None
         except Exception:
             log.exception("unexpected failure serving initialize")
             return _refusal(request_id, InternalError("Internal error")), None
         if on_end is not None:
             session.on_end(on_end)
-        server_info = dict(self.server.server_info)
+        server_info = dict(self.shell.server_info)
         if version == "2025-03-26":
             server_info.pop("title", None)
         result: dict[str, Any] = {"protocolVersion": version, "capabilities": self.capabilities(),
                                   "serverInfo": server_info}
-        if self.server.instructions:
-            result["instructions"] = self.server.instructions
+        if self.shell.instructions:
+            result["instructions"] = self.shell.instructions
         log.info("opened a %s session for %s", version,
                  client_info.get("name") if client_info is not None else "a client without clientInfo")
         return Response(result_response(request_id, result)), session.id
@@ -353,7 +358,7 @@ class LegacyEra:
             session = await self._session(session_id, method, params, headers, auth)
             if session is None:
                 raise InvalidRequest("Invalid Request: unknown or expired session; initialize a new one")
-            if self.server.sync_handlers == "inline":
+            if self.shell.sync_handlers == "inline":
                 run_sync = None
             call = _Call(method, params, session, request_id, peer, notify, run_sync, auth, headers or {})
             records = self._records if method in _RUNS_HANDLERS and not session.lasting else None
@@ -368,7 +373,7 @@ class LegacyEra:
                 if records is not None:  # busy on every node's view until now: never ended to make room
                     await records.finish(session.id, self.sessions.idle_timeout)
         except ProtocolError as error:
-            return _refusal(request_id, self.server.shown(error), self._records is not None)
+            return _refusal(request_id, self.catalog.shown(error), self._records is not None)
         except Exception:
             log.exception("unexpected failure serving %s in a legacy session", method)
             return _refusal(request_id, InternalError("Internal error"))
@@ -456,7 +461,7 @@ class LegacyEra:
 
     def mark(self, text: str) -> str:
         """A mark of ``text`` only the server's key ring makes; see :class:`~mrtr.core.jsonrpc.SessionDispatcher`."""
-        made = self.server.token_carrier.codec.mark(_EVENT_MARK, text.encode("utf-8"))
+        made = self.shell.token_carrier.codec.mark(_EVENT_MARK, text.encode("utf-8"))
         return base64.urlsafe_b64encode(made).rstrip(b"=").decode("ascii")
 
     def marked(self, text: str, mark: str) -> bool:
@@ -467,7 +472,7 @@ class LegacyEra:
             raw = base64.urlsafe_b64decode(mark + "=" * (-len(mark) % 4))
         except ValueError:
             return False
-        return self.server.token_carrier.codec.marked(_EVENT_MARK, text.encode("utf-8"), raw)
+        return self.shell.token_carrier.codec.marked(_EVENT_MARK, text.encode("utf-8"), raw)
 
     def attach(self, session_id: str, *, outlet: Notify, on_end: Callable[[str], None],
                on_ready: Callable[[], None]) -> None:
@@ -550,7 +555,7 @@ class LegacyEra:
                     session.outlet(method, dict(params))
         elif method.endswith("/list_changed"):
             family = method.split("/")[1]
-            if self.server._offered(family):
+            if self.catalog.offered(family):
                 for session in self.sessions.sessions():
                     if session.outlet is not None:
                         session.outlet(method, {})
@@ -558,13 +563,13 @@ class LegacyEra:
     # -- helpers ------------------------------------------------------------------------------
 
     def _authenticated(self, auth: Any) -> None:
-        if self.server.auth is not None and auth is None:
+        if self.catalog.auth is not None and auth is None:
             # Fail closed: a transport that cannot authenticate must not reach a protected server.
             raise InvalidRequest("Unauthorized: this server requires a verified bearer token")
 
     async def _session(self, session_id: str, method: str, params: Mapping[str, Any],
                        headers: Mapping[str, str] | None, auth: Any) -> Session | None:
-        principal = await self.server._principal_of(method, params, headers or {}, auth)
+        principal = await self.catalog.principal(method, params, headers or {}, auth)
         session = self.sessions.get(session_id, principal)
         records = self._records
         if records is None or not isinstance(session_id, str) or (session is not None and session.lasting):
@@ -591,23 +596,10 @@ class LegacyEra:
     def _context(self, call: _Call, arguments: Mapping[str, Any], target: str) -> Context:
         session = call.session
         meta = call.params.get("_meta")
-        token = meta.get("progressToken") if isinstance(meta, Mapping) else None
-        if token is not None and (isinstance(token, bool) or not isinstance(token, (str, int))):
-            raise InvalidParams("progressToken must be a string or an integer")
-        return Context(
-            arguments,
-            principal=session.principal,
-            client_capabilities=session.client_capabilities,
-            client_info=session.client_info,
-            method=call.method,
-            target=target,
-            request_id=call.id,
-            progress_token=token,
-            log_level=session.log_level or LOG_LEVELS[0],
-            notify=call.notify,
-            auth=call.auth,
-            lifespan=self.server._lifespan.value,
-        )
+        token = checked_progress_token(meta.get("progressToken") if isinstance(meta, Mapping) else None)
+        return self.catalog.context(arguments, session.principal, session.client_capabilities, session.client_info,
+                                    call.method, target, call.id, token, session.log_level or LOG_LEVELS[0],
+                                    call.notify, call.auth)
 
     async def _execute(self, call: _Call, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> Completed:
         carrier = LiveCarrier(call.peer, version=call.session.version, answer_timeout=self.answer_timeout,
@@ -621,7 +613,7 @@ class LegacyEra:
         try:
             return shape((await self._execute(call, fn, arguments, ctx)).result)
         except HandlerError as error:
-            raise self.server._internal_error(call.method, ctx.target, error) from None
+            raise self.catalog.internal_error(call.method, ctx.target, error) from None
         except MissingRequiredClientCapability as error:
             raise InternalError(_capability_text(error), data=error.data) from None
         except LiveRequestFailed as error:
@@ -638,40 +630,28 @@ class LegacyEra:
         await self._record_changed(call.session)
         return {}
 
-    def _listed(self, call: _Call, items: list[dict[str, Any]], member: str) -> dict[str, Any]:
+    async def _list(self, call: _Call) -> dict[str, Any]:
+        page = self.catalog.listing(call.method, call.params, call.auth)
         version = call.session.version
-        return self.server._paged(call.params, [_definition(item, version) for item in items], member)
-
-    async def _list_tools(self, call: _Call) -> dict[str, Any]:
-        tools = [tool.definition for tool in self.server._tools.values()
-                 if self.server._allows(call.auth, tool.scopes)]
-        return self._listed(call, tools, "tools")
-
-    async def _list_prompts(self, call: _Call) -> dict[str, Any]:
-        return self._listed(call, [prompt.definition for prompt in self.server._prompts.values()], "prompts")
-
-    async def _list_resources(self, call: _Call) -> dict[str, Any]:
-        return self._listed(call, [resource.definition for resource in self.server._resources.values()], "resources")
-
-    async def _list_templates(self, call: _Call) -> dict[str, Any]:
-        return self._listed(call, [template.definition for template in self.server._templates], "resourceTemplates")
+        for member, items in page.items():
+            if isinstance(items, list):  # the items, beside the nextCursor
+                page[member] = [_definition(item, version) for item in items]
+        return page
 
     async def _call_tool(self, call: _Call) -> dict[str, Any]:
-        server = self.server
-        name, tool = server._named_tool(call.params)
-        if not server._allows(call.auth, tool.scopes):
-            raise InvalidRequest(f"Forbidden: tool {name} needs the scopes {' '.join(tool.scopes)}")
+        catalog = self.catalog
+        name, tool = catalog.tool(call.params, call.auth)
         version = call.session.version
         if tool.task == "required":
             return _failed_call(f'Tool "{name}" runs only as a task, which needs the MCP 2026-07-28 tasks '
                                 "extension; a 2025 session cannot call it")
-        arguments = server._tool_arguments(tool, call.params.get("arguments"))
+        arguments = catalog.tool_arguments(tool, call.params.get("arguments"))
         ctx = self._context(call, arguments, name)
         try:
             outcome = await self._execute(call, tool.fn, arguments, ctx)
             shaped = shape_tool_result(outcome.result, tool.structured)
         except HandlerError as error:
-            return _tool_result(server._tool_error(name, error), version)
+            return _tool_result(catalog.tool_error(name, error), version)
         except MissingRequiredClientCapability as error:
             return _failed_call(_capability_text(error))
         except LiveRequestFailed as error:
@@ -680,7 +660,7 @@ class LegacyEra:
         return _tool_result(shaped, version)
 
     async def _get_prompt(self, call: _Call) -> dict[str, Any]:
-        name, prompt, arguments = self.server._prompt_arguments(call.params)
+        name, prompt, arguments = self.catalog.prompt(call.params)
         ctx = self._context(call, arguments, name)
         description = prompt.definition.get("description")
         shaped = await self._run_protocol_handler(call, prompt.fn, arguments, ctx,
@@ -688,23 +668,17 @@ class LegacyEra:
         return _prompt_result(shaped, call.session.version)
 
     async def _read_resource(self, call: _Call) -> dict[str, Any]:
-        uri = call.params.get("uri")
-        if not isinstance(uri, str):
-            raise InvalidParams('resources/read needs a string "uri"')
-        found = self.server.find_resource(uri)
-        if found is None:
-            raise ProtocolError(f"Resource not found: {uri}", code=RESOURCE_NOT_FOUND, data={"uri": uri})
-        fn, mime_type, arguments = found
+        uri, entry, arguments = self.catalog.resource(call.params)
         ctx = self._context(call, arguments, uri)
+        mime_type = entry.mime_type
         return _plain(await self._run_protocol_handler(
-            call, fn, arguments, ctx, lambda value: shape_resource_result(value, uri, mime_type)))
+            call, entry.fn, arguments, ctx, lambda value: shape_resource_result(value, uri, mime_type)))
 
     async def _subscribe(self, call: _Call) -> dict[str, Any]:
         uri = call.params.get("uri")
         if not isinstance(uri, str) or not uri:
             raise InvalidParams('resources/subscribe needs a string "uri"')
-        if self.server.find_resource(uri) is None:
-            raise ProtocolError(f"Resource not found: {uri}", code=RESOURCE_NOT_FOUND, data={"uri": uri})
+        self.catalog.resource(call.params, "resources/subscribe")  # ResourceNotFound: this era's -32002
         session = call.session
         added = not (session.subscriptions and uri in session.subscriptions)
         session.subscribe(uri)
@@ -725,7 +699,7 @@ class LegacyEra:
         return {}
 
     async def _complete(self, call: _Call) -> dict[str, Any]:
-        return await self.server._completion_of(call.params)
+        return await self.catalog.complete(call.params)
 
 
 def _changes(session: Session) -> dict[str, Any]:

@@ -15,7 +15,6 @@ import re
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -26,6 +25,7 @@ from ..core.errors import InvalidParams
 from ..core.mirroring import InvalidHeaderSchema, is_token, mirrored_parameters
 from ..core.handlers import CONTEXT_NAMES, handler_spec
 from ..core.versions import set_handler_version
+from .catalog import Catalog, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
 
 __all__ = ["Header", "PromptEntry", "Registry", "ResourceEntry", "TemplateEntry", "ToolEntry"]
 
@@ -61,62 +61,6 @@ def _scopes(scopes: Sequence[str]) -> tuple[str, ...]:
         if not isinstance(scope, str) or not _SCOPE_TOKEN.match(scope):
             raise ValueError(f"not an OAuth scope token: {scope!r}")
     return tuple(dict.fromkeys(scopes))
-
-
-@dataclass
-class ToolEntry:
-    """A registered tool: its handler, argument decoder, published definition and header mirrors."""
-
-    name: str
-    fn: Any
-    arguments_type: Any
-    parameter_names: tuple[str, ...]
-    definition: dict[str, Any]
-    headers: dict[str, str]  # header name (lowercase) -> parameter name
-    structured: bool
-    check_arguments: Callable[[Mapping[str, Any]], None] | None = None  # a hand-written inputSchema
-    scopes: tuple[str, ...] = ()  # OAuth scopes a caller needs on a protected server
-    task: str | None = None  # "optional" or "required": may run as a task (the tasks extension)
-    models: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # parameter -> pydantic model it is
-    once: bool = False  # the round that completes a conversation runs at most once per token
-    thread: bool = False  # its sync code runs in a worker thread, whatever the server's sync_handlers
-
-
-@dataclass
-class PromptEntry:
-    """A registered prompt: its handler, parameter names, required arguments and definition."""
-
-    name: str
-    fn: Any
-    parameter_names: tuple[str, ...]
-    required: tuple[str, ...]
-    definition: dict[str, Any]
-    once: bool = False
-    thread: bool = False
-
-
-@dataclass
-class ResourceEntry:
-    """A static resource at one uri."""
-
-    uri: str
-    fn: Any
-    definition: dict[str, Any]
-    mime_type: str | None
-    once: bool = False
-    thread: bool = False
-
-
-@dataclass
-class TemplateEntry:
-    """A resource template: the compiled pattern its uris match."""
-
-    pattern: re.Pattern[str]
-    fn: Any
-    definition: dict[str, Any]
-    mime_type: str | None
-    once: bool = False
-    thread: bool = False
 
 
 def _versioned(kind: str, fn: Any, version: str | None, once: Any) -> None:
@@ -419,11 +363,8 @@ class Registry:
     """
 
     def __init__(self) -> None:
-        self._tools: dict[str, ToolEntry] = {}
-        self._prompts: dict[str, PromptEntry] = {}
-        self._resources: dict[str, ResourceEntry] = {}
-        self._templates: list[TemplateEntry] = []
-        self._completion: Any = None
+        self.catalog = Catalog()
+        """Where the registered entries live, with the rules both eras apply to them."""
 
     # -- decorators --------------------------------------------------------------------
 
@@ -522,10 +463,10 @@ class Registry:
                 # The 2026 schema has no member for it; the 2025 one's Tool.execution says it,
                 # and clients (mrtr list) read it there to tell a task tool before calling it.
                 definition["execution"] = {"taskSupport": task}
-            if tool_name in self._tools:
-                raise ValueError(_twice("tool", f"named {tool_name!r}", self._tools[tool_name].fn, fn,
+            if tool_name in self.catalog.tools:
+                raise ValueError(_twice("tool", f"named {tool_name!r}", self.catalog.tools[tool_name].fn, fn,
                                         "@server.tool(name=...)"))
-            self._tools[tool_name] = ToolEntry(
+            self.catalog.tools[tool_name] = ToolEntry(
                 tool_name, fn, struct, tuple(p.name for p in parameters), definition,
                 mirrored, structured, check_arguments,
                 tool_scopes,
@@ -572,10 +513,10 @@ class Registry:
             definition = _describe({"name": prompt_name}, fn, title, description)
             if arguments:
                 definition["arguments"] = arguments
-            if prompt_name in self._prompts:
-                raise ValueError(_twice("prompt", f"named {prompt_name!r}", self._prompts[prompt_name].fn, fn,
+            if prompt_name in self.catalog.prompts:
+                raise ValueError(_twice("prompt", f"named {prompt_name!r}", self.catalog.prompts[prompt_name].fn, fn,
                                         "@server.prompt(name=...)"))
-            self._prompts[prompt_name] = PromptEntry(
+            self.catalog.prompts[prompt_name] = PromptEntry(
                 prompt_name, fn, tuple(p.name for p in parameters), tuple(required), definition, once, in_thread
             )
             return fn
@@ -609,9 +550,9 @@ class Registry:
             in_thread = _thread_choice("resource", fn, thread)
             _versioned("resource", fn, version, once)
             definition = _describe({"uri": uri, "name": name or fn.__name__}, fn, title, description, mime_type)
-            if uri in self._resources:
-                raise ValueError(_twice("resource", f"at {uri!r}", self._resources[uri].fn, fn, "another uri"))
-            self._resources[uri] = ResourceEntry(uri, fn, definition, mime_type, once, in_thread)
+            if uri in self.catalog.resources:
+                raise ValueError(_twice("resource", f"at {uri!r}", self.catalog.resources[uri].fn, fn, "another uri"))
+            self.catalog.resources[uri] = ResourceEntry(uri, fn, definition, mime_type, once, in_thread)
             return fn
 
         return register
@@ -642,7 +583,7 @@ class Registry:
             _versioned("resource_template", fn, version, once)
             definition = _describe({"uriTemplate": uri_template, "name": name or fn.__name__}, fn, title,
                                    description, mime_type)
-            self._templates.append(TemplateEntry(_compile_template(uri_template), fn, definition, mime_type, once,
+            self.catalog.templates.append(TemplateEntry(_compile_template(uri_template), fn, definition, mime_type, once,
                                                  in_thread))
             return fn
 
@@ -655,7 +596,7 @@ class Registry:
         ``argument`` objects and ``context`` (or ``None``), and returns a list of values
         or a ``{"values", "total", "hasMore"}`` dict; it may be async.
         """
-        self._completion = fn
+        self.catalog.completion = fn
         return fn
 
     # -- lookups -------------------------------------------------------------------------
@@ -663,36 +604,33 @@ class Registry:
     @property
     def has_task_tools(self) -> bool:
         """Whether any tool may run as a task (the server then needs a task store)."""
-        return any(tool.task for tool in self._tools.values())
+        return self.catalog.has_task_tools
 
     @property
     def has_once_handlers(self) -> bool:
         """Whether any handler was declared ``once=True`` (the server then records rounds in its store)."""
-        entries: list[Any] = [*self._tools.values(), *self._prompts.values(), *self._resources.values(),
-                              *self._templates]
-        return any(entry.once for entry in entries)
+        return self.catalog.has_once_handlers
 
     def tool_definitions(self) -> list[dict[str, Any]]:
         """The ``Tool`` objects ``tools/list`` reports, in registration order."""
-        return [dict(tool.definition) for tool in self._tools.values()]
+        return [dict(tool.definition) for tool in self.catalog.tools.values()]
 
     def prompt_definitions(self) -> list[dict[str, Any]]:
         """The ``Prompt`` objects ``prompts/list`` reports, in registration order."""
-        return [dict(prompt.definition) for prompt in self._prompts.values()]
+        return [dict(prompt.definition) for prompt in self.catalog.prompts.values()]
 
     def resource_definitions(self) -> list[dict[str, Any]]:
         """The ``Resource`` and then the ``ResourceTemplate`` objects the server lists."""
-        return [dict(resource.definition) for resource in self._resources.values()] + \
-            [dict(template.definition) for template in self._templates]
+        return [dict(resource.definition) for resource in self.catalog.resources.values()] + \
+            [dict(template.definition) for template in self.catalog.templates]
 
     def tool_scopes(self, name: Any) -> tuple[str, ...]:
         """The scopes calling tool ``name`` needs beyond the server-wide ones (none for an unknown tool)."""
-        tool = self._tools.get(name) if isinstance(name, str) else None
-        return tool.scopes if tool else ()
+        return self.catalog.tool_scopes(name)
 
     def header_parameters(self, tool_name: str) -> dict[str, str]:
         """For a tool, the ``Mcp-Param-*`` header names (lowercase) mapped to parameter names."""
-        tool = self._tools.get(tool_name)
+        tool = self.catalog.tools.get(tool_name)
         return dict(tool.headers) if tool else {}
 
     def find_resource(self, uri: str) -> tuple[Any, str | None, dict[str, Any]] | None:
@@ -708,11 +646,4 @@ class Registry:
 
     def resource_entry(self, uri: str) -> tuple[ResourceEntry | TemplateEntry, dict[str, Any]] | None:
         """The registration serving ``uri`` and its template variables, or ``None`` (see :meth:`find_resource`)."""
-        resource = self._resources.get(uri)
-        if resource is not None:
-            return resource, {}
-        for template in self._templates:
-            match = template.pattern.match(uri)
-            if match:
-                return template, match.groupdict()
-        return None
+        return self.catalog.resource_entry(uri)

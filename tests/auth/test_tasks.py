@@ -255,7 +255,7 @@ async def test_a_task_stored_without_scopes_is_guarded_by_its_tools_scopes(idp: 
         legacy = msgspec.structs.replace(record, scopes=(), version=record.version + 1)
         assert await store.replace(legacy)
         fresh = Server("files", secret=SECRET, auth=server.auth)  # a node that never saw this task
-        fresh._tools = server._tools
+        fresh.catalog.tools = server.catalog.tools
         fresh._tasks = server.tasks
         get = {"jsonrpc": "2.0", "id": 2, "method": "tasks/get", "params": {"taskId": task_id, "_meta": META}}
         assert await fresh.required_scopes(get, auth=reader) == ("files:write",)

@@ -409,7 +409,7 @@ def make_server(answers: Literal["strict", "lenient"] = "strict") -> Server:
     @server.tool
     def test_trigger_tool_change() -> str:
         """Adds or removes test_dynamic_tool, then tells subscriptions/listen streams."""
-        if server._tools.pop("test_dynamic_tool", None) is None:
+        if server.catalog.tools.pop("test_dynamic_tool", None) is None:
             server.tool(dynamic_tool, name="test_dynamic_tool")
         server.notify_tools_changed()
         return "tool list changed"
@@ -417,7 +417,7 @@ def make_server(answers: Literal["strict", "lenient"] = "strict") -> Server:
     @server.tool
     def test_trigger_prompt_change() -> str:
         """Adds or removes test_dynamic_prompt, then tells subscriptions/listen streams."""
-        if server._prompts.pop("test_dynamic_prompt", None) is None:
+        if server.catalog.prompts.pop("test_dynamic_prompt", None) is None:
             server.prompt(dynamic_prompt, name="test_dynamic_prompt")
         server.notify_prompts_changed()
         return "prompt list changed"

@@ -506,7 +506,7 @@ async def test_a_flood_of_initialize_from_one_client_leaves_other_sessions_alone
 
 async def test_a_busy_server_refuses_initialize_with_a_clear_error_and_503():
     full = Server("full", secret=b"f" * 32, sessions=SessionRegistry(max_sessions=1))
-    full.tool(name="hold", description="hold")(app._tools["hold"].fn)
+    full.tool(name="hold", description="hold")(app.catalog.tools["hold"].fn)
     first = Session(full)
     await first.open()
     async with trio.open_nursery() as nursery:

@@ -436,10 +436,12 @@ def _check_form_answer(key: str, request: Any, answer: Any) -> None:
     if not isinstance(request, dict) or request.get("method") != "elicitation/create":
         return
     params = request.get("params")
-    schema = params.get("requestedSchema") if isinstance(params, dict) else None
-    if not isinstance(schema, dict) or not isinstance(params.get("message"), str):
+    if not isinstance(params, dict):
+        return
+    schema, message = params.get("requestedSchema"), params.get("message")
+    if not isinstance(schema, dict) or not isinstance(message, str):
         return  # a URL elicitation: its answers carry no content
-    asked = Elicit(params["message"], RequestedSchema(schema))
+    asked = Elicit(message, RequestedSchema(schema))
     delivered(Kind.ELICIT, decode_answer(Kind.ELICIT, key, answer), asked, key, check=True)
 
 

@@ -1,0 +1,444 @@
+"""The catalogue: what a server offers, and the rules both eras apply to it, each written once.
+
+A :class:`Catalog` holds the registered tools, prompts, resources, resource templates and
+the completion provider (:mod:`mrtr.server.registry`'s decorators put them here), and
+answers what the modern era (:mod:`mrtr.server.modern`) and the legacy era
+(:mod:`mrtr.server.legacy`) both need to know of a request:
+
+- what is offered (:meth:`Catalog.offered`), and each listing, filtered for the caller
+  and paged (:meth:`Catalog.listing`);
+- the target a request names, looked up once: a tool with the scope rule applied
+  (:meth:`Catalog.tool`) and its arguments decoded into the handler's types
+  (:meth:`Catalog.tool_arguments`), a prompt and its arguments (:meth:`Catalog.prompt`), a
+  resource or template and its variables (:meth:`Catalog.resource`, which needs a string
+  ``uri`` and raises :class:`ResourceNotFound`, each era giving it its own code);
+- who is asking (:meth:`Catalog.principal`, :meth:`Catalog.allows`);
+- the handler's ``ctx`` (:meth:`Catalog.context`, with the ``progressToken`` rule);
+- a failing handler as what the client may see (:meth:`Catalog.failure`: a tool's error
+  result, or the ``-32603`` of a prompt or resource), logged once with a reference;
+- ``completion/complete`` (:meth:`Catalog.complete`).
+
+Neither era imports the other or the :class:`~mrtr.server.Server`; the server builds the
+catalogue, configures it and hands it to both.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import inspect
+import logging
+import re
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from ..core import models
+from ..core.context import Context
+from ..core.errors import HandlerError, InternalError, InvalidParams, InvalidRequest, ProtocolError
+from ..core.jsonrpc import Notify
+
+__all__ = ["Catalog", "PromptEntry", "RequestInfo", "ResourceEntry", "ResourceNotFound", "TemplateEntry",
+           "ToolEntry", "PrincipalSource", "checked_progress_token", "token_principal"]
+
+log = logging.getLogger("mrtr")
+
+
+@dataclass
+class RequestInfo:
+    """What the principal callable sees of a request: method, params and HTTP headers (if any)."""
+
+    method: str
+    params: Mapping[str, Any]
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+PrincipalSource = Callable[[RequestInfo], "str | None | Awaitable[str | None]"]
+"""A server's ``principal=``: who a request comes from, or ``None``."""
+
+
+@dataclass
+class ToolEntry:
+    """A registered tool: its handler, argument decoder, published definition and header mirrors."""
+
+    name: str
+    fn: Any
+    arguments_type: Any
+    parameter_names: tuple[str, ...]
+    definition: dict[str, Any]
+    headers: dict[str, str]  # header name (lowercase) -> parameter name
+    structured: bool
+    check_arguments: Callable[[Mapping[str, Any]], None] | None = None  # a hand-written inputSchema
+    scopes: tuple[str, ...] = ()  # OAuth scopes a caller needs on a protected server
+    task: str | None = None  # "optional" or "required": may run as a task (the tasks extension)
+    models: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # parameter -> pydantic model it is
+    once: bool = False  # the round that completes a conversation runs at most once per token
+    thread: bool = False  # its sync code runs in a worker thread, whatever the server's sync_handlers
+
+
+@dataclass
+class PromptEntry:
+    """A registered prompt: its handler, parameter names, required arguments and definition."""
+
+    name: str
+    fn: Any
+    parameter_names: tuple[str, ...]
+    required: tuple[str, ...]
+    definition: dict[str, Any]
+    once: bool = False
+    thread: bool = False
+
+
+@dataclass
+class ResourceEntry:
+    """A static resource at one uri."""
+
+    uri: str
+    fn: Any
+    definition: dict[str, Any]
+    mime_type: str | None
+    once: bool = False
+    thread: bool = False
+
+
+@dataclass
+class TemplateEntry:
+    """A resource template: the compiled pattern its uris match."""
+
+    pattern: re.Pattern[str]
+    fn: Any
+    definition: dict[str, Any]
+    mime_type: str | None
+    once: bool = False
+    thread: bool = False
+
+
+class ResourceNotFound(InvalidParams):
+    """No resource or template serves the uri a request names; ``data.uri`` says which.
+
+    ``-32602`` in the modern era; the legacy era answers it with its own ``-32002``
+    (:func:`mrtr.server.legacy.legacy_error`).
+    """
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(f"Resource not found: {uri}", data={"uri": uri})
+        self.uri = uri
+
+
+# The listings, by method: the member a page holds its items under.
+_LISTED = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources",
+           "resources/templates/list": "resourceTemplates"}
+
+# What a failed handler is called in the message a masked client reads.
+_KIND_OF = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}
+
+
+def token_principal(auth: Any) -> str | None:
+    """The principal of a server without a principal source: the verified token's, else none."""
+    return None if auth is None else auth.principal  # type: ignore[no-any-return]
+
+
+def checked_progress_token(value: Any) -> str | int | None:
+    """A request's ``_meta.progressToken``: a string, an integer or absent; ``-32602`` for anything else."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (str, int))):
+        raise InvalidParams("progressToken must be a string or an integer")
+    return value  # type: ignore[no-any-return]
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"o{offset}".encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: Any) -> int:
+    """The offset an opaque cursor names (0 for none); ``-32602`` for one this server did not issue."""
+    if cursor is None:
+        return 0
+    if isinstance(cursor, str):
+        try:
+            text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+            if text.startswith("o") and text[1:].isdigit():
+                return int(text[1:])
+        except (ValueError, UnicodeDecodeError):
+            pass
+    raise InvalidParams("Invalid cursor")
+
+
+class Catalog:
+    """The entries a server offers and the rules both eras apply to them (see the module).
+
+    The entries are the registry's (``tools``, ``prompts`` and ``resources`` by name or
+    uri, ``templates`` in registration order, ``completion`` the provider or ``None``);
+    the rest is set by the server that holds the catalogue: ``auth`` (the
+    ``mrtr.auth.ResourceServer`` of a protected server), ``principal_source``,
+    ``mask_errors``, ``page_size`` and ``lifespan`` (what ``ctx.lifespan`` reads: an object
+    with a ``value``).
+    """
+
+    def __init__(self) -> None:
+        self.tools: dict[str, ToolEntry] = {}
+        self.prompts: dict[str, PromptEntry] = {}
+        self.resources: dict[str, ResourceEntry] = {}
+        self.templates: list[TemplateEntry] = []
+        self.completion: Any = None
+        self.auth: Any = None
+        self.principal_source: PrincipalSource | None = None
+        self.mask_errors = True
+        self.page_size = 100
+        self.lifespan: Any = None
+
+    # -- what is offered ---------------------------------------------------------------
+
+    def offered(self, family: str) -> bool:
+        """Whether a method family is offered: ``tools``, ``prompts``, ``resources``, ``completion`` or ``tasks``.
+
+        A family is offered, and its capability advertised, only while something of its
+        kind is registered: both eras and the capabilities read this one rule.
+        """
+        if family == "tools":
+            return bool(self.tools)
+        if family == "prompts":
+            return bool(self.prompts)
+        if family == "resources":
+            return bool(self.resources or self.templates)
+        if family == "completion":
+            return self.completion is not None
+        if family == "tasks":
+            return self.has_task_tools
+        raise ValueError(f"no method family {family!r}")
+
+    @property
+    def has_task_tools(self) -> bool:
+        """Whether any tool may run as a task (the server then needs a task store)."""
+        return any(tool.task for tool in self.tools.values())
+
+    @property
+    def has_once_handlers(self) -> bool:
+        """Whether any handler was declared ``once=True`` (the server then records rounds in its store)."""
+        entries: list[Any] = [*self.tools.values(), *self.prompts.values(), *self.resources.values(),
+                              *self.templates]
+        return any(entry.once for entry in entries)
+
+    def listing(self, method: str, params: Mapping[str, Any], auth: Any) -> dict[str, Any]:
+        """The page of a list method's items that ``params.cursor`` asks for, as this caller may see them.
+
+        ``tools/list`` leaves out the tools whose scopes ``auth`` lacks (a tool a caller
+        may not call is not listed to it); every listing pages alike in both eras.
+        """
+        member = _LISTED[method]
+        items: list[dict[str, Any]]
+        if method == "tools/list":
+            items = [tool.definition for tool in self.tools.values() if self.allows(auth, tool.scopes)]
+        elif method == "prompts/list":
+            items = [prompt.definition for prompt in self.prompts.values()]
+        elif method == "resources/list":
+            items = [resource.definition for resource in self.resources.values()]
+        else:
+            items = [template.definition for template in self.templates]
+        offset = _decode_cursor(params.get("cursor"))
+        if offset > len(items):
+            raise InvalidParams("Invalid cursor")
+        page = items[offset:offset + self.page_size]
+        result: dict[str, Any] = {member: page}
+        if offset + self.page_size < len(items):
+            result["nextCursor"] = _encode_cursor(offset + self.page_size)
+        return result
+
+    def tool_scopes(self, name: Any) -> tuple[str, ...]:
+        """The scopes calling tool ``name`` needs beyond the server-wide ones (none for an unknown tool)."""
+        tool = self.tools.get(name) if isinstance(name, str) else None
+        return tool.scopes if tool else ()
+
+    def resource_entry(self, uri: str) -> tuple[ResourceEntry | TemplateEntry, dict[str, Any]] | None:
+        """The registration serving ``uri`` and its template variables, or ``None``.
+
+        A static resource wins over templates; templates are tried in registration order.
+        """
+        resource = self.resources.get(uri)
+        if resource is not None:
+            return resource, {}
+        for template in self.templates:
+            match = template.pattern.match(uri)
+            if match:
+                return template, match.groupdict()
+        return None
+
+    # -- the target a request names ----------------------------------------------------
+
+    def tool(self, params: Mapping[str, Any], auth: Any) -> tuple[str, ToolEntry]:
+        """The tool a ``tools/call`` names, which this caller may call.
+
+        ``-32602`` for a missing or unknown name; ``Forbidden`` (``-32600``) when the
+        caller's token lacks the tool's scopes (the HTTP transports answer 403 before
+        dispatch; this guards every other caller).
+        """
+        name, tool = _named(params, self.tools, "tools/call", "tool")
+        if tool.scopes and not self.allows(auth, tool.scopes):
+            raise InvalidRequest(f"Forbidden: tool {name} needs the scopes {' '.join(tool.scopes)}")
+        return name, tool
+
+    def tool_arguments(self, tool: ToolEntry, raw: Any) -> dict[str, Any]:
+        """A call's ``arguments`` decoded into the handler's parameters (``-32602`` for arguments it refuses)."""
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise InvalidParams(f"Invalid arguments for tool {tool.name}: arguments must be an object")
+        if tool.check_arguments is not None:
+            tool.check_arguments(raw)
+        try:
+            decoded = msgspec.convert(raw, tool.arguments_type, strict=False)
+        except msgspec.ValidationError as exc:
+            raise InvalidParams(f"Invalid arguments for tool {tool.name}: {exc}") from None
+        # The Struct's fields are the handler's parameters, in order (registry._arguments_struct).
+        arguments: dict[str, Any] = msgspec.structs.asdict(decoded)
+        if not tool.models:
+            return arguments
+        for field_name, model in tool.models.items():
+            if arguments[field_name] is not None:
+                arguments[field_name] = models.validate(
+                    model, arguments[field_name], f"Invalid arguments for tool {tool.name}: `{field_name}`")
+        return arguments
+
+    def prompt(self, params: Mapping[str, Any]) -> tuple[str, PromptEntry, dict[str, Any]]:
+        """The prompt a ``prompts/get`` names and the arguments its handler gets: ``-32602`` for bad ones."""
+        name, prompt = _named(params, self.prompts, "prompts/get", "prompt")
+        raw = params.get("arguments") or {}
+        if not isinstance(raw, dict) or not all(isinstance(value, str) for value in raw.values()):
+            raise InvalidParams(f"Invalid arguments for prompt {name}: arguments must map names to strings")
+        missing = [argument for argument in prompt.required if argument not in raw]
+        if missing:
+            raise InvalidParams(f"Invalid arguments for prompt {name}: missing required argument {missing[0]!r}")
+        return name, prompt, {key: value for key, value in raw.items() if key in prompt.parameter_names}
+
+    def resource(self, params: Mapping[str, Any], method: str = "resources/read"
+                 ) -> tuple[str, ResourceEntry | TemplateEntry, dict[str, Any]]:
+        """The uri a ``resources/read`` (or ``resources/subscribe``) names, what serves it, and its variables.
+
+        ``-32602`` without a string ``uri``; :class:`ResourceNotFound` when nothing serves it.
+        """
+        uri = params.get("uri")
+        if not isinstance(uri, str):
+            raise InvalidParams(f'{method} needs a string "uri"')
+        found = self.resource_entry(uri)
+        if found is None:
+            raise ResourceNotFound(uri)
+        entry, arguments = found
+        return uri, entry, arguments
+
+    # -- who is asking -----------------------------------------------------------------
+
+    def principal(self, method: str, params: Mapping[str, Any], headers: Mapping[str, str],
+                  auth: Any) -> Awaitable[str | None]:
+        """Who a request comes from: the principal source's answer, or the verified token's principal."""
+        return self._principal(method, params, headers, auth)
+
+    async def _principal(self, method: str, params: Mapping[str, Any], headers: Mapping[str, str],
+                         auth: Any) -> str | None:
+        if self.principal_source is None:
+            return token_principal(auth)
+        value = self.principal_source(RequestInfo(method, params, headers))
+        if inspect.isawaitable(value):
+            value = await value
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"the principal source must return a str or None, got {type(value).__name__}")
+        return value
+
+    def allows(self, auth: Any, scopes: tuple[str, ...]) -> bool:
+        """Whether the caller's verified token grants ``scopes`` (always, on a server without ``auth=``)."""
+        if self.auth is None or not scopes:
+            return True
+        return auth is not None and bool(self.auth.satisfies(auth, scopes))
+
+    # -- the handler's ctx ---------------------------------------------------------------
+
+    def context(self, arguments: Mapping[str, Any], principal: str | None, capabilities: Mapping[str, Any],
+                client_info: Mapping[str, Any] | None, method: str, target: str, request_id: Any,
+                progress_token: str | int | None, log_level: str | None, notify: Notify | None,
+                auth: Any) -> Context:
+        """The ``ctx`` a handler gets, from what either era knows of the request.
+
+        ``progress_token`` went through :func:`checked_progress_token`; ``capabilities``
+        are the client's, from the request (modern) or the session (legacy).
+        """
+        return Context.of_request(arguments, principal, capabilities, client_info, method, target, request_id,
+                                  progress_token, log_level, notify, auth, self.lifespan.value)
+
+    # -- a failing handler ---------------------------------------------------------------
+
+    def failure(self, method: str, target: Any, error: HandlerError) -> str:
+        """Log a failed handler with its traceback and a reference; the text the client may see.
+
+        Everything when errors are not masked; a :class:`~mrtr.core.errors.PublicError`'s
+        message always; otherwise a generic sentence naming the target and the reference
+        the log line carries, so an operator can find the traceback a user reports.
+        """
+        reference = secrets.token_hex(4)
+        where = f" at {error.location}" if error.location else ""
+        log.error("%s %r failed%s [reference %s]: %s", method, target, where, reference, error.message,
+                  exc_info=error.__cause__)
+        if error.public or not self.mask_errors:
+            return error.message
+        return (f"{_KIND_OF.get(method, 'handler')} {target} failed with an internal error "
+                f"(reference {reference}; the server's log has the details)")
+
+    def tool_error(self, name: str, error: HandlerError) -> dict[str, Any]:
+        """A failing tool's result: the error as tool output, so the model can see it (as much as may be shown)."""
+        text = self.failure("tools/call", name, error)
+        return {"resultType": "complete", "content": [{"type": "text", "text": text}], "isError": True}
+
+    def internal_error(self, method: str, target: Any, error: HandlerError) -> InternalError:
+        """A failed prompt or resource handler as its ``-32603`` (they have no error result), in both eras."""
+        text = self.failure(method, target, error)
+        return InternalError(text if error.public else f"Internal error: {text}")
+
+    def shown(self, error: ProtocolError) -> ProtocolError:
+        """``error`` as this server shows it to clients: :meth:`~mrtr.core.errors.ProtocolError.masked` when masking.
+
+        The runtime's own diagnostics (a replay mismatch) keep their code, data and
+        contract, and leave out the handler's files, source lines and values.
+        """
+        if not self.mask_errors:
+            return error
+        masked = error.masked()
+        if masked is not error:
+            # The client gets the brief form; whoever runs the server needs the whole diagnostic.
+            log.warning("%s (the client was sent this without the handler's files and lines)", error.message)
+        return masked
+
+    # -- completion ----------------------------------------------------------------------
+
+    async def complete(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The ``{"completion": ...}`` a ``completion/complete`` with ``params`` answers, in both eras."""
+        ref = params.get("ref")
+        argument = params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(argument, dict):
+            raise InvalidParams('completion/complete needs "ref" and "argument" objects')
+        if ref.get("type") == "ref/prompt" and ref.get("name") not in self.prompts:
+            raise InvalidParams(f"Unknown prompt: {ref.get('name')}")
+        try:
+            values = self.completion(ref, argument, params.get("context"))
+            if inspect.isawaitable(values):
+                values = await values
+        except ProtocolError:
+            raise
+        except Exception as exc:
+            reference = secrets.token_hex(4)
+            log.error("completion/complete failed [reference %s]", reference, exc_info=exc)
+            raise InternalError(f"Internal error: completion failed (reference {reference})" if self.mask_errors
+                                else f"Internal error: completion failed: {exc}") from exc
+        completion = dict(values) if isinstance(values, dict) else {"values": list(values or [])}
+        completion["values"] = [str(value) for value in completion.get("values", [])][:100]
+        return {"completion": completion}
+
+
+def _named(params: Mapping[str, Any], entries: Mapping[str, Any], method: str, kind: str) -> tuple[str, Any]:
+    """The entry a request names in ``params.name``: -32602 for a missing or unknown name."""
+    name = params.get("name")
+    if not isinstance(name, str):
+        raise InvalidParams(f'{method} needs a string "name"')
+    entry = entries.get(name)
+    if entry is None:
+        raise InvalidParams(f"Unknown {kind}: {name}")
+    return name, entry
