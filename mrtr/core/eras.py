@@ -93,14 +93,22 @@ def has_modern_claim(params: Any) -> bool:
     return (meta.__class__ is dict or isinstance(meta, Mapping)) and isinstance(meta.get(META_PROTOCOL_VERSION), str)
 
 
-def era_of(message: Mapping[str, Any]) -> Era:
-    """The era a parsed JSON-RPC message speaks.
+def era_of(message: Mapping[str, Any], transport_version: str | None = None) -> Era:
+    """The era a parsed JSON-RPC message speaks: the one rule every transport and the dispatch read.
 
-    A request or notification whose ``params._meta`` holds the modern protocol version
-    is modern; anything else is legacy, including a response (only a legacy client
-    answers a server's request) and an ``initialize`` without the claim.
+    The first rule that matches wins: a response is legacy (only a legacy client answers
+    a server's request); a request or notification whose ``params._meta`` holds the
+    modern protocol version is modern; ``initialize`` without that claim is legacy;
+    anything else is modern when the transport names a modern version beside the body
+    (``transport_version``: HTTP's ``MCP-Protocol-Version``), else legacy (stdio names none).
     """
-    return MODERN if "method" in message and has_modern_claim(message.get("params")) else LEGACY
+    if "method" not in message:
+        return LEGACY
+    if has_modern_claim(message.get("params")):
+        return MODERN
+    if message["method"] == "initialize":
+        return LEGACY
+    return MODERN if transport_version in MODERN_VERSIONS else LEGACY
 
 
 def negotiate(requested: Any) -> str:

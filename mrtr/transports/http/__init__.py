@@ -21,7 +21,8 @@ request with the same status, headers and body. Both take one
 
 from .asgi import ASGIApp, asgi_app
 from .config import ExchangeConfig, ServerConfig
-from .exchange import HttpRequest, Responder, exchange
+from .exchange import exchange
+from .messages import HttpRequest, Responder
 from .native import serve as serve_http
 from .workers import run as run_http
 

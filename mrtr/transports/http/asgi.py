@@ -30,7 +30,8 @@ import trio
 from ...core.jsonrpc import Dispatcher
 from ..shared import lifespan
 from .config import ExchangeConfig, exchange_config
-from .exchange import ClientGone, HttpRequest, exchange
+from .exchange import exchange
+from .messages import ClientGone, HttpRequest
 from .headers import RawHeader
 from .sessions import HttpSessions
 

@@ -68,24 +68,23 @@ from __future__ import annotations
 import logging
 import types
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable, Coroutine, Generator
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ...auth.resource import Reply
 from ...auth.token import AccessToken, AuthError
 from ...auth.urls import WELL_KNOWN
-from ...core.errors import HeaderMismatch, InvalidRequest, ParseError, ProtocolError
-from ...core.jsonrpc import Dispatcher, Response, error_response, is_request, parse_message
-from ...core.jsonrpc import encode as _encode_json
+from ...core.errors import HeaderMismatch, InvalidRequest, ParseError
+from ...core.jsonrpc import Dispatcher, Response, is_request, parse_message
 from ..logs import AccessRecord
 from ..outgoing import Encoded, NotificationSink, encode_response
 from ..shared import run_in_thread, thread_safe
 from .config import ExchangeConfig
 from .cors import SESSION_REQUEST_HEADERS, cors_headers, preflight_headers, split_request_headers
-from .headers import RawHeader, RequestHeaders, accepts_json_and_sse, check_headers, identity_encoded, is_json
+from .headers import RequestHeaders, accepts_json_and_sse, check_headers, identity_encoded, is_json
+from .messages import JSON, SSE_HEADERS, ClientGone, HttpRequest, Responder, Tracked, json_headers, reject
 
 if TYPE_CHECKING:
     from .sessions import HttpSessions
@@ -100,115 +99,7 @@ __all__ = [
 
 log = logging.getLogger("mrtr.http")
 
-_JSON = b"application/json"
-_SSE = b"text/event-stream"
-
-
-class ClientGone(Exception):
-    """Raised by a :class:`Responder` when the client can no longer be written to."""
-
-
-class Responder(Protocol):
-    """Where an exchange writes its answer. Front ends implement it; it stays this thin.
-
-    Either :meth:`respond` once (a complete response with a known body), or
-    :meth:`start` once, :meth:`send` any number of times and :meth:`end` once (a
-    streamed body). Every method raises :class:`ClientGone` when the peer is gone.
-    """
-
-    async def respond(self, status: int, headers: list[RawHeader], body: bytes) -> None:
-        """Write a whole response: the status line, ``headers`` and ``body``, its length known."""
-
-    async def start(self, status: int, headers: list[RawHeader]) -> None:
-        """Begin a streamed response: the status line and ``headers``; the body follows by :meth:`send`."""
-
-    async def send(self, chunk: bytes) -> None:
-        """Write one piece of a streamed body as soon as it is ready (an SSE event, for one)."""
-
-    async def end(self) -> None:
-        """Finish a streamed body; nothing more is sent on this response."""
-
-
-@dataclass
-class HttpRequest:
-    """An HTTP request as the exchange needs it: the body is already read in full.
-
-    ``path`` holds no query string; ``headers`` are ``(name, value)`` byte pairs as the parser
-    and ASGI give them (names are compared case-insensitively). ``bound`` is the
-    listening address the request came in on, when the front end knows it (the default
-    ``Host`` check depends on it). ``client`` is the remote address (a 2025 session
-    counts against its client's bound by it); ``forwarded`` marks a request another
-    worker forwarded to this one, which is never forwarded again.
-    """
-
-    method: str
-    path: str
-    headers: list[RawHeader]
-    body: bytes = b""
-    bound: tuple[str, int] | None = None
-    client: str | None = None
-    forwarded: bool = False
-
-
-# -- responses ------------------------------------------------------------------------------
-
-
-def _error_body(error: ProtocolError, request_id: Any = None) -> bytes:
-    return _encode_json(error_response(request_id, error))
-
-
-_CONTENT_TYPE_JSON: RawHeader = (b"content-type", _JSON)
-
-
-def _json_headers(body: bytes, extra: Iterable[RawHeader] = ()) -> list[RawHeader]:
-    return [_CONTENT_TYPE_JSON, (b"content-length", b"%d" % len(body)), *extra]
-
-
-_SSE_HEADERS: list[RawHeader] = [
-    (b"content-type", _SSE),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-]
-
-
-class _Tracked:
-    """Remembers whether anything was written, so a failure knows if it may still answer.
-
-    ``cors`` holds the CORS headers of an allowed ``Origin`` once rule 2 passed; they
-    are appended to whatever goes out next (JSON, SSE, 202, errors, even a 500).
-    """
-
-    __slots__ = ("cors", "finished", "inner", "record", "started")
-
-    def __init__(self, inner: Responder, record: AccessRecord | None) -> None:
-        self.inner = inner
-        self.started = False
-        self.finished = False  # the whole answer was handed to the front end
-        self.cors: list[RawHeader] = []
-        self.record = record
-
-    async def respond(self, status: int, headers: list[RawHeader], body: bytes) -> None:
-        self.started = True
-        if self.record is not None:
-            self.record.status = status
-        await self.inner.respond(status, [*headers, *self.cors] if self.cors else headers, body)
-        self.finished = True
-
-    async def start(self, status: int, headers: list[RawHeader]) -> None:
-        self.started = True
-        if self.record is not None:
-            self.record.status = status
-        await self.inner.start(status, [*headers, *self.cors] if self.cors else headers)
-
-    async def send(self, chunk: bytes) -> None:
-        await self.inner.send(chunk)
-
-    async def end(self) -> None:
-        await self.inner.end()
-        self.finished = True
-
-
-async def _preflight(out: _Tracked, origin: str, headers: RequestHeaders, sessions: bool = False) -> None:
+async def _preflight(out: Tracked, origin: str, headers: RequestHeaders, sessions: bool = False) -> None:
     """Answer a CORS preflight from an allowed origin for a ``POST`` (or, with ``sessions``, a ``GET`` or
     ``DELETE`` of a 2025-era session): ``204``, no body.
 
@@ -228,23 +119,14 @@ async def _preflight(out: _Tracked, origin: str, headers: RequestHeaders, sessio
 _SESSION_METHODS = b"GET, POST, DELETE"  # what the endpoint takes where 2025-era sessions are served
 
 
-async def _reject(out: _Tracked, status: int | None, error: ProtocolError, request_id: Any = None,
-                  extra: Iterable[RawHeader] = ()) -> None:
-    """Answer ``error``, with ``status`` where HTTP itself refuses the request, else the error's own hint."""
-    if out.record is not None:
-        out.record.error(error.code)
-    body = _error_body(error, request_id)
-    await out.respond(error.status_hint if status is None else status, _json_headers(body, extra), body)
-
-
-async def _send_reply(out: _Tracked, reply: Reply) -> None:
+async def _send_reply(out: Tracked, reply: Reply) -> None:
     headers = [*reply.headers, (b"content-length", str(len(reply.body)).encode("ascii"))]
     if any(name == b"www-authenticate" for name, _ in reply.headers):
         headers.append((b"access-control-expose-headers", b"WWW-Authenticate"))  # a browser client reads the challenge
     await out.respond(reply.status, headers, reply.body)
 
 
-async def _authenticate(rs: Any, headers: RequestHeaders, out: _Tracked) -> AccessToken | None:
+async def _authenticate(rs: Any, headers: RequestHeaders, out: Tracked) -> AccessToken | None:
     """The caller's verified token, or ``None`` once a challenge went out."""
     try:
         return await rs.authenticate(headers.all("authorization"))  # type: ignore[no-any-return]
@@ -286,7 +168,7 @@ class _Notifications(NotificationSink):
 class _Stream:
     """The SSE answer of a request whose handler notifies while it runs: one helper task."""
 
-    def __init__(self, out: _Tracked, notes: _Notifications, config: ExchangeConfig,
+    def __init__(self, out: Tracked, notes: _Notifications, config: ExchangeConfig,
                  handler: trio.CancelScope) -> None:
         self.out = out
         self.notes = notes
@@ -306,7 +188,7 @@ class _Stream:
         buffer = self.notes.buffer
         try:
             with self.scope:
-                await out.start(200, list(_SSE_HEADERS))
+                await out.start(200, list(SSE_HEADERS))
                 while True:
                     while buffer:
                         await out.send(b"data: " + buffer.popleft() + b"\n\n")
@@ -355,7 +237,7 @@ async def _watch(disconnected: Callable[[], Awaitable[Any]], scope: trio.CancelS
         handler.cancel()
 
 
-async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], headers: RequestHeaders, out: _Tracked,
+async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], headers: RequestHeaders, out: Tracked,
                                config: ExchangeConfig, disconnected: Callable[[], Awaitable[Any]] | None,
                                nursery: trio.Nursery, auth: AccessToken | None = None) -> bool:
     """Run the handler and answer JSON, or SSE once it notifies.
@@ -416,9 +298,9 @@ async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], head
             raise ClientGone()
         return True
     if not notes.buffer:
-        await out.respond(final.status, _json_headers(final.body), final.body)
+        await out.respond(final.status, json_headers(final.body), final.body)
         return True
-    await out.start(200, list(_SSE_HEADERS))
+    await out.start(200, list(SSE_HEADERS))
     while notes.buffer:
         await out.send(b"data: " + notes.buffer.popleft() + b"\n\n")
     await out.send(b"data: " + final.body + b"\n\n")
@@ -429,18 +311,18 @@ async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], head
 _HEALTHY = b'{"status":"ok"}\n'
 
 
-async def _health(out: _Tracked, method: str) -> None:
+async def _health(out: Tracked, method: str) -> None:
     """The health route: ``200`` while the process serves; nothing else is checked or logged."""
     if method not in ("GET", "HEAD"):
         body = b"Method Not Allowed\n"
         await out.respond(405, [(b"content-type", b"text/plain; charset=utf-8"), (b"allow", b"GET, HEAD"),
                                 (b"content-length", str(len(body)).encode("ascii"))], body)
         return
-    await out.respond(200, [(b"content-type", _JSON), (b"cache-control", b"no-store"),
+    await out.respond(200, [(b"content-type", JSON), (b"cache-control", b"no-store"),
                             (b"content-length", str(len(_HEALTHY)).encode("ascii"))], _HEALTHY)
 
 
-async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, config: ExchangeConfig,
+async def _exchange(server: Dispatcher, request: HttpRequest, out: Tracked, config: ExchangeConfig,
                     disconnected: Callable[[], Awaitable[Any]] | None, nursery: trio.Nursery,
                     sessions: HttpSessions | None) -> bool:
     if request.path == config.health_path:
@@ -455,7 +337,7 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
     host = headers.get("host")
     if not config.hosts.allows(host, request.bound):
         log.info("refused a request for host %r (not an allowed host)", host)
-        await _reject(out, 421, InvalidRequest(
+        await reject(out, 421, InvalidRequest(
             f"Misdirected Request: this server does not serve host {host!r}; see allowed_hosts"))
         return True
     if request.path != config.path:
@@ -467,7 +349,7 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
     if origin is not None:
         if not config.origin_allowed(origin):
             log.info("refused a request from origin %r", origin)
-            await _reject(out, 403, InvalidRequest("Forbidden: origin not allowed"))
+            await reject(out, 403, InvalidRequest("Forbidden: origin not allowed"))
             return True
         out.cors = cors_headers(origin)
     if request.method != "POST":
@@ -478,7 +360,7 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
             return True
         if sessions is None or request.method not in ("GET", "DELETE"):
             allowed = b"POST" if sessions is None else _SESSION_METHODS
-            await _reject(out, 405, InvalidRequest(
+            await reject(out, 405, InvalidRequest(
                 f"Method Not Allowed: {request.method}; the MCP endpoint takes {allowed.decode()}"),
                 extra=[(b"allow", allowed)])
             return True
@@ -490,26 +372,26 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
     if sessions is not None and request.method != "POST":
         return await sessions.serve_session(request, headers, out, access, disconnected, nursery)
     if not is_json(headers.get("content-type")):
-        await _reject(out, 415, InvalidRequest("Unsupported Media Type: Content-Type must be application/json"))
+        await reject(out, 415, InvalidRequest("Unsupported Media Type: Content-Type must be application/json"))
         return True
     if not accepts_json_and_sse(headers.get("accept") or ""):
-        await _reject(out, 406, InvalidRequest(
+        await reject(out, 406, InvalidRequest(
             "Not Acceptable: Accept must list both application/json and text/event-stream"))
         return True
     if "content-encoding" in headers and not identity_encoded(headers.all("content-encoding")):
         # A compressed body is not the JSON its Content-Type names, and one that only claims an
         # encoding has a header that lies: neither is read. RFC 9110 §15.5.16 asks for Accept-Encoding.
-        await _reject(out, 415, InvalidRequest(
+        await reject(out, 415, InvalidRequest(
             "Unsupported Media Type: Content-Encoding must be identity (compressed request bodies are not accepted)"),
             extra=[(b"accept-encoding", b"identity")])
         return True
     try:
         message = parse_message(request.body)
     except ParseError as error:
-        await _reject(out, None, error)
+        await reject(out, None, error)
         return True
     except InvalidRequest as error:
-        await _reject(out, None, error, error.request_id)
+        await reject(out, None, error, error.request_id)
         return True
     if out.record is not None:
         out.record.request(message)
@@ -523,7 +405,7 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: _Tracked, con
     try:
         check_headers(server, message, headers)
     except HeaderMismatch as error:
-        await _reject(out, None, error, message["id"])
+        await reject(out, None, error, message["id"])
         return True
     if rs is not None and access is not None:
         # Mcp-Method and Mcp-Name now agree with the body; read the decoded values from it.
@@ -561,7 +443,7 @@ async def exchange(
     Unexpected failures are logged; a ``500`` goes out only if nothing was written yet.
     """
     record = None if request.path == config.health_path else AccessRecord("http", request.method, request.path)
-    out = _Tracked(responder, record)
+    out = Tracked(responder, record)
     completed = False
     try:
         if nursery is not None:
@@ -576,7 +458,7 @@ async def exchange(
             record.finish(outcome=None if out.finished else "aborted")
 
 
-async def _guarded(server: Dispatcher, request: HttpRequest, out: _Tracked, config: ExchangeConfig,
+async def _guarded(server: Dispatcher, request: HttpRequest, out: Tracked, config: ExchangeConfig,
                    disconnected: Callable[[], Awaitable[Any]] | None, nursery: trio.Nursery,
                    sessions: HttpSessions | None) -> bool:
     try:

@@ -39,7 +39,7 @@ from typing import Any
 import httptools
 import trio
 
-from .exchange import ClientGone, HttpRequest, Responder
+from .messages import ClientGone, HttpRequest, Responder
 from .headers import RawHeader
 
 __all__ = ["Forwarder"]

@@ -37,7 +37,8 @@ from ...core.jsonrpc import Dispatcher
 from ..shared import lifespan
 from .forwarding import Forwarder
 from .config import ServerConfig
-from .exchange import ClientGone, HttpRequest, exchange
+from .exchange import exchange
+from .messages import ClientGone, HttpRequest
 from .headers import RawHeader
 from .sessions import HttpSessions
 

@@ -7,8 +7,9 @@ sends it requests of its own (``elicitation/create``, ``sampling/createMessage``
 end keeps of those sessions; the exchange hands it every request it classifies as
 2025-era (:func:`speaks_legacy`), and everything else stays on the modern path.
 
-**Which era.** Each POST is classified once, from its body, before any session lookup
-(the first rule that matches wins): a JSON-RPC response (the client answering one of
+**Which era.** Each POST is classified once, from its body and ``MCP-Protocol-Version``,
+before any session lookup, by the rule every transport reads (:func:`mrtr.core.eras.era_of`;
+the first rule that matches wins): a JSON-RPC response (the client answering one of
 our requests) is 2025-era; ``initialize`` without the modern ``_meta`` claim is; a
 message carrying the claim is modern; one without it is modern when
 ``MCP-Protocol-Version`` names a modern version, else 2025-era. ``GET`` and
@@ -70,14 +71,14 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ...core.eras import LEGACY_VERSIONS, MODERN_VERSIONS, has_modern_claim
+from ...core.eras import LEGACY, LEGACY_VERSIONS, MODERN_VERSIONS, era_of
 from ...core.errors import INTERNAL_ERROR, HeaderMismatch, InternalError, InvalidRequest, ProtocolError
 from ...core.jsonrpc import NodeLink, Response, SessionDispatcher, is_request
 from ..outgoing import NotificationSink, encode_response
 from ..pending import PendingRequests
 from ..shared import from_any_thread, run_in_thread, thread_safe
 from .config import ExchangeConfig
-from .exchange import HttpRequest, _json_headers, _reject, _Tracked
+from .messages import HttpRequest, Tracked, json_headers, reject
 from .headers import RequestHeaders, accepts, media_types
 from .streams import EventStream, Pacing, event_origin, parse_event_id, pump
 
@@ -102,14 +103,8 @@ NODE_GONE = ("Internal error: the node running this call has stopped; the call i
 
 
 def speaks_legacy(message: Mapping[str, Any], headers: RequestHeaders) -> bool:
-    """Whether a parsed POST body is 2025-era, by the first rule that matches (see the module docs)."""
-    if "method" not in message:
-        return True  # a response: only a 2025 client answers a server's request
-    if has_modern_claim(message.get("params")):
-        return False
-    if message["method"] == "initialize":
-        return True
-    return headers.get("mcp-protocol-version") not in MODERN_VERSIONS
+    """Whether a parsed POST body is 2025-era: :func:`mrtr.core.eras.era_of` with ``MCP-Protocol-Version``."""
+    return era_of(message, headers.get("mcp-protocol-version")) == LEGACY
 
 
 class _StreamSink(NotificationSink):
@@ -227,7 +222,7 @@ class HttpSessions:
 
     # -- POST ------------------------------------------------------------------------------
 
-    async def serve(self, request: HttpRequest, message: dict[str, Any], headers: RequestHeaders, out: _Tracked,
+    async def serve(self, request: HttpRequest, message: dict[str, Any], headers: RequestHeaders, out: Tracked,
                     access: Any, disconnected: Callable[[], Awaitable[Any]] | None, nursery: trio.Nursery) -> bool:
         """Answer one 2025-era POST (``speaks_legacy`` said so); whether the answer went out whole."""
         asking = is_request(message)
@@ -254,10 +249,10 @@ class HttpSessions:
         return await self._call(session, message, headers, out, access, disconnected, nursery)
 
     async def _initialize(self, request: HttpRequest, message: dict[str, Any], headers: RequestHeaders,
-                          out: _Tracked, access: Any) -> bool:
+                          out: Tracked, access: Any) -> bool:
         header = headers.get("mcp-protocol-version")
         if header in MODERN_VERSIONS:
-            await _reject(out, 400, HeaderMismatch(
+            await reject(out, 400, HeaderMismatch(
                 f"Header mismatch: MCP-Protocol-Version is {header}, but initialize opens a 2025-era session "
                 "(a 2026-07-28 client sends no initialize)"), message["id"])
             return True
@@ -281,7 +276,7 @@ class HttpSessions:
             extra.append((b"mcp-session-id", session_id.encode("ascii")))
             if out.cors:
                 extra.append((b"access-control-expose-headers", b"Mcp-Session-Id"))
-        await out.respond(encoded.status, _json_headers(encoded.body, extra), encoded.body)
+        await out.respond(encoded.status, json_headers(encoded.body, extra), encoded.body)
         return True
 
     async def _notification(self, session: _Session, message: dict[str, Any], headers: RequestHeaders,
@@ -309,13 +304,13 @@ class HttpSessions:
         log.info("cancelling request %r%s", request_id, f" ({reason[:200]})" if isinstance(reason, str) else "")
         scope.cancel()
 
-    async def _call(self, session: _Session, message: dict[str, Any], headers: RequestHeaders, out: _Tracked,
+    async def _call(self, session: _Session, message: dict[str, Any], headers: RequestHeaders, out: Tracked,
                     access: Any, disconnected: Callable[[], Awaitable[Any]] | None, nursery: trio.Nursery) -> bool:
         request_id = message["id"]
         if request_id in session.calls:
             refused = encode_response(Response.refusing(request_id, InvalidRequest(
                 f"Invalid Request: id {request_id!r} is already in use by a request in flight")), out.record)
-            await out.respond(200, _json_headers(refused.body), refused.body)
+            await out.respond(200, json_headers(refused.body), refused.body)
             return True
         opened = trio.current_time()
         stream = session.open_stream(request_id)
@@ -331,7 +326,7 @@ class HttpSessions:
         if stream.done and stream.count == 1 and stream.events[0][0] == 1:
             # The handler sent nothing before its response: one JSON answer, as the modern path gives.
             body = stream.events[0][1]
-            await out.respond(200, _json_headers(body), body)
+            await out.respond(200, json_headers(body), body)
             session.streams.pop(stream.number, None)
             return True
         if stream.done and stream.count == 0:  # cancelled before anything was sent: an empty stream
@@ -344,7 +339,7 @@ class HttpSessions:
         return out.finished
 
     async def _run_call(self, session: _Session, stream: EventStream, scope: trio.CancelScope,
-                        message: dict[str, Any], headers: RequestHeaders, access: Any, out: _Tracked) -> None:
+                        message: dict[str, Any], headers: RequestHeaders, access: Any, out: Tracked) -> None:
         """One call, in the runner: it outlives the connection that asked for it."""
         request_id = message["id"]
         sink = _StreamSink(stream)
@@ -368,11 +363,11 @@ class HttpSessions:
 
     # -- GET and DELETE ------------------------------------------------------------------
 
-    async def serve_session(self, request: HttpRequest, headers: RequestHeaders, out: _Tracked, access: Any,
+    async def serve_session(self, request: HttpRequest, headers: RequestHeaders, out: Tracked, access: Any,
                             disconnected: Callable[[], Awaitable[Any]] | None, nursery: trio.Nursery) -> bool:
         """Answer a ``GET`` (the standalone stream, or a resumption) or a ``DELETE`` (the session's end)."""
         if request.method == "GET" and not accepts(media_types(headers.get("accept") or ""), "text/event-stream"):
-            await _reject(out, 406, InvalidRequest("Not Acceptable: a GET stream needs Accept: text/event-stream"))
+            await reject(out, 406, InvalidRequest("Not Acceptable: a GET stream needs Accept: text/event-stream"))
             return True
         if not await self._version_header(headers, out, None):
             return True
@@ -383,7 +378,7 @@ class HttpSessions:
             try:
                 closed = await self.legacy.close(session.id, headers=headers, auth=access)
             except ProtocolError as error:
-                await _reject(out, _lookup_status(error), error)
+                await reject(out, _lookup_status(error), error)
                 return True
             await out.respond(200 if closed else 404, [(b"content-length", b"0")], b"")
             return True
@@ -401,7 +396,7 @@ class HttpSessions:
             if stream is None or resumed[1] > stream.count or (stream.done and resumed[1] == stream.count):
                 # Nothing is left to send on it, ever: a 4xx that does not mean the session is gone,
                 # so a client stops resuming (an empty stream would have it come back forever).
-                await _reject(out, 410, InvalidRequest(
+                await reject(out, 410, InvalidRequest(
                     f"Gone: stream {resumed[0]} of this session has ended and nothing is left to resume"))
                 return True
             await pump(stream, out, resumed[1], session.pacing, disconnected=disconnected, nursery=nursery)
@@ -411,7 +406,7 @@ class HttpSessions:
         if resumed is not None and resumed[1] <= standalone.count:
             cursor = resumed[1]  # a resumption takes the stream over from a connection the client lost
         elif standalone.writer:
-            await _reject(out, 409, InvalidRequest(
+            await reject(out, 409, InvalidRequest(
                 "Conflict: this session's GET stream is already open on another connection"))
             return True
         else:
@@ -448,25 +443,25 @@ class HttpSessions:
 
     # -- shared rules ----------------------------------------------------------------------
 
-    async def _version_header(self, headers: RequestHeaders, out: _Tracked, request_id: Any) -> bool:
+    async def _version_header(self, headers: RequestHeaders, out: Tracked, request_id: Any) -> bool:
         """Whether ``MCP-Protocol-Version`` is absent or a 2025 version; else ``400`` went out."""
         values = headers.all("mcp-protocol-version")
         if not values or (len(values) == 1 and values[0] in LEGACY_VERSIONS):
             return True
         shown = ", ".join(values)[:100]
-        await _reject(out, 400, InvalidRequest(
+        await reject(out, 400, InvalidRequest(
             f"Bad Request: unsupported MCP-Protocol-Version {shown!r}; this endpoint speaks "
             f"{', '.join(MODERN_VERSIONS)} and, in sessions opened by initialize, {', '.join(LEGACY_VERSIONS)}"),
             request_id)
         return False
 
-    async def _gate(self, request: HttpRequest, headers: RequestHeaders, out: _Tracked, access: Any,
+    async def _gate(self, request: HttpRequest, headers: RequestHeaders, out: Tracked, access: Any,
                     request_id: Any, disconnected: Callable[[], Awaitable[Any]] | None = None) -> _Session | None:
         """The live session the request names, or ``None`` once an answer went out (400, 404, or forwarded)."""
         values = headers.all("mcp-session-id")
         if len(values) != 1 or not values[0]:
             problem = "is required" if not values or not values[0] else "must appear once"
-            await _reject(out, 400, InvalidRequest(
+            await reject(out, 400, InvalidRequest(
                 f"Bad Request: the Mcp-Session-Id header {problem}; a 2025-era session starts with initialize"),
                 request_id)
             return None
@@ -483,13 +478,13 @@ class HttpSessions:
         try:
             version = await self.legacy.version_of(session_id, headers=headers, auth=access)
         except ProtocolError as error:
-            await _reject(out, _lookup_status(error), error, request_id)
+            await reject(out, _lookup_status(error), error, request_id)
             return None
         session = self._sessions.get(session_id) if version is not None else None
         if session is None and version is not None and nodes is not None:
             session = self._adopt(session_id, version, nodes)
         if session is None:
-            await _reject(out, 404, ProtocolError(
+            await reject(out, 404, ProtocolError(
                 "Session not found: the Mcp-Session-Id is unknown or expired; initialize a new session",
                 code=SESSION_NOT_FOUND), request_id)
             return None
@@ -523,7 +518,7 @@ class HttpSessions:
                            on_ready=session.pending.mark_ready)
         return session
 
-    async def _routed(self, session: _Session, message: dict[str, Any], out: _Tracked) -> bool:
+    async def _routed(self, session: _Session, message: dict[str, Any], out: Tracked) -> bool:
         """Pass an answer on to the node whose request it answers, if another; whether it did (and answered)."""
         answered = message.get("id")
         if not isinstance(answered, str):
@@ -535,10 +530,10 @@ class HttpSessions:
         try:
             heard = await nodes.send_to(node, "answer", [session.id, message])
         except ValueError:
-            await _reject(out, 413, InvalidRequest("Payload Too Large: this answer is too large to pass on"))
+            await reject(out, 413, InvalidRequest("Payload Too Large: this answer is too large to pass on"))
             return True
         except ProtocolError as error:
-            await _reject(out, 503, error)
+            await reject(out, 503, error)
             return True
         if not heard:
             # The node that asked has stopped, and its call with it. This is an answer no request waits for,
@@ -564,14 +559,14 @@ class HttpSessions:
             log.info("cancelling request %r (asked on another node)", body[1])
             scope.cancel()
 
-    async def _resumed_elsewhere(self, session: _Session, origin: tuple[str, str], out: _Tracked) -> None:
+    async def _resumed_elsewhere(self, session: _Session, origin: tuple[str, str], out: Tracked) -> None:
         """A ``Last-Event-ID`` of a stream another node holds: the call's error if it is gone, else a clear 4xx."""
         node, named = origin
         nodes = self.legacy.nodes
         try:
             alive = nodes is not None and await nodes.send_to(node, "probe", None)
         except ProtocolError as error:
-            await _reject(out, 503, error)
+            await reject(out, 503, error)
             return
         request_id: Any = None
         if named:
@@ -583,7 +578,7 @@ class HttpSessions:
             # No relaying of streams between nodes: the client must come back to the node holding it.
             held = "Conflict: this stream is held by another node" if alive else \
                 "Gone: this stream was held by a node that has stopped"
-            await _reject(out, 409 if alive else 410, InvalidRequest(
+            await reject(out, 409 if alive else 410, InvalidRequest(
                 f"{held}; a resumption must reach the node that holds the stream (route GET with Last-Event-ID on it)"))
             return
         # The node is gone and so is the call: say so as the call's answer, on the stream the client asked for.
@@ -609,7 +604,7 @@ def _lookup_status(error: ProtocolError) -> int:
     return 503 if error.code == INTERNAL_ERROR else error.status_hint
 
 
-async def _accepted(out: _Tracked) -> bool:
+async def _accepted(out: Tracked) -> bool:
     if out.record is not None:
         out.record.result = "accepted"
     await out.respond(202, [(b"content-length", b"0")], b"")

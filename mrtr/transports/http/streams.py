@@ -45,7 +45,7 @@ from typing import Any
 
 import trio
 
-from .exchange import ClientGone, Responder, _SSE_HEADERS
+from .messages import SSE_HEADERS, ClientGone, Responder
 from .headers import RawHeader
 
 __all__ = ["KEPT_EVENTS", "EventStream", "Pacing", "event_origin", "parse_event_id", "pump"]
@@ -256,7 +256,7 @@ async def _watch(disconnected: Callable[[], Awaitable[Any]], scope: trio.CancelS
 
 async def _write(stream: EventStream, out: Responder, cursor: int, pacing: Pacing, token: int,
                  headers: list[RawHeader], opened: float) -> bool:
-    await out.start(200, [*_SSE_HEADERS, *headers])
+    await out.start(200, [*SSE_HEADERS, *headers])
     if pacing.priming:
         await out.send(b"id: " + stream.event_id(cursor) + b"\ndata: \n\n")
     now = trio.current_time()
