@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 
 from mrtr import Context, Elicit, Form, Step
-from mrtr.carriers.token import TokenBinding, TokenCarrier
+from mrtr.carriers.sealed import TokenBinding, TokenCarrier
 from mrtr.core.replay import Completed, replay
 from mrtr.core.codec import RequestStateCodec
 

@@ -41,7 +41,7 @@ from typing import Any
 import msgspec
 
 from mrtr import Context, Elicit, ElicitResult, Form, Server
-from mrtr.carriers.token import TokenCarrier
+from mrtr.carriers.sealed import TokenCarrier
 from mrtr.core.ledger import Ledger, merge_answers
 from mrtr.core.replay import replay
 from mrtr.core.codec import RequestStateCodec, arguments_digest

@@ -19,7 +19,7 @@ round gives it and as many times as the round calls it:
 
 - ``open``: :meth:`~mrtr.core.codec.RequestStateCodec.decode` (Base64URL check, AES-GCM,
   MessagePack, the version and TTL checks), and within it ``TTL``, the expiry check;
-- ``binding``: checks 1-6 of :mod:`mrtr.carriers.token` less ``open``: what the request
+- ``binding``: checks 1-6 of :mod:`mrtr.carriers.sealed` less ``open``: what the request
   binds the token to (the arguments' digest) and the principal, method, target and
   arguments compared with the token's;
 - ``merge``: check 7, the retry's answer merged into the ledger;
@@ -57,7 +57,7 @@ def _pieces(k: int) -> dict[str, tuple[Any, int]]:
     """Each piece as (one call, calls per round) for the round that carries the k-th answer."""
     from mrtr import Context, ElicitResult
     from mrtr.carriers.contract import run_handler
-    from mrtr.carriers.token import TokenBinding
+    from mrtr.carriers.sealed import TokenBinding
     from mrtr.core.kinds import Kind
     from mrtr.core.ledger import default_key
     from mrtr.core import replay as core

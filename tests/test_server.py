@@ -798,7 +798,7 @@ async def test_a_typed_read_resource_result_keeps_its_own_caching_hints():
 
 
 async def test_a_round_reads_its_envelope_and_its_token_binding_once(monkeypatch):
-    from mrtr.carriers import token
+    from mrtr.carriers import sealed as token
     from mrtr.server import modern
 
     reads: dict[str, int] = {}

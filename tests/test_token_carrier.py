@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from mrtr import Context, Elicit, Form, Step
 from mrtr.carriers.contract import Interim
-from mrtr.carriers.token import TokenBinding, TokenCarrier
+from mrtr.carriers.sealed import TokenBinding, TokenCarrier
 from mrtr.core.errors import InvalidParams, InvalidRequestState, ReplayMismatch
 from mrtr.core.replay import Completed
 from mrtr.core.codec import RequestStateCodec

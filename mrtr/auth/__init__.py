@@ -13,7 +13,7 @@ and httpx); :class:`IntrospectionVerifier` needs httpx.
 from .introspection import IntrospectionVerifier
 from .jwt import ALLOWED_ALGORITHMS, JWTVerifier
 from .resource import Reply, ResourceServer, quote
-from .token import (
+from .bearer import (
     AccessToken,
     AuthError,
     InsufficientScope,

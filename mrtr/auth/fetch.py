@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from .token import VerifierUnavailable
+from .bearer import VerifierUnavailable
 
 if TYPE_CHECKING:
     import httpx

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 from .fetch import fetch_json, new_client
-from .token import (
+from .bearer import (
     AccessToken,
     InvalidToken,
     RecentTokens,

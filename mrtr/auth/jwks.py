@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from .fetch import fetch_json, new_client
-from .token import VerifierUnavailable
+from .bearer import VerifierUnavailable
 
 if TYPE_CHECKING:
     import httpx

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .jwks import JWKSCache, import_keys
-from .token import AccessToken, InvalidToken, RecentTokens, ScopeRule, checked_audiences, is_time, scopes_from_claims
+from .bearer import AccessToken, InvalidToken, RecentTokens, ScopeRule, checked_audiences, is_time, scopes_from_claims
 from .urls import audience_key
 
 if TYPE_CHECKING:

@@ -24,7 +24,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .token import (
+from .bearer import (
     AccessToken,
     AuthError,
     InsufficientScope,

@@ -5,7 +5,7 @@ The replay core (:mod:`mrtr.core.replay`) runs a handler against a ledger and re
 carrier does: it restores the ledger for a request, runs the core, and keeps what the
 core returns. Three carriers implement :class:`Carrier`:
 
-- the token carrier, :class:`mrtr.carriers.token.TokenCarrier`: the ledger travels in
+- the token carrier, :class:`mrtr.carriers.sealed.TokenCarrier`: the ledger travels in
   the sealed ``requestState`` token the client echoes (stateless; any worker serves any
   round). It serves every modern ``tools/call``, ``prompts/get`` and ``resources/read``
   that no other carrier claims;

@@ -26,7 +26,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any, Literal, NamedTuple
 
 from ..carriers.contract import STALL_WARNING, TASKS_EXTENSION, RoundRecords, TaskHost, ToolBinding
-from ..carriers.token import TokenCarrier
+from ..carriers.sealed import TokenCarrier
 from ..core.codec import RequestStateCodec
 from ..core.errors import EphemeralKeyWarning, ProtocolError
 from ..core.jsonrpc import Broadcast, Notify, Response, RunSync

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..carriers.contract import TASKS_EXTENSION, Carrier, CarrierOutcome, Interim, Placement, TaskAccess, ToolBinding
-from ..carriers.token import CheckedToken, TokenCarrier
+from ..carriers.sealed import CheckedToken, TokenCarrier
 from ..core import wire
 from ..core.context import LOG_LEVELS, Context
 from ..core.eras import LEGACY, era_of

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Literal, Protocol
 
 from ..carriers.contract import RoundRecords, TaskHost
-from ..carriers.token import TokenCarrier
+from ..carriers.sealed import TokenCarrier
 
 __all__ = ["Shell"]
 

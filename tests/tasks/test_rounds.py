@@ -323,7 +323,7 @@ async def _value(value: Any) -> Any:
 
 
 async def test_a_round_is_kept_as_long_as_its_token_opens_and_no_longer(clocked_store: TaskStore, clock: FakeClock):
-    from mrtr.carriers.token import TokenCarrier
+    from mrtr.carriers.sealed import TokenCarrier
     from mrtr.core.codec import RequestStateCodec
     from mrtr.core.errors import ExpiredRequestState
 

@@ -49,7 +49,7 @@ from ...core.replay import Completed, Detached, InputRequired
 from ...core.schema import RequestedSchema
 from ...core.versions import deploy_hint, handler_version
 from ..contract import Interim, Placement, TaskAccess, ToolBinding, run_handler
-from ..token import CheckedToken, TokenCarrier
+from ..sealed import CheckedToken, TokenCarrier
 from .record import TaskRecord, TaskTooLarge, new_task_id
 from .rounds import FinalRounds
 from .store import StoreUnavailable, TaskStore, mutate

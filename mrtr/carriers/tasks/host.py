@@ -17,7 +17,7 @@ from typing import Any
 
 import trio
 
-from ..token import TokenCarrier
+from ..sealed import TokenCarrier
 from .carrier import Resolve, TaskCarrier
 from .record import MAX_RECORD_BYTES, TaskRecord
 from .rounds import FinalRounds

@@ -74,7 +74,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ...auth.resource import Reply
-from ...auth.token import AccessToken, AuthError
+from ...auth.bearer import AccessToken, AuthError
 from ...auth.urls import WELL_KNOWN
 from ...core.errors import HeaderMismatch, InvalidRequest, ParseError
 from ...core.jsonrpc import Dispatcher, Response, is_request, parse_message
