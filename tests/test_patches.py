@@ -283,6 +283,9 @@ async def test_a_token_from_before_versions_still_opens():
                                                      "inputResponses": {"elicit-1": accept(slot="mon")}}),
                                    **{"elicit-2": "9:00"}))
     assert text(done) == "v1 mon 9:00"
-    # And the old decoder ignores the new trailing member.
-    assert msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=list)[-1] == handler_version(book_v1)
+    # The eight-member payload (before rounds were counted) opens too, as a conversation's first round.
+    eight = msgspec.msgpack.encode([*msgspec.msgpack.decode(older, type=list), state.handler_version])
+    assert codec.decode(codec.seal(eight)).rounds == 0
+    # And the old decoder ignores the new trailing members.
+    assert msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=list)[-2:] == [handler_version(book_v1), 1]
     assert isinstance(msgspec.msgpack.decode(msgspec.msgpack.encode(state), type=RequestState), RequestState)

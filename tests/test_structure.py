@@ -46,7 +46,7 @@ LAYER_OF = {
     "mrtr.client": "client",
     "mrtr.cli": "face", "mrtr.__main__": "face", "mrtr.testing": "face", "mrtr.examples": "face",
     # documented import paths kept when their modules moved: thin re-exports
-    "mrtr.http": "face", "mrtr.stdio": "face", "mrtr.tasks": "face",
+    "mrtr.http": "face", "mrtr.stdio": "face", "mrtr.tasks": "face", "mrtr.middleware": "face",
 }
 # Third-party packages that mean I/O or an event loop: never below the transports, except in
 # the tasks carrier, whose stores are I/O by nature (SQLite, Redis) and whose runner owns a nursery.

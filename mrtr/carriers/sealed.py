@@ -201,12 +201,13 @@ class TokenCarrier:
         return state
 
     def seal(self, binding: TokenBinding, principal: str | None, outcome: InputRequired,
-             version: str = "") -> dict[str, Any]:
+             version: str = "", rounds: int = 1) -> dict[str, Any]:
         """The ``InputRequiredResult`` object for a paused round, with a freshly minted token.
 
         In wire shape (what ``msgspec.to_builtins`` makes of a
         :class:`~mrtr.core.wire.InputRequiredResult`), built as such: every paused round
-        returns one. ``version`` is the version of the handler that recorded the ledger.
+        returns one. ``version`` is the version of the handler that recorded the ledger;
+        ``rounds`` the rounds of the conversation paused so far, this one included.
         """
         token = self.codec.mint(
             method=binding.method,
@@ -216,6 +217,7 @@ class TokenCarrier:
             ledger=outcome.ledger.slots,
             digest=binding.digest,
             handler_version=version,
+            rounds=rounds,
         )
         return {"resultType": wire.RESULT_TYPE_INPUT_REQUIRED, "inputRequests": outcome.to_wire(),
                 "requestState": token}
@@ -305,5 +307,6 @@ class TokenCarrier:
             raise deploy_hint(mismatch, handler, None if state is None else state.handler_version) from None
         if isinstance(outcome, InputRequired):
             assert binding is not None  # only a generator pauses, and one is bound before it runs
-            return Interim(self.seal(binding, ctx.principal, outcome, handler_version(handler)))
+            rounds = 1 if state is None else state.rounds + 1
+            return Interim(self.seal(binding, ctx.principal, outcome, handler_version(handler), rounds))
         return outcome

@@ -133,7 +133,9 @@ class RequestState(msgspec.Struct, array_like=True, frozen=True):
     slots, answered and pending; ``handler_version`` the version of the handler that
     recorded the ledger (:func:`mrtr.core.versions.handler_version`; empty in tokens from
     before it was kept, which still open: a trailing member with a default, which older
-    decoders ignore).
+    decoders ignore); ``rounds`` how many rounds of the conversation have paused so far,
+    this one included (0 in tokens from before it was kept), so the next request is round
+    ``rounds + 1``.
     """
 
     version: int
@@ -144,6 +146,7 @@ class RequestState(msgspec.Struct, array_like=True, frozen=True):
     principal: str | None
     ledger: tuple[Slot, ...]
     handler_version: str = ""
+    rounds: int = 0
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -444,11 +447,13 @@ class RequestStateCodec:
         ledger: Sequence[Slot],
         digest: bytes | None = None,
         handler_version: str = "",
+        rounds: int = 1,
     ) -> str:
         """Build a :class:`RequestState` issued now for this request and seal it.
 
         ``digest``, when the caller already computed it, is ``arguments_digest(arguments)``;
-        ``handler_version`` the version of the handler that recorded ``ledger``.
+        ``handler_version`` the version of the handler that recorded ``ledger``; ``rounds``
+        the rounds paused so far, this one included.
         """
         state = RequestState(
             version=FORMAT_VERSION,
@@ -459,6 +464,7 @@ class RequestStateCodec:
             principal=principal,
             ledger=tuple(ledger),
             handler_version=handler_version,
+            rounds=rounds,
         )
         return self.encode(state)
 

@@ -40,6 +40,7 @@ from ..core import models
 from ..core.context import Context
 from ..core.errors import HandlerError, InternalError, InvalidParams, InvalidRequest, ProtocolError
 from ..core.jsonrpc import Notify
+from .pipeline import Middleware
 
 __all__ = ["Catalog", "PromptEntry", "RequestInfo", "ResourceEntry", "ResourceNotFound", "TemplateEntry",
            "ToolEntry", "PrincipalSource", "checked_progress_token", "token_principal"]
@@ -171,7 +172,8 @@ class Catalog:
 
     The entries are the registry's (``tools``, ``prompts`` and ``resources`` by name or
     uri, ``templates`` in registration order, ``completion`` the provider or ``None``);
-    the rest is set by the server that holds the catalogue: ``auth`` (the
+    ``middleware`` the stages every request of either era goes through, outermost first
+    (:mod:`mrtr.server.pipeline`); the rest is set by the server that holds the catalogue: ``auth`` (the
     ``mrtr.auth.ResourceServer`` of a protected server), ``principal_source``,
     ``mask_errors``, ``page_size`` and ``lifespan`` (what ``ctx.lifespan`` reads: an object
     with a ``value``).
@@ -183,6 +185,7 @@ class Catalog:
         self.resources: dict[str, ResourceEntry] = {}
         self.templates: list[TemplateEntry] = []
         self.completion: Any = None
+        self.middleware: list[Middleware] = []
         self.auth: Any = None
         self.principal_source: PrincipalSource | None = None
         self.mask_errors = True
@@ -380,8 +383,9 @@ class Catalog:
                   exc_info=error.__cause__)
         if error.public or not self.mask_errors:
             return error.message
-        return (f"{_KIND_OF.get(method, 'handler')} {target} failed with an internal error "
-                f"(reference {reference}; the server's log has the details)")
+        kind = _KIND_OF.get(method)
+        failed = f"{kind} {target}" if kind is not None else method
+        return f"{failed} failed with an internal error (reference {reference}; the server's log has the details)"
 
     def tool_error(self, name: str, error: HandlerError) -> dict[str, Any]:
         """A failing tool's result: the error as tool output, so the model can see it (as much as may be shown)."""

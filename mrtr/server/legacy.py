@@ -70,7 +70,7 @@ from ..carriers.live import LiveCarrier
 from ..carriers.tasks.store import StoreUnavailable
 from ..core.codec import MARK_SIZE
 from ..core.context import LOG_LEVELS, Context
-from ..core.eras import LEGACY_VERSIONS, Unexpressible, negotiate, session_capabilities
+from ..core.eras import LEGACY, LEGACY_VERSIONS, Unexpressible, negotiate, session_capabilities
 from ..core.errors import (
     HEADER_MISMATCH,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
@@ -88,6 +88,8 @@ from ..core.live import MAX_LIVE_ROUNDS
 from ..core.peer import LiveRequestFailed, Peer
 from ..core.replay import Completed
 from .catalog import Catalog, ResourceNotFound, checked_progress_token
+from .pipeline import Incoming, InnerFailure, middleware_failure
+from .pipeline import run as run_pipeline
 from .shell import Shell
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
 from .sessions import (
@@ -367,7 +369,10 @@ class LegacyEra:
                 raise InvalidRequest("Invalid Request: unknown or expired session; initialize a new one")
             self.sessions.begin(session)
             try:
-                result = await self._methods[method](call)
+                if self.catalog.middleware:
+                    result = await self._through_middleware(call)
+                else:
+                    result = await self._methods[method](call)
             finally:
                 self.sessions.finish(session)
                 if records is not None:  # busy on every node's view until now: never ended to make room
@@ -397,6 +402,21 @@ class LegacyEra:
             log.debug("ignoring %s for an unknown session", method)
             return
         self.sessions.touch(session)
+        if not self.catalog.middleware:
+            await self._take_notification(session, str(method))
+            return
+        view = self._view(str(method), params if isinstance(params, Mapping) else {}, session, auth, None,
+                          is_notification=True)
+
+        async def take(passed: Incoming) -> None:
+            await self._take_notification(session, passed.method)
+
+        try:
+            await run_pipeline(self.catalog.middleware, view, take)
+        except Exception:  # a notification has no answer to carry a failure: the log has it
+            log.exception("a middleware failed on %s in a legacy session", method)
+
+    async def _take_notification(self, session: Session, method: str) -> None:
         if method == "notifications/initialized":
             if not session.initialized:
                 session.mark_initialized()
@@ -407,6 +427,37 @@ class LegacyEra:
                                 "from its next request", exc_info=True)
         else:
             log.debug("%s in a legacy session", method)
+
+    # -- middleware --------------------------------------------------------------------------
+
+    def _view(self, method: str, params: Mapping[str, Any], session: Session, auth: Any, request_id: Any, *,
+              is_notification: bool = False) -> Incoming:
+        return Incoming(method, params, principal=session.principal, auth=auth, era=LEGACY,
+                        client_capabilities=session.client_capabilities, client_info=session.client_info,
+                        session_id=session.id, client=session.client, request_id=request_id,
+                        is_notification=is_notification)
+
+    async def _through_middleware(self, call: _Call) -> dict[str, Any]:
+        """Serve ``call`` through the server's middleware (:mod:`mrtr.server.pipeline`), then its method."""
+        view = self._view(call.method, call.params, call.session, call.auth, call.id)
+
+        async def method(passed: Incoming) -> dict[str, Any]:
+            served = call if passed.params is view.params else _Call(
+                passed.method, dict(passed.params), call.session, call.id, call.peer, call.notify, call.run_sync,
+                call.auth, call.headers)
+            return await self._methods[served.method](served)
+
+        try:
+            return await run_pipeline(self.catalog.middleware, view, method)  # type: ignore[no-any-return]
+        except InnerFailure as failure:
+            raise failure.cause from failure.cause.__cause__  # as the method raised it, its cause kept
+        except ProtocolError:
+            raise
+        except Exception as error:  # a middleware's own: told as a handler's failure is
+            failed = middleware_failure(error)
+            if call.method == "tools/call":
+                return _tool_result(self.catalog.tool_error(view.name or "", failed), call.session.version)
+            raise self.catalog.internal_error(call.method, view.name, failed) from None
 
     async def close(self, session_id: str, *, headers: Mapping[str, str] | None = None, auth: Any = None) -> bool:
         """End a session this caller opened; whether it was live."""

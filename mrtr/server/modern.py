@@ -15,6 +15,7 @@ settings and capabilities) is a :class:`~mrtr.server.shell.Shell`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -25,7 +26,7 @@ from ..carriers.contract import TASKS_EXTENSION, Carrier, CarrierOutcome, Interi
 from ..carriers.sealed import CheckedToken, TokenCarrier
 from ..core import wire
 from ..core.context import LOG_LEVELS, Context
-from ..core.eras import LEGACY, era_of
+from ..core.eras import LEGACY, MODERN, era_of
 from ..core.errors import (
     HandlerError,
     InternalError,
@@ -38,6 +39,8 @@ from ..core.errors import (
 )
 from ..core.jsonrpc import Notify, Response, RunSync, result_response
 from .catalog import Catalog, ToolEntry, checked_progress_token, token_principal
+from .pipeline import Incoming, InnerFailure, middleware_failure
+from .pipeline import run as run_pipeline
 from .shell import Shell
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
 from .subscriptions import Subscriptions
@@ -153,7 +156,10 @@ class ModernEra:
             )
         if self.shell.tasks is None:
             return []
-        principal = token_principal(request.auth) if self.catalog.principal_source is None else await self._principal(request)
+        principal = request.principal
+        if principal is _UNSET:
+            principal = token_principal(request.auth) if self.catalog.principal_source is None \
+                else await self._principal(request)
         watched = []
         required: dict[str, None] = {}
         for task_id in dict.fromkeys(task_ids):
@@ -307,7 +313,10 @@ class ModernEra:
         if params is None:
             params = {}
         request = _Request(method, params, _read_envelope(params), headers, notify, message.get("id"), run_sync, auth)
-        result = await self._methods[method](request)
+        if self.catalog.middleware:
+            result = await self._through_middleware(request)
+        else:
+            result = await self._methods[method](request)
         meta = result.get("_meta")
         if meta is None:
             result["_meta"] = {META_SERVER_INFO: self.shell.server_info}
@@ -318,6 +327,59 @@ class ModernEra:
     def _principal(self, request: _Request) -> Awaitable[str | None]:
         # Hands over the catalogue's awaitable instead of awaiting it in a coroutine of its own.
         return self.catalog.principal(request.method, request.params, request.headers, request.auth)
+
+    # -- middleware --------------------------------------------------------------------
+
+    async def _through_middleware(self, request: _Request) -> dict[str, Any]:
+        """Serve ``request`` through the server's middleware (:mod:`mrtr.server.pipeline`), then its method."""
+        principal = token_principal(request.auth) if self.catalog.principal_source is None \
+            else await self._principal(request)
+        request.principal = principal  # computed once: the method reads it from here
+        envelope = request.envelope
+        view = Incoming(request.method, request.params, principal=principal, auth=request.auth, era=MODERN,
+                        client_capabilities=envelope.capabilities, client_info=envelope.client_info,
+                        request_id=request.id, is_task=self._is_task(request), facts=self)
+
+        async def method(passed: Incoming) -> dict[str, Any]:
+            served = request if passed.params is view.params else dataclasses.replace(
+                request, method=passed.method, params=dict(passed.params), checked=None, tool=None)
+            return await self._methods[served.method](served)
+
+        try:
+            return await run_pipeline(self.catalog.middleware, view, method)  # type: ignore[no-any-return]
+        except InnerFailure as failure:
+            raise failure.cause from failure.cause.__cause__  # as the method raised it, its cause kept
+        except ProtocolError:
+            raise
+        except Exception as error:  # a middleware's own: told as a handler's failure is
+            failed = middleware_failure(error)
+            if request.method == "tools/call":
+                return self.catalog.tool_error(view.name or "", failed)
+            raise self.catalog.internal_error(request.method, view.name, failed) from None
+
+    def round_of(self, view: Incoming) -> int:
+        """The 1-based round of the conversation a request is: one more than its ``requestState`` records.
+
+        A request without one, or whose token does not open (it is refused at dispatch),
+        is a first round.
+        """
+        token = view.params.get("requestState")
+        if not isinstance(token, str):
+            return 1
+        try:
+            return self.shell.token_carrier.codec.decode(token).rounds + 1
+        except ProtocolError:
+            return 1
+
+    def _is_task(self, request: _Request) -> bool:
+        """Whether a request creates a task or is a task method (see :attr:`Incoming.is_task`)."""
+        if request.method.startswith("tasks/"):
+            return True
+        if request.method != "tools/call" or self.shell.tasks is None or not _declares_tasks(request.envelope):
+            return False
+        name = request.params.get("name")
+        tool = self.catalog.tools.get(name) if isinstance(name, str) else None
+        return tool is not None and bool(tool.task)
 
     def _context(self, request: _Request, arguments: Mapping[str, Any], principal: str | None, target: str) -> Context:
         envelope = request.envelope
@@ -355,7 +417,10 @@ class ModernEra:
                 f'Tool "{name}" requires the {TASKS_EXTENSION} client capability', {"extensions": {TASKS_EXTENSION: {}}}
             )
         arguments = self.catalog.tool_arguments(tool, params.get("arguments"))
-        principal = token_principal(request.auth) if self.catalog.principal_source is None else await self._principal(request)
+        principal = request.principal
+        if principal is _UNSET:
+            principal = token_principal(request.auth) if self.catalog.principal_source is None \
+                else await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
         if not tool.once:
             return await self._tool_round(request, tool, name, arguments, ctx)
@@ -382,7 +447,10 @@ class ModernEra:
         tasks = self.shell.tasks
         if tasks is None:
             raise InternalError("Internal error: no task store is running (enter Server.running())")
-        principal = token_principal(request.auth) if self.catalog.principal_source is None else await self._principal(request)
+        principal = request.principal
+        if principal is _UNSET:
+            principal = token_principal(request.auth) if self.catalog.principal_source is None \
+                else await self._principal(request)
         task_id = request.params.get("taskId")
         if self.catalog.auth is not None:
             required = await self._task_scopes([task_id], principal)
@@ -397,7 +465,10 @@ class ModernEra:
 
     async def _get_prompt(self, request: _Request) -> dict[str, Any]:
         name, prompt, arguments = self.catalog.prompt(request.params)
-        principal = token_principal(request.auth) if self.catalog.principal_source is None else await self._principal(request)
+        principal = request.principal
+        if principal is _UNSET:
+            principal = token_principal(request.auth) if self.catalog.principal_source is None \
+                else await self._principal(request)
         ctx = self._context(request, arguments, principal, name)
 
         description = prompt.definition.get("description")
@@ -411,7 +482,10 @@ class ModernEra:
 
     async def _read_resource(self, request: _Request) -> dict[str, Any]:
         uri, entry, arguments = self.catalog.resource(request.params)
-        principal = token_principal(request.auth) if self.catalog.principal_source is None else await self._principal(request)
+        principal = request.principal
+        if principal is _UNSET:
+            principal = token_principal(request.auth) if self.catalog.principal_source is None \
+                else await self._principal(request)
         ctx = self._context(request, arguments, principal, uri)
 
         async def produce() -> dict[str, Any] | ProtocolError:
@@ -508,6 +582,9 @@ class _Envelope:
     progress_token: str | int | None
 
 
+_UNSET: Any = object()
+
+
 @dataclass
 class _Request:
     method: str
@@ -520,6 +597,7 @@ class _Request:
     auth: Any = None  # the verified mrtr.auth.AccessToken, on a protected server
     checked: CheckedToken | None = None  # its token, once read for a round that runs once
     tool: ToolEntry | None = None  # the tool a tools/call names, once looked up
+    principal: Any = _UNSET  # who is asking, once computed (str or None)
 
 
 def _read_envelope(params: Mapping[str, Any]) -> _Envelope:

@@ -26,6 +26,7 @@ from ..core.mirroring import InvalidHeaderSchema, is_token, mirrored_parameters
 from ..core.handlers import CONTEXT_NAMES, handler_spec
 from ..core.versions import set_handler_version
 from .catalog import Catalog, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
+from .pipeline import checked_middleware
 
 __all__ = ["Header", "PromptEntry", "Registry", "ResourceEntry", "TemplateEntry", "ToolEntry"]
 
@@ -588,6 +589,17 @@ class Registry:
             return fn
 
         return register
+
+    def middleware(self, middleware: Any) -> Any:
+        """Register a middleware: ``async def mw(request, call_next)``, or an object whose ``__call__`` is that.
+
+        Usable as a decorator (``@server.middleware``) or a call (``server.middleware(RateLimit(...))``);
+        returns what it was given. Every request of either era goes through the middleware
+        once, the first registered outermost (see :mod:`mrtr.server.pipeline` and
+        ``docs/server.md``). Raises ``TypeError`` for anything that cannot be a stage.
+        """
+        self.catalog.middleware.append(checked_middleware(middleware))
+        return middleware
 
     def completion(self, fn: Any) -> Any:
         """Register the provider for ``completion/complete``.
