@@ -42,8 +42,9 @@ from ..core.errors import HandlerError, InternalError, InvalidParams, InvalidReq
 from ..core.jsonrpc import Notify
 from .pipeline import Middleware
 
-__all__ = ["Catalog", "PromptEntry", "RequestInfo", "ResourceEntry", "ResourceNotFound", "TemplateEntry",
-           "ToolEntry", "PrincipalSource", "checked_progress_token", "token_principal"]
+__all__ = ["Catalog", "MountedCatalog", "PromptEntry", "RequestInfo", "ResourceEntry", "ResourceNotFound",
+           "TemplateEntry", "ToolEntry", "PrincipalSource", "checked_progress_token", "described", "mounted_definition",
+           "mounted_name", "mounted_uri", "token_principal", "unmounted_name", "unmounted_uri"]
 
 log = logging.getLogger("mrtr")
 
@@ -173,7 +174,8 @@ class Catalog:
     The entries are the registry's (``tools``, ``prompts`` and ``resources`` by name or
     uri, ``templates`` in registration order, ``completion`` the provider or ``None``);
     ``middleware`` the stages every request of either era goes through, outermost first
-    (:mod:`mrtr.server.pipeline`); the rest is set by the server that holds the catalogue: ``auth`` (the
+    (:mod:`mrtr.server.pipeline`); ``mounts`` the catalogues of the servers mounted in this
+    one, by namespace (see :meth:`route`); the rest is set by the server that holds the catalogue: ``auth`` (the
     ``mrtr.auth.ResourceServer`` of a protected server), ``principal_source``,
     ``mask_errors``, ``page_size`` and ``lifespan`` (what ``ctx.lifespan`` reads: an object
     with a ``value``).
@@ -186,6 +188,7 @@ class Catalog:
         self.templates: list[TemplateEntry] = []
         self.completion: Any = None
         self.middleware: list[Middleware] = []
+        self.mounts: dict[str, Catalog] = {}
         self.auth: Any = None
         self.principal_source: PrincipalSource | None = None
         self.mask_errors = True
@@ -201,50 +204,56 @@ class Catalog:
         kind is registered: both eras and the capabilities read this one rule.
         """
         if family == "tools":
-            return bool(self.tools)
-        if family == "prompts":
-            return bool(self.prompts)
-        if family == "resources":
-            return bool(self.resources or self.templates)
-        if family == "completion":
-            return self.completion is not None
-        if family == "tasks":
-            return self.has_task_tools
-        raise ValueError(f"no method family {family!r}")
+            own = bool(self.tools)
+        elif family == "prompts":
+            own = bool(self.prompts)
+        elif family == "resources":
+            own = bool(self.resources or self.templates)
+        elif family == "completion":
+            own = self.completion is not None
+        elif family == "tasks":
+            own = any(tool.task for tool in self.tools.values())
+        else:
+            raise ValueError(f"no method family {family!r}")
+        return own or any(child.offered(family) for child in self.mounts.values())
 
     @property
     def has_task_tools(self) -> bool:
-        """Whether any tool may run as a task (the server then needs a task store)."""
-        return any(tool.task for tool in self.tools.values())
+        """Whether any tool may run as a task, here or in a mounted server (the server then needs a task store)."""
+        return self.offered("tasks")
 
     @property
     def has_once_handlers(self) -> bool:
-        """Whether any handler was declared ``once=True`` (the server then records rounds in its store)."""
+        """Whether any handler was declared ``once=True``, here or in a mounted server (rounds go to the store)."""
         entries: list[Any] = [*self.tools.values(), *self.prompts.values(), *self.resources.values(),
                               *self.templates]
-        return any(entry.once for entry in entries)
+        return any(entry.once for entry in entries) or any(child.has_once_handlers for child in self.mounts.values())
 
-    def listing(self, method: str, params: Mapping[str, Any], auth: Any) -> dict[str, Any]:
-        """The page of a list method's items that ``params.cursor`` asks for, as this caller may see them.
+    def items(self, method: str, auth: Any) -> list[dict[str, Any]]:
+        """This catalogue's own entries a list method shows this caller (mounted servers' come from their eras).
 
-        ``tools/list`` leaves out the tools whose scopes ``auth`` lacks (a tool a caller
-        may not call is not listed to it); every listing pages alike in both eras.
+        ``tools/list`` leaves out the tools whose scopes ``auth`` lacks: a tool a caller may
+        not call is not listed to it.
         """
-        member = _LISTED[method]
-        items: list[dict[str, Any]]
         if method == "tools/list":
-            items = [tool.definition for tool in self.tools.values() if self.allows(auth, tool.scopes)]
-        elif method == "prompts/list":
-            items = [prompt.definition for prompt in self.prompts.values()]
-        elif method == "resources/list":
-            items = [resource.definition for resource in self.resources.values()]
-        else:
-            items = [template.definition for template in self.templates]
+            return [tool.definition for tool in self.tools.values() if self.allows(auth, tool.scopes)]
+        if method == "prompts/list":
+            return [prompt.definition for prompt in self.prompts.values()]
+        if method == "resources/list":
+            return [resource.definition for resource in self.resources.values()]
+        return [template.definition for template in self.templates]
+
+    def page(self, method: str, params: Mapping[str, Any], items: list[dict[str, Any]]) -> dict[str, Any]:
+        """The page of ``items`` a list request's ``params.cursor`` asks for, under the method's member.
+
+        Every listing pages alike in both eras: ``page_size`` items, and a ``nextCursor``
+        while more follow; ``-32602`` for a cursor this server did not issue.
+        """
         offset = _decode_cursor(params.get("cursor"))
         if offset > len(items):
             raise InvalidParams("Invalid cursor")
         page = items[offset:offset + self.page_size]
-        result: dict[str, Any] = {member: page}
+        result: dict[str, Any] = {_LISTED[method]: page}
         if offset + self.page_size < len(items):
             result["nextCursor"] = _encode_cursor(offset + self.page_size)
         return result
@@ -252,7 +261,10 @@ class Catalog:
     def tool_scopes(self, name: Any) -> tuple[str, ...]:
         """The scopes calling tool ``name`` needs beyond the server-wide ones (none for an unknown tool)."""
         tool = self.tools.get(name) if isinstance(name, str) else None
-        return tool.scopes if tool else ()
+        if tool is not None:
+            return tool.scopes
+        routed = self.route("tools/call", {"name": name})
+        return self.mounts[routed[0]].tool_scopes(routed[1]["name"]) if routed is not None else ()
 
     def resource_entry(self, uri: str) -> tuple[ResourceEntry | TemplateEntry, dict[str, Any]] | None:
         """The registration serving ``uri`` and its template variables, or ``None``.
@@ -266,7 +278,77 @@ class Catalog:
             match = template.pattern.match(uri)
             if match:
                 return template, match.groupdict()
+        routed = self.route("resources/read", {"uri": uri})
+        return self.mounts[routed[0]].resource_entry(routed[1]["uri"]) if routed is not None else None
+
+    # -- mounted servers -----------------------------------------------------------------
+
+    def route(self, method: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]] | None:
+        """The mounted server a request is for, and its params as that server reads them; ``None`` for this one.
+
+        ``tools/call`` and ``prompts/get`` name ``<namespace>_<name>``, ``resources/read`` a
+        uri with the namespace after its scheme (:func:`mounted_uri`), ``completion/complete``
+        a prompt or a template of a mounted server. A name of this catalogue's own is never
+        routed, and neither is one no mounted server has (the caller answers it unknown,
+        by the name the client used).
+        """
+        if not self.mounts:
+            return None
+        if method == "tools/call" or method == "prompts/get":
+            name = params.get("name")
+            own = self.tools if method == "tools/call" else self.prompts
+            if not isinstance(name, str) or name in own:
+                return None
+            for namespace, child in self.mounts.items():
+                inner = unmounted_name(namespace, name)
+                if inner is not None and child.has(method, inner):
+                    return namespace, {**params, "name": inner}
+            return None
+        if method == "resources/read":
+            uri = params.get("uri")
+            if not isinstance(uri, str) or self.resources.get(uri) is not None \
+                    or any(template.pattern.match(uri) for template in self.templates):
+                return None
+            for namespace, child in self.mounts.items():
+                inner = unmounted_uri(namespace, uri)
+                if inner is not None and child.resource_entry(inner) is not None:
+                    return namespace, {**params, "uri": inner}
+            return None
+        if method == "completion/complete":
+            ref = params.get("ref")
+            if not isinstance(ref, dict):
+                return None
+            if ref.get("type") == "ref/prompt":
+                routed = self.route("prompts/get", {"name": ref.get("name")})
+                return None if routed is None else (routed[0], {**params, "ref": {**ref, "name": routed[1]["name"]}})
+            uri = ref.get("uri")
+            for namespace in self.mounts:
+                inner = unmounted_uri(namespace, uri) if isinstance(uri, str) else None
+                if inner is not None:
+                    return namespace, {**params, "ref": {**ref, "uri": inner}}
         return None
+
+    def has(self, method: str, name: str) -> bool:
+        """Whether a ``tools/call`` or ``prompts/get`` of ``name`` reaches an entry here or in a mounted server."""
+        own = self.tools if method == "tools/call" else self.prompts
+        return name in own or self.route(method, {"name": name}) is not None
+
+    def clashes(self) -> list[str]:
+        """Each name or uri that both this catalogue and a mounted server's would list, named by both."""
+        found = []
+        for namespace, child in self.mounts.items():
+            for kind, own, theirs in (("tool", self.tools, child.tools), ("prompt", self.prompts, child.prompts)):
+                for name, entry in theirs.items():
+                    full = mounted_name(namespace, name)
+                    if full in own:
+                        found.append(f"{kind} {full!r}: registered here by {described(own[full].fn)} and in the "
+                                     f"server mounted as {namespace!r} as {name!r} by {described(entry.fn)}")
+            for uri, resource in child.resources.items():
+                full = mounted_uri(namespace, uri)
+                if full in self.resources:
+                    found.append(f"resource {full!r}: registered here by {described(self.resources[full].fn)} and in "
+                                 f"the server mounted as {namespace!r} as {uri!r} by {described(resource.fn)}")
+        return found
 
     # -- the target a request names ----------------------------------------------------
 
@@ -446,3 +528,106 @@ def _named(params: Mapping[str, Any], entries: Mapping[str, Any], method: str, k
     if entry is None:
         raise InvalidParams(f"Unknown {kind}: {name}")
     return name, entry
+
+
+def mounted_name(namespace: str, name: str) -> str:
+    """A mounted server's tool or prompt as its parent lists it: ``<namespace>_<name>``."""
+    return f"{namespace}_{name}"
+
+
+def unmounted_name(namespace: str, name: str) -> str | None:
+    """The mounted server's own name for ``name`` (see :func:`mounted_name`), or ``None`` for another namespace."""
+    prefix = namespace + "_"
+    return name[len(prefix):] if name.startswith(prefix) and len(name) > len(prefix) else None
+
+
+def mounted_uri(namespace: str, uri: str) -> str:
+    """A mounted server's resource uri (or template) as its parent lists it: the namespace after the scheme.
+
+    ``weather://forecast`` becomes ``weather://billing/forecast`` and ``file:///etc/app`` becomes
+    ``file://billing//etc/app``; a uri without ``://`` (``urn:isbn:1``) gets it after its
+    first colon (``urn:billing/isbn:1``). :func:`unmounted_uri` undoes it exactly.
+    """
+    scheme, sep, rest = uri.partition("://")
+    if sep:
+        return f"{scheme}://{namespace}/{rest}"
+    scheme, sep, rest = uri.partition(":")
+    return f"{scheme}:{namespace}/{rest}" if sep else f"{namespace}/{uri}"
+
+
+def unmounted_uri(namespace: str, uri: str) -> str | None:
+    """The mounted server's own uri for ``uri`` (see :func:`mounted_uri`), or ``None`` for another namespace."""
+    marker = f"{namespace}/"
+    scheme, sep, rest = uri.partition("://")
+    if sep:
+        return f"{scheme}://{rest[len(marker):]}" if rest.startswith(marker) else None
+    scheme, sep, rest = uri.partition(":")
+    if sep:
+        return f"{scheme}:{rest[len(marker):]}" if rest.startswith(marker) else None
+    return uri[len(marker):] if uri.startswith(marker) else None
+
+
+def mounted_definition(namespace: str, method: str, definition: Mapping[str, Any]) -> dict[str, Any]:
+    """A mounted server's listed tool, prompt, resource or template as its parent lists it (renamed)."""
+    shown = dict(definition)
+    if method in ("tools/list", "prompts/list"):
+        shown["name"] = mounted_name(namespace, shown["name"])
+    elif method == "resources/list":
+        shown["uri"] = mounted_uri(namespace, shown["uri"])
+    else:
+        shown["uriTemplate"] = mounted_uri(namespace, shown["uriTemplate"])
+    meta = shown.get("_meta")
+    if isinstance(meta, dict):  # an interface a tool links to (MCP Apps) moves with the tool's resources
+        meta = dict(meta)
+        ui = meta.get("ui")
+        if isinstance(ui, dict) and isinstance(ui.get("resourceUri"), str):
+            meta["ui"] = {**ui, "resourceUri": mounted_uri(namespace, ui["resourceUri"])}
+        if isinstance(meta.get("ui/resourceUri"), str):
+            meta["ui/resourceUri"] = mounted_uri(namespace, meta["ui/resourceUri"])
+        shown["_meta"] = meta
+    return shown
+
+
+def described(fn: Any) -> str:
+    """A handler as a message names it: its qualified name and where it is defined."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    name = getattr(fn, "__qualname__", repr(fn))
+    return name if code is None else f"{name} ({code.co_filename}:{code.co_firstlineno})"
+
+
+class MountedCatalog(Catalog):
+    """A mounted server's catalogue as its parent serves it: the child's entries and middleware, the parent's rules.
+
+    The entries, the middleware and the lifespan are the child's, live (what is registered
+    on it later shows); who may call what (``auth``, ``principal_source``), how failures
+    show (``mask_errors``) and how listings page (``page_size``) are the parent's, which
+    serves the requests.
+    """
+
+    _child: Catalog
+    _parent: Catalog
+
+    def __init__(self, child: Catalog, parent: Catalog) -> None:  # noqa: D107 - no Catalog.__init__: all delegated
+        self._child = child._child if isinstance(child, MountedCatalog) else child
+        self._parent = parent  # the catalogue of the server that serves: its rules hold all the way down
+        self._nested: dict[str, Catalog] = {}
+
+    @property
+    def mounts(self) -> dict[str, Catalog]:  # type: ignore[override]
+        """The child's own mounts, each under the serving server's rules too."""
+        inner = self._child.mounts
+        if self._nested.keys() != inner.keys():
+            self._nested = {namespace: MountedCatalog(child, self._parent) for namespace, child in inner.items()}
+        return self._nested
+
+    tools = property(lambda self: self._child.tools)
+    prompts = property(lambda self: self._child.prompts)
+    resources = property(lambda self: self._child.resources)
+    templates = property(lambda self: self._child.templates)
+    completion = property(lambda self: self._child.completion)
+    middleware = property(lambda self: self._child.middleware)
+    lifespan = property(lambda self: self._child.lifespan)
+    auth = property(lambda self: self._parent.auth)
+    principal_source = property(lambda self: self._parent.principal_source)
+    mask_errors = property(lambda self: self._parent.mask_errors)
+    page_size = property(lambda self: self._parent.page_size)

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from typing import Any, Literal, NamedTuple
 
 from ..carriers.contract import STALL_WARNING, TASKS_EXTENSION, RoundRecords, TaskHost, ToolBinding
@@ -31,7 +32,7 @@ from ..core.codec import RequestStateCodec
 from ..core.errors import EphemeralKeyWarning, ProtocolError
 from ..core.jsonrpc import Broadcast, Notify, Response, RunSync
 from ..core.eras import LEGACY, MODERN
-from .catalog import PrincipalSource, RequestInfo
+from .catalog import MountedCatalog, PrincipalSource, RequestInfo, mounted_uri
 from .legacy import LegacyEra
 from .lifespan import Lifespan
 from .modern import MAX_LISTEN_TASK_IDS, SUPPORTED_VERSIONS, ModernEra
@@ -93,6 +94,8 @@ def _eras(eras: str | Iterable[str]) -> frozenset[str]:
         raise ValueError(f'eras must hold "modern", and may hold "legacy"; got {sorted(served)!r}')
     return served
 
+
+_NAMESPACE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
 
 # The capability each offered family advertises (Catalog.offered decides what is offered).
 _CAPABILITY_OF = {"tools": "tools", "prompts": "prompts", "resources": "resources", "completion": "completions"}
@@ -222,6 +225,7 @@ class Server(Registry):
         self._rounds: RoundRecords | None = None
         self._task_settings = _TaskSettings(store_url, task_lease, task_ttl, task_max_bytes)
         self._modern = ModernEra(catalog, self, self._subscriptions)
+        self._mounted: dict[str, Server] = {}
         self._legacy: LegacyEra | None = None
         if LEGACY in served:
             self._legacy = LegacyEra(catalog, self, sessions if sessions is not None else SessionRegistry(),
@@ -270,8 +274,15 @@ class Server(Registry):
 
     @asynccontextmanager
     async def _running(self, settings: _TaskSettings) -> AsyncIterator[Any]:
-        async with self._lifespan.running() as value, self._bus_running(settings), self._tasks_running(settings):
-            yield value
+        clashes = self.catalog.clashes()  # a mounted server registered a name of ours after it was mounted
+        if clashes:
+            raise ValueError("names a mounted server shares with its parent: " + "; ".join(clashes))
+        async with self._lifespan.running() as value, AsyncExitStack() as mounted:
+            # Each mounted server's lifespan, inside ours: its handlers read their own ctx.lifespan.
+            for child in self._mounted.values():
+                await mounted.enter_async_context(child._lifespan.running())
+            async with self._bus_running(settings), self._tasks_running(settings):
+                yield value
 
     @asynccontextmanager
     async def _bus_running(self, settings: _TaskSettings) -> AsyncIterator[None]:
@@ -487,6 +498,49 @@ class Server(Registry):
     def task_binding(self, name: str, raw_arguments: Mapping[str, Any]) -> ToolBinding:
         """How the tasks carrier runs tool ``name`` with the arguments a call carried."""
         return self._modern.task_binding(name, raw_arguments)
+
+    # -- composition ---------------------------------------------------------------------
+
+    def mount(self, child: Server, namespace: str) -> Server:
+        """Serve ``child``'s tools, prompts, resources and templates from this server, under ``namespace``.
+
+        Its tools and prompts are listed and called as ``<namespace>_<name>``, its resource
+        uris and templates with the namespace after the scheme (``weather://forecast`` as
+        ``weather://billing/forecast``: :func:`mrtr.server.catalog.mounted_uri`). A request for
+        them goes through this server's middleware, then the child's, then the child's
+        handler, which reads its own names, its own ``ctx.lifespan`` (the child's lifespan
+        runs inside this one's) and asks its questions in this server's rounds, sessions,
+        tasks and store; what it registers later shows at once, and its ``notify_*``
+        reach this server's listeners, uris renamed. Who may call what and how failures
+        show are this server's rules. A name both would list is refused here (and at
+        :meth:`running`, for one registered on the child later), naming both registrations.
+        Returns ``child``.
+        """
+        if not isinstance(child, Server):
+            raise TypeError(f"mount takes a Server, got {type(child).__name__}")
+        if child is self:
+            raise ValueError("a server cannot be mounted in itself")
+        if not isinstance(namespace, str) or not _NAMESPACE.match(namespace):
+            raise ValueError(f"a namespace is letters, digits, '-' and '_', starting with a letter or digit; "
+                             f"got {namespace!r}")
+        for taken in self._mounted:
+            if taken == namespace or taken.startswith(namespace + "_") or namespace.startswith(taken + "_"):
+                raise ValueError(f"namespace {namespace!r} would share names with the server mounted as {taken!r}; "
+                                 "choose a namespace that is not the other's followed by '_'")
+        self.catalog.mounts[namespace] = MountedCatalog(child.catalog, self.catalog)
+        clashes = self.catalog.clashes()
+        if clashes:
+            del self.catalog.mounts[namespace]
+            raise ValueError("cannot mount: " + "; ".join(clashes))
+        self._mounted[namespace] = child
+
+        def renamed(method: str, params: dict[str, Any]) -> None:
+            if method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
+                params = {**params, "uri": mounted_uri(namespace, params["uri"])}
+            self._subscriptions.publish(method, params)
+
+        child._subscriptions.relay(renamed)
+        return child
 
     # -- dispatch ------------------------------------------------------------------------
 

@@ -87,7 +87,7 @@ from ..core.jsonrpc import NodeLink, Notify, Response, RunSync, encode, error_re
 from ..core.live import MAX_LIVE_ROUNDS
 from ..core.peer import LiveRequestFailed, Peer
 from ..core.replay import Completed
-from .catalog import Catalog, ResourceNotFound, checked_progress_token
+from .catalog import Catalog, ResourceNotFound, checked_progress_token, mounted_definition
 from .pipeline import Incoming, InnerFailure, middleware_failure
 from .pipeline import run as run_pipeline
 from .shell import Shell
@@ -237,6 +237,7 @@ class LegacyEra:
         self.sessions = sessions
         self._answer_timeout = answer_timeout
         self.max_rounds = max_rounds
+        self._children: dict[str, LegacyEra] = {}  # the mounted servers' eras, made on first use
         self._records: SessionRecords | None = None
         self._nodes: NodeLink | None = None
         self._methods: dict[str, Callable[[_Call], Awaitable[dict[str, Any]]]] = {
@@ -369,10 +370,7 @@ class LegacyEra:
                 raise InvalidRequest("Invalid Request: unknown or expired session; initialize a new one")
             self.sessions.begin(session)
             try:
-                if self.catalog.middleware:
-                    result = await self._through_middleware(call)
-                else:
-                    result = await self._methods[method](call)
+                result = await self._serve(call)
             finally:
                 self.sessions.finish(session)
                 if records is not None:  # busy on every node's view until now: never ended to make room
@@ -437,15 +435,36 @@ class LegacyEra:
                         session_id=session.id, client=session.client, request_id=request_id,
                         is_notification=is_notification)
 
+    def _serve(self, call: _Call) -> Awaitable[dict[str, Any]]:
+        """Serve a request this era's catalogue holds, through its middleware when it has any."""
+        if self.catalog.middleware:
+            return self._through_middleware(call)
+        return self._method(call)
+
+    def _method(self, call: _Call) -> Awaitable[dict[str, Any]]:
+        """The method that serves ``call``: this era's, or a mounted server's (its middleware inside ours)."""
+        routed = self.catalog.route(call.method, call.params) if self.catalog.mounts else None
+        if routed is None:
+            return self._methods[call.method](call)
+        namespace, params = routed
+        return self._child(namespace)._serve(call.with_params(params))
+
+    def _child(self, namespace: str) -> LegacyEra:
+        """The era serving the server mounted as ``namespace`` in this one's sessions."""
+        era = self._children.get(namespace)
+        catalog = self.catalog.mounts[namespace]
+        if era is None or era.catalog is not catalog:
+            era = self._children[namespace] = LegacyEra(catalog, self.shell, self.sessions,
+                                                        answer_timeout=self._answer_timeout, max_rounds=self.max_rounds)
+        return era
+
     async def _through_middleware(self, call: _Call) -> dict[str, Any]:
         """Serve ``call`` through the server's middleware (:mod:`mrtr.server.pipeline`), then its method."""
         view = self._view(call.method, call.params, call.session, call.auth, call.id)
 
         async def method(passed: Incoming) -> dict[str, Any]:
-            served = call if passed.params is view.params else _Call(
-                passed.method, dict(passed.params), call.session, call.id, call.peer, call.notify, call.run_sync,
-                call.auth, call.headers)
-            return await self._methods[served.method](served)
+            served = call if passed.params is view.params else call.with_params(dict(passed.params), passed.method)
+            return await self._method(served)
 
         try:
             return await run_pipeline(self.catalog.middleware, view, method)  # type: ignore[no-any-return]
@@ -682,12 +701,23 @@ class LegacyEra:
         return {}
 
     async def _list(self, call: _Call) -> dict[str, Any]:
-        page = self.catalog.listing(call.method, call.params, call.auth)
+        items = await self._items(call)
+        if call.unpaged:  # a mounted server's items, for its parent's listing
+            return {"items": items}
+        page = self.catalog.page(call.method, call.params, items)
         version = call.session.version
-        for member, items in page.items():
-            if isinstance(items, list):  # the items, beside the nextCursor
-                page[member] = [_definition(item, version) for item in items]
+        for member, listed in page.items():
+            if isinstance(listed, list):  # the items, beside the nextCursor
+                page[member] = [_definition(item, version) for item in listed]
         return page
+
+    async def _items(self, call: _Call) -> list[dict[str, Any]]:
+        """Every item a list request shows this caller: this catalogue's, then each mounted server's, renamed."""
+        items = self.catalog.items(call.method, call.auth)
+        for namespace in self.catalog.mounts:
+            listed = await self._child(namespace)._serve(call.with_params({}, unpaged=True))
+            items += [mounted_definition(namespace, call.method, item) for item in listed["items"]]
+        return items
 
     async def _call_tool(self, call: _Call) -> dict[str, Any]:
         catalog = self.catalog
@@ -803,10 +833,11 @@ def _apply(session: Session, record: Mapping[str, Any]) -> None:
 class _Call:
     """One request of a session, as the methods above read it."""
 
-    __slots__ = ("method", "params", "session", "id", "peer", "notify", "run_sync", "auth", "headers")
+    __slots__ = ("method", "params", "session", "id", "peer", "notify", "run_sync", "auth", "headers", "unpaged")
 
     def __init__(self, method: str, params: Mapping[str, Any], session: Session, request_id: Any, peer: Peer,
-                 notify: Notify | None, run_sync: RunSync | None, auth: Any, headers: Mapping[str, str]) -> None:
+                 notify: Notify | None, run_sync: RunSync | None, auth: Any, headers: Mapping[str, str],
+                 unpaged: bool = False) -> None:
         self.method = method
         self.params = params
         self.session = session
@@ -816,4 +847,10 @@ class _Call:
         self.run_sync = run_sync
         self.auth = auth
         self.headers = headers
+        self.unpaged = unpaged  # a mounted server's listing: every item, for its parent to page
+
+    def with_params(self, params: Mapping[str, Any], method: str | None = None, *, unpaged: bool = False) -> _Call:
+        """This request with other params (a mounted server's names, a middleware's change)."""
+        return _Call(self.method if method is None else method, params, self.session, self.id, self.peer,
+                     self.notify, self.run_sync, self.auth, self.headers, unpaged)
 

@@ -38,7 +38,7 @@ from ..core.errors import (
     UnsupportedProtocolVersion,
 )
 from ..core.jsonrpc import Notify, Response, RunSync, result_response
-from .catalog import Catalog, ToolEntry, checked_progress_token, token_principal
+from .catalog import Catalog, ToolEntry, checked_progress_token, mounted_definition, token_principal
 from .pipeline import Incoming, InnerFailure, middleware_failure
 from .pipeline import run as run_pipeline
 from .shell import Shell
@@ -99,6 +99,7 @@ class ModernEra:
         # (task id, principal) -> what guards that task. Both are fixed at creation, so an entry
         # never goes stale; it spares the store a second read when the transport asked first.
         self._task_guards: OrderedDict[tuple[str, str | None], TaskAccess] = OrderedDict()
+        self._children: dict[str, ModernEra] = {}  # the mounted servers' eras, made on first use
 
     def serves(self, method: str) -> bool:
         """Whether a request for ``method`` is dispatched (rather than answered ``-32601``)."""
@@ -113,7 +114,10 @@ class ModernEra:
         """How the tasks carrier runs tool ``name`` with the arguments a call carried."""
         tool = self.catalog.tools.get(name)
         if tool is None:
-            raise InvalidParams(f"Unknown tool: {name}")
+            routed = self.catalog.route("tools/call", {"name": name}) if self.catalog.mounts else None
+            if routed is None:
+                raise InvalidParams(f"Unknown tool: {name}")
+            return self._child(routed[0]).task_binding(routed[1]["name"], raw_arguments)
         structured = tool.structured
         catalog = self.catalog
         return ToolBinding(
@@ -313,10 +317,7 @@ class ModernEra:
         if params is None:
             params = {}
         request = _Request(method, params, _read_envelope(params), headers, notify, message.get("id"), run_sync, auth)
-        if self.catalog.middleware:
-            result = await self._through_middleware(request)
-        else:
-            result = await self._methods[method](request)
+        result = await self._serve(request)
         meta = result.get("_meta")
         if meta is None:
             result["_meta"] = {META_SERVER_INFO: self.shell.server_info}
@@ -328,7 +329,32 @@ class ModernEra:
         # Hands over the catalogue's awaitable instead of awaiting it in a coroutine of its own.
         return self.catalog.principal(request.method, request.params, request.headers, request.auth)
 
-    # -- middleware --------------------------------------------------------------------
+    # -- middleware and mounted servers -------------------------------------------------
+
+    def _child(self, namespace: str) -> ModernEra:
+        """The era serving the server mounted as ``namespace``, under this one's shell (its carriers, its store)."""
+        era = self._children.get(namespace)
+        catalog = self.catalog.mounts[namespace]
+        if era is None or era.catalog is not catalog:
+            era = self._children[namespace] = ModernEra(catalog, self.shell, self.subscriptions)
+        return era
+
+    def _serve(self, request: _Request) -> Awaitable[dict[str, Any]]:
+        """Serve a request this era's catalogue holds, through its middleware when it has any."""
+        if self.catalog.middleware:
+            return self._through_middleware(request)
+        return self._method(request)
+
+    def _method(self, request: _Request) -> Awaitable[dict[str, Any]]:
+        """The method that serves ``request``: this era's, or a mounted server's (its middleware inside ours)."""
+        routed = self.catalog.route(request.method, request.params) if self.catalog.mounts else None
+        if routed is None:
+            return self._methods[request.method](request)
+        namespace, params = routed
+        # The mounted server reads its own names; the token stays bound to what the client sent.
+        return self._child(namespace)._serve(dataclasses.replace(
+            request, params=params, outer=request.outer if request.outer is not None else request.params,
+            checked=None, tool=None))
 
     async def _through_middleware(self, request: _Request) -> dict[str, Any]:
         """Serve ``request`` through the server's middleware (:mod:`mrtr.server.pipeline`), then its method."""
@@ -343,7 +369,7 @@ class ModernEra:
         async def method(passed: Incoming) -> dict[str, Any]:
             served = request if passed.params is view.params else dataclasses.replace(
                 request, method=passed.method, params=dict(passed.params), checked=None, tool=None)
-            return await self._methods[served.method](served)
+            return await self._method(served)
 
         try:
             return await run_pipeline(self.catalog.middleware, view, method)  # type: ignore[no-any-return]
@@ -406,7 +432,23 @@ class ModernEra:
         return self._cacheable(result)
 
     async def _list(self, request: _Request) -> dict[str, Any]:
-        return self._cacheable(self.catalog.listing(request.method, request.params, request.auth))
+        items = await self._items(request)
+        if request.unpaged:  # a mounted server's items, for its parent's listing
+            return {"items": items}
+        return self._cacheable(self.catalog.page(request.method, request.params, items))
+
+    async def _items(self, request: _Request) -> list[dict[str, Any]]:
+        """Every item a list request shows this caller: this catalogue's, then each mounted server's, renamed.
+
+        A mounted server's come through its own middleware, so what it hides from a
+        caller stays hidden through its parent.
+        """
+        items = self.catalog.items(request.method, request.auth)
+        for namespace in self.catalog.mounts:
+            listed = await self._child(namespace)._serve(dataclasses.replace(request, params={"_meta": request.params.get("_meta")},
+                                                            unpaged=True, checked=None, tool=None))
+            items += [mounted_definition(namespace, request.method, item) for item in listed["items"]]
+        return items
 
     async def _call_tool(self, request: _Request) -> dict[str, Any]:
         params = request.params
@@ -507,7 +549,7 @@ class ModernEra:
         """
         token_carrier = self.shell.token_carrier
         if once and self._carrier_for(request) is token_carrier:
-            request.checked = token_carrier.check(request.method, request.params, principal)
+            request.checked = token_carrier.check(request.method, request.bound_params, principal)
             key = request.checked.key()
             if key is not None:
                 rounds = self.shell.rounds
@@ -539,10 +581,9 @@ class ModernEra:
         # Where its sync code runs is decided in run_handler, from this placement and the transport's run_sync.
         placement = Placement(thread or self.shell.sync_handlers == "thread", self.shell.stall_warning)
         if request.checked is not None and isinstance(carrier, TokenCarrier):  # its token is read already
-            return carrier.execute(request.method, request.params, fn, arguments, ctx,
-                                               run_sync=request.run_sync, checked=request.checked,
-                                               placement=placement)
-        return carrier.execute(request.method, request.params, fn, arguments, ctx,  # type: ignore[return-value]
+            return carrier.execute(request.method, request.bound_params, fn, arguments, ctx,
+                                   run_sync=request.run_sync, checked=request.checked, placement=placement)
+        return carrier.execute(request.method, request.bound_params, fn, arguments, ctx,  # type: ignore[return-value]
                                run_sync=request.run_sync, placement=placement)
 
     async def _run_protocol_handler(self, request: _Request, fn: Any, arguments: Mapping[str, Any], ctx: Context,
@@ -598,6 +639,13 @@ class _Request:
     checked: CheckedToken | None = None  # its token, once read for a round that runs once
     tool: ToolEntry | None = None  # the tool a tools/call names, once looked up
     principal: Any = _UNSET  # who is asking, once computed (str or None)
+    outer: Mapping[str, Any] | None = None  # for a mounted server: the params as the client sent them
+    unpaged: bool = False  # a mounted server's listing: every item, for its parent to page
+
+    @property
+    def bound_params(self) -> Mapping[str, Any]:
+        """The params a carrier binds the request's token (or task) to: the client's, names as it used them."""
+        return self.params if self.outer is None else self.outer
 
 
 def _read_envelope(params: Mapping[str, Any]) -> _Envelope:

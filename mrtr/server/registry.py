@@ -25,7 +25,7 @@ from ..core.errors import InvalidParams
 from ..core.mirroring import InvalidHeaderSchema, is_token, mirrored_parameters
 from ..core.handlers import CONTEXT_NAMES, handler_spec
 from ..core.versions import set_handler_version
-from .catalog import Catalog, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
+from .catalog import Catalog, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry, described
 from .pipeline import checked_middleware
 
 __all__ = ["Header", "PromptEntry", "Registry", "ResourceEntry", "TemplateEntry", "ToolEntry"]
@@ -356,6 +356,16 @@ def _resource_uri(kind: str, uri: Any, example: str) -> None:
         raise ValueError(f"@server.{kind} needs an absolute uri with a scheme, as in {example}; got {uri!r}")
 
 
+def _not_mounted(catalog: Catalog, method: str, name: str, fn: Any) -> None:
+    """Refuse a name a mounted server already lists here (its registration named with this one's)."""
+    routed = catalog.route(method, {"uri" if method == "resources/read" else "name": name})
+    if routed is not None:
+        namespace, params = routed
+        kind = {"tools/call": "tool", "prompts/get": "prompt", "resources/read": "resource"}[method]
+        raise ValueError(f"{kind} {name!r} of {described(fn)} is already listed here by the server mounted as "
+                         f"{namespace!r} (its {kind} {params.get('name') or params.get('uri')!r}); choose another name")
+
+
 class Registry:
     """The tools, prompts, resources, resource templates and completion provider of a server.
 
@@ -467,6 +477,7 @@ class Registry:
             if tool_name in self.catalog.tools:
                 raise ValueError(_twice("tool", f"named {tool_name!r}", self.catalog.tools[tool_name].fn, fn,
                                         "@server.tool(name=...)"))
+            _not_mounted(self.catalog, "tools/call", tool_name, fn)
             self.catalog.tools[tool_name] = ToolEntry(
                 tool_name, fn, struct, tuple(p.name for p in parameters), definition,
                 mirrored, structured, check_arguments,
@@ -517,6 +528,7 @@ class Registry:
             if prompt_name in self.catalog.prompts:
                 raise ValueError(_twice("prompt", f"named {prompt_name!r}", self.catalog.prompts[prompt_name].fn, fn,
                                         "@server.prompt(name=...)"))
+            _not_mounted(self.catalog, "prompts/get", prompt_name, fn)
             self.catalog.prompts[prompt_name] = PromptEntry(
                 prompt_name, fn, tuple(p.name for p in parameters), tuple(required), definition, once, in_thread
             )
@@ -553,6 +565,7 @@ class Registry:
             definition = _describe({"uri": uri, "name": name or fn.__name__}, fn, title, description, mime_type)
             if uri in self.catalog.resources:
                 raise ValueError(_twice("resource", f"at {uri!r}", self.catalog.resources[uri].fn, fn, "another uri"))
+            _not_mounted(self.catalog, "resources/read", uri, fn)
             self.catalog.resources[uri] = ResourceEntry(uri, fn, definition, mime_type, once, in_thread)
             return fn
 
