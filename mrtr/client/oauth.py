@@ -48,6 +48,7 @@ import trio
 
 from ..core.errors import INVALID_REQUEST
 from ..core.resource_urls import canonical_url, metadata_url, root_metadata_url
+from ..core.web_urls import web_url_problem
 from .display import printable
 from .errors import ClientError
 from .tokens import FileTokenStore, TokenStore
@@ -105,17 +106,11 @@ def parse_challenge(header: str) -> dict[str, str]:
     return found
 
 
-def _loopback(url: str) -> bool:
-    host = (urlsplit(url).hostname or "").lower()
-    return host in ("localhost", "127.0.0.1", "::1") or host.endswith(".localhost")
-
-
 def _secure(url: str, what: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme == "https" or (parts.scheme == "http" and _loopback(url)):
+    problem = web_url_problem(url)
+    if problem is None:
         return url
-    raise AuthorizationError(INVALID_REQUEST, f"the {what} {url!r} is not an https URL (plain http is only for "
-                                              "loopback addresses)")
+    raise AuthorizationError(INVALID_REQUEST, f"the {what} {url!r} {problem}")
 
 
 def _scopes(value: Any) -> list[str]:
