@@ -24,6 +24,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.bearer import is_bearer_token
 from .bearer import (
     AccessToken,
     AuthError,
@@ -40,8 +41,6 @@ __all__ = ["Reply", "ResourceServer", "quote"]
 
 Header = tuple[bytes, bytes]
 
-# RFC 6750 §2.1 b64token: the only shape a bearer credential may have.
-_B64TOKEN = re.compile(r"^[A-Za-z0-9\-._~+/]+=*$")
 _NOT_QDTEXT = re.compile(r"[^\t\x20-\x7e]")
 _OFFLINE_ACCESS = "offline_access"
 
@@ -173,7 +172,7 @@ class ResourceServer:
         if scheme.lower() != "bearer":
             return None
         token = rest.strip(" ")
-        if not _B64TOKEN.match(token):
+        if not is_bearer_token(token):  # RFC 6750 §2.1 b64token: the only shape a bearer credential may have
             raise MalformedAuthorization("malformed bearer credentials")
         return token
 

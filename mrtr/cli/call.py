@@ -89,7 +89,12 @@ def _add_auth_options(parser: Any) -> None:
     auth.add_argument("--client-id", metavar="ID", help="a client id registered with the authorization server "
                                                         "(else the client registers itself where it can)")
     auth.add_argument("--client-secret", metavar="SECRET",
-                      help="that client's secret (better: the MRTR_CLIENT_SECRET environment variable)")
+                      help="that client's secret (better: the MRTR_CLIENT_SECRET environment variable); needs "
+                           "--issuer")
+    auth.add_argument("--issuer", metavar="URL",
+                      help="the one authorization server to use (its https issuer URL), the one the client id is "
+                           "registered with: the id and its secret go to that server only, whatever the MCP "
+                           "server names")
     auth.add_argument("--client-metadata-url", metavar="URL",
                       help="the https URL of this client's metadata document, used as its client id where the "
                            "authorization server supports client ID metadata documents")
@@ -105,12 +110,24 @@ def _auth(args: argparse.Namespace, target: str | list[str]) -> dict[str, Any]:
         return {}
     import os
 
+    secret = args.client_secret or os.environ.get("MRTR_CLIENT_SECRET") or None
+    if args.client_secret and args.client_id is None:
+        raise UsageError("--client-secret is the secret of a client id: give --client-id (and --issuer) too")
+    if args.client_id is None:
+        secret = None  # MRTR_CLIENT_SECRET set for another use: without a client id it has no part here
+    if secret is not None and args.issuer is None:
+        given = "--client-secret" if args.client_secret else "MRTR_CLIENT_SECRET"
+        raise UsageError(f"{given} needs --issuer URL, the authorization server the client id is registered "
+                         "with: without it the secret would go to whichever authorization server the MCP server "
+                         "names")
     from ..client.oauth import AuthorizationCode
 
-    return {"auth": AuthorizationCode(client_id=args.client_id,
-                                      client_secret=args.client_secret or os.environ.get("MRTR_CLIENT_SECRET"),
-                                      client_metadata_url=args.client_metadata_url, scopes=args.scope,
-                                      redirect_port=args.redirect_port, client_name="mrtr call")}
+    try:
+        return {"auth": AuthorizationCode(client_id=args.client_id, client_secret=secret, issuer=args.issuer,
+                                          client_metadata_url=args.client_metadata_url, scopes=args.scope,
+                                          redirect_port=args.redirect_port, client_name="mrtr call")}
+    except ValueError as exc:  # an issuer that is no https URL
+        raise UsageError(str(exc).replace("issuer=", "--issuer ", 1)) from None
 
 
 def _logout(args: argparse.Namespace) -> int:

@@ -11,9 +11,11 @@ A protected server answers a request without a (good) token with 401 and a
    OAuth and OpenID Connect well-known URLs in the order the spec gives for issuers
    with and without a path; a document whose ``issuer`` is not exactly that issuer is
    refused, and one without ``S256`` in ``code_challenge_methods_supported`` too;
-3. gets a **client id**: the pre-registered one (bound to the issuer it was given for),
-   else a Client ID Metadata Document URL where the server supports them, else
-   dynamic registration, remembered per issuer and never offered to another;
+3. gets a **client id**: the pre-registered one (bound to the issuer it was given for:
+   a confidential one, with a secret or a private key, cannot be given without its
+   issuer, and is used only when the server lists that issuer), else a Client ID
+   Metadata Document URL where the server supports them, else dynamic registration,
+   remembered per issuer and never offered to another;
 4. runs the **authorization code** grant with PKCE (S256), ``state`` and ``resource``,
    the scopes of the challenge (else the metadata's ``scopes_supported``; plus
    ``offline_access`` where the authorization server lists it), receives the redirect
@@ -25,8 +27,11 @@ A protected server answers a request without a (good) token with 401 and a
    asks again for the scopes it had plus those challenged, a few times at most.
 
 :class:`ClientCredentials` replaces step 4 for programs acting on their own behalf
-(``client_credentials``, with a secret or a ``private_key_jwt`` assertion). Tokens and
-registrations go to a :class:`~mrtr.client.tokens.TokenStore`; none is ever logged.
+(``client_credentials``, with a secret or a ``private_key_jwt`` assertion). Every
+document from an authorization server is read by the package's one depth-safe JSON rule
+(:func:`mrtr.core.jsonrpc.decode_json`), and an access token that is not an RFC 6750
+``b64token`` is refused before it is kept. Tokens and registrations go to a
+:class:`~mrtr.client.tokens.TokenStore`; none is ever logged or put in an error.
 Needs httpx (the ``client`` extra); ``private_key_jwt`` needs joserfc (the ``auth`` extra).
 """
 
@@ -46,8 +51,11 @@ from urllib.parse import parse_qs, quote, urlencode, urlsplit, urlunsplit
 
 import trio
 
-from ..core.errors import INVALID_REQUEST
+from ..core.bearer import is_bearer_token
+from ..core.errors import INVALID_REQUEST, ParseError
+from ..core.jsonrpc import decode_json
 from ..core.resource_urls import canonical_url, metadata_url, root_metadata_url
+from ..core.web_urls import web_url_problem
 from .display import printable
 from .errors import ClientError
 from .tokens import FileTokenStore, TokenStore
@@ -67,6 +75,8 @@ REDIRECT_TIMEOUT = 300.0
 """Seconds to wait for the browser to come back to the loopback redirect."""
 
 OFFLINE_ACCESS = "offline_access"
+
+_NO_DOCUMENT = "no JSON object this client reads (not JSON, or nested too deeply)"
 
 _PARAM = re.compile(r'\s*([A-Za-z0-9_\-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s,]*))\s*,?')
 
@@ -105,17 +115,23 @@ def parse_challenge(header: str) -> dict[str, str]:
     return found
 
 
-def _loopback(url: str) -> bool:
-    host = (urlsplit(url).hostname or "").lower()
-    return host in ("localhost", "127.0.0.1", "::1") or host.endswith(".localhost")
-
-
 def _secure(url: str, what: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme == "https" or (parts.scheme == "http" and _loopback(url)):
+    problem = web_url_problem(url)
+    if problem is None:
         return url
-    raise AuthorizationError(INVALID_REQUEST, f"the {what} {url!r} is not an https URL (plain http is only for "
-                                              "loopback addresses)")
+    raise AuthorizationError(INVALID_REQUEST, f"the {what} {url!r} {problem}")
+
+
+def _named(servers: Sequence[str]) -> str:
+    """The authorization servers a metadata document lists, for an error message (a few, one line each)."""
+    shown = ", ".join(printable(server, multiline=False)[:200] for server in servers[:3])
+    return shown + (f" and {len(servers) - 3} more" if len(servers) > 3 else "")
+
+
+def _unbound(what: str) -> str:
+    return (f"{what} needs issuer=, the authorization server the credential is registered with (as in "
+            "issuer=\"https://auth.example.com\"): without it the credential would go to whichever "
+            "authorization server the MCP server names")
 
 
 def _scopes(value: Any) -> list[str]:
@@ -241,11 +257,18 @@ class OAuth:
                  token_endpoint_auth_method: str | None = None, issuer: str | None = None,
                  scopes: Sequence[str] | None = None, store: TokenStore | None = None,
                  client_name: str = "mrtr", timeout: float = 30.0) -> None:
+        problem = web_url_problem(issuer) if issuer is not None else None
+        if problem is not None:
+            raise ValueError(f"issuer={issuer!r} {problem}")
+        if client_secret is not None and issuer is None:
+            raise ValueError(_unbound("a client_secret"))
         self.client_id = client_id
         self._client_secret = client_secret
         self.token_endpoint_auth_method = token_endpoint_auth_method
         self.issuer = issuer
-        """The issuer a pre-registered ``client_id`` belongs to (``None``: whichever the server names)."""
+        """The one authorization server to use, the one a pre-registered ``client_id`` belongs to (``None``:
+        whichever the server names; never ``None`` for a confidential client, whose secret or key goes to that
+        issuer only). A server whose metadata does not list it gets an :class:`AuthorizationError`."""
         self.scopes = list(scopes or [])
         """Scopes asked for on top of those the server names."""
         self.store: TokenStore = store if store is not None else FileTokenStore()
@@ -285,7 +308,13 @@ class OAuth:
             async with self._lock:
                 if await self._refresh(self._record()):
                     tokens = self._record().get("tokens") or {}
-        return f"Bearer {tokens['access_token']}" if tokens.get("access_token") else None
+        token = tokens.get("access_token")
+        if token and not is_bearer_token(token):
+            # Kept by an older version, or written by hand: sent, it would break the request (and the
+            # error would show it). Without it the server's 401 starts a refresh, or authorization.
+            log.info("the access token kept for %s is not a bearer token: authorizing again", self._server)
+            return None
+        return f"Bearer {token}" if token else None
 
     async def challenged(self, client: Any, status: int, challenge: str, attempt: int) -> bool:
         """Answer a 401 (authorize, or refresh) or a 403 ``insufficient_scope`` (step up); whether to retry."""
@@ -340,10 +369,8 @@ class OAuth:
             raise AuthorizationError(INVALID_REQUEST, f"request to {url} failed: {exc or type(exc).__name__}") \
                 from None
         try:
-            import json
-
-            return status, json.loads(b"".join(chunks))
-        except ValueError:
+            return status, decode_json(b"".join(chunks))
+        except ParseError:  # not JSON, or nested past the decoder's depth: no document, said by the caller
             return status, None
 
     async def _resource_metadata(self, params: Mapping[str, str]) -> dict[str, Any]:
@@ -411,12 +438,29 @@ class OAuth:
             wanted = _union(wanted, [OFFLINE_ACCESS])  # a refresh token, where the server hands them out
         return wanted
 
+    def _confidential(self) -> bool:
+        """Whether this client authenticates with a secret or a key of its own (given, not registered here)."""
+        return self._client_secret is not None
+
     async def _authorize(self, params: Mapping[str, str], *, scopes: Sequence[str] | None = None,
                          refreshed_first: bool) -> bool:
         resource_metadata = await self._resource_metadata(params)
         record = self._record()
         servers = resource_metadata["authorization_servers"]
-        issuer: str = record["issuer"] if record.get("issuer") in servers else servers[0]
+        if self.issuer is not None:
+            # A client bound to one issuer: decided before any other is asked anything.
+            if self.issuer not in servers:
+                if self.client_id is None:
+                    bound = "the one this client is bound to (issuer=)"
+                else:
+                    bound = f"which the client id {self.client_id!r} is registered with: " + (
+                        "its credentials go to that issuer only" if self._confidential()
+                        else "register with the one named first, or give its own client id")
+                raise AuthorizationError(INVALID_REQUEST, f"the server names the authorization server "
+                                                          f"{_named(servers)}, not {self.issuer}, {bound}")
+            issuer = self.issuer
+        else:
+            issuer = record["issuer"] if record.get("issuer") in servers else servers[0]
         if record.get("issuer") not in (None, issuer):
             log.info("the server now names another authorization server (%s): its tokens are dropped", issuer)
             record = {"registrations": record.get("registrations") or {}}
@@ -484,8 +528,11 @@ class OAuth:
         if self.grant == "authorization_code":
             body |= {"redirect_uris": self.redirect_uris(), "response_types": ["code"]}
         status, answer = await self._json("POST", endpoint, json=body, headers={"Accept": "application/json"})
-        if status not in (200, 201) or not isinstance(answer, dict) or not isinstance(answer.get("client_id"), str):
-            detail = answer.get("error_description") or answer.get("error") if isinstance(answer, dict) else None
+        if not isinstance(answer, dict):
+            raise AuthorizationError(INVALID_REQUEST, f"dynamic client registration at {endpoint} answered HTTP "
+                                                      f"{status} with {_NO_DOCUMENT}")
+        if status not in (200, 201) or not isinstance(answer.get("client_id"), str):
+            detail = answer.get("error_description") or answer.get("error")
             raise AuthorizationError(INVALID_REQUEST, f"dynamic client registration at {endpoint} failed (HTTP "
                                                       f"{status}{': ' + printable(str(detail)) if detail else ''})")
         secret = answer.get("client_secret") if isinstance(answer.get("client_secret"), str) else None
@@ -514,10 +561,18 @@ class OAuth:
         status, answer = await self._json("POST", token_endpoint, content=urlencode(form),
                                           headers={"Content-Type": "application/x-www-form-urlencoded",
                                                    "Accept": "application/json", **headers})
-        if status != 200 or not isinstance(answer, dict) or not isinstance(answer.get("access_token"), str):
-            detail = (answer.get("error_description") or answer.get("error")) if isinstance(answer, dict) else None
+        if not isinstance(answer, dict):
+            raise AuthorizationError(INVALID_REQUEST, f"the token endpoint answered the {form['grant_type']} grant "
+                                                      f"with HTTP {status} and {_NO_DOCUMENT}")
+        if status != 200 or not isinstance(answer.get("access_token"), str):
+            detail = answer.get("error_description") or answer.get("error")
             raise AuthorizationError(INVALID_REQUEST, f"the token endpoint refused the {form['grant_type']} grant "
                                                       f"(HTTP {status}{': ' + printable(str(detail)) if detail else ''})")
+        if not is_bearer_token(answer["access_token"]):
+            # Kept, it would break every later request; sent, it could add a header of its choosing.
+            raise AuthorizationError(INVALID_REQUEST, "the token endpoint issued an access token that is not a "
+                                                      "bearer token (RFC 6750 b64token: letters, digits and "
+                                                      "-._~+/, then = padding): refused, and not kept")
         if str(answer.get("token_type", "Bearer")).lower() != "bearer":
             raise AuthorizationError(INVALID_REQUEST, f"the token endpoint issued a {answer.get('token_type')!r} "
                                                       "token; this client sends Bearer tokens only")
@@ -657,8 +712,12 @@ class ClientCredentials(OAuth):
     Authenticates with ``client_secret`` (``client_secret_basic`` unless
     ``token_endpoint_auth_method`` says ``client_secret_post``) or with ``private_key``
     (a PEM private key: a ``private_key_jwt`` assertion signed with
-    ``signing_algorithm``). ``step_up`` lets a 403 ``insufficient_scope`` ask for more
-    scopes (the spec leaves it to such clients; off by default: the refusal stands).
+    ``signing_algorithm``). ``issuer`` is required: the authorization server the
+    credential is registered with. It is used only when the MCP server lists that
+    issuer; a server naming another gets an :class:`AuthorizationError` before any
+    authorization server is asked anything. ``step_up`` lets a 403 ``insufficient_scope``
+    ask for more scopes (the spec leaves it to such clients; off by default: the refusal
+    stands).
     """
 
     grant = "client_credentials"
@@ -667,6 +726,8 @@ class ClientCredentials(OAuth):
                  signing_algorithm: str = "ES256", step_up: bool = False, **options: Any) -> None:
         if (client_secret is None) == (private_key is None):
             raise ValueError("ClientCredentials needs exactly one of client_secret= and private_key=")
+        if options.get("issuer") is None:
+            raise ValueError(_unbound("ClientCredentials"))
         method = options.pop("token_endpoint_auth_method", None) or (
             "private_key_jwt" if private_key is not None else "client_secret_basic")
         super().__init__(client_id=client_id, client_secret=client_secret, token_endpoint_auth_method=method,
@@ -674,6 +735,9 @@ class ClientCredentials(OAuth):
         self._private_key = private_key
         self.signing_algorithm = signing_algorithm
         self.step_up = step_up
+
+    def _confidential(self) -> bool:
+        return True  # a secret or a private key: the constructor takes nothing else
 
     def _client_auth(self, registration: Mapping[str, Any], form: dict[str, str], token_endpoint: str
                      ) -> dict[str, str]:

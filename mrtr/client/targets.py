@@ -56,6 +56,9 @@ MAX_MESSAGE_SIZE = 64 * 1024 * 1024
 """The most bytes of one message (a JSON body, one SSE event or one stdio line) the client holds
 from a server, counted after any content coding is undone."""
 
+_HEADER_VALUE = re.compile(r"[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?")
+"""A header value a client sends: visible ASCII, spaces inside (no CR or LF, no control, nothing beyond ASCII)."""
+
 MAX_RESUMPTIONS = 100
 """How many times one legacy request's stream may be resumed (``Last-Event-ID``) before the client gives up."""
 
@@ -246,6 +249,11 @@ class HTTPTarget:
         if self.auth is not None:
             value = await self.auth.authorization(self._client)
             if value is not None:
+                if not _HEADER_VALUE.fullmatch(value):
+                    # httpx would refuse it with an error quoting it, credential and all.
+                    raise ClientError(INVALID_REQUEST, "the authorizer gave an Authorization value that is no "
+                                                       "header value (a character outside visible ASCII); not sent, "
+                                                       "and not shown")
                 headers["Authorization"] = value
         return headers
 

@@ -37,6 +37,7 @@ from ..core.answers import accept, cancel, decline, sampled
 from ..core.docstrings import plain_text
 from ..core.errors import ProtocolError
 from ..core.schema import RequestedSchema
+from .addresses import inspect_address
 from .display import printable, printable_json
 from .errors import ClientError, StateLost
 from .requests import ElicitationRequest, RootsRequest, SamplingRequest
@@ -315,19 +316,42 @@ class Terminal:
     # -- elicitation ---------------------------------------------------------------------------
 
     def elicit(self, request: ElicitationRequest) -> dict[str, Any]:
-        """Ask the person: a form field by field, or consent to open a URL."""
+        """Ask the person: a form field by field, or consent to open a URL (:meth:`visit`)."""
         self.pause()
         _say(self.console)
         _say(self.console, request.message, style="bold")
+        if request.mode == "url":
+            return self.visit(request.url or "")
         _say(self.console, f"(type {DECLINE} to decline, {CANCEL} to cancel)", style="dim")
         try:
-            if request.mode == "url":
-                _say(self.console, f"Open this address: {request.url}", line=True)
-                self._read("Press Enter once done: ")
-                return accept()
             return accept(self._form(request.requested_schema or {}))
         except _Stop as stop:
             return stop.answer
+
+    def visit(self, url: str) -> dict[str, Any]:
+        """Ask consent to open ``url``: shown in full, its host on a line of its own, what may deceive flagged.
+
+        An address :func:`mrtr.client.addresses.inspect_address` refuses (anything but
+        https, plain http except to this machine) is not offered: the answer is decline.
+        """
+        address = inspect_address(url)
+        if address.refused is not None:
+            clipped = url if len(url) <= _LONGEST_REFUSED else url[:_LONGEST_REFUSED] + "..."
+            _say(self.console, f"Not opened: the server asked to open {clipped}, which {address.refused}.",
+                 style="red", line=True)
+            _say(self.console, "(answered decline: only https addresses are opened, and plain http to this "
+                               "machine)", style="dim")
+            return decline()
+        _say(self.console, f"(type {DECLINE} to decline, {CANCEL} to cancel)", style="dim")
+        _say(self.console, f"Open this address: {address.shown}", line=True)
+        _say(self.console, f"  host: {address.host_line}", style="bold", line=True)
+        for warning in address.warnings:
+            _say(self.console, f"  warning: {warning}", style="red", line=True)
+        try:
+            self._read("Press Enter once done: ")
+        except _Stop as stop:
+            return stop.answer
+        return accept()
 
     def _form(self, schema: Mapping[str, Any]) -> dict[str, Any]:
         properties = _mapping(schema.get("properties"))
@@ -362,7 +386,7 @@ class Terminal:
             text = self._read(f"  {name}> ")
             try:
                 if text.strip():
-                    value = _read_value(text, kind, options, multi)
+                    value = _read_value(name, text, kind, options, multi)
                 elif has_default:
                     value = prop["default"]
                 elif not required:
@@ -379,6 +403,9 @@ class Terminal:
 
 
 _SKIP = object()
+
+_LONGEST_REFUSED = 200
+"""How much of a refused address is shown (a data: URL may be megabytes): enough to recognize it."""
 
 _LARGEST_SHOWN = 1e15
 """Past this a progress value is scaled down: the bar multiplies it by its width, and a float
@@ -423,23 +450,34 @@ def _pick(text: str, options: list[tuple[Any, str]]) -> Any:
     raise ValueError(f"{text!r} is not one of the choices: enter a number from 1 to {len(options)}")
 
 
-def _read_value(text: str, kind: str | None, options: list[tuple[Any, str]] | None,
+def _read_value(name: str, text: str, kind: str | None, options: list[tuple[Any, str]] | None,
                 multi: list[tuple[Any, str]] | None) -> Any:
-    if options:
-        return _pick(text, options)
-    if multi is not None:
-        return [_pick(part, multi) for part in text.split(",") if part.strip()]
+    """The value typed for field ``name``; a ValueError names the field, as the schema's own checks do."""
+    try:
+        if options:
+            return _pick(text, options)
+        if multi is not None:
+            return [_pick(part, multi) for part in text.split(",") if part.strip()]
+    except ValueError as problem:
+        raise ValueError(f"{_quoted(name)}: {problem}") from None
     if kind == "boolean":
         value = _boolean(text)
         if value is None:
-            raise ValueError("answer yes or no")
+            raise ValueError(f"{_quoted(name)}: answer yes or no, got {_quoted(text.strip())}")
         return value
     if kind in ("integer", "number"):
         try:
-            return _typed("value", text.strip(), {"type": kind})
+            return _typed(name, text.strip(), {"type": kind})
         except ArgumentError:
-            raise ValueError("expected a whole number" if kind == "integer" else "expected a number") from None
+            expected = "a whole number" if kind == "integer" else "a number"
+            raise ValueError(f"{_quoted(name)}: expected {expected}, got {_quoted(text.strip())}") from None
     return text
+
+
+def _quoted(text: str, longest: int = 80) -> str:
+    """``text`` as a JSON string for a message, as the schema's checks write names and values (clipped)."""
+    shown = json.dumps(text, ensure_ascii=False)
+    return shown if len(shown) <= longest else shown[:longest - 4] + '..."'
 
 
 def _checker(name: str, prop: Mapping[str, Any]) -> Callable[[Any], None]:

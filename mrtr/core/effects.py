@@ -20,11 +20,11 @@ import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
-from urllib.parse import urlsplit
 
 from .jsonrpc import canonical
 from .kinds import KINDS, Kind
 from .schema import Form, RequestedSchema, requested_schema
+from .web_urls import web_url_problem
 
 __all__ = ["Request", "Elicit", "ElicitURL", "Sample", "ListRoots", "Step", "Patched", "ElicitResult", "NotYielded",
            "MAX_CHANGE_ID"]
@@ -260,7 +260,9 @@ class ElicitURL(Request):
     yourself (your web page records it, keyed by something you put in the URL) and, if
     it is not done yet, ask again with another ``ElicitURL``. Needs the client's
     ``elicitation.url`` capability. The handler receives an :class:`ElicitResult`
-    without content.
+    without content. ``url`` must be https (plain http only to this machine), as
+    :func:`mrtr.core.web_urls.web_url_problem` says: the rule clients apply before they
+    offer it; anything else raises ``ValueError``.
     """
 
     __slots__ = ("message", "url")
@@ -271,9 +273,10 @@ class ElicitURL(Request):
     def __init__(self, message: str, url: str, *, key: str | None = None) -> None:
         if not isinstance(message, str):
             raise TypeError(f"ElicitURL message must be a str, got {type(message).__name__}")
-        parsed = urlsplit(url) if isinstance(url, str) else None
-        if parsed is None or parsed.scheme not in ("https", "http") or not parsed.netloc:
-            raise ValueError(f"ElicitURL needs an absolute http(s) URL, got {url!r}")
+        problem = web_url_problem(url)
+        if problem is not None:  # the rule the terminal client applies before showing it (mrtr.core.web_urls)
+            raise ValueError(f"ElicitURL needs an absolute https URL (plain http only to this machine): "
+                             f"{url!r} {problem}")
         self.message = message
         self.url = url
         self.key = key if key is None else _checked_key(key)

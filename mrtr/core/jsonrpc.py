@@ -46,6 +46,7 @@ __all__ = [
     "RunSync",
     "SessionDispatcher",
     "canonical",
+    "decode_json",
     "encode",
     "is_request",
     "error_response",
@@ -99,6 +100,20 @@ def canonical(value: Any) -> bytes:
         return repr(value).encode()
 
 
+def decode_json(data: bytes | str, *, problem: str = "Parse error: Invalid JSON") -> Any:
+    """Any JSON value ``data`` holds, read by the one depth-safe rule of every parser of the package.
+
+    Raises :class:`~mrtr.core.errors.ParseError` with ``problem`` for bytes that are not
+    UTF-8 JSON, and for JSON nested deeper than the decoder's recursion allows: tens of
+    thousands of brackets are input that is not accepted, never a ``RecursionError``
+    surfacing wherever the document was read (a transport, the client, the OAuth client).
+    """
+    try:
+        return _decoder.decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        raise ParseError(problem) from None
+
+
 _ABSENT: Any = object()
 
 
@@ -119,11 +134,7 @@ def parse_message(data: bytes | str) -> dict[str, Any]:
     :attr:`~mrtr.core.errors.ProtocolError.request_id` when it could be read, so the error
     response can keep it. Batches and responses are not valid input for a server.
     """
-    try:
-        message = _decoder.decode(data)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        # Nesting deep enough to exhaust the decoder's recursion is not JSON we accept.
-        raise ParseError("Parse error: Invalid JSON") from None
+    message = decode_json(data)
     if message.__class__ is not dict:  # the decoder makes plain dicts
         raise InvalidRequest("Invalid Request: expected a single JSON-RPC request object")
     # The usual message, a well-formed request or notification, passes in one test of each member
@@ -170,10 +181,7 @@ def parse_response(data: bytes | str, *, requests: bool = False) -> dict[str, An
     ``error`` needs an integer ``code`` and a string ``message``; only an error may have
     a null ``id``).
     """
-    try:
-        message = _decoder.decode(data)
-    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        raise ParseError("Parse error: the server sent invalid JSON") from None
+    message = decode_json(data, problem="Parse error: the server sent invalid JSON")
     if not isinstance(message, dict) or message.get("jsonrpc") != JSONRPC_VERSION:
         raise InvalidRequest("Invalid response: expected a JSON-RPC 2.0 object")
     if "method" in message:

@@ -248,7 +248,9 @@ class AuthorizationServer:
     ``mode`` makes it misbehave: ``"redirect-loop"`` (its metadata redirects to itself),
     ``"other-issuer"`` (its metadata names another issuer), ``"huge"`` (8 MiB of
     metadata), ``"wrong-iss"`` (the
-    authorization response names another issuer). ``seen`` records every request
+    authorization response names another issuer). ``deep`` names a path (its metadata,
+    ``/register``, ``/token``) whose answer is JSON nested :data:`DEEP` levels deep, and
+    ``issued_token`` replaces the access tokens it issues. ``seen`` records every request
     (path, headers, form) so tests can check what reached it, and what did not.
     """
 
@@ -264,6 +266,8 @@ class AuthorizationServer:
     grants: list[str] = field(default_factory=list)
     grantable: frozenset[str] | None = None
     """The scopes it ever grants (``None``: whatever is asked); the rest of a request is dropped."""
+    deep: str = ""
+    issued_token: str | None = None
 
     def metadata(self, provider: IdentityProvider) -> dict[str, Any]:
         base = provider.base
@@ -290,6 +294,8 @@ class AuthorizationServer:
         form = {k: v[0] for k, v in parse_qs(body.decode() if body else query).items()}
         if path.startswith("/.well-known/") or path in ("/authorize", "/token", "/register"):
             self.seen.append({"path": path, "headers": headers, "form": form})
+        if self.deep and path == self.deep:
+            return 200, [("content-type", "application/json")], deeply_nested()
         if path == "/.well-known/oauth-authorization-server":
             if self.mode == "redirect-loop":
                 return 302, [("location", provider.base + path)], b""
@@ -344,6 +350,8 @@ class AuthorizationServer:
                      exp=int(time.time()) + self.token_ttl, jti=secrets_token())
         refresh = secrets_token()
         self.refresh_tokens[refresh] = {"client_id": client_id, "scope": scope, "resource": resource}
+        if self.issued_token is not None:
+            token = self.issued_token
         return _json_reply(200, {"access_token": token, "token_type": "Bearer", "expires_in": self.token_ttl,
                                  "refresh_token": refresh, "scope": scope})
 
@@ -371,6 +379,15 @@ class AuthorizationServer:
         if grant == "client_credentials":
             return self._issue(provider, client_id, form.get("scope", ""), form.get("resource", ""))
         return _json_reply(400, {"error": "unsupported_grant_type"})
+
+
+DEEP = 100_000
+"""How deep :func:`deeply_nested` nests: far past any recursion limit, well within a document's size cap."""
+
+
+def deeply_nested(depth: int = DEEP) -> bytes:
+    """An object whose one member is ``depth`` nested arrays: valid JSON a recursive parser cannot read."""
+    return b'{"issuer": "x", "access_token": "x", "client_id": "x", "deep": ' + b"[" * depth + b"]" * depth + b"}"
 
 
 def secrets_token() -> str:

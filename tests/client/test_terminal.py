@@ -78,10 +78,13 @@ def test_piped_answers_fill_one_field_per_line():
 
 
 def test_piped_wrong_values_are_asked_again():
-    done = piped("call", "--stdio", SERVER, "interview", "topic=owls", stdin="Ada\n7\ngreen\n-1\n36\n")
+    done = piped("call", "--stdio", SERVER, "interview", "topic=owls", stdin="Ada\n7\ngreen\n4.5\n-1\n36\n")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "Ada/green/36/owls"
-    assert "not one of the choices" in done.stderr and "at least 0" in done.stderr.replace("is less than", "at least")
+    lines = done.stderr.splitlines()
+    assert "  \"colour\": '7' is not one of the choices: enter a number from 1 to 3" in lines
+    assert '  "age": expected a whole number, got "4.5"' in lines
+    assert '  "age": expected at least 0, got -1' in lines
 
 
 def test_piped_decline_and_end_of_input():
@@ -232,13 +235,13 @@ def test_terminal_form_with_a_wrong_value_asked_again():
     term.expect("1) red")
     term.expect("colour>")
     term.type("9")
-    term.expect("not one of the choices")
+    term.expect("\"colour\": '9' is not one of the choices")
     term.expect("colour>")
     term.type("1")
     term.expect("age (integer, required, at least 0)")
     term.expect("age>")
     term.type("old")
-    term.expect("expected a whole number")
+    term.expect('"age": expected a whole number, got "old"')  # the field named, as in the schema's own checks
     term.expect("age>")
     term.type("36")
     term.expect("Ada/red/36/tty")

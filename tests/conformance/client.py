@@ -48,7 +48,31 @@ def accept_everything(request: ElicitationRequest) -> dict[str, Any]:
 CIMD_URL = "https://conformance-test.local/client-metadata.json"  # the client id the basic-cimd scenario expects
 
 
-def authorizer(scenario: str, context: dict[str, Any]) -> Any:
+async def registered_issuer(url: str, context: dict[str, Any]) -> str:
+    """The issuer the suite registered its client with: the context's, else the one its scenario server names.
+
+    A deployment knows which authorization server its credential belongs to and says so
+    (``issuer=``, ``mrtr call --issuer``): the client refuses a secret or key without it.
+    The suite's scenarios pass only the id and the secret or key, and the scenario server
+    is the suite's own, so this harness reads the issuer from that server's protected
+    resource metadata first. Reading it from the server is exactly what the binding exists
+    to prevent with a server one does not trust: only a harness may do it.
+    """
+    if context.get("issuer"):
+        return str(context["issuer"])
+    import httpx
+
+    from mrtr.core.resource_urls import metadata_url, root_metadata_url
+
+    async with httpx.AsyncClient(follow_redirects=False, timeout=10) as http:
+        for where in (metadata_url(url), root_metadata_url(url)):
+            response = await http.get(where)
+            if response.status_code == 200:
+                return str(response.json()["authorization_servers"][0])
+    raise mrtr.ClientError(-32600, f"the scenario server at {url} publishes no protected resource metadata")
+
+
+def authorizer(scenario: str, context: dict[str, Any], issuer: str | None) -> Any:
     """The OAuth flow a scenario calls for, from what the suite passed in ``MCP_CONFORMANCE_CONTEXT``."""
     from mrtr.client.oauth import AuthorizationCode, ClientCredentials
     from mrtr.client.tokens import MemoryTokenStore
@@ -57,13 +81,18 @@ def authorizer(scenario: str, context: dict[str, Any]) -> Any:
     store = MemoryTokenStore()
     if scenario.startswith("auth/client-credentials"):
         if context.get("private_key_pem"):
-            return ClientCredentials(context["client_id"], private_key=context["private_key_pem"],
+            return ClientCredentials(context["client_id"], private_key=context["private_key_pem"], issuer=issuer,
                                      signing_algorithm=context.get("signing_algorithm", "ES256"), store=store)
-        return ClientCredentials(context["client_id"], client_secret=context["client_secret"], store=store)
+        return ClientCredentials(context["client_id"], client_secret=context["client_secret"], issuer=issuer,
+                                 store=store)
     if scenario == "auth/pre-registration":
         return AuthorizationCode(client_id=context["client_id"], client_secret=context["client_secret"],
-                                 issuer=context.get("issuer"), open_url=approve_in_browser, store=store)
+                                 issuer=issuer, open_url=approve_in_browser, store=store)
     return AuthorizationCode(client_metadata_url=CIMD_URL, open_url=approve_in_browser, store=store)
+
+
+REGISTERED = ("auth/client-credentials", "auth/pre-registration")
+"""The scenarios whose client comes with a credential registered with the suite's authorization server."""
 
 
 async def run(url: str, scenario: str, context: dict[str, Any]) -> None:
@@ -75,7 +104,8 @@ async def run(url: str, scenario: str, context: dict[str, Any]) -> None:
             await client.call_tool("test_mrtr_unrelated")
         return accept_everything(request)
 
-    auth = authorizer(scenario, context) if scenario.startswith("auth/") else None
+    issuer = await registered_issuer(url, context) if scenario.startswith(REGISTERED) else None
+    auth = authorizer(scenario, context, issuer) if scenario.startswith("auth/") else None
     client = mrtr.Client(url, on_elicit=answer, elicitation_modes=("form", "url"),
                          on_sample=lambda request: "conformance reply",
                          on_roots=lambda request: ["file:///tmp"], auth=auth)

@@ -130,13 +130,14 @@ async def test_a_refused_token_is_replaced(protected):
 async def test_client_credentials_for_a_program(protected):
     url, provider = protected
     provider.authorization.clients["reporter"] = {"secret": "s3cret", "redirect_uris": [], "method": "basic"}
-    auth = ClientCredentials("reporter", client_secret="s3cret", store=MemoryTokenStore(), scopes=["mcp:read"])
+    auth = ClientCredentials("reporter", client_secret="s3cret", issuer=provider.base, store=MemoryTokenStore(),
+                             scopes=["mcp:read"])
     async with mrtr.Client(url, auth=auth) as client:
         assert (await client.call_tool("whoami")).text == "client reporter with mcp:read"
     (token_request,) = [entry for entry in provider.authorization.seen if entry["path"] == "/token"]
     assert token_request["form"]["grant_type"] == "client_credentials" and token_request["form"]["resource"] == url
     assert token_request["headers"]["authorization"].startswith("Basic ")
-    wrong = ClientCredentials("reporter", client_secret="guess", store=MemoryTokenStore())
+    wrong = ClientCredentials("reporter", client_secret="guess", issuer=provider.base, store=MemoryTokenStore())
     async with mrtr.Client(url, auth=wrong) as client:
         with pytest.raises(mrtr.ClientError, match="token endpoint refused"):
             await client.call_tool("whoami")
