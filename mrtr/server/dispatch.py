@@ -65,6 +65,7 @@ from ..core.errors import (
 )
 from ..core.jsonrpc import Broadcast, Notify, Response, RunSync, result_response
 from ..core.eras import LEGACY, MODERN, era_of
+from .apps import advertise_ui, check_ui_links
 from .legacy import LegacyEra
 from .lifespan import Lifespan
 from .registry import Header, Registry
@@ -383,6 +384,7 @@ class Server(Registry):
         """
         given = _TaskSettings(_store_url(store_url, tasks_url), task_lease, task_ttl, task_max_bytes)
         given.check()
+        check_ui_links(self)  # a tool may be registered before the interface it links to: checked once all are
         return self._running(given.over(self._task_settings))
 
     @asynccontextmanager
@@ -573,6 +575,7 @@ class Server(Registry):
         capabilities: dict[str, Any] = {name: {} for name, offered in _OFFERED_BY_FAMILY.values() if offered(self)}
         if "extensions" in capabilities:
             capabilities["extensions"] = {TASKS_EXTENSION: {}}
+        advertise_ui(self, capabilities)  # MCP Apps; the legacy era's initialize reads it from here too
         capabilities["logging"] = {}
         if self._subscriptions.available:
             for family in ("tools", "prompts", "resources"):
