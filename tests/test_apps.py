@@ -416,3 +416,28 @@ async def test_several_reads_of_an_interface_share_no_object():
     listed = (await modern(server, "resources/list"))["result"]["resources"][0]
     assert listed["_meta"]["ui"]["csp"]["connectDomains"] == ["https://api.example.com"]
     await trio.lowlevel.checkpoint()
+
+
+# -- the example ------------------------------------------------------------------------------------
+
+
+def test_the_example_wizard_returns_a_sentence_for_everyone_and_the_summary_for_the_page():
+    from mrtr.examples import apps as example
+    from mrtr.testing import decline, run
+
+    outcome = run(example.onboard, {"company": "Acme"}, check_determinism=True,
+                  answers=[accept(name="Ada", email="ada@example.com"), accept(plan="team"), accept(region="eu"),
+                           accept(newsletter=False, channels=["email"])])
+    assert outcome.result == {
+        "content": [{"type": "text", "text": "Acme is set up: Ada (ada@example.com) administers it on the team plan, "
+                                             "with its data in eu."}],
+        "structuredContent": {"company": "Acme", "admin": "Ada", "email": "ada@example.com", "plan": "team",
+                              "region": "eu", "channels": ["email"]}}
+    stopped = run(example.onboard, {"company": "Acme"}, answers=[decline()])
+    assert stopped.result == "Onboarding of Acme stopped: no admin given (decline)."
+    invited = run(example.invite, {"company": "Acme"}, answers=[accept(email="grace@example.com")])
+    assert invited.result["structuredContent"] == {"invited": "grace@example.com"}
+    assert run(example.invite, {"company": "Acme"}, answers=[decline()]).result["structuredContent"] == {"invited": None}
+    tools = {name: entry.definition for name, entry in example.server._tools.items()}
+    assert validate_tool(tools["onboard"]) == example.WORKSPACE and tools["invite"]["_meta"]["ui"] == {
+        "visibility": ["app"]}
