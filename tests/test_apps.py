@@ -441,3 +441,22 @@ def test_the_example_wizard_returns_a_sentence_for_everyone_and_the_summary_for_
     tools = {name: entry.definition for name, entry in example.server._tools.items()}
     assert validate_tool(tools["onboard"]) == example.WORKSPACE and tools["invite"]["_meta"]["ui"] == {
         "visibility": ["app"]}
+
+
+@pytest.mark.slow
+def test_mrtr_serve_refuses_a_dangling_link_in_one_line_before_serving(tmp_path: Path):
+    import subprocess
+    import sys
+
+    (tmp_path / "dangling.py").write_text(
+        "from mrtr import Server\n"
+        "server = Server('dangling')\n"
+        "@server.tool(ui='ui://dangling/missing.html')\n"
+        "def show() -> str:\n"
+        "    return 'text'\n")
+    done = subprocess.run([sys.executable, "-m", "mrtr", "serve", "dangling:server", "--stdio"], cwd=tmp_path,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "mrtr serve: dangling:server: tool show links to the interface 'ui://dangling/missing.html', which no "
+        "resource serves; register it with server.ui_resource('ui://dangling/missing.html', html=...)"]
