@@ -60,8 +60,13 @@ def probe_server() -> Server:
     def blob_page() -> bytes:
         return "<!doctype html><p>blöb".encode()
 
+    @server.resource("ui://probe/broken.html", mime_type=UI_MIME_TYPE)
+    def broken_page() -> dict[str, Any]:
+        return {"blob": "not base64 at all!", "mimeType": UI_MIME_TYPE, "_meta": {"ui": {"csp": "everything"}}}
+
     server.tool(lambda: "x", name="flat_only")
     server.tool(lambda: "x", name="not_an_app")
+    server.tool(lambda: "x", name="broken", ui="ui://probe/broken.html")
     return server
 
 
@@ -122,6 +127,16 @@ async def test_tools_are_listed_with_their_interface_and_visibility(reach: Any):
     assert tools["onboard"]["_meta"]["ui/resourceUri"] == WORKSPACE  # still the wire dict
 
 
+def test_a_tool_info_reads_malformed_links_as_none_and_visibility_as_the_default():
+    for meta in ({"ui": "ui://x"}, {"ui": {"resourceUri": 7}}, {"ui/resourceUri": "https://x"}, {"ui": None}, []):
+        assert ToolInfo({"name": "t", "_meta": meta}).ui is None
+    assert ToolInfo({"name": "t", "_meta": {"ui": {"resourceUri": "https://x"}, "ui/resourceUri": "ui://y"}}).ui == \
+        "ui://y"  # the nested key is not a ui:// URI: the flat one is read
+    for visibility in ("app", [], ["app", "agent"], None):
+        assert ToolInfo({"name": "t", "_meta": {"ui": {"visibility": visibility}}}).visibility == ("model", "app")
+    assert ToolInfo({"name": "t", "_meta": {"ui": {"visibility": ["app", "app"]}}}).visibility == ("app",)
+
+
 async def test_read_ui_returns_the_html_and_its_meta_by_name_or_by_tool(reach: Any):
     async with await reach(mrtr.examples.apps.server) as client:
         by_name = await client.read_ui("onboard")
@@ -144,6 +159,8 @@ async def test_read_ui_checks_what_the_server_claims(reach: Any):
             await client.read_ui({"name": "bare"})
         with pytest.raises(mrtr.ClientError, match="no tool 'missing'"):
             await client.read_ui("missing")
+        with pytest.raises(mrtr.ClientError, match="neither text nor UTF-8 HTML in base64"):
+            await client.read_ui("broken")
         probe = await client.read_ui("renders")
         assert probe.meta.csp is not None and probe.meta.csp.connect_domains == ["https://api.example"]
 
