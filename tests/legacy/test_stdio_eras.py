@@ -1,7 +1,7 @@
 """stdio in both eras, through a real ``python -m mrtr serve --stdio`` subprocess.
 
-The connection's era is pinned by its first request (a ``server/discover`` probe does
-not pin). In a legacy connection the server's own requests go to stdout and the
+The connection's era is pinned by its first request (a ``server/discover`` probe, and a
+``ping`` without the modern ``_meta``, do not pin). In a legacy connection the server's own requests go to stdout and the
 client's answers come back on stdin. Every line a legacy connection writes is validated
 against the 2025-11-25 schema as it is read; a modern connection's against 2026-07-28.
 """
