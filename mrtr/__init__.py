@@ -33,6 +33,7 @@ from .core.schema import Form
 if TYPE_CHECKING:
     from .client import Client, ClientError, RoundLimitExceeded
     from .server import Header, RequestInfo, Server
+    from .server.apps import Csp
 
 
 # Loaded on first use, not on ``import mrtr``: the client pulls in trio and, for URLs, httpx;
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 # client (``import mrtr.client``, which imports this package first) never loads a server.
 _CLIENT_NAMES = frozenset({"Client", "ClientError", "RoundLimitExceeded"})
 _SERVER_NAMES = frozenset({"Header", "RequestInfo", "Server"})
+_APPS_NAMES = frozenset({"Csp"})  # MCP Apps, on the server side (docs/apps.md)
 
 
 def __getattr__(name: str) -> Any:
@@ -51,6 +53,10 @@ def __getattr__(name: str) -> Any:
         from . import server
 
         return getattr(server, name)
+    if name in _APPS_NAMES:
+        from .server import apps
+
+        return getattr(apps, name)
     raise AttributeError(f"module 'mrtr' has no attribute {name!r}")
 
 
@@ -58,6 +64,7 @@ __all__ = [
     "Client",
     "ClientError",
     "Context",
+    "Csp",
     "Elicit",
     "ElicitResult",
     "ElicitURL",

@@ -48,8 +48,17 @@ def test_each_schema_is_named_with_its_revision_and_sum_in_the_readme(folder: st
     json.loads((SCHEMAS_DIR / folder / "schema.json").read_text())  # a JSON Schema, whole
 
 
+def test_the_ext_apps_schema_is_named_with_the_package_version_the_suite_pins():
+    readme = (SCHEMAS_DIR / "README.md").read_text()
+    row = next(line for line in readme.splitlines() if line.startswith("| `mcp-ext-apps/schema.json`"))
+    pinned = json.loads((CHECKOUT / "tests" / "apps" / "package.json").read_text())["dependencies"]
+    assert f"`@modelcontextprotocol/ext-apps@{pinned['@modelcontextprotocol/ext-apps']}`" in row
+    assert listed()["mcp-ext-apps/schema.json"] in row
+    json.loads((SCHEMAS_DIR / "mcp-ext-apps" / "schema.json").read_text())
+
+
 def test_the_licenses_of_the_copies_are_kept_beside_them():
-    for name in ("LICENSE-modelcontextprotocol", "LICENSE-ext-tasks"):
+    for name in ("LICENSE-modelcontextprotocol", "LICENSE-ext-tasks", "LICENSE-ext-apps"):
         assert "Apache License" in (SCHEMAS_DIR / name).read_text()
 
 

@@ -28,6 +28,8 @@ PUBLIC = {
     # the error a handler raises on purpose to tell the caller why; its message is never masked
     "PublicError",
     "RequestInfo", "Sample", "Server", "Step",
+    # MCP Apps: the origins an interface may reach (server.ui_resource(csp=...))
+    "Csp",
     # the client side, loaded on first use, and the answer helpers it shares with mrtr.testing
     "Client", "ClientError", "RoundLimitExceeded", "accept", "decline", "cancel",
 }

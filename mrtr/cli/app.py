@@ -25,7 +25,8 @@ def load_server(spec: str) -> Any:
 
     Raises :class:`UsageError` for a malformed spec, a module that does not exist, a
     missing attribute, or an object that is not a Server; :class:`AppImportError` when
-    the module raises while being imported.
+    the module raises while being imported, or a tool links to an interface no resource
+    serves (MCP Apps).
     """
     from ..server.dispatch import Server
 
@@ -57,6 +58,12 @@ def load_server(spec: str) -> Any:
             raise UsageError(f'{owner} has no attribute "{part}"') from None
     if not isinstance(target, Server):
         raise UsageError(f"{spec} is a {type(target).__name__}, not a mrtr.server.Server")
+    from ..server.apps import check_ui_links
+
+    try:
+        check_ui_links(target.catalog)  # MCP Apps: a tool may link to an interface registered after it; all are in now
+    except ValueError as exc:
+        raise AppImportError(f"{spec}: {exc}") from None
     return target
 
 

@@ -59,6 +59,8 @@ def add_client_commands(commands: Any) -> None:
     call.add_argument("--era", choices=("auto", "modern", "legacy"), default="auto",
                       help="the protocol era to speak: probe the server (auto, the default), 2026-07-28 only "
                            "(modern), or the 2025 initialize session (legacy)")
+    call.add_argument("--save-ui", metavar="PATH",
+                      help="write the tool's interface (MCP Apps: the HTML a host renders for it) to this file")
     call.add_argument("--server-log", metavar="FILE",
                       help="with --stdio, where the server's own log goes (default: kept aside, and its last lines "
                            "shown if the call fails)")
@@ -187,7 +189,7 @@ def _call(args: argparse.Namespace) -> int:
     try:
         code = trio.run(partial(run_call, target, words, prompt=args.prompt, resource=args.resource,
                                 terminal=terminal, out=out, max_rounds=args.max_rounds, deadline=args.timeout,
-                                task_id=args.task, resume=resume, **options))
+                                task_id=args.task, resume=resume, save_ui=args.save_ui, **options))
     except ArgumentError as exc:
         raise UsageError(str(exc)) from None
     except KeyboardInterrupt:

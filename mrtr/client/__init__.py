@@ -3,10 +3,12 @@
 Targets: a URL (Streamable HTTP; needs the ``client`` extra for httpx), a server object
 in process, or a subprocess (:meth:`Client.stdio`). Tasks are driven through
 :class:`TaskHandle`; OAuth lives in :mod:`mrtr.client.oauth`, its token store in
-:mod:`mrtr.client.tokens`.
+:mod:`mrtr.client.tokens`. MCP Apps: :class:`ToolInfo` (what :meth:`Client.list_tools` returns)
+and :class:`UiResource` (what :meth:`Client.read_ui` returns), in :mod:`mrtr.client.apps`.
 """
 
 from ..core.answers import accept, cancel, decline, roots, sampled
+from .apps import ToolInfo, UiResource
 from .errors import ClientError, ConnectionFailed, RoundLimitExceeded, StateLost, Unreadable
 from .requests import ElicitationRequest, InputRequest, RootsRequest, SamplingRequest
 from .session import (CLIENT_DEADLINE, DEFAULT_DEADLINE, DEFAULT_MAX_ROUNDS, Client, PromptResult, ResourceResult,
@@ -31,7 +33,9 @@ __all__ = [
     "TaskCancelled",
     "TaskHandle",
     "TaskStatus",
+    "ToolInfo",
     "ToolResult",
+    "UiResource",
     "Unreadable",
     "accept",
     "cancel",

@@ -26,6 +26,7 @@ import trio
 
 from ..core import wire
 from ..core.answers import roots as _roots
+from ..core.apps import UI_EXTENSION, ui_declaration
 from ..core.answers import sampled as _sampled
 from ..core.eras import (LATEST_LEGACY_VERSION, LEGACY, LEGACY_VERSIONS, MODERN, MODERN_ERRORS, MODERN_VERSIONS, Era,
                          InitializeResult, is_modern_error)
@@ -34,6 +35,7 @@ from ..core.errors import (HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVA
 from ..core.jsonrpc import JSONRPC_VERSION, Dispatcher, notification, request, result_response
 from ..core.kinds import KINDS, REQUEST_KINDS, Kind, RequestKind, decode_input_response, kind_of
 from ..core.mirroring import InvalidHeaderSchema, mirrored_parameters
+from .apps import ToolInfo, UiResource, read_ui
 from .errors import ClientError, ConnectionFailed, RoundLimitExceeded, StateLost, Unreadable
 from .requests import ElicitationRequest, InputRequest, RootsRequest, SamplingRequest
 from .targets import HTTPTarget, InProcessTarget, OnRequest, StdioTarget, Target, log
@@ -223,7 +225,8 @@ class Client:
     and ``on_list_changed(what)`` work the same in both. ``tasks`` declares the tasks
     extension (a task tool's call then returns when its task ends; see
     :meth:`start_task`). ``auth`` (a :class:`mrtr.client.oauth.OAuth`) authorizes
-    requests to a protected server over HTTP.
+    requests to a protected server over HTTP. ``ui`` declares the MCP Apps extension
+    (the caller renders interfaces; see :meth:`read_ui`).
     """
 
     def __init__(
@@ -246,6 +249,7 @@ class Client:
         log_level: str = "info",
         on_list_changed: ListChangedCallback | None = None,
         auth: Any = None,
+        ui: bool = False,
     ) -> None:
         if era not in ("auto", "modern", "legacy"):
             raise ValueError(f'era must be "auto", "modern" or "legacy", not {era!r}')
@@ -279,6 +283,7 @@ class Client:
         self.on_log = on_log
         self.log_level = log_level
         self.on_list_changed = on_list_changed
+        self.ui = bool(ui)
         self.era_choice = era
         self._ids = itertools.count(1)
         self._tools: dict[str, dict[str, Any]] | None = None
@@ -366,6 +371,8 @@ class Client:
                 capabilities[row.capability] = {}
         if self.tasks and self._era != LEGACY:
             capabilities["extensions"] = {wire.TASKS_EXTENSION: {}}
+        if self.ui:  # MCP Apps, in both eras
+            capabilities["extensions"] = {**capabilities.get("extensions", {}), UI_EXTENSION: ui_declaration()}
         return capabilities
 
     def _meta(self, request_id: int) -> dict[str, Any]:
@@ -890,14 +897,14 @@ class Client:
                                                    "not a string")
             seen.add(cursor)
 
-    async def list_tools(self) -> list[dict[str, Any]]:
-        """Every tool (all pages), as ``Tool`` dicts.
+    async def list_tools(self) -> list[ToolInfo]:
+        """Every tool (all pages), as ``Tool`` dicts (:class:`~mrtr.client.apps.ToolInfo`: with its interface).
 
         Over HTTP a tool whose ``x-mcp-header`` annotations break the rules is left out
         (it could not be called correctly), with a warning in the ``mrtr.client`` log.
         """
         tools = await self._all_pages("tools/list", "tools", wire.Tool)
-        usable: dict[str, dict[str, Any]] = {}
+        usable: dict[str, ToolInfo] = {}
         for tool in tools:
             if self.target.mirrors_headers:
                 try:
@@ -907,8 +914,8 @@ class Client:
 
                     log.warning("leaving out tool %r: %s", tool["name"], exc)
                     continue
-            usable[tool["name"]] = tool
-        self._tools = usable
+            usable[tool["name"]] = ToolInfo(tool)
+        self._tools = dict(usable)
         return list(usable.values())
 
     async def list_prompts(self) -> list[dict[str, Any]]:
@@ -985,6 +992,16 @@ class Client:
         result = await self.request("resources/read", {"uri": uri}, deadline=deadline)
         _checked(result, wire.ReadResourceResult, "ReadResourceResult")
         return ResourceResult(list(result["contents"]), result)
+
+    async def read_ui(self, tool: str | Mapping[str, Any], *,
+                      deadline: float | None | _Default = CLIENT_DEADLINE) -> UiResource:
+        """The interface (MCP Apps) of ``tool``, a tool's name or a tool as :meth:`list_tools` gave it.
+
+        Reads its ``ui://`` resource and returns the HTML with its ``_meta.ui``; a tool
+        without an interface, or a resource that is not ``text/html;profile=mcp-app``, is
+        a :class:`ClientError`. See ``docs/apps.md``.
+        """
+        return await read_ui(self, tool, deadline=deadline)
 
     async def complete(self, argument: str, value: str, *, prompt: str | None = None,
                        resource_template: str | None = None, context: Mapping[str, str] | None = None,

@@ -38,6 +38,7 @@ from ..core.docstrings import plain_text
 from ..core.errors import ProtocolError
 from ..core.schema import RequestedSchema
 from .addresses import inspect_address
+from .apps import interface_note, ui_traits
 from .display import printable, printable_json
 from .errors import ClientError, StateLost
 from .requests import ElicitationRequest, RootsRequest, SamplingRequest
@@ -629,7 +630,7 @@ def _traits(tool: Mapping[str, Any]) -> list[str]:
     if isinstance(annotations.get("title"), str):
         traits.append(f"title: {annotations['title']}")
     traits += [label for key, value, label in _HINTS if annotations.get(key) is value]
-    return traits
+    return traits + ui_traits(tool)  # MCP Apps: its interface, and who may call it
 
 
 def _described(item: Mapping[str, Any]) -> str:
@@ -696,7 +697,7 @@ def _interrupted(error: BaseException) -> bool:
 
 
 async def _call_tool(client: Client, words: Sequence[str], *, terminal: Terminal, task_id: str | None,
-                     resume: str) -> ToolResult:
+                     resume: str, save_ui: str | None = None) -> ToolResult:
     handle: TaskHandle
     if task_id is not None:
         if words:
@@ -710,6 +711,8 @@ async def _call_tool(client: Client, words: Sequence[str], *, terminal: Terminal
         if name not in tools:
             known = ", ".join(sorted(tools)) or "none"
             raise ArgumentError(f"the server has no tool {name!r} (tools: {known})")
+        if save_ui is not None and tools[name].ui is None:  # before the call: it may have effects
+            raise ArgumentError(f"--save-ui: tool {name!r} has no interface (mrtr list TARGET marks those that do)")
         handle = await client.start_task(name, parse_arguments(pairs, tools[name].get("inputSchema")))
     try:  # from the first line that names the task: Ctrl-C may come at any moment after it
         if handle.id is not None:
@@ -734,16 +737,22 @@ async def _call_tool(client: Client, words: Sequence[str], *, terminal: Terminal
 async def run_call(target: str | Sequence[str], words: Sequence[str], *, prompt: str | None = None,
                    resource: str | None = None, terminal: Terminal, out: Console,
                    max_rounds: int = 10, deadline: float | None = None, task_id: str | None = None,
-                   resume: str = "mrtr call TARGET", **options: Any) -> int:
+                   resume: str = "mrtr call TARGET", save_ui: str | None = None, **options: Any) -> int:
     """``mrtr call``: call a tool (``words[0]``, then ``name=value``), a prompt or a resource; return the exit code.
 
     ``deadline`` bounds each exchange with the server (default :data:`~mrtr.client.session.DEFAULT_DEADLINE`).
     A tool the server runs as a task prints the task's id (``resume`` is the command line
     that picks it up again, ``task_id`` what that command passes); Ctrl-C then asks
     whether to cancel it. A conversation whose state the server lost (it restarted
-    without a fixed secret) is offered to start again. Other ``options`` go to :class:`Client`.
+    without a fixed secret) is offered to start again. A tool with an interface (MCP Apps)
+    is said to have one; ``save_ui`` is the file its HTML is written to. Other ``options``
+    go to :class:`Client`.
     """
     url = target if isinstance(target, str) else None
+    if save_ui is not None and (resource is not None or prompt is not None or task_id is not None):
+        raise ArgumentError("--save-ui writes the interface of the tool called: name a tool, not --prompt, "
+                            "--resource or --task")
+    note = None
     while True:
         try:
             async with _client(target, terminal, max_rounds, deadline, **options) as client:
@@ -761,7 +770,9 @@ async def run_call(target: str | Sequence[str], words: Sequence[str], *, prompt:
                         arguments[name] = text
                     result = await client.get_prompt(prompt, arguments)
                 else:
-                    result = await _call_tool(client, words, terminal=terminal, task_id=task_id, resume=resume)
+                    result = await _call_tool(client, words, terminal=terminal, task_id=task_id, resume=resume,
+                                              save_ui=save_ui)
+                    note = await interface_note(client, words[0], save_ui) if words else None
                 terminal.pause()
         except ClientError as error:
             terminal.pause()
@@ -770,6 +781,15 @@ async def run_call(target: str | Sequence[str], words: Sequence[str], *, prompt:
                 continue
             return 1
         show_result(out, result)
+        if note is not None:
+            message, html = note
+            if html is not None and save_ui is not None:
+                try:
+                    Path(save_ui).write_text(html, encoding="utf-8")
+                except OSError as exc:
+                    _say(terminal.console, f"mrtr call: cannot write the interface to {save_ui}: {exc}", style="red")
+                    return 1
+            _say(terminal.console, message, style="dim")
         return 1 if isinstance(result, ToolResult) and result.is_error else 0
 
 

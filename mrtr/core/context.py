@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .apps import declares_ui
 from .effects import Request
 from .jsonrpc import Notify
 
@@ -138,6 +139,16 @@ class Context:
         if isinstance(value, LifespanNotRunning):
             raise RuntimeError(str(value))
         return value
+
+    @property
+    def supports_ui(self) -> bool:
+        """Whether the client renders MCP Apps: it declared ``io.modelcontextprotocol/ui`` with its MIME type.
+
+        Read from this request's capabilities in the modern era and from the session's
+        ``initialize`` in the legacy one. A tool with an interface returns text content
+        either way (the fallback); this says whether the interface will be seen too.
+        """
+        return declares_ui(self.client_capabilities)
 
     def supports(self, request: Request | type[Request]) -> bool:
         """Can the client answer this kind of request? Lets a handler degrade instead of failing.

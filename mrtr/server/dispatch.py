@@ -33,6 +33,7 @@ from ..core.errors import EphemeralKeyWarning, ProtocolError
 from ..core.jsonrpc import Broadcast, Notify, Response, RunSync
 from ..core.eras import LEGACY, MODERN
 from .catalog import MountedCatalog, PrincipalSource, RequestInfo, mounted_uri
+from .apps import advertise_ui, check_ui_links
 from .legacy import LegacyEra
 from .lifespan import Lifespan
 from .modern import MAX_LISTEN_TASK_IDS, SUPPORTED_VERSIONS, ModernEra
@@ -270,6 +271,7 @@ class Server(Registry):
         """
         given = _TaskSettings(_store_url(store_url, tasks_url), task_lease, task_ttl, task_max_bytes)
         given.check()
+        check_ui_links(self.catalog)  # a tool may be registered before the interface it links to: checked once all are
         return self._running(given.over(self._task_settings))
 
     @asynccontextmanager
@@ -486,6 +488,7 @@ class Server(Registry):
         capabilities: dict[str, Any] = {name: {} for family, name in _CAPABILITY_OF.items() if catalog.offered(family)}
         if catalog.offered("tasks"):
             capabilities["extensions"] = {TASKS_EXTENSION: {}}
+        advertise_ui(self.catalog, capabilities)  # MCP Apps; the legacy era's initialize reads it from here too
         capabilities["logging"] = {}
         if self._subscriptions.available:
             for family in ("tools", "prompts", "resources"):

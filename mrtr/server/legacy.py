@@ -8,8 +8,8 @@ handlers as the modern era:
 - ``initialize`` negotiates the version (:func:`mrtr.core.eras.negotiate`), reads the
   client's capabilities as that version defines them, and answers with the server's
   capabilities from the same table the modern era advertises from (tools, prompts,
-  resources with ``subscribe`` and ``listChanged``, logging, completions; never tasks or
-  extensions, which are modern);
+  resources with ``subscribe`` and ``listChanged``, logging, completions, and the
+  extensions of ``Server.capabilities()`` but tasks, which is modern);
 - ``ping`` and ``logging/setLevel`` answer exactly ``{}``; ``ctx.log`` then feeds
   ``notifications/message`` at the session's level and above (every level until the
   client sets one, as the official SDKs do);
@@ -87,6 +87,7 @@ from ..core.jsonrpc import NodeLink, Notify, Response, RunSync, encode, error_re
 from ..core.live import MAX_LIVE_ROUNDS
 from ..core.peer import LiveRequestFailed, Peer
 from ..core.replay import Completed
+from .apps import session_extensions
 from .catalog import Catalog, ResourceNotFound, checked_progress_token, mounted_definition
 from .pipeline import Incoming, InnerFailure, middleware_failure
 from .pipeline import run as run_pipeline
@@ -281,6 +282,9 @@ class LegacyEra:
         capabilities["logging"] = {}
         if self.catalog.offered("completion"):
             capabilities["completions"] = {}
+        extensions = session_extensions(self.shell.capabilities())  # MCP Apps, from the one place both eras read
+        if extensions:
+            capabilities["extensions"] = extensions
         return capabilities
 
     # -- the session dispatcher ---------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 import re
 import types
 import typing
@@ -25,6 +26,7 @@ from ..core.errors import InvalidParams
 from ..core.mirroring import InvalidHeaderSchema, is_token, mirrored_parameters
 from ..core.handlers import CONTEXT_NAMES, handler_spec
 from ..core.versions import set_handler_version
+from .apps import Csp, link_tool, register_ui_resource
 from .catalog import Catalog, PromptEntry, ResourceEntry, TemplateEntry, ToolEntry, described
 from .pipeline import checked_middleware
 
@@ -394,6 +396,8 @@ class Registry:
         once: bool = False,
         version: str | None = None,
         thread: bool = False,
+        ui: str | None = None,
+        visibility: Sequence[str] | None = None,
     ) -> Any:
         """Register a tool. Usable bare (``@server.tool``) or with options.
 
@@ -430,6 +434,11 @@ class Registry:
         ``Server(sync_handlers="thread")`` runs them all), so blocking code in it (a
         database call, a service request) does not stall the other requests; see
         ``docs/server.md``.
+
+        ``ui`` links the tool to its interface, a ``ui://`` resource registered with
+        :meth:`ui_resource` (MCP Apps); ``visibility`` says who may see and call it,
+        ``("model", "app")`` by default, ``("app",)`` for a tool only its interface calls.
+        Visibility is advice to hosts, not a permission: see ``docs/apps.md``.
         """
         tool_scopes = _scopes(scopes)
         if task not in (None, "optional", "required"):
@@ -470,6 +479,8 @@ class Registry:
                 definition["annotations"] = dict(annotations)
             if meta:
                 definition["_meta"] = dict(meta)
+            if ui is not None or visibility is not None:
+                link_tool(self.catalog, tool_name, definition, ui, visibility)
             if task is not None:
                 # The 2026 schema has no member for it; the 2025 one's Tool.execution says it,
                 # and clients (mrtr list) read it there to tell a task tool before calling it.
@@ -613,6 +624,24 @@ class Registry:
         """
         self.catalog.middleware.append(checked_middleware(middleware))
         return middleware
+
+    def ui_resource(self, uri: str, *, html: str | None = None, path: str | os.PathLike[str] | None = None,
+                    csp: Csp | None = None, permissions: Sequence[str] | None = None, domain: str | None = None,
+                    prefers_border: bool | None = None, name: str | None = None, title: str | None = None,
+                    description: str | None = None) -> None:
+        """Register an interface (MCP Apps): the HTML document a host renders for the tools linked to ``uri``.
+
+        ``uri`` is a ``ui://`` URI; the document is ``html`` (a str) or the UTF-8 file at
+        ``path``, read now. It is served with the MIME type ``text/html;profile=mcp-app``
+        and listed under ``name`` (default: the URI). ``csp`` (a :class:`~mrtr.server.apps.Csp`)
+        names the origins it may reach, ``permissions`` the sandbox permissions it asks
+        for (``camera``, ``microphone``, ``geolocation``, ``clipboardWrite``), ``domain``
+        a dedicated origin in the host's format, ``prefers_border`` whether it wants the
+        host's border; all of them travel as ``_meta.ui`` on its listing entry and on its
+        content. Anything invalid is refused here. See ``docs/apps.md``.
+        """
+        register_ui_resource(self.resource, self.catalog, uri, html=html, path=path, csp=csp, permissions=permissions, domain=domain,
+                             prefers_border=prefers_border, name=name, title=title, description=description)
 
     def completion(self, fn: Any) -> Any:
         """Register the provider for ``completion/complete``.

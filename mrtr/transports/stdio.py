@@ -457,13 +457,16 @@ class _Session:
         """The era a request is served in, pinning the connection's era on its first request.
 
         A ``server/discover`` probe is answered by the modern era without pinning, so a
-        client may probe and then still ``initialize``.
+        client may probe and then still ``initialize``; a ``ping`` without the modern
+        ``_meta`` is answered ``{}`` without pinning either.
         """
         if self.legacy is None:
             return MODERN
         if self.era is None:
             if message["method"] == "server/discover":
                 return MODERN
+            if message["method"] == "ping" and era_of(message) == LEGACY:
+                return LEGACY  # a host's liveness check, answered {} before initialize: it chooses no era
             self.era = era_of(message)
             log.debug("the first request (%s) pins this connection to the %s era", message["method"], self.era)
             early, self.early = self.early, []

@@ -9,17 +9,14 @@ downloaded): connect, open the Tools tab, run ``greet``, answer its first questi
 name and decline the second. One server, one Inspector and one browser serve the module.
 
 A failing test leaves a screenshot and the page's text in ``.cache/screenshots/`` of the
-checkout (CI keeps its clone when a run fails, and says where).
+checkout (``tests/browser.py``, which the MCP Apps host test shares).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
@@ -31,36 +28,15 @@ from typing import Any
 
 import pytest
 
+from ..browser import Page, chromium_context, expect, page_of
 from ..conftest import clean_env, free_port, http_server, stop
 from ..hosts.fixtures import project
 from ..interop.test_interop import served
-from .inspector_install import REPO_ROOT, install_inspector, pinned_version
+from .inspector_install import install_inspector, pinned_version
 
 pytestmark = pytest.mark.slow  # starts processes and a browser (tests/conftest.py: the tiers)
 
-try:
-    from playwright.sync_api import Page, expect, sync_playwright
-except ImportError:  # the test extra pins it; without it the browser tests cannot run
-    if os.environ.get("CI") == "true":
-        raise
-    pytest.skip("playwright is not installed (pip install -e '.[test]')", allow_module_level=True)
-
-SCREENSHOTS = REPO_ROOT / ".cache" / "screenshots"
-CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 MRTR = str(Path(sys.executable).parent / "mrtr")
-WAIT = 30_000  # milliseconds a step of the page gets
-
-
-def chromium() -> str:
-    """Debian's Chromium, or a skip (a failure under ``CI=true``, where ``.ci/run`` installs it)."""
-    found = shutil.which("chromium") or ("/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None)
-    if found is None:
-        reason = "chromium is not installed (apt-get install chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return found
 
 
 @pytest.fixture(scope="module")
@@ -117,33 +93,8 @@ def ui(inspector: list[str], server: tuple[str, Path], app: Path, folder: Path) 
 @pytest.fixture(scope="module")
 def browser(folder: Path) -> Iterator[Any]:
     """Headless Chromium with a fresh profile, one for the module."""
-    executable = chromium()
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(folder / "chromium-profile"), executable_path=executable, headless=True, args=CHROMIUM_FLAGS,
-            viewport={"width": 1400, "height": 900})
-        try:
-            yield context
-        finally:
-            context.close()
-
-
-@contextlib.contextmanager
-def page_of(browser: Any, name: str) -> Iterator[Page]:
-    """A new tab; when the block fails, its screenshot and text go to ``.cache/screenshots/NAME.*``."""
-    page = browser.new_page()
-    page.set_default_timeout(WAIT)
-    try:
-        yield page
-    except BaseException:
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(Exception):
-            page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-            (SCREENSHOTS / f"{name}.txt").write_text(page.locator("body").inner_text())
-        print(f"screenshot of the failure: {SCREENSHOTS / name}.png", file=sys.stderr)
-        raise
-    finally:
-        page.close()
+    with chromium_context(folder / "chromium-profile", viewport={"width": 1400, "height": 900}) as context:
+        yield context
 
 
 def connect(page: Page, server: str) -> None:

@@ -1,7 +1,7 @@
 """stdio in both eras, through a real ``python -m mrtr serve --stdio`` subprocess.
 
-The connection's era is pinned by its first request (a ``server/discover`` probe does
-not pin). In a legacy connection the server's own requests go to stdout and the
+The connection's era is pinned by its first request (a ``server/discover`` probe, and a
+``ping`` without the modern ``_meta``, do not pin). In a legacy connection the server's own requests go to stdout and the
 client's answers come back on stdin. Every line a legacy connection writes is validated
 against the 2025-11-25 schema as it is read; a modern connection's against 2026-07-28.
 """
@@ -292,3 +292,23 @@ async def test_a_resource_update_is_written_to_a_subscribed_stdio_session():
             changed = await client.until(lambda m: m.get("method", "").endswith("list_changed"))
             assert changed["method"] == "notifications/prompts/list_changed"
             await to_server.aclose()
+
+
+async def test_a_ping_before_the_first_request_is_answered_and_pins_nothing():
+    # Hosts ping to see that a server is alive, some before they have chosen an era: the answer must
+    # not choose it for them (docs/apps.md, the ping decision).
+    for then in ("modern", "legacy"):
+        with trio.fail_after(30):
+            async with stdio() as (client, process, _):
+                assert (await client.ask({"jsonrpc": "2.0", "id": "p", "method": "ping"}))["result"] == {}
+                if then == "modern":
+                    client.era = "modern"
+                    listed = await client.ask({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                                               "params": {"_meta": meta()}})
+                    assert listed["result"]["resultType"] == "complete"
+                    removed = await client.ask({"jsonrpc": "2.0", "id": 2, "method": "ping",
+                                                "params": {"_meta": meta()}})
+                    assert removed["error"]["code"] == -32601  # 2026-07-28 has no ping
+                else:
+                    assert (await client.open())["result"]["protocolVersion"] == "2025-11-25"
+                    assert (await client.ask({"jsonrpc": "2.0", "id": 3, "method": "ping"}))["result"] == {}
