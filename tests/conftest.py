@@ -119,21 +119,6 @@ def _only_in_slow_tests(self: subprocess.Popen[Any], args: Any, *rest: Any, **op
 subprocess.Popen._execute_child = _only_in_slow_tests  # type: ignore[attr-defined]
 
 
-@pytest.fixture(autouse=True)
-def _forget_probed_eras() -> Iterator[None]:
-    """Each test starts with a client that has probed nothing.
-
-    The client remembers the era of every HTTP endpoint it probed, for the life of the
-    process. Test servers listen on ports the OS hands out, and a port freed by one test
-    is handed to the next: without this, a scripted 2025 server could inherit the era a
-    modern server left on the same URL.
-    """
-    from mrtr.client import session
-
-    session._ERAS.clear()
-    yield
-    session._ERAS.clear()
-
 T = TypeVar("T")
 
 

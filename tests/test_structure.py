@@ -200,3 +200,63 @@ def test_an_exported_name_means_one_thing():
         for exported in getattr(module, "__all__", ()):
             meanings.setdefault(exported, set()).add(id(getattr(module, exported)))
     assert {name for name, objects in meanings.items() if len(objects) > 1} == set(HOMONYMS)
+
+
+# -- seams: no circles, no private names across modules, the server's members its own ------------
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Which modules of the package each one imports, type-only imports and function-local ones included."""
+    modules = dict(_modules())
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        edges = set()
+        for imported in _imports(name, path):
+            while imported and imported not in modules:
+                imported = imported.rpartition(".")[0]
+            # A package's own __init__ imports its modules; a module importing its package is not an edge back.
+            if imported and imported != name and not name.startswith(imported + "."):
+                edges.add(imported)
+        graph[name] = edges
+    return graph
+
+
+def test_no_two_files_of_the_package_import_each_other_even_for_types():
+    graph = _import_graph()
+    cycles = []
+
+    def visit(node: str, path: list[str], seen: set[str]) -> None:
+        for other in sorted(graph[node]):
+            if other == path[0]:
+                cycles.append(" -> ".join([*path, other]))
+            elif other not in seen and other > path[0]:  # each cycle once, from its smallest module
+                seen.add(other)
+                visit(other, [*path, other], seen)
+
+    for start in sorted(graph):
+        visit(start, [start], {start})
+    assert not cycles, "import circles:\n" + "\n".join(cycles[:20])
+
+
+def test_no_module_imports_another_modules_private_name():
+    found = []
+    for name, path in _modules():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                found += [f"{name}: from {'.' * node.level}{node.module or ''} import {alias.name}"
+                          for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert not found, "private names imported across modules:\n" + "\n".join(found)
+
+
+def test_only_the_servers_own_module_touches_its_private_members():
+    """The eras, the transports and everything else read a server through public names (server/shell.py)."""
+    found = []
+    for name, path in _modules():
+        if name == "mrtr.server.dispatch":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                base = ast.unparse(node.value)
+                if base.split(".")[-1] in ("server", "shell", "_server"):
+                    found.append(f"{name}:{node.lineno}: {base}.{node.attr}")
+    assert not found, "\n".join(found)

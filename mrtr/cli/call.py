@@ -20,7 +20,7 @@ def add_client_commands(commands: Any) -> None:
     """Add ``mrtr call`` and ``mrtr list`` and their options to the command parser's subcommands."""
     target_help = "the server: its URL (http://host:port/mcp), or use --stdio COMMAND instead"
     stdio_help = 'start the server with this command and talk to it over stdio (e.g. "mrtr serve app:server --stdio")'
-    from ..client.session import DEFAULT_DEADLINE
+    from ..client.client import DEFAULT_DEADLINE
 
     timeout_help = (f"give up on the server when one request and its answer take longer than this (default: "
                     f"{DEFAULT_DEADLINE:g}); the time you take to answer is not counted")

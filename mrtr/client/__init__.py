@@ -11,8 +11,8 @@ from ..core.answers import accept, cancel, decline, roots, sampled
 from .apps import ToolInfo, UiResource
 from .errors import ClientError, ConnectionFailed, RoundLimitExceeded, StateLost, Unreadable
 from .requests import ElicitationRequest, InputRequest, RootsRequest, SamplingRequest
-from .session import (CLIENT_DEADLINE, DEFAULT_DEADLINE, DEFAULT_MAX_ROUNDS, Client, PromptResult, ResourceResult,
-                      ToolResult)
+from .client import CLIENT_DEADLINE, DEFAULT_DEADLINE, DEFAULT_MAX_ROUNDS, Client, EraMemory
+from .results import PromptResult, ResourceResult, ToolResult
 from .tasks import TaskCancelled, TaskHandle, TaskStatus
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "ClientError",
     "ConnectionFailed",
     "ElicitationRequest",
+    "EraMemory",
     "InputRequest",
     "PromptResult",
     "ResourceResult",

@@ -14,18 +14,33 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..core.apps import UI_MIME_TYPE, VISIBILITIES, UiResourceMeta, tool_ui, ui_resource_meta
 from ..core.errors import INVALID_PARAMS, INVALID_REQUEST
 from .errors import ClientError
 
-if TYPE_CHECKING:
-    from .session import Client
+class AppClient(Protocol):
+    """What reading an interface needs of a client (:class:`mrtr.Client` is one)."""
 
-__all__ = ["ToolInfo", "UiResource", "interface_note", "read_ui", "ui_traits"]
+    deadline: float | None
+    """The client's deadline for one exchange."""
+
+    def listed_tool(self, name: str) -> dict[str, Any] | None:
+        """A tool as the client's last listing gave it."""
+
+    def list_tools(self) -> Awaitable[list[Any]]:
+        """``tools/list``, every page."""
+
+    def list_resources(self) -> Awaitable[list[dict[str, Any]]]:
+        """``resources/list``, every page."""
+
+    def read_resource(self, uri: str, *, deadline: Any = ...) -> Awaitable[Any]:
+        """``resources/read`` of ``uri``."""
+
+__all__ = ["AppClient", "ToolInfo", "UiResource", "interface_note", "read_ui", "ui_traits"]
 
 
 class ToolInfo(dict[str, Any]):
@@ -79,15 +94,18 @@ def ui_traits(tool: Mapping[str, Any]) -> list[str]:
     return traits
 
 
-async def read_ui(client: Client, tool: str | Mapping[str, Any], *, deadline: Any) -> UiResource:
+async def read_ui(client: AppClient, tool: str | Mapping[str, Any], *, deadline: Any) -> UiResource:
     """The interface of ``tool`` (a name, or a tool as listed), read through ``client``; see :meth:`Client.read_ui`."""
+    entry: Mapping[str, Any]
     if isinstance(tool, str):
         listed = {item["name"]: item for item in await client.list_tools()}
         if tool not in listed:
             raise ClientError(INVALID_PARAMS, f"the server has no tool {tool!r}")
-        tool = listed[tool]
-    link = tool_ui(tool)
-    name = tool.get("name")
+        entry = listed[tool]
+    else:
+        entry = tool
+    link = tool_ui(entry)
+    name = entry.get("name")
     if link is None or link.resource_uri is None:
         raise ClientError(INVALID_PARAMS, f"tool {name!r} has no interface (its _meta names no ui:// resource)")
     uri = link.resource_uri
@@ -118,14 +136,14 @@ def _text_of(uri: str, item: Mapping[str, Any]) -> str:
         raise ClientError(INVALID_REQUEST, f"{uri}: the interface is neither text nor UTF-8 HTML in base64") from None
 
 
-async def interface_note(client: Client, tool: str, save_ui: str | None) -> tuple[str, str | None] | None:
+async def interface_note(client: AppClient, tool: str, save_ui: str | None) -> tuple[str, str | None] | None:
     """What ``mrtr call`` says of a tool's interface after calling it, and the HTML to write to ``save_ui``.
 
     ``None`` for a tool without an interface (``mrtr call`` refused ``--save-ui`` for it
     before calling). Without ``save_ui`` the note says how to get the interface; with it,
     the interface is read and the note says where it goes.
     """
-    listed = client._tools.get(tool) if client._tools is not None else None
+    listed = client.listed_tool(tool)
     uri = ToolInfo(listed).ui if listed is not None else None
     if uri is None:
         return None

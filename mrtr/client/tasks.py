@@ -14,20 +14,33 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import msgspec
 import trio
 
 from ..core.errors import INTERNAL_ERROR, INVALID_REQUEST
+from .callbacks import maybe_await
 from .errors import ClientError
+from .results import ToolResult, read_tool_result
 
-if TYPE_CHECKING:
-    from .session import Client, ToolResult
+__all__ = ["MAX_POLL_INTERVAL", "MIN_POLL_INTERVAL", "TaskCancelled", "TaskClient", "TaskHandle", "TaskStatus",
+           "progress_of"]
 
-__all__ = ["MAX_POLL_INTERVAL", "MIN_POLL_INTERVAL", "TaskCancelled", "TaskHandle", "TaskStatus", "progress_of"]
+
+class TaskClient(Protocol):
+    """What a :class:`TaskHandle` needs of its client (:class:`mrtr.Client` is one)."""
+
+    on_progress: Callable[..., Any] | None
+    """Told each new ``statusMessage`` of the task, as progress."""
+
+    def request(self, method: str, params: Mapping[str, Any]) -> Awaitable[dict[str, Any]]:
+        """Send ``method`` with ``params`` and return the result (a task method: ``tasks/get`` and the others)."""
+
+    def answer_round(self, requests: Mapping[str, Any]) -> Awaitable[dict[str, Any]]:
+        """The answers to a round of questions (``inputRequests`` in wire shape), from the client's answerers."""
 
 MIN_POLL_INTERVAL = 0.1
 """The shortest pause between two ``tasks/get`` (seconds), whatever ``pollIntervalMs`` says."""
@@ -125,7 +138,7 @@ class TaskHandle:
     :attr:`id` is ``None`` and whose :meth:`wait` returns that result at once.
     """
 
-    def __init__(self, client: Client, task_id: str | None, *, first: Mapping[str, Any] | None = None,
+    def __init__(self, client: TaskClient, task_id: str | None, *, first: Mapping[str, Any] | None = None,
                  result: ToolResult | None = None) -> None:
         self.client = client
         self.id = task_id
@@ -179,7 +192,7 @@ class TaskHandle:
             if status.status == "input_required":
                 pending = {key: value for key, value in status.input_requests.items() if key not in self._answered}
                 if pending:
-                    await self.update(await self.client._answer_round(pending))
+                    await self.update(await self.client.answer_round(pending))
                     status = await self.get()
                     continue
             await trio.sleep(status.poll_interval)
@@ -191,16 +204,12 @@ class TaskHandle:
         if message is None or message == self._reported or on_progress is None:
             return
         self._reported = message
-        from .session import _maybe_await
-
-        await _maybe_await(on_progress(*progress_of(message)))
+        await maybe_await(on_progress(*progress_of(message)))
 
     def _finish(self, status: TaskStatus) -> ToolResult:
-        from .session import _tool_result
-
         if status.status == "completed":
             assert status.result is not None
-            self._result = _tool_result(status.result)
+            self._result = read_tool_result(status.result)
             return self._result
         if status.status == "failed":
             assert status.error is not None

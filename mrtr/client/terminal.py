@@ -42,7 +42,7 @@ from .apps import interface_note, ui_traits
 from .display import printable, printable_json
 from .errors import ClientError, StateLost
 from .requests import ElicitationRequest, RootsRequest, SamplingRequest
-from .session import DEFAULT_DEADLINE, Client, PromptResult, ResourceResult, ToolResult
+from .client import DEFAULT_DEADLINE, Client, PromptResult, ResourceResult, ToolResult
 from .tasks import TaskHandle
 
 __all__ = ["ArgumentError", "Terminal", "parse_arguments", "show_listing", "show_result"]
@@ -740,7 +740,7 @@ async def run_call(target: str | Sequence[str], words: Sequence[str], *, prompt:
                    resume: str = "mrtr call TARGET", save_ui: str | None = None, **options: Any) -> int:
     """``mrtr call``: call a tool (``words[0]``, then ``name=value``), a prompt or a resource; return the exit code.
 
-    ``deadline`` bounds each exchange with the server (default :data:`~mrtr.client.session.DEFAULT_DEADLINE`).
+    ``deadline`` bounds each exchange with the server (default :data:`~mrtr.client.client.DEFAULT_DEADLINE`).
     A tool the server runs as a task prints the task's id (``resume`` is the command line
     that picks it up again, ``task_id`` what that command passes); Ctrl-C then asks
     whether to cancel it. A conversation whose state the server lost (it restarted

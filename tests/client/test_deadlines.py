@@ -19,7 +19,7 @@ import trio.testing
 
 import mrtr
 from mrtr.client import ClientError
-from mrtr.client.session import DEFAULT_DEADLINE
+from mrtr.client.client import DEFAULT_DEADLINE
 
 from .app import server as app_server
 from .hostile import DISCOVER, head, listing, result, send_json, serve_http

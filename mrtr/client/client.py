@@ -18,7 +18,6 @@ import inspect
 import itertools
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -36,12 +35,14 @@ from ..core.jsonrpc import JSONRPC_VERSION, Dispatcher, notification, request, r
 from ..core.kinds import KINDS, REQUEST_KINDS, Kind, RequestKind, decode_input_response, kind_of
 from ..core.mirroring import InvalidHeaderSchema, mirrored_parameters
 from .apps import ToolInfo, UiResource, read_ui
+from .callbacks import maybe_await
 from .errors import ClientError, ConnectionFailed, RoundLimitExceeded, StateLost, Unreadable
 from .requests import ElicitationRequest, InputRequest, RootsRequest, SamplingRequest
+from .results import PromptResult, ResourceResult, ToolResult, checked, read_tool_result
 from .targets import HTTPTarget, InProcessTarget, OnRequest, StdioTarget, Target, log
 from .tasks import TaskHandle, TaskStatus
 
-__all__ = ["CLIENT_DEADLINE", "DEFAULT_DEADLINE", "DEFAULT_MAX_ROUNDS", "PROBE_TIMEOUT", "Client",
+__all__ = ["CLIENT_DEADLINE", "DEFAULT_DEADLINE", "DEFAULT_MAX_ROUNDS", "PROBE_TIMEOUT", "Client", "EraMemory",
            "PromptResult", "ResourceResult", "ToolResult"]
 
 DEFAULT_MAX_ROUNDS = 10
@@ -81,78 +82,34 @@ LogCallback = Callable[[str, str | None, Any], Any]
 ListChangedCallback = Callable[[str], Any]
 """``on_list_changed(what)`` with ``"tools"``, ``"prompts"`` or ``"resources"``, sync or async."""
 
-_ERAS: dict[str, Era] = {}  # the era of each HTTP endpoint this process has probed
+
+
+class EraMemory:
+    """The era each HTTP endpoint answered a probe in, for the clients given it.
+
+    Each :class:`Client` keeps its own by default; clients given one memory
+    (``Client(url, eras=memory)``) probe an endpoint once between them, and any of
+    them that finds a remembered era no longer holds forgets it for all.
+    """
+
+    def __init__(self) -> None:
+        self._eras: dict[str, Era] = {}
+
+    def get(self, url: str) -> Era | None:
+        """The era ``url`` answered in, if remembered."""
+        return self._eras.get(url)
+
+    def remember(self, url: str, era: Era) -> None:
+        """Remember that ``url`` answers in ``era``."""
+        self._eras[url] = era
+
+    def forget(self, url: str) -> None:
+        """Forget what ``url`` answered in (the next client probes it again)."""
+        self._eras.pop(url, None)
+
 _LIST_CHANGED = {f"notifications/{what}/list_changed": what for what in ("tools", "prompts", "resources")}
 _STATE_LOST = "requestState failed authentication"
 RESULT_TYPE_TASK = "task"
-
-
-def _text_of(blocks: Sequence[Any]) -> str:
-    return "\n".join(block["text"] for block in blocks if isinstance(block, dict) and block.get("type") == "text")
-
-
-@dataclass(frozen=True)
-class ToolResult:
-    """The final result of ``tools/call``."""
-
-    content: list[dict[str, Any]]
-    """The content blocks, in wire shape."""
-    structured: Any
-    """``structuredContent``, or ``None`` when the tool returned none."""
-    is_error: bool
-    """Whether the tool reported a failure (``isError``)."""
-    raw: dict[str, Any] = field(repr=False)
-    """The whole result as received."""
-
-    @property
-    def text(self) -> str:
-        """The text blocks of :attr:`content`, joined by newlines."""
-        return _text_of(self.content)
-
-
-@dataclass(frozen=True)
-class PromptResult:
-    """The final result of ``prompts/get``."""
-
-    messages: list[dict[str, Any]]
-    """The prompt's messages (``{"role", "content"}``), in wire shape."""
-    description: str | None
-    """The prompt's description, if the server gave one."""
-    raw: dict[str, Any] = field(repr=False)
-    """The whole result as received."""
-
-    @property
-    def text(self) -> str:
-        """The text content of every message, joined by newlines."""
-        return _text_of([message.get("content") for message in self.messages])
-
-
-@dataclass(frozen=True)
-class ResourceResult:
-    """The final result of ``resources/read``."""
-
-    contents: list[dict[str, Any]]
-    """Text (``text``) or binary (``blob``, Base64) contents, in wire shape."""
-    raw: dict[str, Any] = field(repr=False)
-    """The whole result as received."""
-
-    @property
-    def text(self) -> str:
-        """The text contents joined by newlines."""
-        return "\n".join(item["text"] for item in self.contents if isinstance(item.get("text"), str))
-
-
-def _tool_result(result: dict[str, Any]) -> ToolResult:
-    """A ``CallToolResult`` dict, checked, as a :class:`ToolResult`."""
-    _checked(result, wire.CallToolResult, "CallToolResult")
-    return ToolResult(list(result["content"]), result.get("structuredContent"), bool(result.get("isError")), result)
-
-
-def _checked(result: dict[str, Any], shape: type[Any], what: str) -> None:
-    try:
-        msgspec.convert(result, shape)
-    except msgspec.ValidationError as exc:
-        raise ClientError(INVALID_REQUEST, f"Invalid {what} from the server: {exc}") from None
 
 
 def _checked_item(item: Any, shape: type[Any], where: str) -> None:
@@ -184,12 +141,6 @@ def _checked_deadline(deadline: Any) -> float | None:
 
 def _error_response(request_id: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": JSONRPC_VERSION, "id": request_id, "error": {"code": code, "message": message}}
-
-
-async def _maybe_await(value: Any) -> Any:
-    if inspect.isawaitable(value):
-        return await value
-    return value
 
 
 class Client:
@@ -226,7 +177,9 @@ class Client:
     extension (a task tool's call then returns when its task ends; see
     :meth:`start_task`). ``auth`` (a :class:`mrtr.client.oauth.OAuth`) authorizes
     requests to a protected server over HTTP. ``ui`` declares the MCP Apps extension
-    (the caller renders interfaces; see :meth:`read_ui`).
+    (the caller renders interfaces; see :meth:`read_ui`). ``eras`` is the :class:`EraMemory`
+    the client keeps what it probed in: its own by default; give several clients one to
+    probe an endpoint once between them.
     """
 
     def __init__(
@@ -250,6 +203,7 @@ class Client:
         on_list_changed: ListChangedCallback | None = None,
         auth: Any = None,
         ui: bool = False,
+        eras: EraMemory | None = None,
     ) -> None:
         if era not in ("auto", "modern", "legacy"):
             raise ValueError(f'era must be "auto", "modern" or "legacy", not {era!r}')
@@ -285,6 +239,7 @@ class Client:
         self.on_list_changed = on_list_changed
         self.ui = bool(ui)
         self.era_choice = era
+        self.eras = EraMemory() if eras is None else eras
         self._ids = itertools.count(1)
         self._tools: dict[str, dict[str, Any]] | None = None
         self._nursery: trio.Nursery | None = None
@@ -399,17 +354,17 @@ class Client:
         async with self._era_lock:
             if self._era is None:
                 key = getattr(self.target, "url", None)
-                cached = _ERAS.get(key) if key is not None else None
+                cached = self.eras.get(key) if key is not None else None
                 self._era = LEGACY if self.era_choice == "legacy" else cached or await self._probe()
                 self._era_cached = cached is not None and self.era_choice == "auto"
                 if key is not None:
-                    _ERAS[key] = self._era
+                    self.eras.remember(key, self._era)
             if self._era == LEGACY and self.server is None:
                 try:
                     await self._initialize()
                 except ClientError as error:
                     if key is not None:
-                        _ERAS.pop(key, None)  # re-probe next time: the cached era may be what failed
+                        self.eras.forget(key)  # re-probe next time: the cached era may be what failed
                     if self.era_choice == "auto" and error.code in MODERN_ERRORS:
                         # The server refused initialize the way only a modern one does: speak modern.
                         log.info("%s refused initialize with a modern error: a modern server", self._where())
@@ -421,7 +376,7 @@ class Client:
                         self.target.era = MODERN  # type: ignore[attr-defined]
                         self._era = await self._probe()
                         if key is not None:
-                            _ERAS[key] = self._era
+                            self.eras.remember(key, self._era)
                         if self._era == LEGACY:
                             await self._initialize()
                         return
@@ -560,7 +515,7 @@ class Client:
                                                          "questions", {"rounds": self.max_rounds,
                                                                        "lastKeys": [item.key]})
         answers: dict[str, Any] = {}
-        self._store(item, row, await _maybe_await(answerer(item)), answers)
+        self._store(item, row, await maybe_await(answerer(item)), answers)
         return result_response(request_id, answers[item.key])
 
     def _session_notification(self, note: dict[str, Any]) -> None:
@@ -586,7 +541,7 @@ class Client:
             if method == "notifications/tools/list_changed":
                 self._tools = None  # the header annotations may have changed with the tools
             if self.on_list_changed is not None:
-                await _maybe_await(self.on_list_changed(_LIST_CHANGED[method]))
+                await maybe_await(self.on_list_changed(_LIST_CHANGED[method]))
 
     async def _log(self, params: Mapping[str, Any]) -> None:
         try:
@@ -595,7 +550,7 @@ class Client:
             log.warning("ignoring a malformed notifications/message from the server: %s", exc)
             return
         assert self.on_log is not None
-        await _maybe_await(self.on_log(decoded.level, decoded.logger, decoded.data))
+        await maybe_await(self.on_log(decoded.level, decoded.logger, decoded.data))
 
     # -- one request ---------------------------------------------------------------------------
 
@@ -626,7 +581,7 @@ class Client:
                     raise ClientError(INVALID_REQUEST, f"Invalid notifications/progress from the server: {exc}") \
                         from None
                 if on_progress is not None:
-                    await _maybe_await(on_progress(params.progress, params.total, params.message))
+                    await maybe_await(on_progress(params.progress, params.total, params.message))
 
         def notified(note: dict[str, Any]) -> None:
             if note.get("method") == "notifications/progress" or (
@@ -695,7 +650,7 @@ class Client:
                 if self._era_cached and error.status in (400, 404, 405) and not is_modern_error(error.code, method):
                     # The era this process remembered for the endpoint no longer holds: probe again.
                     self._era_cached = False
-                    _ERAS.pop(getattr(self.target, "url", ""), None)
+                    self.eras.forget(getattr(self.target, "url", ""))
                     self._era, self.server = None, None
                     self.target.era = MODERN  # type: ignore[attr-defined]
                     await self._settle_era()
@@ -780,7 +735,7 @@ class Client:
                     INTERNAL_ERROR, f"{method} still asked for input after {self.max_rounds} rounds",
                     {"rounds": self.max_rounds, "lastKeys": list(requests or {})})
             if requests:
-                responses = await self._answer_round(requests)
+                responses = await self.answer_round(requests)
                 pause = _STATE_ONLY_BACKOFF[0]
             else:
                 # Load shedding: nothing to answer, the server wants the state back. Pause a
@@ -833,7 +788,12 @@ class Client:
         except msgspec.ValidationError as exc:
             raise TypeError(f"the answer to {item.key!r} is not a valid {row.method} answer: {exc}") from None
 
-    async def _answer_round(self, requests: Mapping[str, Any]) -> dict[str, Any]:
+    async def answer_round(self, requests: Mapping[str, Any]) -> dict[str, Any]:
+        """The answers to one round of questions (``inputRequests`` in wire shape, by key), from the answerers.
+
+        What a call does between rounds, and what a task handle does for an ``input_required``
+        task; an answerer the client lacks for a question's kind is a :class:`ClientError`.
+        """
         items = [self._request_object(key, embedded) for key, embedded in requests.items()]
         chosen = [(item, *self._answerer(item)) for item in items]  # refuse an undeclared kind before asking
         answers: dict[str, Any] = {}
@@ -874,7 +834,7 @@ class Client:
         result, self._discovered = self._discovered, None  # the probe's answer, used once
         if result is None:
             result = await self.request("server/discover")
-        _checked(result, wire.DiscoverResult, "DiscoverResult")
+        checked(result, wire.DiscoverResult, "DiscoverResult")
         return result
 
     async def _all_pages(self, method: str, member: str, shape: type[Any]) -> list[dict[str, Any]]:
@@ -896,6 +856,10 @@ class Client:
                 raise ClientError(INVALID_REQUEST, f"Invalid {method} result: nextCursor {cursor!r} repeats or is "
                                                    "not a string")
             seen.add(cursor)
+
+    def listed_tool(self, name: str) -> dict[str, Any] | None:
+        """Tool ``name`` as the last ``tools/list`` of this client gave it (``None``: not listed, or never listed)."""
+        return None if self._tools is None else self._tools.get(name)
 
     async def list_tools(self) -> list[ToolInfo]:
         """Every tool (all pages), as ``Tool`` dicts (:class:`~mrtr.client.apps.ToolInfo`: with its interface).
@@ -968,7 +932,7 @@ class Client:
                 raise ClientError(INVALID_REQUEST, "Invalid CreateTaskResult: a task carries no requestState")
             status = TaskStatus.of(result)
             return TaskHandle(self, status.task_id, first=result)
-        return TaskHandle(self, None, result=_tool_result(result))
+        return TaskHandle(self, None, result=read_tool_result(result))
 
     def task(self, task_id: str) -> TaskHandle:
         """The handle of a task started before (by this process or another), by its id."""
@@ -983,14 +947,14 @@ class Client:
         if arguments is not None:
             params["arguments"] = dict(arguments)
         result = await self.request("prompts/get", params, deadline=deadline)
-        _checked(result, wire.GetPromptResult, "GetPromptResult")
+        checked(result, wire.GetPromptResult, "GetPromptResult")
         return PromptResult(list(result["messages"]), result.get("description"), result)
 
     async def read_resource(self, uri: str, *,
                             deadline: float | None | _Default = CLIENT_DEADLINE) -> ResourceResult:
         """Read a resource, answering its questions, and return its contents (``deadline``: per round)."""
         result = await self.request("resources/read", {"uri": uri}, deadline=deadline)
-        _checked(result, wire.ReadResourceResult, "ReadResourceResult")
+        checked(result, wire.ReadResourceResult, "ReadResourceResult")
         return ResourceResult(list(result["contents"]), result)
 
     async def read_ui(self, tool: str | Mapping[str, Any], *,
@@ -1018,7 +982,7 @@ class Client:
         if context is not None:
             params["context"] = {"arguments": dict(context)}
         result = await self.request("completion/complete", params, deadline=deadline)
-        _checked(result, wire.CompleteResult, "CompleteResult")
+        checked(result, wire.CompleteResult, "CompleteResult")
         completion: dict[str, Any] = result["completion"]
         return completion
 
