@@ -30,7 +30,7 @@ from ..core.answers import sampled as _sampled
 from ..core.eras import (LATEST_LEGACY_VERSION, LEGACY, LEGACY_VERSIONS, MODERN, MODERN_ERRORS, MODERN_VERSIONS, Era,
                          InitializeResult, is_modern_error)
 from ..core.errors import (HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
-                           UNSUPPORTED_PROTOCOL_VERSION)
+                           STATE_UNREADABLE, UNSUPPORTED_PROTOCOL_VERSION)
 from ..core.jsonrpc import JSONRPC_VERSION, Dispatcher, notification, request, result_response
 from ..core.kinds import KINDS, REQUEST_KINDS, Kind, RequestKind, decode_input_response, kind_of
 from ..core.mirroring import InvalidHeaderSchema, mirrored_parameters
@@ -108,8 +108,16 @@ class EraMemory:
         self._eras.pop(url, None)
 
 _LIST_CHANGED = {f"notifications/{what}/list_changed": what for what in ("tools", "prompts", "resources")}
-_STATE_LOST = "requestState failed authentication"
+_STATE_LOST = "requestState failed authentication"  # what a server of an earlier release says instead of data.reason
 RESULT_TYPE_TASK = "task"
+
+
+def _state_unreadable(error: ClientError) -> bool:
+    """Whether the server said it cannot open the ``requestState`` it issued (``data.reason``)."""
+    data = error.data
+    if isinstance(data, dict) and "reason" in data:
+        return data["reason"] == STATE_UNREADABLE
+    return _STATE_LOST in error.message
 
 
 def _checked_item(item: Any, shape: type[Any], where: str) -> None:
@@ -708,7 +716,7 @@ class Client:
             try:
                 result = await self.call_once(method, sent, deadline=deadline)
             except ClientError as error:
-                if state is not None and error.code == INVALID_PARAMS and _STATE_LOST in error.message:
+                if state is not None and error.code == INVALID_PARAMS and _state_unreadable(error):
                     raise StateLost(error.code, f"{error.message}. The server could not open the state it issued "
                                                 "for this conversation: most likely it restarted without a fixed "
                                                 "MRTR_SECRET (or the retry reached a node with another key). The "

@@ -48,7 +48,8 @@ import msgspec
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from .errors import EphemeralKeyWarning, ExpiredRequestState, HandlerError, InvalidParams, InvalidRequestState
+from .errors import (STATE_EXPIRED, STATE_UNREADABLE, EphemeralKeyWarning, ExpiredRequestState, HandlerError,
+                     InvalidParams, InvalidRequestState)
 from .jsonrpc import canonical
 from .ledger import Slot
 
@@ -364,7 +365,7 @@ class RequestStateCodec:
         if len(raw) <= NONCE_SIZE:
             raise InvalidRequestState(_MSG_TOO_SHORT)
         if len(raw) < NONCE_SIZE + TAG_SIZE:
-            raise InvalidRequestState(_MSG_AUTH)
+            raise InvalidRequestState(_MSG_AUTH, data={"reason": STATE_UNREADABLE})
         nonce = raw[:NONCE_SIZE]
         body = raw[NONCE_SIZE:]
         for aead in self._aeads:
@@ -372,7 +373,7 @@ class RequestStateCodec:
                 return aead.decrypt(nonce, body, _AAD)
             except InvalidTag:
                 continue
-        raise InvalidRequestState(_MSG_AUTH)
+        raise InvalidRequestState(_MSG_AUTH, data={"reason": STATE_UNREADABLE})
 
     # -- marks --------------------------------------------------------------------------
 
@@ -430,7 +431,7 @@ class RequestStateCodec:
         if state.version != FORMAT_VERSION:
             raise InvalidRequestState(_MSG_MALFORMED)
         if state.issued_at + self._ttl_ms < int(self._clock() * 1000):
-            raise ExpiredRequestState(_MSG_EXPIRED)
+            raise ExpiredRequestState(_MSG_EXPIRED, data={"reason": STATE_EXPIRED})
         return state
 
     def expires_at(self, state: RequestState) -> float:

@@ -38,6 +38,8 @@ __all__ = [
     "ReplayMismatch",
     "InvalidRequestState",
     "ExpiredRequestState",
+    "STATE_EXPIRED",
+    "STATE_UNREADABLE",
     "HandlerError",
     "PublicError",
     "EphemeralKeyWarning",
@@ -216,12 +218,23 @@ class ReplayMismatch(InvalidParams):
         return ReplayMismatch(self.brief, data=self.data, brief=self.brief)
 
 
+STATE_UNREADABLE = "requestState-unreadable"
+"""``data.reason`` of a token no key of the server's ring opens: tampered, or sealed under a key it lost."""
+
+STATE_EXPIRED = "requestState-expired"
+"""``data.reason`` of a token older than its time-to-live."""
+
+
 class InvalidRequestState(InvalidParams):
-    """A ``requestState`` token that cannot be trusted (-32602)."""
+    """A ``requestState`` token that cannot be trusted (-32602).
+
+    ``data.reason`` says why in a word a client can act on (:data:`STATE_UNREADABLE`,
+    :data:`STATE_EXPIRED`) where one applies; the message says it in words.
+    """
 
 
 class ExpiredRequestState(InvalidRequestState):
-    """A ``requestState`` token older than its time-to-live (-32602)."""
+    """A ``requestState`` token older than its time-to-live (-32602, ``data.reason`` :data:`STATE_EXPIRED`)."""
 
 
 class HandlerError(Exception):
