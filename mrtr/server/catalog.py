@@ -40,7 +40,8 @@ from ..core import models
 from ..core.context import Context
 from ..core.errors import HandlerError, InternalError, InvalidParams, InvalidRequest, ProtocolError
 from ..core.jsonrpc import Notify
-from .pipeline import Middleware
+from .pipeline import CallNext, Incoming, InnerFailure, Middleware, middleware_failure
+from .pipeline import run as run_pipeline
 
 __all__ = ["Catalog", "MountedCatalog", "PromptEntry", "RequestInfo", "ResourceEntry", "ResourceNotFound",
            "TemplateEntry", "ToolEntry", "PrincipalSource", "checked_progress_token", "described", "mounted_definition",
@@ -492,6 +493,27 @@ class Catalog:
             # The client gets the brief form; whoever runs the server needs the whole diagnostic.
             log.warning("%s (the client was sent this without the handler's files and lines)", error.message)
         return masked
+
+    # -- middleware ----------------------------------------------------------------------
+
+    async def through_middleware(self, view: Incoming, method: CallNext) -> Any:
+        """``view`` through this catalogue's middleware, then ``method``; its result, or the failure's.
+
+        What the method raises comes out as it was raised; a middleware's own failure is told
+        as a handler's (:func:`~mrtr.server.pipeline.middleware_failure`): a tool's error
+        result, or the ``-32603`` of anything else.
+        """
+        try:
+            return await run_pipeline(self.middleware, view, method)
+        except InnerFailure as failure:
+            raise failure.cause from failure.cause.__cause__  # as the method raised it, its cause kept
+        except ProtocolError:
+            raise
+        except Exception as error:
+            failed = middleware_failure(error)
+            if view.method == "tools/call":
+                return self.tool_error(view.name or "", failed)
+            raise self.internal_error(view.method, view.name, failed) from None
 
     # -- completion ----------------------------------------------------------------------
 

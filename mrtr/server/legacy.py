@@ -89,7 +89,7 @@ from ..core.peer import LiveRequestFailed, Peer
 from ..core.replay import Completed
 from .apps import session_extensions
 from .catalog import Catalog, ResourceNotFound, checked_progress_token, mounted_definition
-from .pipeline import Incoming, InnerFailure, middleware_failure
+from .pipeline import Incoming
 from .pipeline import run as run_pipeline
 from .shell import Shell
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
@@ -470,17 +470,9 @@ class LegacyEra:
             served = call if passed.params is view.params else call.with_params(dict(passed.params), passed.method)
             return await self._method(served)
 
-        try:
-            return await run_pipeline(self.catalog.middleware, view, method)  # type: ignore[no-any-return]
-        except InnerFailure as failure:
-            raise failure.cause from failure.cause.__cause__  # as the method raised it, its cause kept
-        except ProtocolError:
-            raise
-        except Exception as error:  # a middleware's own: told as a handler's failure is
-            failed = middleware_failure(error)
-            if call.method == "tools/call":
-                return _tool_result(self.catalog.tool_error(view.name or "", failed), call.session.version)
-            raise self.catalog.internal_error(call.method, view.name, failed) from None
+        result = await self.catalog.through_middleware(view, method)
+        # What a middleware answered itself, or its failure as a tool's error, in this era's shape too.
+        return _tool_result(result, call.session.version) if call.method == "tools/call" else result  # type: ignore[no-any-return]
 
     async def close(self, session_id: str, *, headers: Mapping[str, str] | None = None, auth: Any = None) -> bool:
         """End a session this caller opened; whether it was live."""

@@ -39,8 +39,7 @@ from ..core.errors import (
 )
 from ..core.jsonrpc import Notify, Response, RunSync, result_response
 from .catalog import Catalog, ToolEntry, checked_progress_token, mounted_definition, token_principal
-from .pipeline import Incoming, InnerFailure, middleware_failure
-from .pipeline import run as run_pipeline
+from .pipeline import Incoming
 from .shell import Shell
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
 from .subscriptions import Subscriptions
@@ -251,27 +250,9 @@ class ModernEra:
 
     # -- dispatch ------------------------------------------------------------------------
 
-    async def respond(
-        self,
-        message: Mapping[str, Any],
-        *,
-        headers: Mapping[str, str] | None = None,
-        notify: Notify | None = None,
-        run_sync: RunSync | None = None,
-        auth: Any = None,
-    ) -> Response:
-        """Serve one parsed JSON-RPC request: its response message and the status to send it with.
-
-        ``headers`` are the transport's request headers (for the principal source),
-        ``notify`` receives the request's notifications, and ``run_sync`` runs a sync
-        handler away from the event loop when the server was built with
-        ``sync_handlers="thread"`` (``notify`` must then accept calls from that thread;
-        see :mod:`mrtr.transports.shared`). Without ``run_sync`` every handler runs inline.
-        Protocol errors become error responses with their status hint (as :meth:`shown`
-        gives them); an unexpected failure becomes ``-32603`` (logged with its
-        traceback, never sent to the client). ``auth`` is the caller's verified token; a protected server refuses a
-        request without one.
-        """
+    async def respond(self, message: Mapping[str, Any], *, headers: Mapping[str, str] | None = None,
+                      notify: Notify | None = None, run_sync: RunSync | None = None, auth: Any = None) -> Response:
+        """Serve one parsed JSON-RPC request: its response and status (see :meth:`mrtr.server.Server.respond`)."""
         request_id: Any = message.get("id")
         try:
             result = await self._dispatch(message, headers or {}, notify, run_sync, auth)
@@ -281,21 +262,6 @@ class ModernEra:
             log.exception("unexpected failure serving %s", message.get("method"))
             return Response.refusing(request_id, InternalError("Internal error"))
         return Response(result_response(request_id, result))
-
-    async def handle(
-        self,
-        message: Mapping[str, Any],
-        *,
-        headers: Mapping[str, str] | None = None,
-        notify: Notify | None = None,
-        run_sync: RunSync | None = None,
-        auth: Any = None,
-    ) -> dict[str, Any]:
-        """Serve one parsed JSON-RPC request and return its response message (see :meth:`respond`).
-
-        For callers in this process, which have no status to send.
-        """
-        return (await self.respond(message, headers=headers, notify=notify, run_sync=run_sync, auth=auth)).message
 
     async def _dispatch(self, message: Mapping[str, Any], headers: Mapping[str, str], notify: Notify | None,
                         run_sync: RunSync | None, auth: Any) -> Any:
@@ -371,17 +337,7 @@ class ModernEra:
                 request, method=passed.method, params=dict(passed.params), checked=None, tool=None)
             return await self._method(served)
 
-        try:
-            return await run_pipeline(self.catalog.middleware, view, method)  # type: ignore[no-any-return]
-        except InnerFailure as failure:
-            raise failure.cause from failure.cause.__cause__  # as the method raised it, its cause kept
-        except ProtocolError:
-            raise
-        except Exception as error:  # a middleware's own: told as a handler's failure is
-            failed = middleware_failure(error)
-            if request.method == "tools/call":
-                return self.catalog.tool_error(view.name or "", failed)
-            raise self.catalog.internal_error(request.method, view.name, failed) from None
+        return await self.catalog.through_middleware(view, method)  # type: ignore[no-any-return]
 
     def round_of(self, view: Incoming) -> int:
         """The 1-based round of the conversation a request is: one more than its ``requestState`` records.
