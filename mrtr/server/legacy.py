@@ -73,6 +73,7 @@ from ..core.context import LOG_LEVELS, Context
 from ..core.eras import LEGACY, LEGACY_VERSIONS, Unexpressible, negotiate, session_capabilities
 from ..core.errors import (
     HEADER_MISMATCH,
+    LEGACY_RATE_LIMITED,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     UNSUPPORTED_PROTOCOL_VERSION,
     HandlerError,
@@ -82,13 +83,14 @@ from ..core.errors import (
     MethodNotFound,
     MissingRequiredClientCapability,
     ProtocolError,
+    RateLimited,
 )
 from ..core.jsonrpc import NodeLink, Notify, Response, RunSync, encode, error_response, result_response
 from ..core.live import MAX_LIVE_ROUNDS
 from ..core.peer import LiveRequestFailed, Peer
 from ..core.replay import Completed
 from .catalog import Catalog, ResourceNotFound, checked_progress_token
-from .pipeline import Incoming, InnerFailure, middleware_failure
+from .pipeline import Incoming, InnerFailure, Shared, Component, middleware_failure
 from .pipeline import run as run_pipeline
 from .shell import Shell
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
@@ -136,7 +138,10 @@ _FAMILIES = {"tools": "tools", "prompts": "prompts", "resources": "resources", "
 
 def legacy_error(error: ProtocolError) -> ProtocolError:
     """``error`` as a legacy session receives it: the modern-only codes become ``-32603`` (message and data kept),
-    and a resource nothing serves is this era's ``-32002``."""
+    a resource nothing serves is this era's ``-32002``, and a request refused for rate ``-32000`` with its
+    ``data.retryAfter`` (and status 200, as every error of this era)."""
+    if isinstance(error, RateLimited):
+        return ProtocolError(error.message, code=LEGACY_RATE_LIMITED, data=error.data)
     if error.code in _MODERN_ONLY:
         return InternalError(error.message, data=error.data)
     if isinstance(error, ResourceNotFound):
@@ -344,6 +349,7 @@ class LegacyEra:
         """Serve one request of a session; see :class:`~mrtr.core.jsonrpc.SessionDispatcher`."""
         request_id: Any = message.get("id")
         method = message.get("method")
+        shared = Shared() if self.catalog.middleware else None
         try:
             self._authenticated(auth)
             if not isinstance(method, str) or (method != "initialize" and not self.serves(method)):
@@ -370,7 +376,7 @@ class LegacyEra:
             self.sessions.begin(session)
             try:
                 if self.catalog.middleware:
-                    result = await self._through_middleware(call)
+                    result = await self._through_middleware(call, shared)
                 else:
                     result = await self._methods[method](call)
             finally:
@@ -378,10 +384,13 @@ class LegacyEra:
                 if records is not None:  # busy on every node's view until now: never ended to make room
                     await records.finish(session.id, self.sessions.idle_timeout)
         except ProtocolError as error:
-            return _refusal(request_id, self.catalog.shown(error), self._records is not None)
+            refusal = _refusal(request_id, self.catalog.shown(error), self._records is not None)
+            return refusal._replace(notes=shared.notes) if shared is not None and shared.notes else refusal
         except Exception:
             log.exception("unexpected failure serving %s in a legacy session", method)
             return _refusal(request_id, InternalError("Internal error"))
+        if shared is not None and shared.notes:
+            return Response(result_response(request_id, result), notes=shared.notes)
         return Response(result_response(request_id, result))
 
     async def notification(self, session_id: str | None, message: Mapping[str, Any], *,
@@ -431,15 +440,25 @@ class LegacyEra:
     # -- middleware --------------------------------------------------------------------------
 
     def _view(self, method: str, params: Mapping[str, Any], session: Session, auth: Any, request_id: Any, *,
-              is_notification: bool = False) -> Incoming:
+              is_notification: bool = False, shared: Shared | None = None) -> Incoming:
         return Incoming(method, params, principal=session.principal, auth=auth, era=LEGACY,
                         client_capabilities=session.client_capabilities, client_info=session.client_info,
                         session_id=session.id, client=session.client, request_id=request_id,
-                        is_notification=is_notification)
+                        is_notification=is_notification, facts=self, version=session.version, shared=shared)
 
-    async def _through_middleware(self, call: _Call) -> dict[str, Any]:
+    def round_of(self, view: Incoming) -> int:
+        """1: a legacy call is one request, its questions asked live inside it."""
+        return 1
+
+    def component_of(self, view: Incoming) -> Component | None:
+        """What a request names as registered (see :attr:`Incoming.component`)."""
+        return self.catalog.component(view.method, view.params)
+
+    async def _through_middleware(self, call: _Call, shared: Shared | None = None) -> dict[str, Any]:
         """Serve ``call`` through the server's middleware (:mod:`mrtr.server.pipeline`), then its method."""
-        view = self._view(call.method, call.params, call.session, call.auth, call.id)
+        shared = shared if shared is not None else Shared()
+        view = self._view(call.method, call.params, call.session, call.auth, call.id, shared=shared)
+        call.peer = _Watched(call.peer, shared)  # so the view knows when the client answered inside the call
 
         async def method(passed: Incoming) -> dict[str, Any]:
             served = call if passed.params is view.params else _Call(
@@ -798,6 +817,20 @@ def _apply(session: Session, record: Mapping[str, Any]) -> None:
         subscriptions else None
     if record.get("initialized") is True:
         session.mark_initialized()
+
+
+class _Watched:
+    """A call's way to the client that marks, for its middleware, that the client answered inside the call."""
+
+    __slots__ = ("peer", "shared")
+
+    def __init__(self, peer: Peer, shared: Shared) -> None:
+        self.peer = peer
+        self.shared = shared
+
+    async def request_all(self, requests: Any, *, timeout: float) -> list[dict[str, Any]]:
+        self.shared.asked = True
+        return await self.peer.request_all(requests, timeout=timeout)
 
 
 class _Call:

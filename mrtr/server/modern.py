@@ -39,7 +39,7 @@ from ..core.errors import (
 )
 from ..core.jsonrpc import Notify, Response, RunSync, result_response
 from .catalog import Catalog, ToolEntry, checked_progress_token, token_principal
-from .pipeline import Incoming, InnerFailure, middleware_failure
+from .pipeline import Incoming, InnerFailure, Shared, Component, middleware_failure
 from .pipeline import run as run_pipeline
 from .shell import Shell
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
@@ -255,9 +255,13 @@ class ModernEra:
         notify: Notify | None = None,
         run_sync: RunSync | None = None,
         auth: Any = None,
+        client: str | None = None,
     ) -> Response:
         """Serve one parsed JSON-RPC request: its response message and the status to send it with.
 
+        ``client`` is the transport's name for the peer (what a middleware reads as
+        :attr:`~mrtr.server.pipeline.Incoming.client`); what the request's middleware
+        noted for its access line goes with the response (``Response.notes``).
         ``headers`` are the transport's request headers (for the principal source),
         ``notify`` receives the request's notifications, and ``run_sync`` runs a sync
         handler away from the event loop when the server was built with
@@ -269,13 +273,16 @@ class ModernEra:
         request without one.
         """
         request_id: Any = message.get("id")
+        shared = Shared() if self.catalog.middleware else None
         try:
-            result = await self._dispatch(message, headers or {}, notify, run_sync, auth)
+            result = await self._dispatch(message, headers or {}, notify, run_sync, auth, client, shared)
         except ProtocolError as error:
-            return Response.refusing(request_id, self.catalog.shown(error))
+            return Response.refusing(request_id, self.catalog.shown(error), shared.notes if shared else None)
         except Exception:
             log.exception("unexpected failure serving %s", message.get("method"))
-            return Response.refusing(request_id, InternalError("Internal error"))
+            return Response.refusing(request_id, InternalError("Internal error"), shared.notes if shared else None)
+        if shared is not None and shared.notes:
+            return Response(result_response(request_id, result), notes=shared.notes)
         return Response(result_response(request_id, result))
 
     async def handle(
@@ -286,15 +293,18 @@ class ModernEra:
         notify: Notify | None = None,
         run_sync: RunSync | None = None,
         auth: Any = None,
+        client: str | None = None,
     ) -> dict[str, Any]:
         """Serve one parsed JSON-RPC request and return its response message (see :meth:`respond`).
 
         For callers in this process, which have no status to send.
         """
-        return (await self.respond(message, headers=headers, notify=notify, run_sync=run_sync, auth=auth)).message
+        return (await self.respond(message, headers=headers, notify=notify, run_sync=run_sync, auth=auth,
+                                   client=client)).message
 
     async def _dispatch(self, message: Mapping[str, Any], headers: Mapping[str, str], notify: Notify | None,
-                        run_sync: RunSync | None, auth: Any) -> Any:
+                        run_sync: RunSync | None, auth: Any, client: str | None = None,
+                        shared: Shared | None = None) -> Any:
         method = message["method"]
         if self.catalog.auth is not None and auth is None:
             # Fail closed: a transport that cannot authenticate must not reach a protected server.
@@ -314,6 +324,8 @@ class ModernEra:
             params = {}
         request = _Request(method, params, _read_envelope(params), headers, notify, message.get("id"), run_sync, auth)
         if self.catalog.middleware:
+            request.client = client
+            request.shared = shared
             result = await self._through_middleware(request)
         else:
             result = await self._methods[method](request)
@@ -338,7 +350,8 @@ class ModernEra:
         envelope = request.envelope
         view = Incoming(request.method, request.params, principal=principal, auth=request.auth, era=MODERN,
                         client_capabilities=envelope.capabilities, client_info=envelope.client_info,
-                        request_id=request.id, is_task=self._is_task(request), facts=self)
+                        request_id=request.id, is_task=self._is_task(request), facts=self, client=request.client,
+                        version=envelope.version, shared=request.shared)
 
         async def method(passed: Incoming) -> dict[str, Any]:
             served = request if passed.params is view.params else dataclasses.replace(
@@ -370,6 +383,10 @@ class ModernEra:
             return self.shell.token_carrier.codec.decode(token).rounds + 1
         except ProtocolError:
             return 1
+
+    def component_of(self, view: Incoming) -> Component | None:
+        """What a request names as registered (see :attr:`Incoming.component`)."""
+        return self.catalog.component(view.method, view.params)
 
     def _is_task(self, request: _Request) -> bool:
         """Whether a request creates a task or is a task method (see :attr:`Incoming.is_task`)."""
@@ -598,6 +615,8 @@ class _Request:
     checked: CheckedToken | None = None  # its token, once read for a round that runs once
     tool: ToolEntry | None = None  # the tool a tools/call names, once looked up
     principal: Any = _UNSET  # who is asking, once computed (str or None)
+    client: str | None = None  # the transport's name for the peer, told to the middleware
+    shared: Shared | None = None  # what the middleware's views share with respond (their notes)
 
 
 def _read_envelope(params: Mapping[str, Any]) -> _Envelope:
