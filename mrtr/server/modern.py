@@ -324,9 +324,7 @@ class ModernEra:
             params = {}
         request = _Request(method, params, _read_envelope(params), headers, notify, message.get("id"), run_sync, auth)
         if self.catalog.middleware:
-            request.client = client
-            request.shared = shared
-            result = await self._through_middleware(request)
+            result = await self._through_middleware(request, client, shared)
         else:
             result = await self._methods[method](request)
         meta = result.get("_meta")
@@ -342,16 +340,20 @@ class ModernEra:
 
     # -- middleware --------------------------------------------------------------------
 
-    async def _through_middleware(self, request: _Request) -> dict[str, Any]:
-        """Serve ``request`` through the server's middleware (:mod:`mrtr.server.pipeline`), then its method."""
+    async def _through_middleware(self, request: _Request, client: str | None = None,
+                                  shared: Shared | None = None) -> dict[str, Any]:
+        """Serve ``request`` through the server's middleware (:mod:`mrtr.server.pipeline`), then its method.
+
+        ``client`` is the transport's name for the peer; ``shared`` what the views share with :meth:`respond`.
+        """
         principal = token_principal(request.auth) if self.catalog.principal_source is None \
             else await self._principal(request)
         request.principal = principal  # computed once: the method reads it from here
         envelope = request.envelope
         view = Incoming(request.method, request.params, principal=principal, auth=request.auth, era=MODERN,
                         client_capabilities=envelope.capabilities, client_info=envelope.client_info,
-                        request_id=request.id, is_task=self._is_task(request), facts=self, client=request.client,
-                        version=envelope.version, shared=request.shared)
+                        request_id=request.id, is_task=self._is_task(request), facts=self, client=client,
+                        version=envelope.version, shared=shared)
 
         async def method(passed: Incoming) -> dict[str, Any]:
             served = request if passed.params is view.params else dataclasses.replace(
@@ -615,8 +617,6 @@ class _Request:
     checked: CheckedToken | None = None  # its token, once read for a round that runs once
     tool: ToolEntry | None = None  # the tool a tools/call names, once looked up
     principal: Any = _UNSET  # who is asking, once computed (str or None)
-    client: str | None = None  # the transport's name for the peer, told to the middleware
-    shared: Shared | None = None  # what the middleware's views share with respond (their notes)
 
 
 def _read_envelope(params: Mapping[str, Any]) -> _Envelope:

@@ -75,8 +75,11 @@ def encode_response(response: Response, record: AccessRecord | None = None) -> E
         message = response.message
         body = _encode_json(message)
     headers = response.headers
-    encoded = Encoded(body, response.status, tuple((name.encode("latin-1"), value.encode("latin-1"))
-                                                   for name, value in headers) if headers else ())
+    if headers:
+        encoded = Encoded(body, response.status, tuple((name.encode("latin-1"), value.encode("latin-1"))
+                                                       for name, value in headers))
+    else:
+        encoded = Encoded(body, response.status)
     if record is not None:
         record.response(message)
         if response.notes:
