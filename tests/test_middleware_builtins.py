@@ -349,6 +349,11 @@ async def test_both_front_ends_answer_429_with_retry_after_and_key_by_the_remote
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5) as http:
         admitted = await http.post("/mcp", content=json.dumps(body), headers=headers)
         refused_ = await http.post("/mcp", content=json.dumps(body), headers=headers)
+    # Another address on the loopback network is another client: its own bucket.
+    elsewhere = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5, transport=elsewhere) as http:
+        other = await http.post("/mcp", content=json.dumps(body), headers=headers)
+    assert other.status_code == 200
     assert admitted.status_code == 200 and "retry-after" not in admitted.headers
     validate_message(admitted.json(), result_def="ListToolsResult")
     assert refused_.status_code == 429

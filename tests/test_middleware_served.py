@@ -232,6 +232,10 @@ def test_the_official_sdk_meets_the_same_rules_in_a_2025_session(transport: str,
             records = run_checks(legacy_python, tmp_path / "out", "--url", url, "--tenant", "legacy")
         lines = access_lines(tmp_path / "server.log", 'tools/call "rates"')
         assert [line.split("cache=")[1].split()[0] for line in lines] == ["miss", "hit"], lines
+        served_lines = [line for line in access_lines(tmp_path / "server.log", "POST /mcp")
+                        if " tools/" in line or " prompts/" in line or " resources/" in line]
+        assert served_lines and all(" timing_ms=" in line for line in served_lines)  # initialize is no request of
+        # the pipeline's (the session is opened before it), a notification has no line to note on
     flood = records["flood"]["detail"]
     assert 1 <= flood["admitted"] < 20 and flood["retryAfter"] > 0
 
