@@ -40,7 +40,7 @@ from ..core import models
 from ..core.context import Context
 from ..core.errors import HandlerError, InternalError, InvalidParams, InvalidRequest, ProtocolError
 from ..core.jsonrpc import Notify
-from .pipeline import Middleware, Component
+from .pipeline import Component, Middleware
 
 __all__ = ["Catalog", "PromptEntry", "RequestInfo", "ResourceEntry", "ResourceNotFound", "TemplateEntry",
            "ToolEntry", "PrincipalSource", "checked_progress_token", "token_principal"]
@@ -282,7 +282,8 @@ class Catalog:
             entry = entries.get(name) if isinstance(name, str) else None
             if entry is None:
                 return None
-            return Component("tool" if method == "tools/call" else "prompt", name, entry.definition)  # type: ignore[arg-type]
+            kind = "tool" if method == "tools/call" else "prompt"
+            return Component(kind, name, entry.definition)  # type: ignore[arg-type]
         if method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
             uri = params.get("uri")
             found = self.resource_entry(uri) if isinstance(uri, str) else None

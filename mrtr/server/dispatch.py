@@ -132,10 +132,10 @@ class Server(Registry):
 
     ``store_url`` names the store that holds what is not stateless (see
     ``docs/deployment.md``): task records, the rounds of handlers declared ``once=True``,
-    the buckets of a ``RateLimit`` middleware and, on Redis, the notifications every node's listeners hear (``MRTR_STORE``, or
-    ``MRTR_TASKS``; else, for task tools, a SQLite file of this server's own in the user's
-    state folder, ``$XDG_STATE_HOME/mrtr/stores/<name>.sqlite3``, and ``memory:`` for rounds
-    alone). ``tasks_url`` is its older name. ``task_lease``, ``task_ttl`` and
+    the buckets of a ``RateLimit`` middleware and, on Redis, the notifications every node's
+    listeners hear (``MRTR_STORE``, or ``MRTR_TASKS``; else, for task tools, a SQLite file
+    of this server's own in the user's state folder, ``$XDG_STATE_HOME/mrtr/stores/<name>.sqlite3``,
+    and ``memory:`` for rounds and buckets alone). ``tasks_url`` is its older name. ``task_lease``, ``task_ttl`` and
     ``task_max_bytes`` configure task tools (see ``docs/tasks.md``): the runner's lease in
     seconds (``MRTR_TASK_LEASE`` or 30), how long a task lives after its last activity in
     seconds (``MRTR_TASK_TTL`` or one hour; ``math.inf``: no limit) and the cap on one

@@ -90,7 +90,7 @@ from ..core.live import MAX_LIVE_ROUNDS
 from ..core.peer import LiveRequestFailed, Peer
 from ..core.replay import Completed
 from .catalog import Catalog, ResourceNotFound, checked_progress_token
-from .pipeline import Incoming, InnerFailure, Shared, Component, middleware_failure
+from .pipeline import Component, Incoming, InnerFailure, Shared, middleware_failure
 from .pipeline import run as run_pipeline
 from .shell import Shell
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result

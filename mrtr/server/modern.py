@@ -39,7 +39,7 @@ from ..core.errors import (
 )
 from ..core.jsonrpc import Notify, Response, RunSync, result_response
 from .catalog import Catalog, ToolEntry, checked_progress_token, token_principal
-from .pipeline import Incoming, InnerFailure, Shared, Component, middleware_failure
+from .pipeline import Component, Incoming, InnerFailure, Shared, middleware_failure
 from .pipeline import run as run_pipeline
 from .shell import Shell
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
