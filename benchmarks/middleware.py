@@ -15,6 +15,10 @@ each measured against **no middleware** in the same run (the ratio is the figure
   with no middleware and with five pass-through ``ServerMiddleware``: the same comparison
   for the peer, its ratio to its own baseline (skipped, saying so, without its virtualenv).
 
+And what ``RateLimit`` adds to each request it counts: one ``take_token`` of its store, in
+wall time (SQLite works in a worker thread, Redis in another process), for the memory
+store, a SQLite file and a Redis started for the run (skipped, saying so, without one).
+
 In process: each checkout in a child process of its own (so two versions of ``mrtr`` can
 be timed side by side), the request dispatched through ``Server.handle`` and driven to
 its end without an event loop turn (nothing in it suspends), in CPU time of the child's
@@ -219,12 +223,52 @@ def _over_http(*, turns: int, seconds: float, connections: int, before: Path | N
     return measured
 
 
+def _buckets(count: int, skipped: dict[str, str]) -> dict[str, float]:
+    """Microseconds of wall time per ``take_token`` of a rate limit's bucket, per store."""
+    import shutil
+    import tempfile
+    import time
+
+    import trio
+
+    from mrtr.carriers.tasks import open_store
+
+    from .tasks import _redis
+
+    async def takes(url: str) -> float:
+        async with open_store(url) as store:
+            for number in range(50):  # warm: the connection, the script, the table's pages
+                await store.take_token(f"warm{number}", 1e6, 1e6)
+            started = time.perf_counter()
+            for number in range(count):
+                await store.take_token(f"caller{number % 100}", 1e6, 1e6)  # never refused: each a take
+            return (time.perf_counter() - started) / count * 1e6
+
+    workdir = tempfile.mkdtemp(prefix="mrtr-bench-buckets-")
+    redis, redis_url, why = _redis(workdir)
+    stores = {"memory": "memory:", "SQLite": f"sqlite:///{workdir}/buckets.sqlite3"}
+    if redis_url:
+        stores["Redis"] = redis_url
+    else:
+        skipped["Redis buckets"] = str(why)
+    try:
+        return {name: trio.run(takes, url) for name, url in stores.items()}
+    finally:
+        if redis is not None:
+            stop(redis)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
 def run(*, quick: bool, before: Path | None = None, install_sdk: bool = True) -> dict[str, Any]:
     """Part 10's results."""
     pairs, batch_s = (3, 0.1) if quick else (9, 0.4)
     log(f"part 10: the middleware pipeline in process, {pairs} turns" + (f", before: {before}" if before else ""))
     result: dict[str, Any] = {"pairs": pairs, "in_process": _in_process(pairs=pairs, batch_s=batch_s, before=before),
                               "skipped": {}}
+    takes = 300 if quick else 3000
+    log(f"part 10: a RateLimit's take of a token, {takes} per store")
+    result["buckets"] = _buckets(takes, result["skipped"])
+    result["bucket_takes"] = takes
     if not wrk.available():
         result["skipped"]["http"] = "wrk is not installed (apt-get install wrk): the HTTP rows are not measured"
         log(f"part 10: SKIPPED over HTTP: {result['skipped']['http']}")

@@ -367,6 +367,12 @@ def table_middleware(part: dict[str, Any]) -> str:
         for name, row in http.items():
             lines.append(f"| {name} | {row['cpu_us']:.1f} | {row['cpu_ratio']:.2f}x | {row['per_second']:,.0f} | "
                          f"{row['rate_ratio']:.2f}x | {row['spread']:.2f} |")
+    buckets = part.get("buckets")
+    if buckets:
+        lines += ["", f"What a `RateLimit` adds to each request it counts: one take of a token from its store, "
+                  f"wall time, mean of {part['bucket_takes']:,}:", "",
+                  "| store | µs per take |", "|---|---|"]
+        lines += [f"| {name} | {value:.1f} |" for name, value in buckets.items()]
     for name, why in part.get("skipped", {}).items():
         lines += ["", f"Not measured: {name}: {why}"]
     return "\n".join(lines)
