@@ -296,6 +296,29 @@ async def test_without_the_running_store_a_rate_limit_refuses_rather_than_lets_e
     assert "Server.running()" in refused_["error"]["message"]
 
 
+async def test_a_store_that_fails_refuses_the_request_and_never_lets_it_through_unlimited(caplog):
+    from mrtr.carriers.tasks.store import store_failed
+
+    class Away:
+        async def take_token(self, bucket: str, per_second: float, burst: float) -> float:
+            raise store_failed("redis://:hunter2@redis.internal:6379/0", ConnectionError("connection refused"))
+
+    limit = RateLimit(per_second=1)
+    ran: list[str] = []
+    server = build(limit)
+
+    @server.tool
+    def counted() -> str:
+        ran.append("ran")
+        return "ran"
+
+    limit.use_store(Away())  # what Server.running() hands it, here a store that cannot be reached
+    refused_ = await respond(server, "tools/call", {"name": "counted", "arguments": {}}, tenant="acme")
+    assert refused_.message["error"] == {"code": -32603, "message": "Internal error: the task store is unavailable"}
+    assert ran == [] and "hunter2" not in json.dumps(refused_.message)
+    assert any("redis://:***@redis.internal" in record.getMessage() for record in caplog.records)
+
+
 def test_rate_limit_settings_are_checked():
     for bad in (0, -1, math.inf, math.nan, True, "5"):
         with pytest.raises(ValueError, match="per_second"):

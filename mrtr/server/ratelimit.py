@@ -89,7 +89,8 @@ class RateLimit:
     ``burst`` (default: one second's worth, at least 1). ``key`` says whose bucket a
     request takes from (default :func:`caller_of`: principal, session, address); it may
     be async, and ``None`` exempts the request. ``methods`` limits the requests of those
-    methods alone (default: every request but the task methods). ``name`` names the
+    methods alone (default: every request; task methods and notifications never count,
+    nor a conversation's later rounds). ``name`` names the
     buckets in the store: two limits with the same name and the same caller share a
     bucket, on every node, so two limits of one server need different names (by
     default it is made of ``per_second``, ``burst`` and ``methods``)::
