@@ -3,7 +3,8 @@
 A full run writes ``docs/performance/results.json`` and the PNG plots next to it, and
 regenerates the tables of ``docs/performance.md``. ``--quick`` runs a reduced version
 (under a minute) into ``.cache/bench-quick/`` and leaves the documents alone, so a
-quick run never replaces the recorded figures; CI runs it so the suite cannot rot.
+quick run never replaces the recorded figures; CI runs it so the suite cannot rot. It
+leaves out the parts of :data:`NOT_QUICK` unless ``--only`` names them.
 No part asserts a speed: thresholds are read off the report, never enforced here.
 """
 
@@ -20,25 +21,34 @@ from typing import Any
 
 from .common import ROOT
 
-PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions", "legacy", "nodes")
+PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions", "legacy", "nodes", "middleware")
+
+NOT_QUICK = ("middleware",)
+"""Parts ``--quick`` leaves out unless ``--only`` names them: the quick run is already past its minute
+(``--quick --only middleware`` runs that part alone, in about 12 s)."""
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="a reduced run, under a minute; documents untouched")
-    parser.add_argument("--only", default=",".join(PARTS), help=f"comma-separated parts of {', '.join(PARTS)}")
+    parser.add_argument("--only", default=None, help=f"comma-separated parts of {', '.join(PARTS)} (default: all; "
+                                                     f"with --quick, all but {', '.join(NOT_QUICK)})")
     parser.add_argument("--out", type=Path, help="where results.json and the plots go")
     parser.add_argument("--no-sdk-install", action="store_true",
                         help="use the official SDK only if .cache/interop-venv already has it (never reach a registry)")
     parser.add_argument("--before", type=Path, metavar="PATH",
-                        help="also serve another checkout's mrtr (native, 1 worker) in the HTTP turns, for an A/B")
+                        help="also serve another checkout's mrtr (native, 1 worker) in the HTTP turns, and time it "
+                             "without middleware in the middleware part, for an A/B")
     parser.add_argument("--merge", action="store_true",
                         help="keep the parts of the recorded results.json this run leaves out (each noted with its run)")
     parser.add_argument("--docs", action=argparse.BooleanOptionalAction, default=None,
                         help="regenerate the tables of docs/performance.md (default: on for a full run)")
     args = parser.parse_args(argv)
-    parts = [part.strip() for part in args.only.split(",") if part.strip()]
+    if args.only is None:
+        parts = [part for part in PARTS if not (args.quick and part in NOT_QUICK)]
+    else:
+        parts = [part.strip() for part in args.only.split(",") if part.strip()]
     unknown = set(parts) - set(PARTS)
     if unknown:
         parser.error(f"unknown part(s): {', '.join(sorted(unknown))}")
@@ -82,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     if "nodes" in parts:
         from . import nodes
         results["nodes"] = nodes.run(quick=args.quick)
+    if "middleware" in parts:
+        from . import middleware
+        results["middleware"] = middleware.run(quick=args.quick, before=args.before, install_sdk=install)
     results["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     results["seconds"] = round(time.monotonic() - started, 1)
 
@@ -160,6 +173,15 @@ def summary(results: dict[str, Any]) -> str:
         lines.append(f"once=True on {store}: a final round {row['once_ratio']:.1f}x the same round without it "
                      f"(+{(row['timings']['once']['median'] - row['timings']['plain']['median']) * 1e6:.0f} µs), "
                      f"a retry {row['retry_ratio']:.1f}x; a record {row['record_bytes']} bytes")
+    middleware = results.get("middleware")
+    if middleware:
+        rows = middleware["in_process"]
+        line = ("middleware, a plain tools/call in process: " + ", ".join(
+            f"{name} {row['us']:.1f} µs ({row['ratio']:.2f}x)" for name, row in rows.items()))
+        if middleware.get("http"):
+            line += "; over HTTP, server CPU: " + ", ".join(
+                f"{name} {row['cpu_us']:.0f} µs ({row['cpu_ratio']:.2f}x)" for name, row in middleware["http"].items())
+        lines.append(line)
     lines.append((report.table_noise(results) + f" Load average {results['load_before']} -> "
                   f"{results['load_after']}.").strip())
     return "\n".join(lines)

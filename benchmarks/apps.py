@@ -5,6 +5,8 @@
 - ``native``: the mrtr server under its native HTTP transport (``mrtr.http.run_http``);
 - ``asgi``: the mrtr ASGI app under hypercorn's trio worker;
 - ``tasks``: ``native`` plus a task tool, with the task store URL as a fourth argument;
+- ``middleware``: ``native`` with N pass-through middleware registered, N the fourth argument
+  (``async def mw(request, call_next): return await call_next(request)``, each its own stage);
 - ``floor-h11`` / ``floor-httptools``: the transport floors, a bare trio server on each
   parser that answers the flows with fixed bytes (no MCP, no JSON parsing, no token):
   a first round gets a fixed ``input_required`` with ``requestState`` ``"r1"``, a retry
@@ -67,6 +69,16 @@ def __getattr__(name: str) -> Server:
         built = globals()["server"] = make_server()
         return built
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def with_middleware(server: Server, stages: int) -> Server:
+    """``server`` with ``stages`` trivial middleware registered: each passes the request on and returns the result."""
+    for _ in range(stages):
+        async def passing(request: Any, call_next: Any) -> Any:
+            return await call_next(request)
+
+        server.middleware(passing)
+    return server
 
 
 def make_task_server() -> Server:
@@ -194,6 +206,11 @@ def main() -> None:
         # The store goes through the environment, which every checkout reads (--before included).
         os.environ["MRTR_TASKS"] = sys.argv[4]
         _run_http()(make_task_server(), "127.0.0.1", port, workers=workers)
+    elif kind == "middleware":
+        import logging
+
+        logging.basicConfig(level=logging.WARNING)
+        _run_http()(with_middleware(make_server(), int(sys.argv[4])), "127.0.0.1", port, workers=workers)
     elif kind == "asgi":
         import trio
         from hypercorn.config import Config

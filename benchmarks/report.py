@@ -352,6 +352,32 @@ def table_nodes(part: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def table_middleware(part: dict[str, Any]) -> str:
+    """Part 10: what the middleware pipeline costs a plain ``tools/call``, in process and over HTTP, against none."""
+    lines = [f"In process, CPU time per request, {part['pairs']} interleaved turns:", "",
+             "| candidate | µs per request | vs no middleware | spread |", "|---|---|---|---|"]
+    for name, row in part["in_process"].items():
+        lines.append(f"| {name} | {row['us']:.2f} | {row['ratio']:.2f}x | {row['spread']:.2f} |")
+    http = part.get("http")
+    if http:
+        lines += ["", f"Over HTTP (one worker, wrk), {part['http_turns']} interleaved turns; each server against its "
+                  "own baseline (the SDK's rows against the SDK with no middleware):", "",
+                  "| candidate | server CPU µs per request | vs no middleware | requests/s | vs no middleware | "
+                  "spread of the CPU figure |", "|---|---|---|---|---|---|"]
+        for name, row in http.items():
+            lines.append(f"| {name} | {row['cpu_us']:.1f} | {row['cpu_ratio']:.2f}x | {row['per_second']:,.0f} | "
+                         f"{row['rate_ratio']:.2f}x | {row['spread']:.2f} |")
+    buckets = part.get("buckets")
+    if buckets:
+        lines += ["", f"What a `RateLimit` adds to each request it counts: one take of a token from its store, "
+                  f"wall time, mean of {part['bucket_takes']:,}:", "",
+                  "| store | µs per take |", "|---|---|"]
+        lines += [f"| {name} | {value:.1f} |" for name, value in buckets.items()]
+    for name, why in part.get("skipped", {}).items():
+        lines += ["", f"Not measured: {name}: {why}"]
+    return "\n".join(lines)
+
+
 def table_goals(results: dict[str, Any]) -> str:
     lines = ["| goal | measured | met |", "|---|---|---|"]
     rounds = results.get("rounds")
@@ -487,6 +513,7 @@ def update_document(path: Path, results: dict[str, Any]) -> None:
         "sessions": lambda: table_sessions(results["sessions"]),
         "legacy": lambda: table_legacy_http(results["legacy"]),
         "nodes": lambda: table_nodes(results["nodes"]),
+        "middleware": lambda: table_middleware(results["middleware"]),
         "machine": lambda: table_machine(results),
     }
     text = path.read_text()

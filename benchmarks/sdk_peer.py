@@ -11,6 +11,9 @@ the python of ``.cache/interop-venv`` (see :func:`benchmarks.common.sdk_python`)
   answers) under uvicorn, access lines off, with the ``ask`` (one question) and ``ask3``
   (three questions in sequence) tools of the HTTP flows; ``serve-defaults PORT``: the
   same under uvicorn as it starts by default (log level info, an access line per request).
+- ``sdk_peer.py serve-middleware PORT N``: ``serve`` with N pass-through middleware in
+  ``MCPServer.middleware`` (``async def mw(ctx, call_next): return await call_next(ctx)``),
+  for the middleware part's comparison;
 - ``sdk_peer.py serve-stateful PORT``: the same app as the SDK serves 2025-era clients by
   default (stateful sessions, SSE answers), where ``ask_live`` asks its question with
   ``ctx.elicit`` while the call waits (access lines off).
@@ -196,9 +199,21 @@ def serve(port: int, *, defaults: bool = False, stateful: bool = False) -> None:
         uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 
 
+def with_middleware(stages: int) -> None:
+    """Append ``stages`` pass-through middleware to the server's chain (inside the SDK's own)."""
+    for _ in range(stages):
+        async def passing(ctx: Any, call_next: Any) -> Any:
+            return await call_next(ctx)
+
+        server.middleware.append(passing)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "inproc":
         inproc()
+    elif sys.argv[1] == "serve-middleware":
+        with_middleware(int(sys.argv[3]))
+        serve(int(sys.argv[2]))
     elif sys.argv[1] == "serve-defaults":
         serve(int(sys.argv[2]), defaults=True)
     else:

@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from typing import Any
 
 # The modules the API reference documents (docs/reference/), in the order of its pages.
-PUBLIC_MODULES = ("mrtr", "mrtr.client", "mrtr.testing", "mrtr.http", "mrtr.stdio", "mrtr.tasks", "mrtr.auth")
+PUBLIC_MODULES = ("mrtr", "mrtr.client", "mrtr.testing", "mrtr.http", "mrtr.stdio", "mrtr.tasks", "mrtr.middleware",
+                  "mrtr.auth")
 
 
 def _documented(obj: Any) -> bool:

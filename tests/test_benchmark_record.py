@@ -68,3 +68,19 @@ def test_every_piece_the_instruction_profile_counts_still_runs():
     for name, (piece, calls) in pieces.items():
         assert calls >= (0 if name == "nothing" else 1), name  # "nothing" is the loop's own cost
         piece()
+
+
+def test_the_middleware_part_renders_and_stays_out_of_the_quick_run():
+    from benchmarks.__main__ import NOT_QUICK, PARTS
+
+    part = {"pairs": 3, "in_process": {"no middleware": {"us": 5.0, "ratio": 1.0, "spread": 1.02},
+                                       "five pass-through": {"us": 8.5, "ratio": 1.7, "spread": 1.03}},
+            "http_turns": 2, "http": {"no middleware": {"cpu_us": 40.0, "cpu_ratio": 1.0, "per_second": 15000.0,
+                                                        "rate_ratio": 1.0, "spread": 1.1}},
+            "buckets": {"memory": 0.61, "Redis": 165.6}, "bucket_takes": 300, "skipped": {"SDK": "not installed"}}
+    table = report.table_middleware(part)
+    assert "| five pass-through | 8.50 | 1.70x | 1.03 |" in table
+    assert "| no middleware | 40.0 | 1.00x | 15,000 | 1.00x | 1.10 |" in table
+    assert "Not measured: SDK: not installed" in table
+    assert "| memory | 0.6 |" in table and "| Redis | 165.6 |" in table
+    assert "middleware" in PARTS and "middleware" in NOT_QUICK

@@ -69,3 +69,30 @@ async def test_a_span_per_request_with_the_client_trace_context(nursery, spans):
     assert broken.attributes["rpc.jsonrpc.error_code"] == -32603
     assert broken.status.status_code == trace.StatusCode.ERROR
     assert broken.parent is None  # no trace context sent: a new trace
+
+
+async def test_what_the_middleware_noted_goes_on_the_span(nursery, spans):
+    from mrtr import Server
+    from mrtr.middleware import Cache, Timing
+    from mrtr.testing import TEST_SECRET
+
+    server = Server("timed", secret=TEST_SECRET)
+
+    @server.tool(annotations={"readOnlyHint": True})
+    def rates(currency: str) -> str:
+        return f"{currency}: 1.08"
+
+    server.middleware(Timing())
+    server.middleware(Cache(ttl=30))
+    port = await nursery.start(partial(serve, server, "127.0.0.1", 0))
+    message = rpc("tools/call", {"name": "rates", "arguments": {"currency": "EUR"}})
+    headers = {**BASE_HEADERS, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "rates"}
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=5.0) as client:
+        for _ in range(2):
+            assert (await client.post("/mcp", json=message, headers=headers)).status_code == 200
+    with trio.fail_after(5):
+        while len(spans.get_finished_spans()) < 2:
+            await trio.sleep(0.01)
+    first, second = spans.get_finished_spans()
+    assert first.attributes["mrtr.cache"] == "miss" and second.attributes["mrtr.cache"] == "hit"
+    assert first.attributes["mrtr.timing_ms"] >= 0 and isinstance(second.attributes["mrtr.timing_ms"], float)

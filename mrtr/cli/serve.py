@@ -352,10 +352,17 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     if workers == 1:  # with more, run() shares one generated key among the workers and says so
         server.settle_key()
-    elif server.has_once_handlers and not server.has_task_tools and _chosen_store(args.store or server.store_url) is None:
-        print("mrtr serve: warning: the rounds of handlers declared once=True are recorded in memory, one record "
-              "per worker: a retry that reaches another worker runs the round again; give --store "
-              "sqlite:///rounds.sqlite3 (one host) or --store redis://... (several)", file=sys.stderr, flush=True)
+    elif not server.has_task_tools and _chosen_store(args.store or server.store_url) is None:
+        if server.has_once_handlers:
+            print("mrtr serve: warning: the rounds of handlers declared once=True are recorded in memory, one record "
+                  "per worker: a retry that reaches another worker runs the round again; give --store "
+                  "sqlite:///rounds.sqlite3 (one host) or --store redis://... (several)", file=sys.stderr, flush=True)
+        from ..server.pipeline import uses_store
+
+        if any(uses_store(stage) for stage in server.catalog.middleware):
+            print(f"mrtr serve: warning: a RateLimit counts in memory, one bucket per worker: {workers} workers "
+                  f"admit up to {workers} times its rate; give --store sqlite:///mrtr.sqlite3 (one host) or "
+                  "--store redis://... (several)", file=sys.stderr, flush=True)
     _announce(server, args.log_format, banner(server, host, port, workers), store=args.store)
     try:
         options: dict[str, Any] = {} if args.allowed_hosts is None else {"allowed_hosts": tuple(args.allowed_hosts)}
@@ -441,14 +448,18 @@ class _WithSettings:
         return await self.server.required_scopes(message, headers=headers, auth=auth)
 
     async def handle(self, message: Mapping[str, Any], *, headers: Mapping[str, str] | None = None,
-                     notify: Notify | None = None, run_sync: RunSync | None = None, auth: Any = None) -> dict[str, Any]:
+                     notify: Notify | None = None, run_sync: RunSync | None = None, auth: Any = None,
+                     client: str | None = None) -> dict[str, Any]:
         """The server's."""
-        return await self.server.handle(message, headers=headers, notify=notify, run_sync=run_sync, auth=auth)
+        return await self.server.handle(message, headers=headers, notify=notify, run_sync=run_sync, auth=auth,
+                                        client=client)
 
     async def respond(self, message: Mapping[str, Any], *, headers: Mapping[str, str] | None = None,
-                      notify: Notify | None = None, run_sync: RunSync | None = None, auth: Any = None) -> Response:
+                      notify: Notify | None = None, run_sync: RunSync | None = None, auth: Any = None,
+                      client: str | None = None) -> Response:
         """The server's."""
-        return await self.server.respond(message, headers=headers, notify=notify, run_sync=run_sync, auth=auth)
+        return await self.server.respond(message, headers=headers, notify=notify, run_sync=run_sync, auth=auth,
+                                         client=client)
 
     def settle_key(self, *, alone: bool = False) -> None:
         """The server's."""

@@ -14,6 +14,7 @@ contract (:meth:`ProtocolError.masked`), never file paths or source lines.
 
 from __future__ import annotations
 
+import math
 from typing import Any, ClassVar
 
 __all__ = [
@@ -40,6 +41,9 @@ __all__ = [
     "ExpiredRequestState",
     "STATE_EXPIRED",
     "STATE_UNREADABLE",
+    "RATE_LIMITED",
+    "LEGACY_RATE_LIMITED",
+    "RateLimited",
     "HandlerError",
     "PublicError",
     "EphemeralKeyWarning",
@@ -54,6 +58,11 @@ INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
 MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
+RATE_LIMITED = -31429
+"""A request refused for rate (:class:`RateLimited`) in the modern era: outside the range JSON-RPC reserves,
+as MCP 2026-07-28 asks of codes it does not define (HTTP 429 says the same to whatever sits between)."""
+LEGACY_RATE_LIMITED = -32000
+"""The same refusal in a 2025-era session: the implementation-defined server error its peers answer it with."""
 
 _STATUS_BY_CODE = {
     PARSE_ERROR: 400,
@@ -85,6 +94,8 @@ class ProtocolError(Exception):
     """
 
     code: ClassVar[int] = INTERNAL_ERROR
+    headers: tuple[tuple[str, str], ...] = ()
+    """HTTP response headers a transport with headers sends beside the error (``Retry-After``...)."""
 
     def __init__(self, message: str, *, data: Any = None, code: int | None = None,
                  request_id: str | int | None = None) -> None:
@@ -235,6 +246,30 @@ class InvalidRequestState(InvalidParams):
 
 class ExpiredRequestState(InvalidRequestState):
     """A ``requestState`` token older than its time-to-live (-32602, ``data.reason`` :data:`STATE_EXPIRED`)."""
+
+
+class RateLimited(ProtocolError):
+    """Too many requests: refused for rate, ``retry_after`` seconds before one would be admitted (HTTP 429).
+
+    ``data.retryAfter`` carries the seconds in both eras; on HTTP the response is
+    ``429 Too Many Requests`` with ``Retry-After`` (whole seconds, rounded up). Its code is
+    :data:`RATE_LIMITED`; a 2025-era session gets :data:`LEGACY_RATE_LIMITED`
+    (:func:`mrtr.server.legacy.legacy_error`), with status 200 as every error of that era.
+    """
+
+    code = RATE_LIMITED
+
+    def __init__(self, retry_after: float, message: str | None = None) -> None:
+        wait = max(0.001, math.ceil(float(retry_after) * 1000) / 1000)  # milliseconds, never 0: "now" was refused
+        super().__init__(message or f"Too many requests: rate limited; retry after {wait:g} s",
+                         data={"retryAfter": wait})
+        self.retry_after = wait
+        self.headers = (("retry-after", str(max(1, math.ceil(wait)))),)
+
+    @property
+    def status_hint(self) -> int:
+        """429: the client is asked to slow down, not told its request was wrong."""
+        return 429
 
 
 class HandlerError(Exception):

@@ -245,16 +245,23 @@ class Response(NamedTuple):
 
     ``status`` is 200 for a result and the error's own
     :attr:`~mrtr.core.errors.ProtocolError.status_hint` for an error, so a transport
-    renders the status the error was raised with instead of deriving one from its code.
+    renders the status the error was raised with instead of deriving one from its code;
+    ``headers`` are the error's own HTTP headers (``Retry-After`` of a
+    :class:`~mrtr.core.errors.RateLimited`), which a transport with headers sends beside
+    it. ``notes`` are fields the request's middleware added to its access line
+    (:meth:`mrtr.server.pipeline.Incoming.note`), or ``None``.
     """
 
     message: dict[str, Any]
     status: int = 200
+    headers: tuple[tuple[str, str], ...] = ()
+    notes: Mapping[str, Any] | None = None
 
     @classmethod
-    def refusing(cls, request_id: RequestId | None, error: ProtocolError) -> Response:
-        """The :func:`error_response` for ``error``, with its status hint."""
-        return cls(error_response(request_id, error), error.status_hint)
+    def refusing(cls, request_id: RequestId | None, error: ProtocolError,
+                 notes: Mapping[str, Any] | None = None) -> Response:
+        """The :func:`error_response` for ``error``, with its status hint and headers (and ``notes``)."""
+        return cls(error_response(request_id, error), error.status_hint, error.headers, notes or None)
 
 
 class Listener(Protocol):
@@ -333,11 +340,13 @@ class Dispatcher(Protocol):
         notify: Notify | None = None,
         run_sync: RunSync | None = None,
         auth: Any = None,
+        client: str | None = None,
     ) -> dict[str, Any]:
         """Serve one parsed request and return its response message (never raises a ProtocolError).
 
         ``auth`` is the caller's verified token (``mrtr.auth.AccessToken``) when the
-        transport authenticated the request.
+        transport authenticated the request; ``client`` the transport's name for the peer
+        (its remote address on HTTP, ``"stdio"`` on stdio), when it has one.
         """
         ...
 
@@ -349,8 +358,9 @@ class Dispatcher(Protocol):
         notify: Notify | None = None,
         run_sync: RunSync | None = None,
         auth: Any = None,
+        client: str | None = None,
     ) -> Response:
-        """:meth:`handle`, with the status hint of the answer: what transports call."""
+        """:meth:`handle`, with the status hint (and headers) of the answer: what transports call."""
         ...
 
     def running(self) -> AbstractAsyncContextManager[Any]:

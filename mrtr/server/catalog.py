@@ -40,7 +40,7 @@ from ..core import models
 from ..core.context import Context
 from ..core.errors import HandlerError, InternalError, InvalidParams, InvalidRequest, ProtocolError
 from ..core.jsonrpc import Notify
-from .pipeline import CallNext, Incoming, InnerFailure, Middleware, middleware_failure
+from .pipeline import CallNext, Component, Incoming, InnerFailure, Middleware, middleware_failure
 from .pipeline import run as run_pipeline
 
 __all__ = ["Catalog", "MountedCatalog", "PromptEntry", "RequestInfo", "ResourceEntry", "ResourceNotFound",
@@ -352,6 +352,41 @@ class Catalog:
         return found
 
     # -- the target a request names ----------------------------------------------------
+
+    def component(self, method: str, params: Mapping[str, Any]) -> Component | None:
+        """What a request names as registered (:attr:`~mrtr.server.pipeline.Incoming.component`), or ``None``.
+
+        Looked up without the checks of the methods below: a name nothing is registered
+        under, or params of the wrong shape, give ``None``, and the method refuses them.
+        """
+        if method in ("tools/call", "prompts/get"):
+            name = params.get("name")
+            entries: Mapping[str, Any] = self.tools if method == "tools/call" else self.prompts
+            entry = entries.get(name) if isinstance(name, str) else None
+            if entry is None:
+                return None
+            kind = "tool" if method == "tools/call" else "prompt"
+            return Component(kind, name, entry.definition)  # type: ignore[arg-type]
+        if method in ("resources/read", "resources/subscribe", "resources/unsubscribe"):
+            uri = params.get("uri")
+            found = self.resource_entry(uri) if isinstance(uri, str) else None
+            if found is None:
+                return None
+            served = found[0]
+            if isinstance(served, ResourceEntry):
+                return Component("resource", uri, served.definition)  # type: ignore[arg-type]
+            return Component("template", served.definition["uriTemplate"], served.definition)
+        if method == "completion/complete":
+            ref = params.get("ref")
+            if not isinstance(ref, Mapping):
+                return None
+            if ref.get("type") == "ref/prompt":
+                return self.component("prompts/get", {"name": ref.get("name")})
+            uri = ref.get("uri")
+            for template in self.templates:  # a ref/resource names the template by its uriTemplate
+                if isinstance(uri, str) and template.definition.get("uriTemplate") == uri:
+                    return Component("template", uri, template.definition)
+        return None
 
     def tool(self, params: Mapping[str, Any], auth: Any) -> tuple[str, ToolEntry]:
         """The tool a ``tools/call`` names, which this caller may call.

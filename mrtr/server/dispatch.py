@@ -22,8 +22,8 @@ import logging
 import os
 import re
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager, contextmanager
 from typing import Any, Literal, NamedTuple
 
 from ..carriers.contract import STALL_WARNING, TASKS_EXTENSION, RoundRecords, TaskHost, ToolBinding
@@ -37,6 +37,7 @@ from .apps import advertise_ui, check_ui_links
 from .legacy import LegacyEra
 from .lifespan import Lifespan
 from .modern import MAX_LISTEN_TASK_IDS, SUPPORTED_VERSIONS, ModernEra
+from .pipeline import uses_store
 from .registry import Header, Registry
 from .sessions import SessionRegistry
 from .subscriptions import Subscriptions
@@ -134,11 +135,11 @@ class Server(Registry):
     does ``mask_errors=False``; an explicit ``mask_errors`` wins over ``debug``.
 
     ``store_url`` names the store that holds what is not stateless (see
-    ``docs/deployment.md``): task records, the rounds of handlers declared ``once=True``
-    and, on Redis, the notifications every node's listeners hear (``MRTR_STORE``, or
-    ``MRTR_TASKS``; else, for task tools, a SQLite file of this server's own in the user's
-    state folder, ``$XDG_STATE_HOME/mrtr/stores/<name>.sqlite3``, and ``memory:`` for rounds
-    alone). ``tasks_url`` is its older name. ``task_lease``, ``task_ttl`` and
+    ``docs/deployment.md``): task records, the rounds of handlers declared ``once=True``,
+    the buckets of a ``RateLimit`` middleware and, on Redis, the notifications every node's
+    listeners hear (``MRTR_STORE``, or ``MRTR_TASKS``; else, for task tools, a SQLite file
+    of this server's own in the user's state folder, ``$XDG_STATE_HOME/mrtr/stores/<name>.sqlite3``,
+    and ``memory:`` for rounds and buckets alone). ``tasks_url`` is its older name. ``task_lease``, ``task_ttl`` and
     ``task_max_bytes`` configure task tools (see ``docs/tasks.md``): the runner's lease in
     seconds (``MRTR_TASK_LEASE`` or 30), how long a task lives after its last activity in
     seconds (``MRTR_TASK_TTL`` or one hour; ``math.inf``: no limit) and the cap on one
@@ -261,9 +262,10 @@ class Server(Registry):
         """What a serving process keeps running beside its transport, for an ``async with`` block.
 
         The lifespan (its yielded value is what the block gives), then, on a Redis store,
-        this node's end of the bus between nodes (notifications), and, with task tools or
-        handlers that run once registered, the store and this node's task carrier; a store
-        that cannot be reached fails here, at start. The store arguments, where given
+        this node's end of the bus between nodes (notifications), and, with task tools,
+        handlers that run once or middleware keeping state in it (a ``RateLimit``)
+        registered, the store and this node's task carrier; a store that cannot be reached
+        fails here, at start. The store arguments, where given
         (``tasks_url`` is the older name of ``store_url``), override the constructor's for
         this block. Entered once per process: nested or concurrent entries (two transports
         in one process) share the first one's resources (and task settings), and the last
@@ -316,16 +318,19 @@ class Server(Registry):
 
     @asynccontextmanager
     async def _tasks_running(self, settings: _TaskSettings) -> AsyncIterator[None]:
-        if self._rounds is not None or not (self.has_task_tools or self.has_once_handlers):
+        stored = [stage for stage in self.catalog.middleware if uses_store(stage)]
+        if self._rounds is not None or not (self.has_task_tools or self.has_once_handlers or stored):
             yield
             return
         if not self.has_task_tools:
             from ..carriers.tasks.host import serve_rounds
 
+            # Rounds that run once, or middleware keeping state (a RateLimit's buckets): the store alone.
             async with serve_rounds(settings.url, lease=settings.lease, max_record_bytes=settings.max_bytes) as rounds:
                 self._rounds = rounds
                 try:
-                    yield
+                    with _store_for(stored, rounds.store):
+                        yield
                 finally:
                     self._rounds = None
             return
@@ -343,7 +348,8 @@ class Server(Registry):
             self._tasks = carrier
             self._rounds = carrier.rounds
             try:
-                yield
+                with _store_for(stored, carrier.store):
+                    yield
             finally:
                 self._tasks = None
                 self._rounds = None
@@ -555,6 +561,7 @@ class Server(Registry):
         notify: Notify | None = None,
         run_sync: RunSync | None = None,
         auth: Any = None,
+        client: str | None = None,
     ) -> Response:
         """Serve one parsed JSON-RPC request: its response message and the status to send it with.
 
@@ -566,10 +573,13 @@ class Server(Registry):
         Protocol errors become error responses with their status hint (as :meth:`shown`
         gives them); an unexpected failure becomes ``-32603`` (logged with its
         traceback, never sent to the client). ``auth`` is the caller's verified token; a
-        protected server refuses a request without one. The modern era serves it
-        (:mod:`mrtr.server.modern`).
+        protected server refuses a request without one. ``client`` is the transport's name
+        for the peer (its remote address on HTTP, ``"stdio"`` on stdio), which middleware
+        reads as :attr:`~mrtr.server.pipeline.Incoming.client` (a rate limit's key without
+        authentication). The modern era serves it (:mod:`mrtr.server.modern`).
         """
-        return await self._modern.respond(message, headers=headers, notify=notify, run_sync=run_sync, auth=auth)
+        return await self._modern.respond(message, headers=headers, notify=notify, run_sync=run_sync, auth=auth,
+                                          client=client)
 
     async def handle(
         self,
@@ -579,13 +589,14 @@ class Server(Registry):
         notify: Notify | None = None,
         run_sync: RunSync | None = None,
         auth: Any = None,
+        client: str | None = None,
     ) -> dict[str, Any]:
         """Serve one parsed JSON-RPC request and return its response message (see :meth:`respond`).
 
         For callers in this process, which have no status to send.
         """
         return (await self._modern.respond(message, headers=headers, notify=notify, run_sync=run_sync,
-                                           auth=auth)).message
+                                           auth=auth, client=client)).message
 
     async def required_scopes(self, message: Mapping[str, Any], *, headers: Mapping[str, str] | None = None,
                               auth: Any = None) -> tuple[str, ...]:
@@ -629,6 +640,18 @@ class Server(Registry):
         if not isinstance(uri, str) or not uri:
             raise ValueError(f"notify_resource_updated needs a resource uri, got {uri!r}")
         self._subscriptions.publish("notifications/resources/updated", {"uri": uri})
+
+
+@contextmanager
+def _store_for(stages: list[Any], store: Any) -> Iterator[None]:
+    """Hand ``store`` to the middleware that keeps state in it, and take it back after (:func:`uses_store`)."""
+    for stage in stages:
+        stage.use_store(store)
+    try:
+        yield
+    finally:
+        for stage in stages:
+            stage.use_store(None)
 
 
 def _env_flag(name: str) -> bool:

@@ -73,6 +73,7 @@ from ..core.context import LOG_LEVELS, Context
 from ..core.eras import LEGACY, LEGACY_VERSIONS, Unexpressible, negotiate, session_capabilities
 from ..core.errors import (
     HEADER_MISMATCH,
+    LEGACY_RATE_LIMITED,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     UNSUPPORTED_PROTOCOL_VERSION,
     HandlerError,
@@ -82,6 +83,7 @@ from ..core.errors import (
     MethodNotFound,
     MissingRequiredClientCapability,
     ProtocolError,
+    RateLimited,
 )
 from ..core.jsonrpc import NodeLink, Notify, Response, RunSync, encode, error_response, result_response
 from ..core.live import MAX_LIVE_ROUNDS
@@ -89,7 +91,7 @@ from ..core.peer import LiveRequestFailed, Peer
 from ..core.replay import Completed
 from .apps import session_extensions
 from .catalog import Catalog, ResourceNotFound, checked_progress_token, mounted_definition
-from .pipeline import Incoming
+from .pipeline import Component, Incoming, Shared
 from .pipeline import run as run_pipeline
 from .shell import Shell
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
@@ -137,7 +139,10 @@ _FAMILIES = {"tools": "tools", "prompts": "prompts", "resources": "resources", "
 
 def legacy_error(error: ProtocolError) -> ProtocolError:
     """``error`` as a legacy session receives it: the modern-only codes become ``-32603`` (message and data kept),
-    and a resource nothing serves is this era's ``-32002``."""
+    a resource nothing serves is this era's ``-32002``, and a request refused for rate ``-32000`` with its
+    ``data.retryAfter`` (and status 200, as every error of this era)."""
+    if isinstance(error, RateLimited):
+        return ProtocolError(error.message, code=LEGACY_RATE_LIMITED, data=error.data)
     if error.code in _MODERN_ONLY:
         return InternalError(error.message, data=error.data)
     if isinstance(error, ResourceNotFound):
@@ -349,6 +354,8 @@ class LegacyEra:
         """Serve one request of a session; see :class:`~mrtr.core.jsonrpc.SessionDispatcher`."""
         request_id: Any = message.get("id")
         method = message.get("method")
+        # A mounted server's middleware shares the request's notes too, so one with any makes them.
+        shared = Shared() if self.catalog.middleware or self.catalog.mounts else None
         try:
             self._authenticated(auth)
             if not isinstance(method, str) or (method != "initialize" and not self.serves(method)):
@@ -367,7 +374,7 @@ class LegacyEra:
                 raise InvalidRequest("Invalid Request: unknown or expired session; initialize a new one")
             if self.shell.sync_handlers == "inline":
                 run_sync = None
-            call = _Call(method, params, session, request_id, peer, notify, run_sync, auth, headers or {})
+            call = _Call(method, params, session, request_id, peer, notify, run_sync, auth, headers or {}, shared=shared)
             records = self._records if method in _RUNS_HANDLERS and not session.lasting else None
             if records is not None and not await records.begin(session.id, self.sessions.idle_timeout):
                 self.sessions.end(session.id, "expired")  # gone from Redis since it was read
@@ -380,10 +387,13 @@ class LegacyEra:
                 if records is not None:  # busy on every node's view until now: never ended to make room
                     await records.finish(session.id, self.sessions.idle_timeout)
         except ProtocolError as error:
-            return _refusal(request_id, self.catalog.shown(error), self._records is not None)
+            refusal = _refusal(request_id, self.catalog.shown(error), self._records is not None)
+            return refusal._replace(notes=shared.notes) if shared is not None and shared.notes else refusal
         except Exception:
             log.exception("unexpected failure serving %s in a legacy session", method)
             return _refusal(request_id, InternalError("Internal error"))
+        if shared is not None and shared.notes:
+            return Response(result_response(request_id, result), notes=shared.notes)
         return Response(result_response(request_id, result))
 
     async def notification(self, session_id: str | None, message: Mapping[str, Any], *,
@@ -433,11 +443,11 @@ class LegacyEra:
     # -- middleware --------------------------------------------------------------------------
 
     def _view(self, method: str, params: Mapping[str, Any], session: Session, auth: Any, request_id: Any, *,
-              is_notification: bool = False) -> Incoming:
+              is_notification: bool = False, shared: Shared | None = None) -> Incoming:
         return Incoming(method, params, principal=session.principal, auth=auth, era=LEGACY,
                         client_capabilities=session.client_capabilities, client_info=session.client_info,
                         session_id=session.id, client=session.client, request_id=request_id,
-                        is_notification=is_notification)
+                        is_notification=is_notification, facts=self, version=session.version, shared=shared)
 
     def _serve(self, call: _Call) -> Awaitable[dict[str, Any]]:
         """Serve a request this era's catalogue holds, through its middleware when it has any."""
@@ -462,9 +472,22 @@ class LegacyEra:
                                                         answer_timeout=self._answer_timeout, max_rounds=self.max_rounds)
         return era
 
+    def round_of(self, view: Incoming) -> int:
+        """1: a legacy call is one request, its questions asked live inside it."""
+        return 1
+
+    def component_of(self, view: Incoming) -> Component | None:
+        """What a request names as registered (see :attr:`Incoming.component`)."""
+        return self.catalog.component(view.method, view.params)
+
     async def _through_middleware(self, call: _Call) -> dict[str, Any]:
         """Serve ``call`` through the server's middleware (:mod:`mrtr.server.pipeline`), then its method."""
-        view = self._view(call.method, call.params, call.session, call.auth, call.id)
+        if call.shared is None:
+            call.shared = Shared()
+        shared = call.shared
+        view = self._view(call.method, call.params, call.session, call.auth, call.id, shared=shared)
+        if not isinstance(call.peer, _Watched):  # so the view knows when the client answered inside the call
+            call.peer = _Watched(call.peer, shared)
 
         async def method(passed: Incoming) -> dict[str, Any]:
             served = call if passed.params is view.params else call.with_params(dict(passed.params), passed.method)
@@ -826,14 +849,29 @@ def _apply(session: Session, record: Mapping[str, Any]) -> None:
         session.mark_initialized()
 
 
+class _Watched:
+    """A call's way to the client that marks, for its middleware, that the client answered inside the call."""
+
+    __slots__ = ("peer", "shared")
+
+    def __init__(self, peer: Peer, shared: Shared) -> None:
+        self.peer = peer
+        self.shared = shared
+
+    async def request_all(self, requests: Any, *, timeout: float) -> list[dict[str, Any]]:
+        self.shared.asked = True
+        return await self.peer.request_all(requests, timeout=timeout)
+
+
 class _Call:
     """One request of a session, as the methods above read it."""
 
-    __slots__ = ("method", "params", "session", "id", "peer", "notify", "run_sync", "auth", "headers", "unpaged")
+    __slots__ = ("method", "params", "session", "id", "peer", "notify", "run_sync", "auth", "headers", "unpaged",
+                 "shared")
 
     def __init__(self, method: str, params: Mapping[str, Any], session: Session, request_id: Any, peer: Peer,
                  notify: Notify | None, run_sync: RunSync | None, auth: Any, headers: Mapping[str, str],
-                 unpaged: bool = False) -> None:
+                 unpaged: bool = False, shared: Shared | None = None) -> None:
         self.method = method
         self.params = params
         self.session = session
@@ -844,9 +882,10 @@ class _Call:
         self.auth = auth
         self.headers = headers
         self.unpaged = unpaged  # a mounted server's listing: every item, for its parent to page
+        self.shared = shared  # what every middleware view of the call shares with respond
 
     def with_params(self, params: Mapping[str, Any], method: str | None = None, *, unpaged: bool = False) -> _Call:
         """This request with other params (a mounted server's names, a middleware's change)."""
         return _Call(self.method if method is None else method, params, self.session, self.id, self.peer,
-                     self.notify, self.run_sync, self.auth, self.headers, unpaged)
+                     self.notify, self.run_sync, self.auth, self.headers, unpaged, self.shared)
 

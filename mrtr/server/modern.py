@@ -39,7 +39,7 @@ from ..core.errors import (
 )
 from ..core.jsonrpc import Notify, Response, RunSync, result_response
 from .catalog import Catalog, ToolEntry, checked_progress_token, mounted_definition, token_principal
-from .pipeline import Incoming
+from .pipeline import Component, Incoming, Shared
 from .shell import Shell
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
 from .subscriptions import Subscriptions
@@ -251,20 +251,29 @@ class ModernEra:
     # -- dispatch ------------------------------------------------------------------------
 
     async def respond(self, message: Mapping[str, Any], *, headers: Mapping[str, str] | None = None,
-                      notify: Notify | None = None, run_sync: RunSync | None = None, auth: Any = None) -> Response:
-        """Serve one parsed JSON-RPC request: its response and status (see :meth:`mrtr.server.Server.respond`)."""
+                      notify: Notify | None = None, run_sync: RunSync | None = None, auth: Any = None,
+                      client: str | None = None) -> Response:
+        """Serve one parsed JSON-RPC request: its response and status (see :meth:`mrtr.server.Server.respond`).
+
+        What the request's middleware noted for its access line goes with the response (``Response.notes``).
+        """
         request_id: Any = message.get("id")
+        # A mounted server's middleware shares the request's notes too, so one with any makes them.
+        shared = Shared() if self.catalog.middleware or self.catalog.mounts else None
         try:
-            result = await self._dispatch(message, headers or {}, notify, run_sync, auth)
+            result = await self._dispatch(message, headers or {}, notify, run_sync, auth, client, shared)
         except ProtocolError as error:
-            return Response.refusing(request_id, self.catalog.shown(error))
+            return Response.refusing(request_id, self.catalog.shown(error), shared.notes if shared else None)
         except Exception:
             log.exception("unexpected failure serving %s", message.get("method"))
-            return Response.refusing(request_id, InternalError("Internal error"))
+            return Response.refusing(request_id, InternalError("Internal error"), shared.notes if shared else None)
+        if shared is not None and shared.notes:
+            return Response(result_response(request_id, result), notes=shared.notes)
         return Response(result_response(request_id, result))
 
     async def _dispatch(self, message: Mapping[str, Any], headers: Mapping[str, str], notify: Notify | None,
-                        run_sync: RunSync | None, auth: Any) -> Any:
+                        run_sync: RunSync | None, auth: Any, client: str | None = None,
+                        shared: Shared | None = None) -> Any:
         method = message["method"]
         if self.catalog.auth is not None and auth is None:
             # Fail closed: a transport that cannot authenticate must not reach a protected server.
@@ -282,7 +291,8 @@ class ModernEra:
         params = message.get("params")
         if params is None:
             params = {}
-        request = _Request(method, params, _read_envelope(params), headers, notify, message.get("id"), run_sync, auth)
+        request = _Request(method, params, _read_envelope(params), headers, notify, message.get("id"), run_sync, auth,
+                           client=client, shared=shared)
         result = await self._serve(request)
         meta = result.get("_meta")
         if meta is None:
@@ -330,7 +340,8 @@ class ModernEra:
         envelope = request.envelope
         view = Incoming(request.method, request.params, principal=principal, auth=request.auth, era=MODERN,
                         client_capabilities=envelope.capabilities, client_info=envelope.client_info,
-                        request_id=request.id, is_task=self._is_task(request), facts=self)
+                        request_id=request.id, is_task=self._is_task(request), facts=self, client=request.client,
+                        version=envelope.version, shared=request.shared)
 
         async def method(passed: Incoming) -> dict[str, Any]:
             served = request if passed.params is view.params else dataclasses.replace(
@@ -352,6 +363,10 @@ class ModernEra:
             return self.shell.token_carrier.codec.decode(token).rounds + 1
         except ProtocolError:
             return 1
+
+    def component_of(self, view: Incoming) -> Component | None:
+        """What a request names as registered (see :attr:`Incoming.component`)."""
+        return self.catalog.component(view.method, view.params)
 
     def _is_task(self, request: _Request) -> bool:
         """Whether a request creates a task or is a task method (see :attr:`Incoming.is_task`)."""
@@ -597,6 +612,8 @@ class _Request:
     principal: Any = _UNSET  # who is asking, once computed (str or None)
     outer: Mapping[str, Any] | None = None  # for a mounted server: the params as the client sent them
     unpaged: bool = False  # a mounted server's listing: every item, for its parent to page
+    client: str | None = None  # the transport's name for the peer (Incoming.client)
+    shared: Shared | None = None  # what every middleware view of the request shares with respond
 
     @property
     def bound_params(self) -> Mapping[str, Any]:

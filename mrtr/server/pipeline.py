@@ -18,19 +18,28 @@ A middleware runs once per request, never inside the replay of a handler: in the
 era each round of a conversation is a request of its own, and :attr:`Incoming.round` says
 which it is. Nothing here does I/O; the eras (:mod:`mrtr.server.modern`,
 :mod:`mrtr.server.legacy`) build the view and call :func:`run`.
+
+Beyond the result, a middleware may add fields to the request's access line and trace
+span (:meth:`Incoming.note`), read what the request names as registered
+(:attr:`Incoming.component`), refuse in words meant for the caller without logging a failure
+(:func:`refused`), and keep state in the server's store (a middleware with ``use_store``:
+see :func:`uses_store`).
 """
 
 from __future__ import annotations
 
 import inspect
+import math
+import re
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from ..core.errors import HandlerError, ProtocolError, PublicError
+from ..core.errors import HandlerError, InternalError, ProtocolError, PublicError
 
-__all__ = ["CallNext", "Incoming", "Middleware", "InnerFailure", "middleware_failure", "run", "checked_middleware"]
+__all__ = ["CallNext", "Incoming", "Middleware", "InnerFailure", "Shared", "Component", "Facts", "MAX_NOTES",
+           "checked_note_name", "middleware_failure", "refused", "run", "checked_middleware", "uses_store"]
 
 CallNext = Callable[["Incoming"], Awaitable[Any]]
 """What a middleware calls to go on: the rest of the pipeline, then the method."""
@@ -42,6 +51,76 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 _TARGET_MEMBER = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
                   "resources/subscribe": "uri", "resources/unsubscribe": "uri", "tasks/get": "taskId",
                   "tasks/update": "taskId", "tasks/cancel": "taskId"}
+
+
+MAX_NOTES = 16
+"""The most fields the middleware of one request may add to its access line (:meth:`Incoming.note`)."""
+
+_NOTE_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}\Z")
+# The access record's own fields (and the JSON format's), which a note may not replace.
+_RESERVED_NOTES = frozenset({"transport", "method", "target", "result", "duration_ms", "http_method", "path", "code",
+                             "status", "round", "time", "level", "logger", "message", "traceback"})
+_NOTE_TEXT_LIMIT = 200  # a noted string is often client input: keep one from flooding the log
+_KIND_OF_LISTING = {"tools/list": ("tool", "name"), "prompts/list": ("prompt", "name"),
+                    "resources/list": ("resource", "uri"), "resources/templates/list": ("template", "uriTemplate")}
+
+
+class Component:
+    """What a request names, as the server registered it (or as a listing lists it): read-only.
+
+    ``kind`` is ``"tool"``, ``"prompt"``, ``"resource"`` (a static resource) or
+    ``"template"`` (a resource template); ``name`` the tool's or prompt's name, the
+    resource's uri or the template's ``uriTemplate``; ``definition`` the definition a
+    listing shows (``annotations``, ``_meta``, ``title``...), read-only. A rule written on
+    ``kind`` and ``name`` reads the same on a call and on the listing of what it calls.
+    """
+
+    __slots__ = ("kind", "name", "definition")
+
+    def __init__(self, kind: Literal["tool", "prompt", "resource", "template"], name: str,
+                 definition: Mapping[str, Any]) -> None:
+        self.kind = kind
+        self.name = name
+        self.definition: Mapping[str, Any] = MappingProxyType(definition)  # type: ignore[arg-type]
+
+    @classmethod
+    def listed(cls, method: str, item: Mapping[str, Any]) -> Component | None:
+        """The component an item of a listing (``tools/list``... ``resources/templates/list``) stands for."""
+        found = _KIND_OF_LISTING.get(method)
+        if found is None:
+            return None
+        kind, member = found
+        name = item.get(member)
+        return cls(kind, name, item) if isinstance(name, str) else None  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return f"<Component {self.kind} {self.name!r}>"
+
+
+class Shared:
+    """What every view of one request shares with its era: the fields noted for its access line, and
+    whether the client answered questions inside it (a legacy call that asked live)."""
+
+    __slots__ = ("notes", "asked")
+
+    def __init__(self) -> None:
+        self.notes: dict[str, Any] = {}
+        self.asked = False
+
+
+class Facts(Protocol):
+    """What an era tells a view lazily, only when a middleware reads it."""
+
+    def round_of(self, view: Incoming) -> int:
+        """The 1-based round of the conversation ``view`` is."""
+        ...
+
+    def component_of(self, view: Incoming) -> Component | None:
+        """What ``view`` names as registered, or ``None``."""
+        ...
+
+
+_UNSET: Any = object()
 
 
 class Incoming:
@@ -56,19 +135,23 @@ class Incoming:
     whose ``requestState`` does not open); ``is_task``, whether the request creates or
     reaches a task; ``client_capabilities`` and ``client_info``, from the request's
     ``_meta`` (modern) or the session (legacy); ``session_id`` (legacy); ``client``, the
-    transport's name for the peer (a remote address) when it gives one; ``request_id``;
-    ``is_notification``.
+    transport's name for the peer (its remote address on HTTP, ``"stdio"`` on stdio) when
+    it gives one; ``version``, the protocol version the request speaks (the session's
+    negotiated one in a legacy session); ``request_id``; ``is_notification``.
+    :attr:`component` is what the request names as registered, :attr:`carries_answers` whether
+    the client's answers are part of it, and :meth:`note` adds a field to its access line.
     """
 
     __slots__ = ("method", "params", "name", "arguments", "principal", "auth", "era", "client_capabilities",
-                 "client_info", "session_id", "client", "request_id", "is_notification", "is_task", "_round",
-                 "_facts")
+                 "client_info", "session_id", "client", "version", "request_id", "is_notification", "is_task",
+                 "_round", "_facts", "_shared", "_component")
 
     def __init__(self, method: str, params: Mapping[str, Any], *, principal: str | None, auth: Any,
                  era: Literal["modern", "legacy"], client_capabilities: Mapping[str, Any],
                  client_info: Mapping[str, Any] | None = None, session_id: str | None = None,
                  client: str | None = None, request_id: Any = None, is_notification: bool = False,
-                 is_task: bool = False, facts: Any = None) -> None:
+                 is_task: bool = False, facts: Facts | None = None, version: str | None = None,
+                 shared: Shared | None = None) -> None:
         self.method = method
         self.params = MappingProxyType(dict(params))
         member = _TARGET_MEMBER.get(method)
@@ -87,9 +170,12 @@ class Incoming:
         self.request_id = request_id
         self.is_notification = is_notification
         self.is_task = is_task
+        self.version = version
         self._round: int | None = None
         # What the era tells lazily (the round, inside a sealed token): asked only when a middleware reads it.
         self._facts = facts
+        self._shared = shared if shared is not None else Shared()
+        self._component: Any = _UNSET
 
     @property
     def round(self) -> int:
@@ -97,6 +183,52 @@ class Incoming:
         if self._round is None:
             self._round = 1 if self._facts is None else self._facts.round_of(self)
         return self._round
+
+    @property
+    def component(self) -> Component | None:
+        """What the request names, as registered: the tool of a ``tools/call``, the prompt of a ``prompts/get``, the
+        resource or template serving a ``resources/read`` (or ``resources/subscribe``), the prompt or template a
+        ``completion/complete`` refers to; ``None`` for any other request and for a name nothing is registered under.
+        """
+        if self._component is _UNSET:
+            self._component = None if self._facts is None else self._facts.component_of(self)
+        return self._component  # type: ignore[no-any-return]
+
+    @property
+    def carries_answers(self) -> bool:
+        """Whether the client's answers are part of this request.
+
+        A modern round carrying ``requestState`` or ``inputResponses`` (known at once;
+        ``tasks/update`` too); a legacy call whose handler asked the client live, from its
+        first question on (so read it again after ``call_next`` returned). What such a
+        request answers depends on what the user said: never reuse it for another.
+        """
+        params = self.params
+        return "requestState" in params or "inputResponses" in params or self._shared.asked
+
+    def note(self, name: str, value: str | int | float | bool) -> None:
+        """Add ``name=value`` to this request's access line (and ``mrtr.<name>`` to its trace span).
+
+        ``name`` is a lower-case identifier (``[a-z][a-z0-9_]*``, at most 40 characters)
+        that none of the line's own fields use; ``value`` a string (cut at 200
+        characters), a boolean or a finite number. Noting a name again replaces its value;
+        a request holds at most :data:`MAX_NOTES`. Every view of the request (those
+        :meth:`replace` made) notes on the same line; a request with no access line (one
+        served in process) keeps them nowhere. ``ValueError`` for a name or value it
+        cannot take.
+        """
+        checked_note_name(name)
+        if isinstance(value, str):
+            value = value[:_NOTE_TEXT_LIMIT]
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise ValueError(f"note {name!r}: a number must be finite, got {value!r}")
+        elif not isinstance(value, int):  # bool is an int
+            raise ValueError(f"note {name!r}: a value is a str, a bool or a number, got {type(value).__name__}")
+        notes = self._shared.notes
+        if name not in notes and len(notes) >= MAX_NOTES:
+            raise ValueError(f"a request takes at most {MAX_NOTES} notes; {name!r} is one more")
+        notes[name] = value
 
     def replace(self, *, arguments: Mapping[str, Any] | None = None,
                 params: Mapping[str, Any] | None = None) -> Incoming:
@@ -113,7 +245,8 @@ class Incoming:
         other = Incoming(self.method, changed, principal=self.principal, auth=self.auth, era=self.era,
                          client_capabilities=self.client_capabilities, client_info=self.client_info,
                          session_id=self.session_id, client=self.client, request_id=self.request_id,
-                         is_notification=self.is_notification, is_task=self.is_task, facts=self._facts)
+                         is_notification=self.is_notification, is_task=self.is_task, facts=self._facts,
+                         version=self.version, shared=self._shared)
         other._round = self._round
         return other
 
@@ -178,6 +311,42 @@ def _stage(stage: Middleware, following: CallNext) -> CallNext:
                             "request it was given, or request.replace(...)")
         return await stage(passed, following)
     return call
+
+
+def checked_note_name(name: str) -> str:
+    """``name`` if :meth:`Incoming.note` takes it: ``ValueError`` saying why otherwise (for a middleware's settings)."""
+    if not isinstance(name, str) or not _NOTE_NAME.match(name) or name in _RESERVED_NOTES:
+        raise ValueError(f"a note's name is a lower-case identifier of at most 40 characters that the access line "
+                         f"does not use itself ({', '.join(sorted(_RESERVED_NOTES))}); got {name!r}")
+    return name
+
+
+def refused(request: Incoming, message: str) -> dict[str, Any]:
+    """Refuse ``request`` in words meant for the caller, as a handler raising ``PublicError(message)`` would.
+
+    A ``tools/call`` gets the error result carrying ``message`` (in its era's shape),
+    which a middleware returns; any other request raises the ``-32603`` carrying it.
+    Unlike a :class:`~mrtr.core.errors.PublicError`, which the server logs as a failed
+    handler with its traceback, a refusal is no failure: nothing is logged.
+    """
+    if not isinstance(message, str) or not message:
+        raise TypeError(f"a refusal needs the message for the caller, a non-empty str, got {message!r}")
+    if request.method == "tools/call":
+        result: dict[str, Any] = {"content": [{"type": "text", "text": message}], "isError": True}
+        return {"resultType": "complete", **result} if request.era == "modern" else result
+    raise InternalError(message)
+
+
+def uses_store(middleware: Any) -> bool:
+    """Whether ``middleware`` keeps state in the server's store (a ``RateLimit``): it has ``use_store(store)``.
+
+    While the server is :meth:`~mrtr.server.Server.running`, it opens its store (as it does
+    for handlers declared ``once=True``) and hands it over with ``use_store(store)``, then
+    ``use_store(None)`` when it stops. The store is a
+    :class:`~mrtr.carriers.tasks.store.TaskStore`: the same memory, SQLite or Redis every
+    node of the server shares.
+    """
+    return callable(getattr(middleware, "use_store", None))
 
 
 def middleware_failure(error: Exception) -> HandlerError:

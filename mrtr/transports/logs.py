@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import sys
 import threading
 import time
@@ -393,6 +392,30 @@ def _printable(text: str) -> str:
     return text if text.isprintable() else "".join(ch if ch.isprintable() else "?" for ch in text)
 
 
+def _noted_text(notes: Mapping[str, Any]) -> str:
+    """Noted fields as the text line ends with them: `` name=value`` each, a string quoted when it must be."""
+    shown = []
+    for name, value in notes.items():
+        if value.__class__ is str:
+            text = value if value and value.isprintable() and value.replace("_", "").replace("-", "").replace(
+                ".", "").replace(":", "").replace("/", "").isalnum() else json.dumps(value)
+        elif value is True or value is False:
+            text = "true" if value else "false"
+        else:
+            text = repr(value)
+        shown.append(f" {name}={text}")
+    return "".join(shown)
+
+
+def _json_value(value: Any) -> str:
+    """A noted value as :class:`JsonFormatter` writes it (``json.dumps``, one line)."""
+    if value.__class__ is str:
+        return _json_string(value)
+    if value is True or value is False:
+        return "true" if value else "false"
+    return float.__repr__(value) if value.__class__ is float else str(int(value))
+
+
 _LINE_PARTS: dict[tuple[Any, ...], tuple[str, str]] = {}  # AccessRecord.message's table, emptied when full
 _LINE_PARTS_LIMIT = 1024
 
@@ -407,7 +430,7 @@ class AccessRecord:
     """
 
     __slots__ = ("transport", "http_method", "path", "method", "target", "round", "result", "code", "status",
-                 "started", "span", "_done")
+                 "started", "span", "notes", "_done")
 
     def __init__(self, transport: str, http_method: str | None = None, path: str | None = None) -> None:
         self.transport = transport
@@ -421,6 +444,7 @@ class AccessRecord:
         self.status: int | None = None
         self.started = time.perf_counter()
         self.span: Any = None
+        self.notes: dict[str, Any] | None = None
         self._done = False
 
     def request(self, message: Mapping[str, Any]) -> None:
@@ -462,6 +486,19 @@ class AccessRecord:
             kind = "complete"
         self.result = "tool_error" if kind == "complete" and result.get("isError") is True else kind
 
+    def note(self, fields: Mapping[str, Any]) -> None:
+        """Add fields a middleware noted for this request (:meth:`mrtr.server.pipeline.Incoming.note`).
+
+        They follow the record's own fields, in the text line as ``name=value``, in the
+        JSON line as members, and on the span as ``mrtr.<name>`` attributes. Names are
+        lower-case identifiers none of the record's own fields use; values are strings,
+        booleans or finite numbers (the pipeline checks both).
+        """
+        if self.notes is None:
+            self.notes = dict(fields)
+        else:
+            self.notes.update(fields)
+
     def error(self, code: Any) -> None:
         """Note a JSON-RPC error answer (also for requests refused before dispatch)."""
         self.result = "error"
@@ -480,6 +517,8 @@ class AccessRecord:
             fields["status"] = self.status
         if self.round is not None:
             fields["round"] = self.round
+        if self.notes:
+            fields.update(self.notes)
         return fields
 
     def message(self, duration_ms: float) -> str:
@@ -497,6 +536,8 @@ class AccessRecord:
                     _LINE_PARTS.clear()
                 _LINE_PARTS[key] = parts
         tenths = int(duration_ms * 10.0 + 0.5)  # one decimal, in integers (see finish)
+        if self.notes:
+            return f"{parts[0]}{tenths // 10}.{tenths % 10}{parts[1]}{_noted_text(self.notes)}"
         return f"{parts[0]}{tenths // 10}.{tenths % 10}{parts[1]}"
 
     def _parts(self) -> tuple[str, str]:
@@ -538,6 +579,8 @@ class AccessRecord:
             line += f', "status": {self.status:d}'
         if self.round is not None:
             line += f', "round": {self.round:d}'
+        if self.notes:
+            line += "".join(f', "{name}": {_json_value(value)}' for name, value in self.notes.items())
         return line + "}"
 
     def finish(self, status: int | None = None, *, outcome: str | None = None) -> None:
@@ -554,7 +597,7 @@ class AccessRecord:
         # more than the rest of the line (both go through the decimal conversion of a double).
         duration_ms = int((time.perf_counter() - self.started) * 1e6 + 0.5) / 1000.0
         if self.span is not None:
-            otel.end_span(self.span, self.result, self.code, self.status)
+            otel.end_span(self.span, self.result, self.code, self.status, self.notes)
         if not ACCESS_LOGGER.isEnabledFor(logging.INFO):
             return
         sole = _sole_handler()

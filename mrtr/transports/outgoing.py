@@ -15,7 +15,10 @@ what goes into the frames is decided here, once:
   could not be encoded"``, and the failure is logged with its traceback.
 - **The access record.** :func:`encode_response` notes on the request's
   :class:`~mrtr.transports.logs.AccessRecord` what was sent: the fallback error when the
-  response could not be encoded, not the result that was lost.
+  response could not be encoded, not the result that was lost; and the fields the
+  request's middleware added to its line (``Response.notes``).
+- **Headers.** :func:`encode_response` gives the response's HTTP headers (an error's
+  ``Retry-After``) as bytes beside its status; the HTTP exchange sends them, stdio has none.
 """
 
 from __future__ import annotations
@@ -49,27 +52,38 @@ def encode_notification(method: str, params: dict[str, Any]) -> bytes | None:
 
 
 class Encoded(NamedTuple):
-    """A response as it goes out: its JSON bytes and the status a transport with statuses sends."""
+    """A response as it goes out: its JSON bytes, the status and the headers a transport with statuses sends."""
 
     body: bytes
     status: int
+    headers: tuple[tuple[bytes, bytes], ...] = ()
 
 
 def encode_response(response: Response, record: AccessRecord | None = None) -> Encoded:
     """The bytes of ``response``, or of the one ``-32603`` that replaces it when JSON cannot hold it.
 
-    ``record``, when given, notes what was sent.
+    ``record``, when given, notes what was sent, with the fields the request's middleware
+    added to its line (``response.notes``). The response's headers (an error's
+    ``Retry-After``) go out as bytes, for the transports that have headers.
     """
     message = response.message
     try:
-        encoded = Encoded(_encode_json(message), response.status)
+        body = _encode_json(message)
     except _ENCODE_ERRORS:
         log.exception("cannot encode the response to %r", message.get("id"))
-        response = Response.refusing(message.get("id"), InternalError(UNENCODABLE))
+        response = Response.refusing(message.get("id"), InternalError(UNENCODABLE), response.notes)
         message = response.message
-        encoded = Encoded(_encode_json(message), response.status)
+        body = _encode_json(message)
+    headers = response.headers
+    if headers:
+        encoded = Encoded(body, response.status, tuple((name.encode("latin-1"), value.encode("latin-1"))
+                                                       for name, value in headers))
+    else:
+        encoded = Encoded(body, response.status)
     if record is not None:
         record.response(message)
+        if response.notes:
+            record.note(response.notes)
     return encoded
 
 

@@ -127,7 +127,7 @@ class PendingRequests:
         sent: list[Any] = []
         outcome = "the call ended before the client answered"
         try:
-            with trio.move_on_after(timeout) as deadline:
+            with trio.move_on_after(timeout):
                 await self._ready.wait()
                 if self.ended is not None:
                     raise SessionEnded(requests[0][0], self.ended)

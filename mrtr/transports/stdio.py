@@ -75,6 +75,7 @@ __all__ = [
     "DEFAULT_MAX_IN_FLIGHT",
     "DEFAULT_MAX_LINE_BYTES",
     "DEFAULT_NOTIFICATION_BUFFER",
+    "STDIO_CLIENT",
     "run_stdio",
     "serve_stdio",
 ]
@@ -92,6 +93,9 @@ DEFAULT_MAX_IN_FLIGHT = 64
 
 DEFAULT_NOTIFICATION_BUFFER = 10_000
 """Notifications queued behind a slow stdout before further ones are dropped."""
+
+STDIO_CLIENT = "stdio"
+"""What stdio tells the dispatcher its peer is (``client=``): the one process at the other end of the pipes."""
 
 _READ_CHUNK = 64 * 1024
 
@@ -541,7 +545,7 @@ class _Session:
                                                          notify=thread_safe(entry.notes), run_sync=run_in_thread)
                 else:
                     response = await self.server.respond(entry.message, notify=thread_safe(entry.notes),
-                                                          run_sync=run_in_thread)
+                                                          run_sync=run_in_thread, client=STDIO_CLIENT)
             if entry.cancelled:
                 return
             entry.notes.close()

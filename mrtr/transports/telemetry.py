@@ -11,7 +11,9 @@ every request a transport answers becomes a ``SERVER`` span named
 - ``mrtr.result_type``: ``complete``, ``input_required``, ``tool_error``, ``error``,
   ``cancelled`` or ``aborted``;
 - ``rpc.jsonrpc.error_code`` and an error status for a JSON-RPC error;
-- ``http.response.status_code`` on HTTP.
+- ``http.response.status_code`` on HTTP;
+- ``mrtr.<name>`` for each field a middleware noted on the request (``Timing``'s
+  ``mrtr.timing_ms``: see :meth:`mrtr.server.pipeline.Incoming.note`).
 
 A client that sends W3C trace context in the request's ``params._meta``
 (``traceparent``, ``tracestate``, ``baggage``) gets the span as a child of its own.
@@ -80,8 +82,12 @@ def start_span(method: str, target: str | None, round_number: int | None, meta: 
     return _tracer().start_span(name, context=parent, kind=_trace.SpanKind.SERVER, attributes=attributes)
 
 
-def end_span(span: Any, result: str | None, code: int | None, status: int | None) -> None:
-    """Record how the request ended and end its span."""
+def end_span(span: Any, result: str | None, code: int | None, status: int | None,
+             notes: Mapping[str, Any] | None = None) -> None:
+    """Record how the request ended (and the fields its middleware noted, as ``mrtr.<name>``) and end its span."""
+    if notes:
+        for name, value in notes.items():
+            span.set_attribute(f"mrtr.{name}", value)
     if result is not None:
         span.set_attribute("mrtr.result_type", result)
     if status is not None:

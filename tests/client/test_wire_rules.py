@@ -46,7 +46,7 @@ class Scripted(StaticDispatcher):
         return {}
 
     async def handle(self, message: Mapping[str, Any], *, headers: Mapping[str, str] | None = None,
-                     notify: Any = None, run_sync: Any = None) -> dict[str, Any]:
+                     notify: Any = None, run_sync: Any = None, client: str | None = None) -> dict[str, Any]:
         check_sent(message)
         self.received.append(dict(message))
         self.headers.append({name.lower(): value for name, value in (headers or {}).items()})

@@ -84,6 +84,7 @@ class Nodes:
     redis_process: subprocess.Popen[bytes] | None = None
     environment: dict[str, str] = field(default_factory=dict)
     aliases: dict[str, str] = field(default_factory=dict)  # what the balancer calls a node, by node name
+    app: str = APP  # what every node serves
 
     def name_of(self, header: str) -> str:
         """The node a balancer's ``X-Mrtr-Node`` names."""
@@ -93,7 +94,7 @@ class Nodes:
         """Start ``node`` (again) on its port."""
         handle = open(node.log, "ab")
         node.process = subprocess.Popen(
-            [sys.executable, "-m", "mrtr", "serve", APP, "--port", str(node.port), "--store", self.store,
+            [sys.executable, "-m", "mrtr", "serve", self.app, "--port", str(node.port), "--store", self.store,
              "--allowed-host", self.url.split("/")[2], "--task-lease", "1", "--log-level", "warning",
              "--no-access-log"],
             cwd=ROOT, env=self.environment, stdout=subprocess.DEVNULL, stderr=handle)
@@ -180,10 +181,11 @@ def _nginx(workdir: Path, listen: tuple[str, int], addresses: list[tuple[str, in
 
 @asynccontextmanager
 async def nodes(tmp_path: Path, count: int = 3, *, check_every: str = "300ms",
-                balancer_kind: str = "haproxy", env: dict[str, str] | None = None) -> AsyncIterator[Nodes]:
+                balancer_kind: str = "haproxy", env: dict[str, str] | None = None, app: str = APP
+                ) -> AsyncIterator[Nodes]:
     """``count`` nodes on one Redis behind haproxy (or nginx), round robin, every node in rotation.
 
-    ``env`` adds to every node's environment.
+    ``env`` adds to every node's environment; ``app`` is what they serve (:mod:`tests.nodes.app` by default).
     """
     haproxy = require("haproxy", "haproxy") if balancer_kind == "haproxy" else ""
     workdir = Path(tempfile.mkdtemp(prefix="mrtr-nodes-", dir=tmp_path))
@@ -199,6 +201,7 @@ async def nodes(tmp_path: Path, count: int = 3, *, check_every: str = "300ms",
             nodes=[Node(f"node{number}", free_port(), workdir / f"node{number}.log") for number in range(1, count + 1)],
             environment={**os.environ, "MRTR_SECRET": secret, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1",
                          **(env or {})},
+            app=app,
         )
         for node in cluster.nodes:
             cluster.start(node)

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 
 from .record import MAX_RECORD_BYTES, TERMINAL, RoundRecord, TaskRecord, decode_round, encode, restore
-from .store import TaskExists
+from .store import TaskExists, refilled
 
-__all__ = ["MemoryStore"]
+__all__ = ["MAX_BUCKETS", "MemoryStore"]
+
+MAX_BUCKETS = 100_000
+"""The most token buckets the memory store holds (a few hundred bytes each): past it, the one used least
+recently is forgotten (as if full again). Buckets full again are forgotten anyway."""
 
 
 class MemoryStore:
@@ -16,8 +21,9 @@ class MemoryStore:
 
     Each entry is the body of the record's last full write and its lease fields
     (version, lease expiry, expiry), kept apart as the other stores keep them. Round
-    records are kept the same way, by key, with their expiry. ``clock`` gives the time
-    (epoch seconds) that decides whether a record has expired.
+    records are kept the same way, by key, with their expiry; token buckets by name, at
+    most :data:`MAX_BUCKETS`. ``clock`` gives the time (epoch seconds) that decides
+    whether a record has expired and how much a bucket refilled.
     """
 
     def __init__(self, *, max_record_bytes: int = MAX_RECORD_BYTES, clock: Callable[[], float] = time.time) -> None:
@@ -27,6 +33,9 @@ class MemoryStore:
         self._records: dict[str, tuple[bytes, int, float, float | None]] = {}
         self._rounds: dict[str, tuple[bytes, float]] = {}
         self._next_sweep = 0.0
+        # name -> (tokens, when counted, when full again), least recently used first
+        self._buckets: OrderedDict[str, tuple[float, float, float]] = OrderedDict()
+        self._next_bucket_sweep = 0.0
 
     def _live(self, task_id: str) -> TaskRecord | None:
         entry = self._records.get(task_id)
@@ -129,6 +138,25 @@ class MemoryStore:
         found = self._round(key)
         if found is not None and not found.settled and found.claim == claim:
             del self._rounds[key]
+
+    async def take_token(self, bucket: str, per_second: float, burst: float) -> float:
+        """See :meth:`TaskStore.take_token`; atomic because nothing here awaits."""
+        now = self._clock()
+        buckets = self._buckets
+        if now >= self._next_bucket_sweep:  # buckets full again are what no bucket is: drop them now and then
+            self._next_bucket_sweep = now + 10
+            for full in [name for name, (_, _, full_at) in buckets.items() if full_at <= now]:
+                del buckets[full]
+        entry = buckets.get(bucket)
+        tokens = burst if entry is None or entry[2] <= now else refilled(entry[0], entry[1], now, per_second, burst)
+        if tokens < 1:
+            return (1 - tokens) / per_second
+        tokens -= 1
+        buckets[bucket] = (tokens, now, now + (burst - tokens) / per_second)
+        buckets.move_to_end(bucket)
+        while len(buckets) > MAX_BUCKETS:
+            buckets.popitem(last=False)
+        return 0.0
 
     async def aclose(self) -> None:
         """Nothing to release."""

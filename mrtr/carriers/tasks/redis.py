@@ -16,6 +16,11 @@ A round record is a hash under ``<prefix>round:<key>`` (``claim``, ``settled``, 
 that Redis expires with its token; claiming it, settling it and releasing it are Lua
 scripts too, so of two claims one wins and only the winning attempt writes the outcome.
 
+A token bucket is a hash under ``<prefix>bucket:<name>`` (``tokens``, ``at``): one Lua
+script reads Redis's own clock (``TIME``, the same for every node), refills it, takes a
+token and sets the key to expire when the bucket would be full again, so Redis forgets
+it by itself.
+
 Which keys (and hash tags, in a Redis Cluster) is :class:`~mrtr.carriers.tasks.redis_url.KeyLayout`'s.
 """
 
@@ -104,6 +109,26 @@ if redis.call('HGET', KEYS[1], 'claim') == ARGV[1] and redis.call('HGET', KEYS[1
   redis.call('DEL', KEYS[1])
 end
 return 0
+"""
+
+
+# A token bucket. ARGV: tokens a second, the most it holds. Returns '0' when a token was taken, else the
+# seconds until one will be (a string: Redis would cut a Lua number to an integer).
+_TAKE_TOKEN = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1000000
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'at')
+local tokens = burst
+if state[1] then
+  tokens = math.min(burst, tonumber(state[1]) + math.max(0, now - tonumber(state[2])) * rate)
+end
+if tokens < 1 then return tostring((1 - tokens) / rate) end
+tokens = tokens - 1
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now))
+redis.call('PEXPIRE', KEYS[1], math.max(1, math.ceil((burst - tokens) / rate * 1000)))
+return '0'
 """
 
 
@@ -249,6 +274,15 @@ class RedisStore:
     async def release_round(self, key: str, claim: str) -> None:
         """See :meth:`TaskStore.release_round`."""
         await self._call(self._client.eval(_RELEASE_ROUND, [self.layout.round(key)], [claim]))
+
+    async def take_token(self, bucket: str, per_second: float, burst: float) -> float:
+        """See :meth:`TaskStore.take_token`: one script, on Redis's clock; the key expires when full again."""
+        wait = await self._call(self._client.eval(_TAKE_TOKEN, [self.layout.bucket(bucket)],
+                                                  [repr(float(per_second)), repr(float(burst))]))
+        try:
+            return float(wait.decode() if isinstance(wait, bytes) else wait)
+        except (TypeError, ValueError) as exc:
+            raise store_failed(self.url, exc) from None
 
     async def aclose(self) -> None:
         """Connections close when the ``async with`` block of :func:`open_redis_store` ends."""

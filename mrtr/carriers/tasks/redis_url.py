@@ -32,7 +32,8 @@ them (``<prefix>sessions:live``, ``...:owners``, ``...:busy``, ``...:client:<tag
 written together by scripts, so in a cluster they share one tag
 (``{mrtr:sessions}session:<id>``), one slot. Pub/sub channels are
 not keys: ``<prefix>notifications`` carries what every node hears, ``<prefix>node:<id>``
-what is meant for one node alone.
+what is meant for one node alone. Token buckets (``<prefix>bucket:<name>``) are one key
+each, written by one script, and need no tag either.
 """
 
 from __future__ import annotations
@@ -115,6 +116,10 @@ class KeyLayout:
     def round(self, key: str) -> str:
         """The hash holding one round record."""
         return f"{self.prefix}round:{key}"
+
+    def bucket(self, name: str) -> str:
+        """The hash holding one token bucket (a ``RateLimit``'s), which Redis expires once it is full again."""
+        return f"{self.prefix}bucket:{name}"
 
     @property
     def notifications(self) -> str:

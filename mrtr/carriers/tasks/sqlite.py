@@ -6,8 +6,9 @@ atomic across processes. A record's small fields (version, status, lease, expiry
 its body live in two tables: a lease renewal updates one short row, where updating a
 column of a row that holds a large body rewrites pages of it. Round records (rounds
 that run once) are a third table, one row per key, whose insert-if-absent is the
-claim. Calls run in a worker thread (``trio.to_thread``) so a busy database never
-stalls the event loop.
+claim. Token buckets are a fourth, one row per bucket, read, refilled and taken from in
+one transaction, and deleted once full again. Calls run in a worker thread
+(``trio.to_thread``) so a busy database never stalls the event loop.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import msgspec
 import trio
 
 from .record import MAX_RECORD_BYTES, RoundRecord, TaskRecord, decode_round, encode, restore
-from .store import StoreUnavailable, TaskExists, masked, store_failed
+from .store import StoreUnavailable, TaskExists, masked, refilled, store_failed
 
 __all__ = ["SQLiteStore"]
 
@@ -49,6 +50,15 @@ CREATE TABLE IF NOT EXISTS mrtr_rounds (
 )"""
 _ROUNDS_EXPIRY = "CREATE INDEX IF NOT EXISTS mrtr_rounds_expiry ON mrtr_rounds (expires_at)"
 _ROUND_SWEEP = 10.0  # seconds between two deletions of every expired round
+_BUCKETS = """
+CREATE TABLE IF NOT EXISTS mrtr_buckets (
+    key TEXT PRIMARY KEY,
+    tokens REAL NOT NULL,
+    at REAL NOT NULL,
+    full_at REAL NOT NULL
+)"""
+_BUCKETS_FULL = "CREATE INDEX IF NOT EXISTS mrtr_buckets_full ON mrtr_buckets (full_at)"
+_BUCKET_SWEEP = 10.0  # seconds between two deletions of every bucket full again
 
 
 @contextmanager
@@ -83,6 +93,8 @@ def _create_schema(db: sqlite3.Connection) -> None:
         db.execute(_LEASE_INDEX)
         db.execute(_ROUNDS)
         db.execute(_ROUNDS_EXPIRY)
+        db.execute(_BUCKETS)
+        db.execute(_BUCKETS_FULL)
 
 
 def _drop_expired(db: sqlite3.Connection, now: float, task_id: str | None = None) -> None:
@@ -109,6 +121,7 @@ class SQLiteStore:
         self._clock = clock
         self._db: sqlite3.Connection | None = None
         self._next_round_sweep = 0.0
+        self._next_bucket_sweep = 0.0
         # One connection, used by one thread at a time; other processes have their own.
         self._limiter = trio.CapacityLimiter(1)
 
@@ -309,6 +322,26 @@ class SQLiteStore:
             db.execute("DELETE FROM mrtr_rounds WHERE key = ? AND claim = ? AND settled = 0", (key, claim))
 
         await self._run(remove)
+
+    async def take_token(self, bucket: str, per_second: float, burst: float) -> float:
+        """See :meth:`TaskStore.take_token`: the read, the refill and the take in one write transaction."""
+
+        def take(db: sqlite3.Connection) -> float:
+            now = self._clock()
+            with _transaction(db):
+                if now >= self._next_bucket_sweep:  # a bucket full again is what no row is: drop them now and then
+                    self._next_bucket_sweep = now + _BUCKET_SWEEP
+                    db.execute("DELETE FROM mrtr_buckets WHERE full_at <= ?", (now,))
+                row = db.execute("SELECT tokens, at, full_at FROM mrtr_buckets WHERE key = ?", (bucket,)).fetchone()
+                tokens = burst if row is None or row[2] <= now else refilled(row[0], row[1], now, per_second, burst)
+                if tokens < 1:
+                    return (1 - tokens) / per_second
+                tokens -= 1
+                db.execute("INSERT OR REPLACE INTO mrtr_buckets VALUES (?, ?, ?, ?)",
+                           (bucket, tokens, now, now + (burst - tokens) / per_second))
+            return 0.0
+
+        return await self._run(take)
 
     async def aclose(self) -> None:
         """Close the connection."""

@@ -10,6 +10,13 @@ The same store keeps round records by key, for rounds that must run once (see
 only where no live record is (insert if absent), and ``settle_round`` and
 ``release_round`` act only on an unsettled claim of the same attempt. So one SQLite
 file or one Redis serves tasks and rounds alike.
+
+And it keeps token buckets by name (a ``RateLimit`` middleware's, :mod:`mrtr.server.ratelimit`):
+``take_token`` reads a bucket, refills it for the time gone by and takes one token, in
+one atomic step (a transaction on SQLite, a Lua script on Redis, on Redis's clock), so
+the nodes sharing a store share the buckets. A bucket is forgotten as soon as it is full
+again, which is what a bucket never seen is: the store holds only the buckets of
+recent requests.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ from typing import Protocol
 from ...core.errors import InternalError
 from .record import RoundRecord, TaskRecord
 
-__all__ = ["Observed", "TaskStore", "TaskExists", "StoreUnavailable", "mutate", "masked", "store_failed"]
+__all__ = ["Observed", "TaskStore", "TaskExists", "StoreUnavailable", "mutate", "masked", "store_failed",
+           "refilled"]
 
 log = logging.getLogger("mrtr.tasks")
 
@@ -157,9 +165,28 @@ class TaskStore(Protocol):
         """Drop the record under ``key`` if it is the unsettled claim ``claim`` (idempotent)."""
         ...
 
+    async def take_token(self, bucket: str, per_second: float, burst: float) -> float:
+        """Take one token from the token bucket named ``bucket``, refilled for the time gone by.
+
+        A bucket holds at most ``burst`` tokens and gains ``per_second`` of them a second;
+        one the store does not hold is full. Returns ``0.0`` when a token was there (and is
+        taken now), else the seconds until one will be (and takes nothing). Atomic across
+        nodes: of the requests racing for the last token, one gets it. The store forgets a
+        bucket once it is full again.
+        """
+        ...
+
     async def aclose(self) -> None:
         """Release connections."""
         ...
+
+
+def refilled(tokens: float, at: float, now: float, per_second: float, burst: float) -> float:
+    """The tokens of a bucket that held ``tokens`` at ``at``, at ``now`` (never more than ``burst``).
+
+    The rule of every store but Redis, whose script says the same in Lua.
+    """
+    return min(burst, tokens + max(0.0, now - at) * per_second)
 
 
 class Observed:
@@ -279,6 +306,10 @@ class Observed:
     async def release_round(self, key: str, claim: str) -> None:
         """As the wrapped store."""
         await self.store.release_round(key, claim)
+
+    async def take_token(self, bucket: str, per_second: float, burst: float) -> float:
+        """As the wrapped store: a bucket is no task's status."""
+        return await self.store.take_token(bucket, per_second, burst)
 
     async def aclose(self) -> None:
         """As the wrapped store."""

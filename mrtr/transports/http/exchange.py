@@ -36,9 +36,12 @@ The rules, in order (see ``docs/http.md``):
    server, the scopes the request needs (the called tool's; for a task method or a
    listen stream naming tasks, the scopes of the tools those tasks run) are then
    checked (``403`` ``insufficient_scope``), before any response byte;
-8. the request is dispatched; the answer is ``application/json`` unless the handler
-   sends a notification first, in which case it becomes a ``text/event-stream``
-   that carries the notifications and ends with the response.
+8. the request is dispatched (told the remote address, ``client=``); the answer is
+   ``application/json`` unless the handler sends a notification first, in which case it
+   becomes a ``text/event-stream`` that carries the notifications and ends with the
+   response. A JSON answer carries the headers of its error, with its status: a
+   request refused for rate is ``429`` with ``Retry-After`` (exposed to a browser's
+   script, on an allowed ``Origin``).
 
 When the dispatcher serves the 2025 era too (:attr:`~mrtr.core.jsonrpc.Dispatcher.legacy`)
 and the front end passes its :class:`~mrtr.transports.http.sessions.HttpSessions`,
@@ -239,7 +242,8 @@ async def _watch(disconnected: Callable[[], Awaitable[Any]], scope: trio.CancelS
 
 async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], headers: RequestHeaders, out: Tracked,
                                config: ExchangeConfig, disconnected: Callable[[], Awaitable[Any]] | None,
-                               nursery: trio.Nursery, auth: AccessToken | None = None) -> bool:
+                               nursery: trio.Nursery, auth: AccessToken | None = None,
+                               client: str | None = None) -> bool:
     """Run the handler and answer JSON, or SSE once it notifies.
 
     The handler's coroutine is first stepped in this task. A handler that finishes
@@ -247,14 +251,19 @@ async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], head
     watcher, channel or cancel scope: JSON, or SSE of its buffered notifications. One
     that suspends goes on in this task while ``nursery`` runs a disconnect watcher and,
     once it notifies, a stream writer; the wire bytes are the same either way. When the
-    client goes away, ``nursery``'s scope is cancelled, this task with it.
+    client goes away, ``nursery``'s scope is cancelled, this task with it. ``client`` is the
+    remote address, which the dispatcher tells its middleware (a rate limit's key without
+    authentication). A JSON answer carries the headers of the answer's error (``Retry-After``
+    of a 429), the one place both front ends write them.
     """
     notes = _Notifications(config.notification_buffer)
     stream: _Stream | None = None
     if auth is None:
-        coro = server.respond(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread)
+        coro = server.respond(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread,
+                              client=client)
     else:
-        coro = server.respond(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread, auth=auth)
+        coro = server.respond(message, headers=headers, notify=thread_safe(notes), run_sync=run_in_thread, auth=auth,
+                              client=client)
     try:
         try:
             trap = coro.send(None)
@@ -298,7 +307,10 @@ async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], head
             raise ClientGone()
         return True
     if not notes.buffer:
-        await out.respond(final.status, json_headers(final.body), final.body)
+        if final.headers:
+            await out.respond(final.status, json_headers(final.body, _with_exposed(final.headers, out)), final.body)
+        else:
+            await out.respond(final.status, json_headers(final.body), final.body)
         return True
     await out.start(200, list(SSE_HEADERS))
     while notes.buffer:
@@ -306,6 +318,13 @@ async def _dispatch_and_stream(server: Dispatcher, message: dict[str, Any], head
     await out.send(b"data: " + final.body + b"\n\n")
     await out.end()
     return True
+
+
+def _with_exposed(extra: tuple[tuple[bytes, bytes], ...], out: Tracked) -> list[tuple[bytes, bytes]]:
+    """An answer's own headers, named in ``Access-Control-Expose-Headers`` for a browser client (CORS)."""
+    if not out.cors:
+        return list(extra)
+    return [*extra, (b"access-control-expose-headers", b", ".join(name for name, _ in extra))]
 
 
 _HEALTHY = b'{"status":"ok"}\n'
@@ -419,7 +438,8 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: Tracked, conf
         except AuthError as error:
             await _send_reply(out, rs.challenge(error))
             return True
-    return await _dispatch_and_stream(server, message, headers, out, config, disconnected, nursery, access)
+    return await _dispatch_and_stream(server, message, headers, out, config, disconnected, nursery, access,
+                                      request.client)
 
 
 async def exchange(
