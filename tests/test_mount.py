@@ -17,6 +17,7 @@ import trio
 
 import mrtr
 from mrtr import Elicit, Form, Server, Step
+from mrtr.core.errors import RATE_LIMITED
 from mrtr.core.jsonrpc import parse_message
 from mrtr.middleware import Incoming
 from mrtr.server.catalog import mounted_uri, unmounted_uri
@@ -303,3 +304,27 @@ async def test_mounts_nest_and_the_middle_servers_middleware_runs_in_order():
     assert result["result"]["messages"][0]["content"]["text"] == "Remind B to pay"
     assert seen[:2] == ["middle prompts/get billing_dunning", "child prompts/get dunning"]
     assert "finance_billing_refund" in [tool["name"] for tool in listed["result"]["tools"]]
+
+
+async def test_a_mounted_servers_rate_limit_gets_the_store_and_its_notes_reach_the_response():
+    from mrtr.middleware import RateLimit, Timing
+
+    child = billing_server()
+    child.middleware(RateLimit(per_second=0.01, burst=1, methods={"tools/call"}))
+    child.middleware(Timing())
+    parent = Server("shop", "1.0.0", secret=TEST_SECRET, store_url="memory:")
+    parent.mount(child, "billing")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "billing_close", "arguments": {"account": "A"}, "_meta": meta({})}}
+    async with parent.running():
+        first = await parent.respond(parse_message(json.dumps(body).encode()), client="10.0.0.1")
+        second = await parent.respond(parse_message(json.dumps(body).encode()), client="10.0.0.1")
+        other = await parent.respond(parse_message(json.dumps(body).encode()), client="10.0.0.2")
+    for response in (first, second, other):
+        validate_message(response.message)
+    # The child's limit keeps buckets in the parent's store and keys them by the transport's client name.
+    assert first.status == 200 and "result" in first.message
+    assert second.status == 429 and second.message["error"]["code"] == RATE_LIMITED
+    assert other.status == 200 and "result" in other.message
+    # What the child's middleware noted goes with the parent's response (for its access line).
+    assert first.notes is not None and first.notes["timing_ms"] >= 0

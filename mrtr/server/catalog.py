@@ -40,7 +40,7 @@ from ..core import models
 from ..core.context import Context
 from ..core.errors import HandlerError, InternalError, InvalidParams, InvalidRequest, ProtocolError
 from ..core.jsonrpc import Notify
-from .pipeline import CallNext, Component, Incoming, InnerFailure, Middleware, middleware_failure
+from .pipeline import CallNext, Component, Incoming, InnerFailure, Middleware, middleware_failure, uses_store
 from .pipeline import run as run_pipeline
 
 __all__ = ["Catalog", "MountedCatalog", "PromptEntry", "RequestInfo", "ResourceEntry", "ResourceNotFound",
@@ -229,6 +229,17 @@ class Catalog:
         entries: list[Any] = [*self.tools.values(), *self.prompts.values(), *self.resources.values(),
                               *self.templates]
         return any(entry.once for entry in entries) or any(child.has_once_handlers for child in self.mounts.values())
+
+    @property
+    def stored_middleware(self) -> list[Any]:
+        """The middleware keeping state in the server's store (a ``RateLimit``), here and in mounted servers.
+
+        The server hands its store to each while it runs (:func:`~mrtr.server.pipeline.uses_store`).
+        """
+        stored = [stage for stage in self.middleware if uses_store(stage)]
+        for child in self.mounts.values():
+            stored += child.stored_middleware
+        return stored
 
     def items(self, method: str, auth: Any) -> list[dict[str, Any]]:
         """This catalogue's own entries a list method shows this caller (mounted servers' come from their eras).

@@ -37,7 +37,6 @@ from .apps import advertise_ui, check_ui_links
 from .legacy import LegacyEra
 from .lifespan import Lifespan
 from .modern import MAX_LISTEN_TASK_IDS, SUPPORTED_VERSIONS, ModernEra
-from .pipeline import uses_store
 from .registry import Header, Registry
 from .sessions import SessionRegistry
 from .subscriptions import Subscriptions
@@ -318,7 +317,7 @@ class Server(Registry):
 
     @asynccontextmanager
     async def _tasks_running(self, settings: _TaskSettings) -> AsyncIterator[None]:
-        stored = [stage for stage in self.catalog.middleware if uses_store(stage)]
+        stored = self.catalog.stored_middleware
         if self._rounds is not None or not (self.has_task_tools or self.has_once_handlers or stored):
             yield
             return
