@@ -13,7 +13,6 @@ import json
 from typing import Any
 
 import pytest
-import trio
 
 import mrtr
 from mrtr import Elicit, Form, PublicError, Server
@@ -22,7 +21,6 @@ from mrtr.middleware import Incoming
 from mrtr.testing import TEST_SECRET
 
 from .conftest import meta, until
-from .legacy.conftest import answering
 from .legacy.test_legacy_server import Session, text
 from .wire_schema import RESULT_DEFS, validate_message
 

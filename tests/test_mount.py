@@ -13,7 +13,6 @@ import json
 from typing import Any
 
 import pytest
-import trio
 
 import mrtr
 from mrtr import Elicit, Form, Server, Step
