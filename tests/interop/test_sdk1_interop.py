@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 import mrtr
-from mrtr.client import ElicitationRequest
+from mrtr.client import ElicitationRequest, EraMemory
 from mrtr.core.eras import LEGACY
 
 from ..client.conftest import Checked
@@ -148,14 +148,21 @@ async def test_era_modern_is_refused_by_a_legacy_server(reach):
             await client.call_tool("confirm")
 
 
-async def test_the_era_is_remembered_per_endpoint(sdk1_url):
-    async with mrtr.Client(sdk1_url, on_elicit=answer) as first:
+async def test_the_era_is_remembered_per_endpoint_by_clients_sharing_a_memory(sdk1_url):
+    eras = EraMemory()
+    async with mrtr.Client(sdk1_url, on_elicit=answer, eras=eras) as first:
         await first.call_tool("confirm")
-    second = mrtr.Client(sdk1_url, on_elicit=answer)
+    second = mrtr.Client(sdk1_url, on_elicit=answer, eras=eras)
     second.target = Checked(second.target)
     async with second:
         assert (await second.call_tool("confirm")).text == "action=decline"
     assert second.target.exchanges[0][0]["method"] == "initialize"  # no probe: the era was known
+    # A client with a memory of its own probes again (one client's knowledge is not every client's).
+    third = mrtr.Client(sdk1_url, on_elicit=answer)
+    third.target = Checked(third.target)
+    async with third:
+        assert (await third.call_tool("confirm")).text == "action=decline"
+    assert third.target.exchanges[0][0]["method"] == "server/discover"
 
 
 def _mrtr(*args: str, stdin: str) -> subprocess.CompletedProcess[str]:
