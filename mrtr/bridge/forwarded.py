@@ -1,0 +1,214 @@
+"""The handler every forwarded tool, prompt and resource runs: one generator, for both eras on both sides.
+
+The proxy's catalogue entries all run :func:`forwarding_handler`'s generator. It speaks to
+the upstream in the upstream's era and asks the downstream in the downstream's, with
+the machinery every mrtr handler has:
+
+- **a modern upstream**: each upstream round trip is a :class:`~mrtr.core.effects.Step`
+  (its result, an ``InputRequiredResult`` with the upstream's ``requestState``, is
+  recorded in the ledger), and each question in it becomes a request the generator
+  yields (:func:`asked`: ``Elicit``, ``ElicitURL``, ``Sample``, ``ListRoots``), its
+  answer sent back upstream in the next round (:func:`answered`). For a modern
+  downstream the proxy's own sealed token then carries the upstream's ``requestState``,
+  bound to the downstream caller: the proxy keeps nothing. For a 2025 downstream the
+  same generator waits live at each yield.
+- **a 2025 upstream** (its questions arrive as requests during one call): the call is
+  held in this process (:mod:`mrtr.bridge.held`); a Step starts it and returns its first
+  event, and each answer is delivered by a Step that returns the next event. The
+  events are recorded, so a modern downstream's retries replay them and the token names
+  the held call (:data:`~mrtr.bridge.held.HELD_BY`); a 2025 downstream relays live.
+
+A question the upstream asks that the downstream cannot be asked (a form outside the
+elicitation vocabulary, a URL that is not https) fails the call with a clear error and
+ends the upstream call, never a hang. A 2025 downstream that cancels while it is being
+asked cancels the held upstream call at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+import trio
+
+from ..core.context import Context
+from ..core.eras import LEGACY
+from ..core.effects import Elicit, ElicitResult, ElicitURL, ListRoots, Request, Sample, Step
+from ..core.errors import InternalError, ProtocolError
+from ..core.forms import RequestedSchema
+from .held import HELD_BY
+from .upstream import Relay, Upstream
+
+__all__ = ["UnrelayableQuestion", "answered", "asked", "forwarding_handler", "upstream_result"]
+
+_SERVER_META = "io.modelcontextprotocol/"  # what the upstream says of itself in a result's _meta: not the proxy's
+
+
+class UnrelayableQuestion(InternalError):
+    """The upstream asked something the proxy cannot put to its downstream client (``-32603``)."""
+
+    def __init__(self, method: Any, why: str) -> None:
+        super().__init__(f"The upstream server asked a question the proxy cannot pass on ({method}: {why})",
+                         data={"reason": "unrelayable-question", "method": method})
+
+
+def asked(question: Mapping[str, Any]) -> Request:
+    """The request a handler yields for an upstream question (``{method, params}``, in wire shape)."""
+    method = question.get("method")
+    params = question.get("params")
+    params = params if isinstance(params, Mapping) else {}
+    try:
+        if method == "elicitation/create":
+            message = params.get("message")
+            if not isinstance(message, str):
+                raise ValueError("an elicitation needs a string message")
+            if params.get("mode") == "url":
+                return ElicitURL(message, params.get("url"))  # type: ignore[arg-type]
+            schema = params.get("requestedSchema")
+            return Elicit(message, RequestedSchema(schema if schema is not None else {"type": "object",
+                                                                                       "properties": {}}))
+        if method == "sampling/createMessage":
+            extra = {name: value for name, value in params.items() if name not in ("messages", "maxTokens", "_meta")}
+            return Sample(list(params.get("messages") or []), max_tokens=params.get("maxTokens"), **extra)  # type: ignore[arg-type]
+        if method == "roots/list":
+            return ListRoots()
+    except (ValueError, TypeError) as error:
+        raise UnrelayableQuestion(method, str(error)) from None
+    raise UnrelayableQuestion(method, "not a question MCP defines")
+
+
+def answered(request: Request, value: Any) -> dict[str, Any]:
+    """The downstream's answer to ``request`` as the upstream reads it (wire shape)."""
+    if isinstance(value, ElicitResult):
+        answer: dict[str, Any] = {"action": value.action}
+        if value.action == "accept" and value.content is not None and isinstance(request, Elicit):
+            answer["content"] = value.content
+        return answer
+    built = msgspec.to_builtins(value)
+    return built if isinstance(built, dict) else {"value": built}
+
+
+def upstream_result(result: Mapping[str, Any]) -> dict[str, Any]:
+    """An upstream's final result as the proxy answers it: without what the upstream says of itself.
+
+    ``resultType`` is the proxy's to set, and ``_meta`` keys of the protocol's own
+    namespace (the upstream's ``serverInfo``) are the upstream's, not the proxy's.
+    """
+    shaped = dict(result)
+    shaped.pop("resultType", None)
+    meta = shaped.get("_meta")
+    if isinstance(meta, dict):
+        kept = {key: value for key, value in meta.items() if not str(key).startswith(_SERVER_META)}
+        if kept:
+            shaped["_meta"] = kept
+        else:
+            shaped.pop("_meta")
+    return shaped
+
+
+def _params(ctx: Context, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """The params of the upstream request serving ``ctx``'s request."""
+    if ctx.method == "resources/read":
+        return {"uri": ctx.target}
+    return {"name": ctx.target, "arguments": dict(arguments)}
+
+
+def _round_of(result: Mapping[str, Any]) -> dict[str, Any]:
+    """What the ledger keeps of a modern upstream's ``InputRequiredResult``: what the next round needs."""
+    kept = {"resultType": result.get("resultType"), "inputRequests": result.get("inputRequests") or {}}
+    if isinstance(result.get("requestState"), str):
+        kept["requestState"] = result["requestState"]
+    return kept
+
+
+# -- the Steps (module functions: a Step's identity is its function's name) --------------------
+
+
+async def modern_round(upstream: Upstream, ctx: Context, method: str, params: dict[str, Any],
+                       responses: dict[str, Any] | None, state: str | None) -> Any:
+    """One round trip to a modern upstream: its final result, or the part of its ``InputRequiredResult`` kept."""
+    sent = dict(params)
+    if responses is not None:
+        sent["inputResponses"] = responses
+    if state is not None:
+        sent["requestState"] = state
+    result = await upstream.call(Relay(ctx), method, sent)
+    if result.get("resultType") == "input_required":
+        return _round_of(result)
+    return {"resultType": "complete", "result": upstream_result(result)}
+
+
+async def held_start(upstream: Upstream, ctx: Context, method: str, params: dict[str, Any]) -> Any:
+    """Start a call to a 2025 upstream, held in this process; its first event, naming the held call."""
+    call = upstream.held.start(functools.partial(upstream.live, method, params), ctx.principal,
+                               ctx.client_capabilities)
+    event = await call.next_event(Relay(ctx))
+    return {HELD_BY: call.id, **event}
+
+
+async def held_answer(upstream: Upstream, ctx: Context, call_id: str, number: int, answer: dict[str, Any]) -> Any:
+    """Deliver the answer to question ``number`` of a held call; its next event."""
+    call = upstream.held.get(call_id)
+    call.answer(number, answer)
+    return await call.next_event(Relay(ctx))
+
+
+def _being_cancelled() -> bool:
+    """Whether the running task is being cancelled (a 2025 downstream's call), as opposed to a round pausing."""
+    try:
+        return trio.current_effective_deadline() == -math.inf
+    except RuntimeError:  # not in trio
+        return False
+
+
+def _raised(error: Mapping[str, Any]) -> ProtocolError:
+    code = error.get("code")
+    return ProtocolError(str(error.get("message") or "The upstream call failed"),
+                         code=code if isinstance(code, int) else None, data=error.get("data"))
+
+
+def forwarding_handler(upstream: Upstream) -> Any:
+    """The handler the proxy's entries run, forwarding to ``upstream`` (see the module)."""
+
+    async def forward(ctx: Context, /, **arguments: Any) -> Any:
+        method = ctx.method
+        params = _params(ctx, arguments)
+        if upstream.era == LEGACY:
+            event = yield Step(functools.partial(held_start, upstream, ctx), method, params)
+            call_id = event[HELD_BY]
+            while "question" in event:
+                try:
+                    request = asked(event["question"])
+                except UnrelayableQuestion:
+                    upstream.held.cancel(call_id)
+                    raise
+                try:
+                    answer = yield request
+                except GeneratorExit:
+                    if _being_cancelled():
+                        upstream.held.cancel(call_id)  # a 2025 downstream cancelled while it was being asked
+                    raise
+                event = yield Step(functools.partial(held_answer, upstream, ctx), call_id, event["n"],
+                                   answered(request, answer))
+            if "error" in event:
+                raise _raised(event["error"])
+            yield upstream_result(event["result"])
+            return
+        outcome = yield Step(functools.partial(modern_round, upstream, ctx), method, params, None, None)
+        while outcome.get("resultType") == "input_required":
+            requests: dict[str, Any] = outcome.get("inputRequests") or {}
+            responses = None
+            if requests:
+                keys = list(requests)
+                questions = tuple(asked(requests[key]) for key in keys)
+                answers = yield questions
+                responses = {key: answered(question, answer)
+                             for key, question, answer in zip(keys, questions, answers, strict=True)}
+            outcome = yield Step(functools.partial(modern_round, upstream, ctx), method, params, responses,
+                                 outcome.get("requestState"))
+        yield outcome["result"]
+
+    return forward

@@ -1,0 +1,123 @@
+"""The upstream server the proxy tests put behind ``mrtr.proxy``: every kind of question, progress, logs.
+
+Served in process (loopback HTTP, or as a Server object) and as
+``tests.bridge.upstream_app:server`` (``mrtr serve ... --stdio``). ``SLOW`` records what
+became of each ``slow`` call in this process.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import trio
+
+from mrtr import Context, Elicit, ElicitURL, Form, ListRoots, PublicError, Sample
+from mrtr.server import Header, Server
+
+server = Server("upstream", "2.0.0", secret=b"u" * 32, instructions="Ask me about your pets.")
+
+# tag -> "started" | "finished" | "cancelled"
+SLOW: dict[str, str] = {}
+
+
+@server.tool(annotations={"readOnlyHint": True}, meta={"example.com/owner": "pets-team"}, title="Interview")
+async def interview(ctx: Context, topic: str = "pets"):
+    """Two questions in two rounds, with progress and a log line between them."""
+    name = yield Elicit(f"Your name, for {topic}?", Form().string("name", min_length=1))
+    if not name.accepted:
+        yield f"no name ({name.action})"
+        return
+    ctx.progress(1, total=2, message="got the name")
+    ctx.log("info", f"{name.content['name']} answered")
+    colour = yield Elicit(f"Favourite colour, {name.content['name']}?", Form().choice("colour", ["red", "blue"]))
+    if not colour.accepted:
+        yield f"{name.content['name']}/no colour ({colour.action})"
+        return
+    ctx.progress(2, total=2, message="got the colour")
+    yield f"{name.content['name']}/{colour.content['colour']}/{topic}"
+
+
+@server.tool
+def pair():
+    """Two questions in one round (a group)."""
+    email, plan = yield (
+        Elicit("Your email?", Form().string("email", format="email"), key="email"),
+        Elicit("Your plan?", Form().choice("plan", ["free", "pro"]), key="plan"),
+    )
+    return f"{email.content['email']} on {plan.content['plan']}"
+
+
+@server.tool
+def think():
+    """Sampling, then roots."""
+    reply = yield Sample("Say hi", max_tokens=10)
+    roots = yield ListRoots()
+    return f"{reply.content.text} / {', '.join(root.uri for root in roots.roots)}"
+
+
+@server.tool
+def visit():
+    """URL-mode elicitation."""
+    answer = yield ElicitURL("Sign in to continue", "https://example.com/login")
+    return f"url {answer.action}"
+
+
+@server.tool
+async def count(ctx: Context, steps: int = 3) -> str:
+    """Report progress once per step."""
+    for step in range(1, steps + 1):
+        ctx.progress(step, total=steps, message=f"step {step}")
+        await trio.sleep(0.01)
+    return f"counted {steps}"
+
+
+@server.tool
+async def slow(ctx: Context, tag: str, seconds: float = 30) -> str:
+    """Sleep unless cancelled; SLOW records what happened."""
+    SLOW[tag] = "started"
+    ctx.progress(0, message="sleeping")
+    try:
+        await trio.sleep(seconds)
+    except trio.Cancelled:
+        SLOW[tag] = "cancelled"
+        raise
+    SLOW[tag] = "finished"
+    return f"slept {seconds}"
+
+
+@server.tool
+def forecast(city: Annotated[str, Header("City")], days: int = 1) -> dict[str, Any]:
+    """Structured content, with an outputSchema and a mirrored header."""
+    return {"city": city, "days": days, "sky": "clear"}
+
+
+@server.tool
+def fail() -> str:
+    """A tool whose handler raises on purpose: an isError result."""
+    raise PublicError("the kitchen is closed")
+
+
+@server.prompt
+def menu(course: str):
+    """A prompt that asks a question first."""
+    answer = yield Elicit("Vegetarian?", Form().boolean("veggie"))
+    return f"Suggest a {'vegetarian ' if answer.content['veggie'] else ''}{course}."
+
+
+@server.resource("notes://welcome", mime_type="text/plain")
+def welcome() -> str:
+    """A plain resource."""
+    return "welcome, friend"
+
+
+@server.resource_template("notes://{id}/text", mime_type="text/plain")
+def note(id: str):  # noqa: A002 - the template's variable
+    """A templated resource behind a question."""
+    answer = yield Elicit(f"Password for note {id}?", Form().string("password"))
+    return f"note {id}" if answer.content["password"] == "open" else "nope"
+
+
+@server.completion
+def complete(ref, argument, context):
+    """Courses for the menu prompt."""
+    return [course for course in ("starter", "soup", "main", "dessert") if course.startswith(argument["value"])]
