@@ -241,9 +241,11 @@ class Upstream:
                     self._ready.set()
                     log.info("connected to the upstream server %s (%s era)", self.where, client.era)
                     await self._broken.wait()
-            except (ClientError, OSError) as error:
-                self._failure = getattr(error, "message", None) or str(error)
-                log.warning("the upstream server %s failed: %s", self.where, self._failure)
+            except Exception as error:  # whatever broke the client, the supervisor goes on and tries again
+                cause = _cause(error)
+                self._failure = getattr(cause, "message", None) or str(cause) or type(cause).__name__
+                log.warning("the upstream server %s failed: %s", self.where, self._failure,
+                            exc_info=not isinstance(cause, (ClientError, OSError)))
             finally:
                 self._client = None
                 self._ready = trio.Event()
@@ -269,8 +271,16 @@ class Upstream:
         """What ``error`` of a request through ``client`` tells the downstream; a broken client is restarted."""
         if isinstance(error, ConnectionFailed) and client is self._client:
             self._failure = error.message
+            self._client = None  # no request starts on it while it closes
             self._broken.set()
         return failure_of(error, self.where)
+
+    def _closing(self, client: Client, error: Exception) -> ProtocolError:
+        """A request through a client being closed (a restart under way) failed with ``error``."""
+        if client is self._client:
+            raise error  # not a closing client: a failure of the proxy's own, reported as one
+        log.debug("a request through a closing client failed: %r", error)
+        return UpstreamUnavailable(f"The upstream server {self.where} is unreachable: reconnecting")
 
     async def request(self, method: str, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """One request upstream (a listing, completion), its raw result; failures as :func:`failure_of` says."""
@@ -279,6 +289,8 @@ class Upstream:
             return await client.call_once(method, params)
         except ClientError as error:
             raise self.failed(client, error) from None
+        except (RuntimeError, trio.ClosedResourceError, trio.BrokenResourceError) as error:
+            raise self._closing(client, error) from None
 
     async def call(self, relay: Relay, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """One round of a call to a modern upstream, on behalf of ``relay``: its raw result (``input_required`` too)."""
@@ -288,6 +300,8 @@ class Upstream:
             return await client.call_once(method, params)
         except ClientError as error:
             raise self.failed(client, error) from None
+        except (RuntimeError, trio.ClosedResourceError, trio.BrokenResourceError) as error:
+            raise self._closing(client, error) from None
         finally:
             CURRENT.reset(token)
 
@@ -304,6 +318,8 @@ class Upstream:
             return await client.call_once(method, params)
         except ClientError as error:
             raise self.failed(client, error) from None
+        except (RuntimeError, trio.ClosedResourceError, trio.BrokenResourceError) as error:
+            raise self._closing(client, error) from None
         finally:
             if isinstance(call, HeldCall):
                 self._in_flight.remove(call)
@@ -343,6 +359,14 @@ class Upstream:
             relay.log(level, logger, data)
         else:
             log.debug("upstream log (%s, no call to relay it to): %r", level, data)
+
+
+def _cause(error: BaseException) -> BaseException:
+    """What broke a client: the first :class:`ClientError` (or ``OSError``) among what its tasks raised."""
+    if isinstance(error, BaseExceptionGroup):
+        leaves = [_cause(inner) for inner in error.exceptions]
+        return next((leaf for leaf in leaves if isinstance(leaf, (ClientError, OSError))), leaves[0])
+    return error
 
 
 def _version() -> str:

@@ -12,9 +12,14 @@ from typing import Annotated, Any
 import trio
 
 from mrtr import Context, Elicit, ElicitURL, Form, ListRoots, PublicError, Sample
-from mrtr.server import Header, Server
+from mrtr.server import Header, RequestInfo, Server
 
-server = Server("upstream", "2.0.0", secret=b"u" * 32, instructions="Ask me about your pets.")
+def _key(info: RequestInfo) -> str | None:
+    """Who calls: the ``X-Upstream-Key`` header a proxy in front sends with its own credentials."""
+    return info.headers.get("x-upstream-key")
+
+
+server = Server("upstream", "2.0.0", secret=b"u" * 32, instructions="Ask me about your pets.", principal=_key)
 
 # tag -> "started" | "finished" | "cancelled"
 SLOW: dict[str, str] = {}
@@ -89,6 +94,20 @@ async def slow(ctx: Context, tag: str, seconds: float = 30) -> str:
 def forecast(city: Annotated[str, Header("City")], days: int = 1) -> dict[str, Any]:
     """Structured content, with an outputSchema and a mirrored header."""
     return {"city": city, "days": days, "sky": "clear"}
+
+
+@server.tool
+def whoami(ctx: Context) -> str:
+    """Who this server sees calling."""
+    return f"principal={ctx.principal}"
+
+
+@server.tool
+def crash() -> str:
+    """End this process at once, as a crashing stdio server does."""
+    import os
+
+    os._exit(3)
 
 
 @server.tool
