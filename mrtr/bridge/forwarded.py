@@ -67,9 +67,7 @@ def asked(question: Mapping[str, Any]) -> Request:
                 raise ValueError("an elicitation needs a string message")
             if params.get("mode") == "url":
                 return ElicitURL(message, params.get("url"))  # type: ignore[arg-type]
-            schema = params.get("requestedSchema")
-            return Elicit(message, RequestedSchema(schema if schema is not None else {"type": "object",
-                                                                                       "properties": {}}))
+            return Elicit(message, RequestedSchema(_form_schema(params.get("requestedSchema"))))
         if method == "sampling/createMessage":
             extra = {name: value for name, value in params.items() if name not in ("messages", "maxTokens", "_meta")}
             return Sample(list(params.get("messages") or []), max_tokens=params.get("maxTokens"), **extra)  # type: ignore[arg-type]
@@ -78,6 +76,22 @@ def asked(question: Mapping[str, Any]) -> Request:
     except (ValueError, TypeError) as error:
         raise UnrelayableQuestion(method, str(error)) from None
     raise UnrelayableQuestion(method, "not a question MCP defines")
+
+
+_FORM_ROOT = ("$schema", "type", "properties", "required")
+
+
+def _form_schema(schema: Any) -> Any:
+    """An upstream's ``requestedSchema`` as a form reads it: what its root says of the object only.
+
+    Servers send a title or a description at the root (pydantic's model title, as the
+    Python SDK does), which the form vocabulary does not hold and which ask nothing.
+    """
+    if schema is None:
+        return {"type": "object", "properties": {}}
+    if isinstance(schema, Mapping):
+        return {key: value for key, value in schema.items() if key in _FORM_ROOT}
+    return schema
 
 
 def answered(request: Request, value: Any) -> dict[str, Any]:
