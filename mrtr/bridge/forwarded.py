@@ -199,6 +199,8 @@ def forwarding_handler(upstream: Upstream) -> Any:
                 except UnrelayableQuestion:
                     upstream.held.cancel(call_id)
                     raise
+                if request.missing_capability(ctx.client_capabilities) is not None:
+                    upstream.held.cancel(call_id)  # the yield below fails the call: the upstream's ends with it
                 try:
                     answer = yield request
                 except GeneratorExit:
