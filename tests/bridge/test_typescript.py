@@ -6,7 +6,7 @@ The upstream is a 2025-era stdio server nobody here wrote (the official Python S
 into ``.cache/bridge`` on first use) talks to the proxy over stdio (``mrtr proxy --stdio``)
 and over HTTP: a two-question conversation, a decline, a cancel, progress, and a call it
 cancels itself. The Inspector's CLI (pinned in ``tests/legacy/inspector``) lists and calls
-through the proxy over HTTP in both eras; it declares no capabilities, so a question fails
+through the proxy over HTTP and over stdio (it starts the proxy), in both eras; it declares no capabilities, so a question fails
 at once as a missing capability, never a hang.
 """
 
@@ -103,14 +103,23 @@ def _printed(completed: subprocess.CompletedProcess[str]) -> dict[str, Any]:
     return json.loads(completed.stdout[start:])  # type: ignore[no-any-return]
 
 
+@pytest.mark.parametrize("transport", ["http", "stdio"])
 @pytest.mark.parametrize("era", ["legacy", "modern"])
-def test_the_inspector_through_the_proxy(era, proxy_url, tmp_path):
-    era_options = ["--protocol-era", era]
-    listed = _printed(_inspector(tmp_path, proxy_url, *era_options, "--method", "tools/list"))
+def test_the_inspector_through_the_proxy(transport, era, sdk1_python, tmp_path, request):
+    options = ["--protocol-era", era]
+    if transport == "http":
+        where = [request.getfixturevalue("proxy_url")]
+    else:  # the inspector starts the proxy, which starts the server
+        where = []
+        options += ["--", sys.executable, *proxy_args(sdk1_python, "--stdio")]
+
+    def inspect(*args: str) -> subprocess.CompletedProcess[str]:
+        return _inspector(tmp_path, *where, *args, *options)
+
+    listed = _printed(inspect("--method", "tools/list"))
     assert {"interview", "confirm", "count"} <= {tool["name"] for tool in listed["tools"]}
-    counted = _printed(_inspector(tmp_path, proxy_url, *era_options, "--method", "tools/call", "--tool-name",
-                                  "count", "--tool-arg", "steps=2"))
+    counted = _printed(inspect("--method", "tools/call", "--tool-name", "count", "--tool-arg", "steps=2"))
     assert counted["content"][0]["text"] == "counted 2"
-    asked = _inspector(tmp_path, proxy_url, *era_options, "--method", "tools/call", "--tool-name", "confirm")
+    asked = inspect("--method", "tools/call", "--tool-name", "confirm")
     shown = asked.stdout + asked.stderr
     assert "elicitation" in shown, shown[-2000:]  # named as the missing capability, at once
