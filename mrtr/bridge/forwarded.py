@@ -40,7 +40,7 @@ from ..core.effects import Elicit, ElicitResult, ElicitURL, ListRoots, Request, 
 from ..core.errors import InternalError, ProtocolError
 from ..core.forms import RequestedSchema
 from .held import HELD_BY
-from .upstream import Relay, Upstream
+from .upstream import Relay, Upstream, UpstreamUnavailable
 
 __all__ = ["UnrelayableQuestion", "answered", "asked", "forwarding_handler", "upstream_result"]
 
@@ -55,8 +55,8 @@ class UnrelayableQuestion(InternalError):
                          data={"reason": "unrelayable-question", "method": method})
 
 
-def asked(question: Mapping[str, Any]) -> Request:
-    """The request a handler yields for an upstream question (``{method, params}``, in wire shape)."""
+def asked(question: Mapping[str, Any], key: str | None = None) -> Request:
+    """The request a handler yields for an upstream question (``{method, params}``, in wire shape), under ``key``."""
     method = question.get("method")
     params = question.get("params")
     params = params if isinstance(params, Mapping) else {}
@@ -66,13 +66,14 @@ def asked(question: Mapping[str, Any]) -> Request:
             if not isinstance(message, str):
                 raise ValueError("an elicitation needs a string message")
             if params.get("mode") == "url":
-                return ElicitURL(message, params.get("url"))  # type: ignore[arg-type]
-            return Elicit(message, RequestedSchema(_form_schema(params.get("requestedSchema"))))
+                return ElicitURL(message, params.get("url"), key=key)  # type: ignore[arg-type]
+            return Elicit(message, RequestedSchema(_form_schema(params.get("requestedSchema"))), key=key)
         if method == "sampling/createMessage":
             extra = {name: value for name, value in params.items() if name not in ("messages", "maxTokens", "_meta")}
-            return Sample(list(params.get("messages") or []), max_tokens=params.get("maxTokens"), **extra)  # type: ignore[arg-type]
+            return Sample(list(params.get("messages") or []), max_tokens=params.get("maxTokens"), key=key,  # type: ignore[arg-type]
+                          **extra)
         if method == "roots/list":
-            return ListRoots()
+            return ListRoots(key=key)
     except (ValueError, TypeError) as error:
         raise UnrelayableQuestion(method, str(error)) from None
     raise UnrelayableQuestion(method, "not a question MCP defines")
@@ -150,9 +151,20 @@ async def modern_round(upstream: Upstream, ctx: Context, method: str, params: di
     if state is not None:
         sent["requestState"] = state
     result = await upstream.call(Relay(ctx), method, sent)
+    if result.get("resultType") == "task":  # the upstream made the call a task: its rounds come next
+        task_id = result.get("taskId")
+        if not isinstance(task_id, str) or not task_id:
+            raise UpstreamUnavailable(f"The upstream server {upstream.where} made a task without a taskId")
+        return {"resultType": "task", "taskId": task_id}
     if result.get("resultType") == "input_required":
         return _round_of(result)
     return {"resultType": "complete", "result": upstream_result(result)}
+
+
+async def task_round(upstream: Upstream, ctx: Context, task_id: str, responses: dict[str, Any] | None,
+                     answered: list[str]) -> Any:
+    """One round of a modern upstream's task: its result, or the questions it waits on."""
+    return await upstream.task_round(Relay(ctx), task_id, responses, answered)
 
 
 async def held_start(upstream: Upstream, ctx: Context, method: str, params: dict[str, Any]) -> Any:
@@ -168,6 +180,16 @@ async def held_answer(upstream: Upstream, ctx: Context, call_id: str, number: in
     call = upstream.held.get(call_id)
     call.answer(number, answer)
     return await call.next_event(Relay(ctx))
+
+
+def _unused(key: str, used: set[str]) -> str:
+    """``key``, or ``key-2``, ``key-3``... if an earlier round of the conversation asked under it (keys are unique)."""
+    chosen, number = key or "input", 1
+    while chosen in used:
+        number += 1
+        chosen = f"{key}-{number}"
+    used.add(chosen)
+    return chosen
 
 
 def _being_cancelled() -> bool:
@@ -214,17 +236,30 @@ def forwarding_handler(upstream: Upstream) -> Any:
             yield upstream_result(event["result"])
             return
         outcome = yield Step(functools.partial(modern_round, upstream, ctx), method, params, None, None)
+        used: set[str] = set()  # the keys asked so far: each is asked under the upstream's key, once
         while outcome.get("resultType") == "input_required":
             requests: dict[str, Any] = outcome.get("inputRequests") or {}
             responses = None
             if requests:
                 keys = list(requests)
-                questions = tuple(asked(requests[key]) for key in keys)
+                questions = tuple(asked(requests[key], _unused(str(key), used)) for key in keys)
                 answers = yield questions
                 responses = {key: answered(question, answer)
                              for key, question, answer in zip(keys, questions, answers, strict=True)}
             outcome = yield Step(functools.partial(modern_round, upstream, ctx), method, params, responses,
                                  outcome.get("requestState"))
+        if outcome.get("resultType") == "task":
+            # An upstream task: driven round by round, its questions asked like any other.
+            task_id, responses = outcome["taskId"], None
+            outcome = yield Step(functools.partial(task_round, upstream, ctx), task_id, None, sorted(used))
+            while outcome.get("resultType") == "input_required":
+                requests = outcome["inputRequests"]
+                keys = list(requests)
+                questions = tuple(asked(requests[key], _unused(str(key), used)) for key in keys)
+                answers = yield questions
+                responses = {key: answered(question, answer)
+                             for key, question, answer in zip(keys, questions, answers, strict=True)}
+                outcome = yield Step(functools.partial(task_round, upstream, ctx), task_id, responses, sorted(used))
         yield outcome["result"]
 
     return forward

@@ -5,8 +5,8 @@ and puts one entry per item in the proxy server's :class:`~mrtr.server.catalog.C
 each running the forwarding handler (:mod:`mrtr.bridge.forwarded`). An entry keeps
 the upstream's definition as it was listed (schemas, annotations, ``outputSchema``,
 ``_meta``, titles, icons), so the downstream sees the upstream's catalogue; a tool the
-upstream may run as a task may run as one here too (``execution.taskSupport`` reads
-``optional``: the proxy drives any upstream task tool itself). The catalogue is read
+upstream may (or must) run as a task may (or must) run as one here too, the downstream's
+task driving the upstream's. The catalogue is read
 when a client connects and a family again when the upstream says its list changed;
 the downstream clients are then told, in their era.
 
@@ -43,10 +43,9 @@ def template_pattern(uri_template: str) -> re.Pattern[str]:
 def _tool_entry(definition: Mapping[str, Any], handler: Any) -> ToolEntry:
     shown = dict(definition)
     execution = shown.get("execution")
-    task = None
-    if isinstance(execution, Mapping) and execution.get("taskSupport") in ("optional", "required"):
-        task = "optional"  # the proxy calls the upstream either way: a task here only if the caller asks
-        shown["execution"] = {**execution, "taskSupport": task}
+    task = execution.get("taskSupport") if isinstance(execution, Mapping) else None
+    if task not in ("optional", "required"):
+        task = None  # as the upstream: a task here exactly when it may be one there
     try:
         headers = {header.lower(): path[0] for header, path in mirrored_parameters(shown).items()}
     except InvalidHeaderSchema as error:

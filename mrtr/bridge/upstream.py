@@ -35,7 +35,7 @@ from ..client.client import Client
 from ..client.errors import ClientError, ConnectionFailed, RoundLimitExceeded, Unreadable
 from ..client.requests import ElicitationRequest, InputRequest, SamplingRequest
 from ..core.eras import LEGACY
-from ..core.errors import INVALID_REQUEST, PARSE_ERROR, InternalError, ProtocolError
+from ..core.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, InternalError, ProtocolError
 from .held import CURRENT, HeldCall, HeldCalls
 
 __all__ = ["MAX_BACKOFF", "Relay", "Upstream", "UpstreamUnavailable", "failure_of"]
@@ -91,6 +91,13 @@ class Relay:
             self.ctx.progress(progress, total, message)
         except (ValueError, TypeError):
             pass
+
+    def progress_message(self, message: str) -> None:
+        """An upstream task's status message, passed on as progress when it reads as such (``3/10 ...``)."""
+        from ..client.tasks import progress_of
+
+        progress, total, text = progress_of(message)
+        self.progress(progress, total, text)
 
     def log(self, level: str, logger: str | None, data: Any) -> None:
         """Pass an upstream log message on, if the downstream asked for its level."""
@@ -201,7 +208,7 @@ class Upstream:
             on_elicit=self._asked, on_sample=self._asked, on_roots=self._asked, on_progress=self._progress,
             on_log=self._log, log_level="debug", on_list_changed=self._on_list_changed,
             elicitation_modes=("form", "url"), max_rounds=32, timeout=self._timeout, deadline=None,
-            era=self._era, tasks=False, client_info={"name": "mrtr-proxy", "version": _version()})
+            era=self._era, tasks=True, client_info={"name": "mrtr-proxy", "version": _version()})
         if self.argv is not None:
             return _UpstreamClient.stdio(self.argv, env=self._env, cwd=self._cwd, **options)
         return _UpstreamClient(str(self.target), headers=self._headers, auth=self._auth, **options)
@@ -305,6 +312,48 @@ class Upstream:
         finally:
             CURRENT.reset(token)
 
+    async def task_round(self, relay: Relay, task_id: str, responses: Mapping[str, Any] | None,
+                         answered: Sequence[str]) -> dict[str, Any]:
+        """One round of an upstream task, on behalf of ``relay``: answers sent, then its status once it moves on.
+
+        ``responses`` go with ``tasks/update``; then the task is polled until it ends
+        (``{"resultType": "complete", "result"}``, or its error raised) or asks what
+        ``answered`` does not hold yet (``{"resultType": "input_required", "inputRequests"}``).
+        Cancelled, the task is cancelled upstream too.
+        """
+        client = await self.client()
+        handle = client.task(task_id)
+        token = CURRENT.set(relay)
+        try:
+            if responses:
+                await handle.update(responses)
+            while True:
+                status = await handle.get()
+                if status.status_message:
+                    relay.progress_message(status.status_message)
+                if status.status == "completed":
+                    return {"resultType": "complete", "result": status.result or {"content": []}}
+                if status.status == "failed":
+                    raise ClientError.from_error(status.error or {"code": INTERNAL_ERROR,
+                                                                  "message": "the upstream task failed"})
+                if status.status == "cancelled":
+                    raise ClientError(INTERNAL_ERROR, f"the upstream task {task_id} was cancelled")
+                waiting = {key: value for key, value in status.input_requests.items() if key not in answered}
+                if status.status == "input_required" and waiting:
+                    return {"resultType": "input_required", "inputRequests": waiting}
+                await trio.sleep(status.poll_interval)
+        except ClientError as error:
+            raise self.failed(client, error) from None
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                try:
+                    await handle.cancel()
+                except ClientError as error:
+                    log.info("could not cancel the upstream task %s: %s", task_id, error.message)
+            raise
+        finally:
+            CURRENT.reset(token)
+
     async def live(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """A whole call to a 2025 upstream, in a held call's task (its questions go to that call)."""
         client = await self.client()
@@ -331,6 +380,11 @@ class Upstream:
     async def _asked(self, item: InputRequest) -> Any:
         """A 2025 upstream's question: to the held call it belongs to, which asks its downstream."""
         call = CURRENT.get(None)
+        method = ("elicitation/create" if isinstance(item, ElicitationRequest) else
+                  "sampling/createMessage" if isinstance(item, SamplingRequest) else "roots/list")
+        if isinstance(call, Relay):  # an upstream task's question, met while the proxy waits for the task
+            raise ClientError(INTERNAL_ERROR, f"the upstream task asked {method} while it ran; the proxy can pass on "
+                                              "only the questions asked before a task starts")
         if not isinstance(call, HeldCall):
             call = self._in_flight[0] if len(self._in_flight) == 1 else None
         method = ("elicitation/create" if isinstance(item, ElicitationRequest) else

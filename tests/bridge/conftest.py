@@ -46,7 +46,7 @@ async def bridge(nursery: trio.Nursery) -> Callable[..., Any]:
     async def make(upstream_era: str = "auto", upstream: Any = None, **options: Any) -> Bridge:
         port = await nursery.start(partial(serve, upstream or upstream_server, "127.0.0.1", 0))
         upstream_url = f"http://127.0.0.1:{port}/mcp"
-        proxied = mrtr.proxy(upstream_url, upstream_era=upstream_era, secret=b"p" * 32, **options)
+        proxied = mrtr.proxy(upstream_url, upstream_era=upstream_era, secret=b"p" * 32, store_url="memory:", **options)
         proxy_port = await nursery.start(partial(serve, proxied, "127.0.0.1", 0))
         return Bridge(upstream_url, f"http://127.0.0.1:{proxy_port}/mcp", proxied)
 

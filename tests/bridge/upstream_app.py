@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import trio
 
-from mrtr import Context, Elicit, ElicitURL, Form, ListRoots, PublicError, Sample
+from mrtr import Context, Elicit, ElicitURL, Form, ListRoots, PublicError, Sample, Step
 from mrtr.server import Header, RequestInfo, Server
 
 def _key(info: RequestInfo) -> str | None:
@@ -19,7 +19,8 @@ def _key(info: RequestInfo) -> str | None:
     return info.headers.get("x-upstream-key")
 
 
-server = Server("upstream", "2.0.0", secret=b"u" * 32, instructions="Ask me about your pets.", principal=_key)
+server = Server("upstream", "2.0.0", secret=b"u" * 32, instructions="Ask me about your pets.", principal=_key,
+                store_url="memory:")
 
 # tag -> "started" | "finished" | "cancelled"
 SLOW: dict[str, str] = {}
@@ -94,6 +95,25 @@ async def slow(ctx: Context, tag: str, seconds: float = 30) -> str:
 def forecast(city: Annotated[str, Header("City")], days: int = 1) -> dict[str, Any]:
     """Structured content, with an outputSchema and a mirrored header."""
     return {"city": city, "days": days, "sky": "clear"}
+
+
+def _pause(seconds: float) -> float:
+    return seconds
+
+
+@server.tool(task="optional")
+async def adopt(pet: str):
+    """A task that asks a question once it runs."""
+    yield Step(_pause, 0)
+    answer = yield Elicit(f"Adopt {pet}?", Form().boolean("sure"))
+    yield f"adopted {pet}" if answer.accepted and answer.content["sure"] else f"kept looking ({answer.action})"
+
+
+@server.tool(task="required")
+async def audit():
+    """A tool that runs only as a task; its handler fails, so the task completes with an error result."""
+    yield Step(_pause, 0)
+    raise PublicError("the audit found problems")
 
 
 @server.tool
