@@ -20,7 +20,7 @@ from typing import Any
 
 from .common import ROOT
 
-PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions", "legacy", "nodes")
+PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions", "legacy", "nodes", "proxy")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     if "sessions" in parts:
         from . import sessions
         results["sessions"] = sessions.run(quick=args.quick)
+    if "proxy" in parts:
+        from . import proxy_overhead
+        results["proxy"] = proxy_overhead.run(quick=args.quick)
     if "legacy" in parts:
         from . import legacy_http
         results["legacy"] = legacy_http.run(quick=args.quick, install_sdk=install)
