@@ -16,7 +16,7 @@ the machinery every mrtr handler has:
   held in this process (:mod:`mrtr.bridge.held`); a Step starts it and returns its first
   event, and each answer is delivered by a Step that returns the next event. The
   events are recorded, so a modern downstream's retries replay them and the token names
-  the held call (:data:`~mrtr.bridge.held.HELD_BY`); a 2025 downstream relays live.
+  the held call (:data:`~mrtr.core.holding.HELD_BY`); a 2025 downstream relays live.
 
 A question the upstream asks that the downstream cannot be asked (a form outside the
 elicitation vocabulary, a URL that is not https) fails the call with a clear error and
@@ -39,7 +39,7 @@ from ..core.eras import LEGACY
 from ..core.effects import Elicit, ElicitResult, ElicitURL, ListRoots, Request, Sample, Step
 from ..core.errors import InternalError, ProtocolError
 from ..core.forms import RequestedSchema
-from .held import HELD_BY
+from ..core.holding import HELD_BY
 from .upstream import Relay, Upstream, UpstreamUnavailable
 
 __all__ = ["UnrelayableQuestion", "answered", "asked", "forwarding_handler", "upstream_result"]

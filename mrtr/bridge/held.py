@@ -19,7 +19,7 @@ keeps such calls:
   one) and per process; a call past a share is refused at once, naming the bound;
 - a call's id names the process that holds it (``<owner>.<random>``, as session ids
   name their worker), and the id travels in the downstream's sealed token
-  (:data:`HELD_BY`), so a retry that reaches another worker can be forwarded to the
+  (:data:`mrtr.core.holding.HELD_BY`), so a retry that reaches another worker can be forwarded to the
   owner, and one that reaches a process without the call gets a clear error.
 
 A Step waiting for the next event that is cancelled (the downstream client went away or
@@ -39,14 +39,12 @@ from typing import Any
 import trio
 
 from ..core.errors import INTERNAL_ERROR, ProtocolError
+from ..core.holding import HELD_BY
 
-__all__ = ["CURRENT", "DEFAULT_MAX_HELD", "DEFAULT_MAX_HELD_PER_CLIENT", "HELD_BY", "CallGone", "HeldCall",
-           "HeldCalls", "TooManyHeld"]
+__all__ = ["CURRENT", "DEFAULT_MAX_HELD", "DEFAULT_MAX_HELD_PER_CLIENT", "CallGone", "HeldCall", "HeldCalls",
+           "TooManyHeld"]
 
 log = logging.getLogger("mrtr.bridge")
-
-HELD_BY = "mrtr/heldBy"
-"""The member of a forwarded call's first recorded event naming the held call (``<owner>.<random>``)."""
 
 DEFAULT_MAX_HELD = 1_000
 """Upstream calls one process holds waiting at most (as many as the live handlers of its 2025 sessions)."""

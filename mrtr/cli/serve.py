@@ -480,6 +480,10 @@ class _WithSettings:
         """The server's."""
         self.server.settle_key(alone=alone)
 
+    def holder_of(self, message: Mapping[str, Any]) -> str | None:
+        """The server's."""
+        return self.server.holder_of(message)
+
     def listen_through(self, hub: Broadcast) -> Callable[[], None]:
         """The server's."""
         return self.server.listen_through(hub)

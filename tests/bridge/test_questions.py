@@ -63,3 +63,15 @@ def test_the_upstreams_own_meta_stays_upstream():
                               "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "up"}, "app/x": 1}})
     assert result == {"content": [], "_meta": {"app/x": 1}}
     assert "_meta" not in upstream_result({"content": [], "_meta": {"io.modelcontextprotocol/serverInfo": {}}})
+
+
+def test_a_ledger_names_the_worker_holding_its_call():
+    from mrtr.core.holding import HELD_BY, holder
+    from mrtr.core.kinds import Kind
+    from mrtr.core.ledger import Slot
+
+    step = int(Kind.STEP)
+    assert holder([Slot(step, b"f" * 16, answered=True, answer={HELD_BY: "3.abc", "question": {}})]) == "3"
+    assert holder([Slot(step, b"f" * 16, answered=True, answer={"other": 1})]) is None
+    assert holder([Slot(int(Kind.ELICIT), b"f" * 16, answered=True, answer={HELD_BY: "3.abc"})]) is None
+    assert holder([Slot(step, b"f" * 16, answered=True, answer={HELD_BY: "no-dot"})]) is None

@@ -116,3 +116,29 @@ def test_usage_errors():
                                capture_output=True, text=True, timeout=60)
     assert completed.returncode == 2
     assert "NOT_SET_ANYWHERE is not set" in completed.stderr
+
+
+async def test_a_retry_reaching_another_worker_is_forwarded_to_the_one_holding_the_call(tmp_path):
+    # Each round on a fresh connection: the kernel spreads them over the two workers, so about
+    # half the retries reach the worker that does not hold the upstream call.
+    upstream_port, port = free_port(), free_port()
+    upstream_url = f"http://127.0.0.1:{upstream_port}/mcp"
+    url = f"http://127.0.0.1:{port}/mcp"
+    upstream = [sys.executable, "-m", "mrtr", "serve", "tests.bridge.upstream_app:server", "--port",
+                str(upstream_port), "--log-level", "warning"]
+    command = [sys.executable, "-m", "mrtr", "proxy", upstream_url, "--port", str(port), "--workers", "2",
+               "--upstream-era", "legacy", "--log-level", "warning"]
+    with http_server(upstream, upstream_url, env=clean_env(), cwd=REPO), http_server(command, url, env=clean_env(),
+                                                                                      cwd=REPO):
+        for number in range(8):
+            params = {"name": "interview", "arguments": {"topic": f"worker{number}"}}
+            answers = iter([{"name": "Ada"}, {"colour": "red"}])
+            result: dict[str, Any] = {}
+            while True:
+                async with mrtr.Client(url, era="modern", on_elicit=lambda request: None) as client:
+                    result = await client.call_once("tools/call", params)
+                if result.get("resultType") != "input_required":
+                    break
+                params = {**params, "requestState": result["requestState"],
+                          "inputResponses": {key: mrtr.accept(**next(answers)) for key in result["inputRequests"]}}
+            assert result["content"][0]["text"] == f"Ada/red/worker{number}"
