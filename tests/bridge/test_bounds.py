@@ -82,3 +82,19 @@ async def test_a_list_change_upstream_reaches_the_downstream(bridge, upstream, d
             upstream_server.notify_tools_changed()
     assert "late_tool" not in before and "late_tool" in after
     assert called.text == "late"
+
+
+async def test_a_proxy_mounted_in_another_server_serves_under_its_namespace(nursery):
+    from functools import partial
+
+    from mrtr.transports.http.native import serve
+
+    port = await nursery.start(partial(serve, upstream_server, "127.0.0.1", 0))
+    parent = mrtr.Server("parent", secret=b"q" * 32)
+    parent.mount(mrtr.proxy(f"http://127.0.0.1:{port}/mcp", secret=b"p" * 32, store_url="memory:"), "pets")
+    answers = iter([mrtr.accept(name="Ada"), mrtr.accept(colour="red")])
+    async with mrtr.Client(parent, on_elicit=lambda request: next(answers)) as client:
+        names = {tool["name"] for tool in await client.list_tools()}
+        result = await client.call_tool("pets_interview", {"topic": "mounts"})
+    assert "pets_interview" in names
+    assert result.text == "Ada/red/mounts"
