@@ -82,7 +82,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
     upstream, upstream_url = _start(["serve", APP])
     try:
         for downstream, era in DIRECTIONS:
-            proxy, proxy_url = _start(["proxy", upstream_url, "--upstream-era", era])
+            proxy, proxy_url = _start(["proxy", upstream_url, "--upstream-era", era, "--store", "memory:"])
             try:
                 figures: dict[str, Any] = {"downstream": downstream, "upstream": era}
                 for label, url, pids in (("direct", upstream_url, [upstream.pid]),
@@ -102,7 +102,7 @@ def run(*, quick: bool = False) -> dict[str, Any]:
                 log(f"proxy {downstream}->{era}: {figures}")
             finally:
                 stop(proxy)
-        proxy, proxy_url = _start(["proxy", upstream_url, "--upstream-era", "legacy"])
+        proxy, proxy_url = _start(["proxy", upstream_url, "--upstream-era", "legacy", "--store", "memory:"])
         try:
             trio.run(_held, proxy_url, 1)  # warm: the first held call's imports and buffers
             before = rss_kib(proxy.pid)

@@ -126,7 +126,7 @@ class _UpstreamClient(Client):
         kept: dict[str, Any] = {}
         asked = downstream.get("elicitation")
         if isinstance(asked, Mapping) and "elicitation" in declared:
-            modes = {mode: {} for mode in declared["elicitation"]
+            modes: dict[str, Any] = {mode: {} for mode in declared["elicitation"]
                      if mode in asked or (mode == "form" and "url" not in asked)}  # {} declares form
             if modes:
                 kept["elicitation"] = modes

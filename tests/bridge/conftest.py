@@ -10,7 +10,6 @@ quick tier.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -40,8 +39,12 @@ class Bridge:
 
 
 @pytest.fixture
-async def bridge(nursery: trio.Nursery) -> Callable[..., Any]:
-    """``await bridge(upstream_era, **proxy_options)``: a served upstream and a served proxy of it."""
+async def bridge(nursery: trio.Nursery) -> Any:
+    """``await bridge(upstream_era, **proxy_options)``: a served upstream and a served proxy of it.
+
+    The upstream server object lives for the whole run: the 2025 sessions the proxies opened
+    in it are ended after each test (a proxy stopped with its test may not have said goodbye).
+    """
 
     async def make(upstream_era: str = "auto", upstream: Any = None, **options: Any) -> Bridge:
         port = await nursery.start(partial(serve, upstream or upstream_server, "127.0.0.1", 0))
@@ -50,4 +53,7 @@ async def bridge(nursery: trio.Nursery) -> Callable[..., Any]:
         proxy_port = await nursery.start(partial(serve, proxied, "127.0.0.1", 0))
         return Bridge(upstream_url, f"http://127.0.0.1:{proxy_port}/mcp", proxied)
 
-    return make
+    yield make
+    legacy = upstream_server.legacy
+    if legacy is not None:
+        legacy.sessions.close("the test is over")

@@ -26,7 +26,8 @@ UPSTREAM = [sys.executable, "-m", "mrtr", "serve", "tests.bridge.upstream_app:se
 
 
 def proxy_command(*options: str) -> list[str]:
-    return [sys.executable, "-m", "mrtr", "proxy", "--log-level", "warning", *options, "--", *UPSTREAM]
+    return [sys.executable, "-m", "mrtr", "proxy", "--log-level", "warning", "--store", "memory:", *options, "--",
+            *UPSTREAM]
 
 
 def stdio_client(options: list[str], era: str, **answerers: Any) -> mrtr.Client:
@@ -84,7 +85,7 @@ async def test_over_http_with_the_proxys_own_credentials():
     upstream = [sys.executable, "-m", "mrtr", "serve", "tests.bridge.upstream_app:server", "--port",
                 str(upstream_port), "--log-level", "warning"]
     command = [sys.executable, "-m", "mrtr", "proxy", upstream_url, "--port", str(port), "--log-level", "warning",
-               "--upstream-header", "X-Upstream-Key=UPSTREAM_TOKEN"]
+               "--store", "memory:", "--upstream-header", "X-Upstream-Key=UPSTREAM_TOKEN"]
     with http_server(upstream, upstream_url, env=clean_env(), cwd=REPO), \
             http_server(command, url, env=env, cwd=REPO):
         for era in ("modern", "legacy"):
@@ -127,7 +128,7 @@ async def test_a_retry_reaching_another_worker_is_forwarded_to_the_one_holding_t
     upstream = [sys.executable, "-m", "mrtr", "serve", "tests.bridge.upstream_app:server", "--port",
                 str(upstream_port), "--log-level", "warning"]
     command = [sys.executable, "-m", "mrtr", "proxy", upstream_url, "--port", str(port), "--workers", "2",
-               "--upstream-era", "legacy", "--log-level", "warning"]
+               "--upstream-era", "legacy", "--log-level", "warning", "--store", "sqlite:///" + str(tmp_path / "tasks.db")]
     with http_server(upstream, upstream_url, env=clean_env(), cwd=REPO), http_server(command, url, env=clean_env(),
                                                                                       cwd=REPO):
         for number in range(8):
