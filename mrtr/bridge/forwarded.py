@@ -131,11 +131,22 @@ def _params(ctx: Context, arguments: Mapping[str, Any]) -> dict[str, Any]:
     return {"name": ctx.target, "arguments": dict(arguments)}
 
 
-def _round_of(result: Mapping[str, Any]) -> dict[str, Any]:
-    """What the ledger keeps of a modern upstream's ``InputRequiredResult``: what the next round needs."""
-    kept = {"resultType": result.get("resultType"), "inputRequests": result.get("inputRequests") or {}}
-    if isinstance(result.get("requestState"), str):
-        kept["requestState"] = result["requestState"]
+def _round_of(result: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """What the ledger keeps of a modern upstream's ``InputRequiredResult``: what the next round needs.
+
+    An ``inputRequests`` that is no object of ``{method, params}`` objects, or a
+    ``requestState`` that is no string, cannot be answered: :class:`UpstreamUnavailable`.
+    """
+    requests = result.get("inputRequests") or {}
+    state = result.get("requestState")
+    if not isinstance(requests, Mapping) or not all(isinstance(value, Mapping) for value in requests.values()) \
+            or (state is not None and not isinstance(state, str)) or (not requests and state is None):
+        raise UpstreamUnavailable(f"The upstream server {where} answered with what cannot be used: an "
+                                  "InputRequiredResult needs inputRequests of {method, params} objects or a "
+                                  "string requestState")
+    kept: dict[str, Any] = {"resultType": result.get("resultType"), "inputRequests": dict(requests)}
+    if state is not None:
+        kept["requestState"] = state
     return kept
 
 
@@ -157,7 +168,7 @@ async def modern_round(upstream: Upstream, ctx: Context, method: str, params: di
             raise UpstreamUnavailable(f"The upstream server {upstream.where} made a task without a taskId")
         return {"resultType": "task", "taskId": task_id}
     if result.get("resultType") == "input_required":
-        return _round_of(result)
+        return _round_of(result, upstream.where)
     return {"resultType": "complete", "result": upstream_result(result)}
 
 

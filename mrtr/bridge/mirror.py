@@ -22,6 +22,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ..client.client import Client
+from ..client.errors import ClientError
+from ..core.errors import METHOD_NOT_FOUND
 from ..core.mirroring import InvalidHeaderSchema, mirrored_parameters
 from ..server.catalog import PromptEntry, ResourceEntry, TemplateEntry, ToolEntry
 from ..server.dispatch import Server
@@ -88,7 +90,22 @@ class Mirror:
         self.server.catalog.completion = self._complete if "completions" in self.offered else None
 
     async def read_family(self, client: Client, family: str) -> None:
-        """Read one family (``tools``, ``prompts`` or ``resources``, templates with it) into the catalogue."""
+        """Read one family (``tools``, ``prompts`` or ``resources``, templates with it) into the catalogue.
+
+        A family the upstream advertises but answers ``-32601`` for is read as empty (with a
+        warning): what it does serve is still served.
+        """
+        try:
+            await self._read_family(client, family)
+        except ClientError as error:
+            if error.code != METHOD_NOT_FOUND:
+                raise
+            log.warning("the upstream advertises %s but does not list them (%s); serving none", family,
+                        error.message)
+            self.offered.pop(family, None)  # until the next read of the whole catalogue
+            await self._read_family(client, family)
+
+    async def _read_family(self, client: Client, family: str) -> None:
         catalog = self.server.catalog
         offered = family in self.offered
         if family == "tools":
