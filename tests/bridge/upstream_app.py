@@ -15,8 +15,14 @@ from mrtr import Context, Elicit, ElicitURL, Form, ListRoots, PublicError, Sampl
 from mrtr.server import Header, RequestInfo, Server
 
 def _key(info: RequestInfo) -> str | None:
-    """Who calls: the ``X-Upstream-Key`` header a proxy in front sends with its own credentials."""
-    return info.headers.get("x-upstream-key")
+    """Who calls: the ``X-Upstream-Key`` header a proxy in front sends with its own credentials.
+
+    A bearer token that reaches this server is named too, so a test sees it if a proxy
+    passed its caller's token on (it must not).
+    """
+    key = info.headers.get("x-upstream-key")
+    bearer = info.headers.get("authorization")
+    return f"{key}+{bearer}" if bearer else key
 
 
 server = Server("upstream", "2.0.0", secret=b"u" * 32, instructions="Ask me about your pets.", principal=_key,
