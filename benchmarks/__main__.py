@@ -21,7 +21,7 @@ from typing import Any
 
 from .common import ROOT
 
-PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions", "legacy", "nodes", "middleware")
+PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions", "legacy", "nodes", "middleware", "proxy")
 
 NOT_QUICK = ("middleware",)
 """Parts ``--quick`` leaves out unless ``--only`` names them: the quick run is already past its minute
@@ -86,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     if "sessions" in parts:
         from . import sessions
         results["sessions"] = sessions.run(quick=args.quick)
+    if "proxy" in parts:
+        from . import proxy_overhead
+        results["proxy"] = proxy_overhead.run(quick=args.quick)
     if "legacy" in parts:
         from . import legacy_http
         results["legacy"] = legacy_http.run(quick=args.quick, install_sdk=install)

@@ -18,6 +18,8 @@ JSON-RPC framing (:mod:`mrtr.core.jsonrpc`) and the test helpers (:mod:`mrtr.tes
 :class:`Client` is the other side: it calls a server (a URL, a server object in
 process, or a subprocess), answers its questions with :func:`accept`, :func:`decline`
 and :func:`cancel`, and retries. It is imported on first use. See ``docs/client.md``.
+:func:`proxy` is both at once: a server whose catalogue is another server's, of either
+era (``docs/proxy.md``).
 """
 
 from typing import TYPE_CHECKING, Any
@@ -31,6 +33,7 @@ from .core.errors import (HandlerError, InvalidParams, MissingRequiredClientCapa
 from .core.schema import Form
 
 if TYPE_CHECKING:
+    from .bridge import proxy
     from .client import Client, ClientError, RoundLimitExceeded
     from .server import Header, RequestInfo, Server
     from .server.apps import Csp
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
 _CLIENT_NAMES = frozenset({"Client", "ClientError", "RoundLimitExceeded"})
 _SERVER_NAMES = frozenset({"Header", "RequestInfo", "Server"})
 _APPS_NAMES = frozenset({"Csp"})  # MCP Apps, on the server side (docs/apps.md)
+_BRIDGE_NAMES = frozenset({"proxy"})  # the proxy: a server and a client at once (docs/proxy.md)
 
 
 def __getattr__(name: str) -> Any:
@@ -57,6 +61,10 @@ def __getattr__(name: str) -> Any:
         from .server import apps
 
         return getattr(apps, name)
+    if name in _BRIDGE_NAMES:
+        from . import bridge
+
+        return getattr(bridge, name)
     raise AttributeError(f"module 'mrtr' has no attribute {name!r}")
 
 
@@ -87,4 +95,5 @@ __all__ = [
     "accept",
     "cancel",
     "decline",
+    "proxy",
 ]

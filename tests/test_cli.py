@@ -261,7 +261,7 @@ def test_no_access_log_silences_the_access_logger_only():
     assert args.access_log is False
     root_handlers, level = list(logging.getLogger().handlers), ACCESS_LOGGER.level
     try:
-        serve._configure_logging("info", "text", args.access_log)
+        serve.configure_logging("info", "text", args.access_log)
         assert not ACCESS_LOGGER.isEnabledFor(logging.INFO)
         assert logging.getLogger("mrtr.http").isEnabledFor(logging.INFO)
     finally:

@@ -32,13 +32,15 @@ PUBLIC = {
     "Csp",
     # the client side, loaded on first use, and the answer helpers it shares with mrtr.testing
     "Client", "ClientError", "RoundLimitExceeded", "accept", "decline", "cancel",
+    # the proxy: a server whose catalogue is another server's (mrtr.bridge), loaded on first use
+    "proxy",
 }
 
 PACKAGE = Path(mrtr.__file__).parent
 
 # Layers from the bottom up, one package each (docs/adr/0009-packages-by-layer.md). A module
 # may import its own layer and those below it.
-LAYERS = ["core", "carrier", "server", "auth", "transport", "client", "face"]
+LAYERS = ["core", "carrier", "server", "auth", "transport", "client", "proxy", "face"]
 LAYER_OF = {
     "mrtr.core": "core", "mrtr._version": "core",
     "mrtr.carriers": "carrier",
@@ -46,6 +48,7 @@ LAYER_OF = {
     "mrtr.auth": "auth",
     "mrtr.transports": "transport",
     "mrtr.client": "client",
+    "mrtr.bridge": "proxy",
     "mrtr.cli": "face", "mrtr.__main__": "face", "mrtr.testing": "face", "mrtr.examples": "face",
     # documented import paths kept when their modules moved: thin re-exports
     "mrtr.http": "face", "mrtr.stdio": "face", "mrtr.tasks": "face", "mrtr.middleware": "face",

@@ -1,6 +1,8 @@
-"""The ``mrtr`` command line: ``mrtr serve``, ``mrtr call``, ``mrtr list``, ``mrtr check-tasks``, ``mrtr install``, ``mrtr dev``.
+"""The ``mrtr`` command line: ``mrtr serve``, ``mrtr proxy``, ``mrtr call``, ``mrtr list``, ``mrtr check-tasks``, ``mrtr install``, ``mrtr dev``.
 
-``mrtr serve [module:attribute] [options]`` serves a Server; ``mrtr call`` and
+``mrtr serve [module:attribute] [options]`` serves a Server; ``mrtr proxy URL`` (or
+``mrtr proxy -- COMMAND ARGS``) serves another MCP server to clients of either era
+(``mrtr.cli.proxy``); ``mrtr call`` and
 ``mrtr list`` are a client for people at a terminal (``mrtr.client.terminal``, which
 needs the ``client`` extra); ``mrtr logout URL`` forgets the tokens kept for a server;
 ``mrtr check-tasks module:attribute`` replays the tasks in flight in a store against that
@@ -32,6 +34,7 @@ from .call import add_client_commands
 from .check import add_check_command
 from .dev import add_dev_command
 from .install import add_install_commands
+from .proxy import add_proxy_command
 from .serve import add_serve_command
 
 __all__ = ["build_parser", "main"]
@@ -47,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mrtr {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     add_serve_command(commands)
+    add_proxy_command(commands)
     add_client_commands(commands)
     add_check_command(commands)
     add_install_commands(commands)

@@ -23,8 +23,9 @@ from .arguments import UsageError, lease, port, positive_int, seconds, store_url
 if TYPE_CHECKING:
     from ..server.dispatch import Server
 
-__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ENDPOINT", "add_serve_command", "add_store_option", "banner",
-           "curl_example", "example_arguments", "inventory"]
+__all__ = ["DEFAULT_HOST", "DEFAULT_PORT", "ENDPOINT", "add_serve_command", "add_serving_options", "add_store_option",
+           "banner", "check_serving_options", "configure_logging", "curl_example", "example_arguments", "inventory",
+           "serve_server"]
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -207,63 +208,71 @@ def add_serve_command(commands: Any) -> None:
         "app", nargs="?", default=None, metavar="MODULE:ATTRIBUTE",
         help=f"the Server to serve, e.g. myapp.main:server (default: the bundled example, {DEFAULT_APP})",
     )
-    serve.add_argument("--host", default=None, help=f"address to bind for HTTP (default: {DEFAULT_HOST})")
-    serve.add_argument(
-        "--port", type=port, default=None,
-        help=f"port to bind for HTTP; 0 lets the system pick a free one, named in the log (default: {DEFAULT_PORT})",
-    )
-    serve.add_argument(
-        "--workers", type=positive_int, default=None, metavar="N",
-        help="HTTP worker processes sharing the port (default: 1)",
-    )
-    serve.add_argument(
-        "--allowed-host", action="append", default=None, metavar="HOST[:PORT]", dest="allowed_hosts",
-        help="a Host the server answers (repeat for several; '*' for any); by default a loopback bind answers "
-             "only localhost, 127.0.0.1 and [::1] at its port. Set it behind a reverse proxy to the public name",
-    )
-    serve.add_argument(
-        "--sse-poll-after", type=seconds, default=None, metavar="SECONDS",
-        help="close a 2025-11-25 session's SSE connection after SECONDS with a retry: field, the stream going on "
-             "(the client resumes it with Last-Event-ID); for proxies that cut long responses (default: never)",
-    )
-    serve.add_argument(
-        "--stdio", action="store_true",
-        help="serve on stdin/stdout instead of HTTP (stdout then carries protocol messages only)",
-    )
-    serve.add_argument(
-        "--era", default="both", choices=["both", "modern"],
-        help="protocol eras served: both (2026-07-28, and 2025-era clients in sessions opened by initialize), "
-             "or modern (2026-07-28 only; initialize is refused naming the versions served) (default: both)",
-    )
-    add_store_option(serve, "the store for what is not stateless: task records, the rounds of once=True "
-                            "handlers and, on Redis, the notifications every node hears")
-    serve.add_argument(
-        "--task-lease", type=lease, default=None, metavar="SECONDS",
-        help="how long a task runner's lease lasts without renewal (default: MRTR_TASK_LEASE or 30)",
-    )
-    serve.add_argument(
-        "--task-ttl", type=ttl, default=None, metavar="SECONDS",
-        help="how long a task is kept after its last activity (a running task is kept while it runs); "
-             "none: until deleted (default: MRTR_TASK_TTL or 3600)",
-    )
-    serve.add_argument(
-        "--log-level", default="info", choices=["debug", "info", "warning", "error"],
-        help="log level for messages on stderr (default: info)",
-    )
-    serve.add_argument(
-        "--log-format", default="text", choices=["text", "json"],
-        help="text lines, or one JSON object per line for log shippers (default: text)",
-    )
-    serve.add_argument(
-        "--no-access-log", dest="access_log", action="store_false",
-        help="no line per request on the mrtr.access logger (each costs tens of microseconds)",
-    )
+    add_serving_options(serve)
     serve.add_argument(
         "--reload", action="store_true",
         help="development: restart the server when a .py file under the current directory changes "
              "(needs the dev extra: pip install 'mrtr[dev]')",
     )
     serve.set_defaults(run=_serve)
+
+
+def add_serving_options(command: Any) -> None:
+    """The options of serving a server (HTTP or ``--stdio``, eras, store, logs), on ``command``.
+
+    ``mrtr serve`` and ``mrtr proxy`` take the same ones; :func:`serve_server` reads them.
+    """
+    command.add_argument("--host", default=None, help=f"address to bind for HTTP (default: {DEFAULT_HOST})")
+    command.add_argument(
+        "--port", type=port, default=None,
+        help=f"port to bind for HTTP; 0 lets the system pick a free one, named in the log (default: {DEFAULT_PORT})",
+    )
+    command.add_argument(
+        "--workers", type=positive_int, default=None, metavar="N",
+        help="HTTP worker processes sharing the port (default: 1)",
+    )
+    command.add_argument(
+        "--allowed-host", action="append", default=None, metavar="HOST[:PORT]", dest="allowed_hosts",
+        help="a Host the server answers (repeat for several; '*' for any); by default a loopback bind answers "
+             "only localhost, 127.0.0.1 and [::1] at its port. Set it behind a reverse proxy to the public name",
+    )
+    command.add_argument(
+        "--sse-poll-after", type=seconds, default=None, metavar="SECONDS",
+        help="close a 2025-11-25 session's SSE connection after SECONDS with a retry: field, the stream going on "
+             "(the client resumes it with Last-Event-ID); for proxies that cut long responses (default: never)",
+    )
+    command.add_argument(
+        "--stdio", action="store_true",
+        help="serve on stdin/stdout instead of HTTP (stdout then carries protocol messages only)",
+    )
+    command.add_argument(
+        "--era", default="both", choices=["both", "modern"],
+        help="protocol eras served: both (2026-07-28, and 2025-era clients in sessions opened by initialize), "
+             "or modern (2026-07-28 only; initialize is refused naming the versions served) (default: both)",
+    )
+    add_store_option(command, "the store for what is not stateless: task records, the rounds of once=True "
+                            "handlers and, on Redis, the notifications every node hears")
+    command.add_argument(
+        "--task-lease", type=lease, default=None, metavar="SECONDS",
+        help="how long a task runner's lease lasts without renewal (default: MRTR_TASK_LEASE or 30)",
+    )
+    command.add_argument(
+        "--task-ttl", type=ttl, default=None, metavar="SECONDS",
+        help="how long a task is kept after its last activity (a running task is kept while it runs); "
+             "none: until deleted (default: MRTR_TASK_TTL or 3600)",
+    )
+    command.add_argument(
+        "--log-level", default="info", choices=["debug", "info", "warning", "error"],
+        help="log level for messages on stderr (default: info)",
+    )
+    command.add_argument(
+        "--log-format", default="text", choices=["text", "json"],
+        help="text lines, or one JSON object per line for log shippers (default: text)",
+    )
+    command.add_argument(
+        "--no-access-log", dest="access_log", action="store_false",
+        help="no line per request on the mrtr.access logger (each costs tens of microseconds)",
+    )
 
 
 def add_store_option(command: Any, what: str) -> None:
@@ -276,7 +285,8 @@ def add_store_option(command: Any, what: str) -> None:
     )
 
 
-def _configure_logging(level: str, fmt: str = "text", access_log: bool = True) -> None:
+def configure_logging(level: str, fmt: str = "text", access_log: bool = True) -> None:
+    """Log to stderr at ``level``, as text or JSON lines, with or without the access lines."""
     from ..transports.logs import ACCESS_LOGGER, configure
 
     configure(level, fmt)
@@ -316,12 +326,7 @@ def _without_reload(argv: list[str]) -> list[str]:
 
 def _serve(args: argparse.Namespace) -> int:
     argv: list[str] | None = getattr(args, "argv", None)  # the command line, for --reload to restart with
-    if args.stdio:
-        given = [flag for flag, value in (("--host", args.host), ("--port", args.port), ("--workers", args.workers),
-                                          ("--allowed-host", args.allowed_hosts),
-                                          ("--sse-poll-after", args.sse_poll_after)) if value is not None]
-        if given:
-            raise UsageError(f"--stdio cannot be combined with {', '.join(given)} (those are HTTP options)")
+    check_serving_options(args)
     if args.reload:
         if args.stdio:
             raise UsageError("--reload cannot be combined with --stdio (a restart would cut the client's session)")
@@ -330,17 +335,37 @@ def _serve(args: argparse.Namespace) -> int:
         from .reload import run_with_reload
 
         return run_with_reload(_without_reload(sys.argv[1:] if argv is None else argv))
-    _configure_logging(args.log_level, args.log_format, args.access_log)
+    configure_logging(args.log_level, args.log_format, args.access_log)
     if args.stdio:
-        from ..transports.stdio import run_stdio
-
         # Keep anything the application prints while importing off the protocol stream.
         with contextlib.redirect_stdout(sys.stderr):
             server = load_server(args.app or DEFAULT_APP)
-        _announce(server, args.log_format, store=args.store)
+    else:
+        server = load_server(args.app or DEFAULT_APP)
+    return serve_server(server, args)
+
+
+def check_serving_options(args: argparse.Namespace) -> None:
+    """Refuse HTTP options given with ``--stdio`` (a :class:`UsageError` naming them)."""
+    if args.stdio:
+        given = [flag for flag, value in (("--host", args.host), ("--port", args.port), ("--workers", args.workers),
+                                          ("--allowed-host", args.allowed_hosts),
+                                          ("--sse-poll-after", args.sse_poll_after)) if value is not None]
+        if given:
+            raise UsageError(f"--stdio cannot be combined with {', '.join(given)} (those are HTTP options)")
+
+
+def serve_server(server: Server, args: argparse.Namespace, text: str | None = None) -> int:
+    """Serve ``server`` as the options of :func:`add_serving_options` say; the command's exit code.
+
+    Logging is configured already. ``text`` replaces the banner's first lines (what is served).
+    """
+    if args.stdio:
+        from ..transports.stdio import run_stdio
+
+        _announce(server, args.log_format, text, store=args.store)
         run_stdio(_with_settings(server, args))
         return 0
-    server = load_server(args.app or DEFAULT_APP)
     served = _with_settings(server, args)
     host = args.host or DEFAULT_HOST
     port = DEFAULT_PORT if args.port is None else args.port
@@ -357,13 +382,12 @@ def _serve(args: argparse.Namespace) -> int:
             print("mrtr serve: warning: the rounds of handlers declared once=True are recorded in memory, one record "
                   "per worker: a retry that reaches another worker runs the round again; give --store "
                   "sqlite:///rounds.sqlite3 (one host) or --store redis://... (several)", file=sys.stderr, flush=True)
-        from ..server.pipeline import uses_store
-
-        if any(uses_store(stage) for stage in server.catalog.middleware):
+        if server.catalog.stored_middleware:
             print(f"mrtr serve: warning: a RateLimit counts in memory, one bucket per worker: {workers} workers "
                   f"admit up to {workers} times its rate; give --store sqlite:///mrtr.sqlite3 (one host) or "
                   "--store redis://... (several)", file=sys.stderr, flush=True)
-    _announce(server, args.log_format, banner(server, host, port, workers), store=args.store)
+    shown = banner(server, host, port, workers)
+    _announce(server, args.log_format, shown if text is None else f"{text}\n{shown}", store=args.store)
     try:
         options: dict[str, Any] = {} if args.allowed_hosts is None else {"allowed_hosts": tuple(args.allowed_hosts)}
         if args.sse_poll_after is not None:
@@ -464,6 +488,10 @@ class _WithSettings:
     def settle_key(self, *, alone: bool = False) -> None:
         """The server's."""
         self.server.settle_key(alone=alone)
+
+    def holder_of(self, message: Mapping[str, Any]) -> str | None:
+        """The server's."""
+        return self.server.holder_of(message)
 
     def listen_through(self, hub: Broadcast) -> Callable[[], None]:
         """The server's."""

@@ -564,10 +564,16 @@ class Client:
 
     async def _send(self, message: dict[str, Any], parameters: Mapping[str, tuple[str, ...]] | None) -> dict[str, Any]:
         extra: dict[str, OnRequest] = {}
+        # Notifications not yet handed to their callback: a legacy server's question waits for
+        # them, so progress and logs sent before a question reach their callbacks before it.
+        backlog = [0]
+        handed = trio.Event()
         if self._era == LEGACY:
             asked = [0]  # the server's questions during this call, capped like MRTR rounds
 
             async def on_request(server_request: dict[str, Any]) -> dict[str, Any]:
+                while backlog[0]:
+                    await handed.wait()
                 return await self._answer_server_request(server_request, asked)
 
             extra["on_request"] = on_request
@@ -579,21 +585,19 @@ class Client:
         sender, receiver = trio.open_memory_channel[dict[str, Any]](math.inf)
 
         async def report() -> None:
+            nonlocal handed
             async for note in receiver:
-                if note.get("method") == "notifications/message":
-                    await self._log(note.get("params") or {})
-                    continue
                 try:
-                    params = msgspec.convert(note.get("params") or {}, wire.ProgressNotificationParams)
-                except msgspec.ValidationError as exc:
-                    raise ClientError(INVALID_REQUEST, f"Invalid notifications/progress from the server: {exc}") \
-                        from None
-                if on_progress is not None:
-                    await maybe_await(on_progress(params.progress, params.total, params.message))
+                    await self._report(note, on_progress)
+                finally:
+                    backlog[0] -= 1
+                    handed.set()
+                    handed = trio.Event()
 
         def notified(note: dict[str, Any]) -> None:
             if note.get("method") == "notifications/progress" or (
                     note.get("method") == "notifications/message" and self.on_log is not None):
+                backlog[0] += 1
                 sender.send_nowait(note)
 
         try:
@@ -604,6 +608,18 @@ class Client:
         except BaseExceptionGroup as group:
             raise _unwrapped(group) from None
         return result
+
+    async def _report(self, note: dict[str, Any], on_progress: ProgressCallback | None) -> None:
+        """Hand one progress or log notification of a call to its callback."""
+        if note.get("method") == "notifications/message":
+            await self._log(note.get("params") or {})
+            return
+        try:
+            params = msgspec.convert(note.get("params") or {}, wire.ProgressNotificationParams)
+        except msgspec.ValidationError as exc:
+            raise ClientError(INVALID_REQUEST, f"Invalid notifications/progress from the server: {exc}") from None
+        if on_progress is not None:
+            await maybe_await(on_progress(params.progress, params.total, params.message))
 
     async def _parameters(self, method: str, params: Mapping[str, Any]) -> dict[str, tuple[str, ...]] | None:
         if method != "tools/call" or not self.target.mirrors_headers:

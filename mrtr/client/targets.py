@@ -280,6 +280,7 @@ class HTTPTarget:
                 "Accept-Encoding": ACCEPT_ENCODING,  # what Decoded reads: the body is decoded here, not by httpx
                 **self._mcp_headers(message, parameters),
             })
+            reading = False
             try:
                 extra = {"timeout": self._httpx.Timeout(self._timeout, read=None)} if patient else {}
                 async with self._client.stream("POST", self.url, content=encode(message), headers=headers,
@@ -293,6 +294,7 @@ class HTTPTarget:
                         self._take_session_id(response.headers.get("mcp-session-id"))
                     if not legacy:
                         return await self._read(response, message, on_notification, on_request, legacy)
+                    reading = True  # from here a cancel is told below
                     try:
                         return await self._read(response, message, on_notification, on_request, legacy)
                     except BaseException as error:
@@ -303,6 +305,12 @@ class HTTPTarget:
             except self._httpx.HTTPError as exc:
                 raise ConnectionFailed(INTERNAL_ERROR, f"HTTP request to {self.url} failed: "
                                                        f"{exc or type(exc).__name__}") from exc
+            except trio.Cancelled:
+                # Cancelled before the answer began (the server had sent nothing yet): a 2025
+                # server still runs the request, and only a notifications/cancelled stops it.
+                if legacy and not reading:
+                    await self._cancel(message)
+                raise
 
     def _take_session_id(self, value: str | None) -> None:
         if value is None:

@@ -428,7 +428,8 @@ class Form:
         """Read a ``requestedSchema`` back into a form.
 
         Every 2026-07-28 variant is accepted; the legacy ``enum`` + ``enumNames`` shape
-        becomes a titled single-select. ``$schema`` is accepted and dropped. Anything
+        stays that shape (a titled single-select with ``enum_names=True``), so a form read
+        back is the form written. ``$schema`` is accepted and dropped. Anything
         outside the vocabulary (nested objects, other arrays, unknown types or
         keywords) raises ``ValueError`` naming the property.
         """
@@ -478,6 +479,7 @@ class Form:
                     _string_list(name, prop["enum"], "enum"),
                     titles=prop.get("enumNames"),
                     default=prop.get("default"),
+                    enum_names="enumNames" in prop,  # read back as it was written
                     **common,
                 )
             else:

@@ -69,7 +69,7 @@ class ToolEntry:
 
     name: str
     fn: Any
-    arguments_type: Any
+    arguments_type: Any  # None: the handler takes the arguments as the client sent them (a forwarded tool)
     parameter_names: tuple[str, ...]
     definition: dict[str, Any]
     headers: dict[str, str]  # header name (lowercase) -> parameter name
@@ -419,6 +419,8 @@ class Catalog:
             raise InvalidParams(f"Invalid arguments for tool {tool.name}: arguments must be an object")
         if tool.check_arguments is not None:
             tool.check_arguments(raw)
+        if tool.arguments_type is None:  # a forwarded tool (mrtr.bridge): the server it forwards to decodes them
+            return dict(raw)
         try:
             decoded = msgspec.convert(raw, tool.arguments_type, strict=False)
         except msgspec.ValidationError as exc:

@@ -30,6 +30,7 @@ from ..carriers.contract import STALL_WARNING, TASKS_EXTENSION, RoundRecords, Ta
 from ..carriers.sealed import TokenCarrier
 from ..core.codec import RequestStateCodec
 from ..core.errors import EphemeralKeyWarning, ProtocolError
+from ..core.holding import holder
 from ..core.jsonrpc import Broadcast, Notify, Response, RunSync
 from ..core.eras import LEGACY, MODERN
 from .catalog import MountedCatalog, PrincipalSource, RequestInfo, mounted_uri
@@ -608,6 +609,24 @@ class Server(Registry):
         ask this before dispatch to answer 403; dispatch checks the same scopes again.
         """
         return await self._modern.required_scopes(message, headers=headers, auth=auth)
+
+    def holder_of(self, message: Mapping[str, Any]) -> str | None:
+        """The worker holding a call the request continues, named in its ``requestState``; else ``None``.
+
+        A handler that keeps a call waiting in its process between rounds (the proxy's, to a
+        2025 upstream) names that process in its ledger (:mod:`mrtr.core.holding`); the HTTP
+        transport, with workers to forward to, asks this before dispatch and sends the
+        request to that worker. A token that does not open names nothing (dispatch answers it).
+        """
+        params = message.get("params")
+        token = params.get("requestState") if isinstance(params, Mapping) else None
+        if not isinstance(token, str):
+            return None
+        try:
+            state = self.token_carrier.codec.decode(token)
+        except ProtocolError:
+            return None
+        return holder(state.ledger)
 
     def shown(self, error: ProtocolError) -> ProtocolError:
         """``error`` as this server shows it to clients (see :meth:`mrtr.server.catalog.Catalog.shown`)."""

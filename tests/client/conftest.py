@@ -40,6 +40,7 @@ _REQUEST_DEFS = {
     "resources/templates/list": "ListResourceTemplatesRequest",
     "server/discover": "DiscoverRequest",
     "completion/complete": "CompleteRequest",
+    "subscriptions/listen": "SubscriptionsListenRequest",
 }
 
 

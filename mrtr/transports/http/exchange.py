@@ -438,6 +438,16 @@ async def _exchange(server: Dispatcher, request: HttpRequest, out: Tracked, conf
         except AuthError as error:
             await _send_reply(out, rs.challenge(error))
             return True
+    if sessions is not None and sessions.forwarder is not None and not request.forwarded:
+        # A retry continuing a call another worker holds (a proxy's call to a 2025 upstream) goes there.
+        holder_of = getattr(server, "holder_of", None)
+        owner = holder_of(message) if holder_of is not None else None
+        if owner is not None and owner != sessions.legacy.owner:
+            forwarded = await sessions.forwarder.forward(owner, request, out, disconnected)
+            if forwarded is not None:
+                if out.record is not None:
+                    out.record.result = "forwarded"  # the owner's access line says how it was answered
+                return forwarded
     return await _dispatch_and_stream(server, message, headers, out, config, disconnected, nursery, access,
                                       request.client)
 
