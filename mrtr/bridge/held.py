@@ -39,7 +39,6 @@ from typing import Any
 import trio
 
 from ..core.errors import INTERNAL_ERROR, ProtocolError
-from ..core.holding import HELD_BY
 
 __all__ = ["CURRENT", "DEFAULT_MAX_HELD", "DEFAULT_MAX_HELD_PER_CLIENT", "CallGone", "HeldCall", "HeldCalls",
            "TooManyHeld"]

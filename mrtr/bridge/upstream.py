@@ -34,7 +34,6 @@ import trio
 from ..client.client import Client
 from ..client.errors import ClientError, ConnectionFailed, RoundLimitExceeded, Unreadable
 from ..client.requests import ElicitationRequest, InputRequest, SamplingRequest
-from ..core.eras import LEGACY
 from ..core.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, InternalError, ProtocolError
 from .held import CURRENT, HeldCall, HeldCalls
 

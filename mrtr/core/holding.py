@@ -11,7 +11,6 @@ transport asks before dispatch when it has workers to forward to). Nothing here 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from .kinds import Kind
 from .ledger import Slot
