@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Self, TypeVar
 
 import msgspec
 import trio
@@ -114,7 +114,7 @@ class SQLiteStore:
 
     @classmethod
     async def open(cls, path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES,
-                   clock: Callable[[], float] = time.time) -> SQLiteStore:
+                   clock: Callable[[], float] = time.time) -> Self:
         """Open (creating if needed) the database; :class:`StoreUnavailable` if that fails."""
         store = cls(path, max_record_bytes=max_record_bytes, clock=clock)
         try:
