@@ -280,6 +280,7 @@ async def _write(stream: EventStream, out: Responder, cursor: int, pacing: Pacin
         now = trio.current_time()
         if pending:
             quiet_until = now + keepalive
+            continue  # more may have come while these were written: only an empty look waits
         if now >= poll_at:
             # SEP-1699: the connection ends, the stream does not; the client comes back with Last-Event-ID
             await out.send(b"retry: %d\n\n" % pacing.retry)
