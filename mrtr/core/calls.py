@@ -33,7 +33,15 @@ import msgspec
 from .ledger import Slot
 
 __all__ = ["Question", "CallState", "Resumption", "EventSource", "CallJournal", "Claimed", "Held", "Stored",
-           "AnswerRoute", "RecordedCalls"]
+           "AnswerRoute", "RecordedCalls", "TakenOver"]
+
+
+class TakenOver(BaseException):
+    """This process no longer holds the call: another adopted it (this one's lease lapsed), or its record is gone.
+
+    Raised out of a journal's write into the call whatever the handler catches, like a
+    cancellation: the call stops here without a response, and its holder goes on.
+    """
 
 
 class Question(msgspec.Struct, array_like=True, frozen=True, omit_defaults=True):
@@ -101,10 +109,20 @@ class CallJournal(Protocol):
     resumed: Resumption | None
     principal: str | None
     waiting: bool
+    released: bool
+    """Handed over to the store (this process stopped): it is another's now."""
+    taken: bool
+    """Taken over by another process (:class:`TakenOver` was raised)."""
+    questions: list[Any]
+    """The ids of the round the call waits on (as last recorded)."""
 
     @property
     def recorded(self) -> bool:
         """Whether the call has a record in the store (and its events are recorded before they go out)."""
+        ...
+
+    async def flush(self, *, done: bool = False) -> None:
+        """Record the stream's events not recorded yet (``done``: and that the call ended) in one write."""
         ...
 
     def attach(self, source: EventSource) -> None:
@@ -209,4 +227,8 @@ class RecordedCalls(Protocol):
 
     async def release(self, journal: CallJournal) -> bool:
         """Hand a waiting call over to the store (this process stops): whether it was handed over."""
+        ...
+
+    async def forget(self, session_id: str) -> None:
+        """Remove every recorded call of a session that ended."""
         ...

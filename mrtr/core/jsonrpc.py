@@ -27,12 +27,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 
 import msgspec
 
 from .errors import InvalidRequest, ParseError, ProtocolError
 from .peer import Peer
+
+if TYPE_CHECKING:
+    from .calls import CallJournal, RecordedCalls
 
 __all__ = [
     "JSONRPC_VERSION",
@@ -434,8 +437,13 @@ class SessionDispatcher(Protocol):
 
     async def respond(self, session_id: str | None, message: Mapping[str, Any], *, peer: Peer,
                       headers: Mapping[str, str] | None = None, notify: Notify | None = None,
-                      run_sync: RunSync | None = None, auth: Any = None) -> Response:
-        """Serve one request of session ``session_id`` (``None`` before ``initialize``: only ``ping`` is served)."""
+                      run_sync: RunSync | None = None, auth: Any = None,
+                      journal: CallJournal | None = None) -> Response:
+        """Serve one request of session ``session_id`` (``None`` before ``initialize``: only ``ping`` is served).
+
+        ``journal`` records a call in the shared store as it goes (:attr:`calls`), or
+        resumes one adopted from a process that stopped (its ``resumed`` set).
+        """
         ...
 
     async def notification(self, session_id: str | None, message: Mapping[str, Any], *,
@@ -468,6 +476,12 @@ class SessionDispatcher(Protocol):
         of one (calls in flight, streams, questions waiting for answers) stays where it
         is: the transport reaches the node holding it through this link.
         """
+        ...
+
+    @property
+    def calls(self) -> RecordedCalls | None:
+        """The calls recorded in a shared store (so another process can adopt them), or ``None``: calls live and
+        die with their process. See :mod:`mrtr.core.calls`."""
         ...
 
     def mark(self, text: str) -> str:

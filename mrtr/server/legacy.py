@@ -83,10 +83,12 @@ from ..core.errors import (
     MissingRequiredClientCapability,
     ProtocolError,
 )
+from ..core.calls import CallJournal, RecordedCalls
 from ..core.jsonrpc import NodeLink, Notify, Response, RunSync, encode, error_response, result_response
 from ..core.live import MAX_LIVE_ROUNDS
 from ..core.peer import LiveRequestFailed, Peer
 from ..core.replay import Completed
+from .calls import CallKeeping
 from .catalog import Catalog, ResourceNotFound, checked_progress_token
 from .shell import Shell
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
@@ -237,6 +239,7 @@ class LegacyEra:
         self.max_rounds = max_rounds
         self._records: SessionRecords | None = None
         self._nodes: NodeLink | None = None
+        self._keeping: CallKeeping | None = None
         self._methods: dict[str, Callable[[_Call], Awaitable[dict[str, Any]]]] = {
             "logging/setLevel": self._set_level,
             "tools/list": self._list,
@@ -312,6 +315,7 @@ class LegacyEra:
                 client_info=dict(client_info) if client_info is not None else None, principal=principal,
                 client=client, outlet=outlet, lasting=lasting)
             await self._record_new(session)
+            await self._copied(session)
         except ProtocolError as error:
             return _refusal(request_id, self.catalog.shown(error), self._records is not None), None
         except Exception:
@@ -338,7 +342,8 @@ class LegacyEra:
 
     async def respond(self, session_id: str | None, message: Mapping[str, Any], *, peer: Peer,
                       headers: Mapping[str, str] | None = None, notify: Notify | None = None,
-                      run_sync: RunSync | None = None, auth: Any = None) -> Response:
+                      run_sync: RunSync | None = None, auth: Any = None,
+                      journal: CallJournal | None = None) -> Response:
         """Serve one request of a session; see :class:`~mrtr.core.jsonrpc.SessionDispatcher`."""
         request_id: Any = message.get("id")
         method = message.get("method")
@@ -360,7 +365,9 @@ class LegacyEra:
                 raise InvalidRequest("Invalid Request: unknown or expired session; initialize a new one")
             if self.shell.sync_handlers == "inline":
                 run_sync = None
-            call = _Call(method, params, session, request_id, peer, notify, run_sync, auth, headers or {})
+            call = _Call(method, params, session, request_id, peer, notify, run_sync, auth, headers or {}, journal)
+            if journal is not None and self._keeping is not None:
+                self._keeping.touch(session, _record(session))
             records = self._records if method in _RUNS_HANDLERS and not session.lasting else None
             if records is not None and not await records.begin(session.id, self.sessions.idle_timeout):
                 self.sessions.end(session.id, "expired")  # gone from Redis since it was read
@@ -417,6 +424,8 @@ class LegacyEra:
             await self._records.delete(session.id)
             if self._nodes is not None:
                 self._nodes.send_all("ended", [session.id])  # every node ends its copy (this one too)
+        if self._keeping is not None and not session.lasting:
+            await self._keeping.closed(session.id)  # its recorded calls end with it
         return self.sessions.end(session.id, "closed by the client")
 
     @property
@@ -458,6 +467,26 @@ class LegacyEra:
     def nodes(self) -> NodeLink | None:
         """The link between the nodes serving the same sessions while :meth:`share` is on, else ``None``."""
         return self._nodes if self._records is not None else None
+
+    def keep_calls(self, calls: Any) -> Callable[[], None]:
+        """Record the calls of every session in the shared store through ``calls``
+        (:class:`~mrtr.carriers.tasks.calls.Calls`), so another process can adopt them; returns what stops it.
+
+        On SQLite, where sessions have no records of their own, a copy of each session
+        is kept too (:class:`~mrtr.server.calls.CallKeeping`).
+        """
+        keeping = self._keeping = CallKeeping(calls, self.sessions)
+
+        def stop() -> None:
+            if self._keeping is keeping:
+                self._keeping = None
+
+        return stop
+
+    @property
+    def calls(self) -> RecordedCalls | None:
+        """The calls recorded in the shared store while :meth:`keep_calls` is on, else ``None``."""
+        return self._keeping.calls if self._keeping is not None else None
 
     def mark(self, text: str) -> str:
         """A mark of ``text`` only the server's key ring makes; see :class:`~mrtr.core.jsonrpc.SessionDispatcher`."""
@@ -517,8 +546,18 @@ class LegacyEra:
         if self._nodes is not None:
             self._nodes.send_all("ended", [session_id, reason])
 
+    async def _copied(self, session: Session) -> None:
+        """On SQLite, keep a copy of a new session for the process that may replace this one."""
+        keeping = self._keeping
+        if keeping is None or not keeping.copies or session.lasting:
+            return
+        await keeping.keep(session, _record(session))
+        session.on_end(lambda reason: keeping.ended(session.id))
+
     async def _record_changed(self, session: Session) -> None:
         """Write a session's changed state back and tell every node holding a copy."""
+        if self._keeping is not None and self._keeping.copies and not session.lasting:
+            await self._keeping.keep(session, _record(session))
         records = self._records
         if records is None or session.lasting:
             return
@@ -572,6 +611,8 @@ class LegacyEra:
         principal = await self.catalog.principal(method, params, headers or {}, auth)
         session = self.sessions.get(session_id, principal)
         records = self._records
+        if session is None and records is None and self._keeping is not None and isinstance(session_id, str):
+            return await self._from_copy(session_id, principal)
         if records is None or not isinstance(session_id, str) or (session is not None and session.lasting):
             return session
         now = self.sessions.clock()
@@ -593,6 +634,21 @@ class LegacyEra:
         session.checked = now
         return session
 
+    async def _from_copy(self, session_id: str, principal: str | None) -> Session | None:
+        """A session this process does not hold, made from its copy (the worker that held it was replaced)."""
+        keeping = self._keeping
+        record = await keeping.copy_of(session_id) if keeping is not None else None
+        if record is None or record.get("v") != 1 or record.get("principal") != principal:
+            return None
+        session = self.sessions.adopt(
+            session_id, version=str(record["version"]), client_capabilities=dict(record["capabilities"]),
+            client_info=record.get("info"), principal=principal, client=record.get("client"))
+        _apply(session, record)
+        if keeping is not None:
+            session.on_end(lambda reason: keeping.ended(session_id))
+        log.info("serving session %s... from its copy (the process that held it stopped)", session_id[:8])
+        return session
+
     def _context(self, call: _Call, arguments: Mapping[str, Any], target: str) -> Context:
         session = call.session
         meta = call.params.get("_meta")
@@ -602,8 +658,14 @@ class LegacyEra:
                                     call.notify, call.auth)
 
     async def _execute(self, call: _Call, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> Completed:
+        journal = call.journal
+        if journal is not None:
+            if journal.resumed is not None and journal.principal != call.session.principal:
+                raise InvalidRequest("Invalid Request: this call belongs to another principal")
+            journal.principal = call.session.principal
         carrier = LiveCarrier(call.peer, version=call.session.version, answer_timeout=self.answer_timeout,
-                              suspensions=self.sessions.waits_of(call.session), max_rounds=self.max_rounds, notify=call.notify)
+                              suspensions=self.sessions.waits_of(call.session), max_rounds=self.max_rounds,
+                              notify=call.notify, journal=journal)
         return await carrier.execute(call.method, call.params, fn, arguments, ctx, run_sync=call.run_sync)
 
     async def _run_protocol_handler(self, call: _Call, fn: Any, arguments: Mapping[str, Any], ctx: Context,
@@ -752,10 +814,11 @@ def _apply(session: Session, record: Mapping[str, Any]) -> None:
 class _Call:
     """One request of a session, as the methods above read it."""
 
-    __slots__ = ("method", "params", "session", "id", "peer", "notify", "run_sync", "auth", "headers")
+    __slots__ = ("method", "params", "session", "id", "peer", "notify", "run_sync", "auth", "headers", "journal")
 
     def __init__(self, method: str, params: Mapping[str, Any], session: Session, request_id: Any, peer: Peer,
-                 notify: Notify | None, run_sync: RunSync | None, auth: Any, headers: Mapping[str, str]) -> None:
+                 notify: Notify | None, run_sync: RunSync | None, auth: Any, headers: Mapping[str, str],
+                 journal: CallJournal | None = None) -> None:
         self.method = method
         self.params = params
         self.session = session
@@ -765,4 +828,5 @@ class _Call:
         self.run_sync = run_sync
         self.auth = auth
         self.headers = headers
+        self.journal = journal  # the call's record in a shared store, when one keeps them
 

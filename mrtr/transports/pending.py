@@ -45,6 +45,8 @@ __all__ = ["PendingRequests"]
 
 log = logging.getLogger("mrtr")
 
+_EARLY_ANSWERS = 64  # answers kept for rounds being adopted, per session
+
 Write = Callable[[bytes], None]
 """Queues one encoded message for the client; must not block."""
 
@@ -78,6 +80,7 @@ class PendingRequests:
         self._waiting: dict[Any, tuple[_Round, int]] = {}
         self._ready = trio.Event()
         self.ended: str | None = None
+        self._early: dict[Any, Mapping[str, Any]] = {}  # answers to a round adopted here, come before its wait
 
     @property
     def waiting(self) -> int:
@@ -164,6 +167,10 @@ class PendingRequests:
                     self._waiting[question_id] = (round_, index)
                 for message in (answered or {}).values():
                     self.answer(message)
+                for question_id in ids:
+                    early = self._early.pop(question_id, None)
+                    if early is not None:
+                        self.answer(early)
                 if self.ended is not None:
                     raise SessionEnded(round_.methods[0], self.ended)
                 await self._wait(round_)
@@ -175,6 +182,13 @@ class PendingRequests:
             raise AnswerTimeout(unanswered, timeout)
         finally:
             self._withdraw(ids, send, round_.reason)
+
+    def stash(self, message: Mapping[str, Any]) -> None:
+        """Keep an answer no round waits for yet: one to a round this process is adopting, whose wait
+        (:meth:`await_answers`) has not begun. Bounded: the oldest kept go first."""
+        self._early[message.get("id")] = message
+        while len(self._early) > _EARLY_ANSWERS:
+            del self._early[next(iter(self._early))]
 
     def keep(self, ids: Sequence[Any]) -> None:
         """Let these requests go unanswered here without withdrawing them: another process waits for them now."""

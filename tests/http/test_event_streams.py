@@ -1,4 +1,6 @@
-"""A session's event stream as one connection writes it: no event waits for a wake-up that was missed."""
+"""A session's event stream as one connection writes it: no event waits for a wake-up that was missed,
+a recorded call's events go out only once the store has them, and a call handed over ends its
+connections with ``retry:`` while its stream goes on elsewhere."""
 
 from __future__ import annotations
 
@@ -52,3 +54,45 @@ async def test_an_event_pushed_while_another_is_written_goes_out_without_waiting
     with trio.fail_after(2):
         assert await pump(stream, out, 0, QUIET)
     assert out.data() == [b'{"question":1}', b'{"response":1}']
+
+
+async def test_a_held_stream_sends_only_what_the_store_has_and_ends_once_the_store_has_the_end() -> None:
+    stream = EventStream(1)
+    stream.hold()
+    stream.push(b'{"progress":1}')
+    stream.push(b'{"question":1}', keep=True)
+    out = Written()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pump, stream, out, 0, QUIET)
+        await trio.sleep(0.05)
+        assert out.data() == []  # nothing recorded yet: nothing out
+        events, last, ended = stream.unstored()
+        assert [position for position, _ in events] == [1, 2] and last == 2 and not ended
+        stream.stored_to(1, False)
+        await trio.sleep(0.05)
+        assert out.data() == [b'{"progress":1}']
+        stream.finish(b'{"response":1}')
+        stream.stored_to(2, False)
+        await trio.sleep(0.05)
+        assert out.data() == [b'{"progress":1}', b'{"question":1}'] and not out.ended.is_set()
+        stream.stored_to(3, True)
+        with trio.fail_after(2):
+            await out.ended.wait()
+    assert out.data()[-1] == b'{"response":1}'
+
+
+async def test_a_stream_handed_over_ends_its_connection_with_retry_after_what_was_recorded() -> None:
+    stream = EventStream(4, b"123.x.mark.")
+    stream.load([(7, b'{"question":2}')], 7)  # adopted: the store's events, at their positions
+    assert stream.count == 7 and stream.after(6) == [(7, b'{"question":2}')]
+    stream.hold()
+    out = Written()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(pump, stream, out, 6, Pacing(priming=False, keepalive=None, retry=1500))
+        await trio.sleep(0.05)
+        stream.hand_over()
+        with trio.fail_after(2):
+            await out.ended.wait()
+    assert out.chunks[0] == b"id: 123.x.mark.4-7\ndata: {\"question\":2}\n\n"
+    assert out.chunks[-1] == b"retry: 1500\n\n"
+    assert not stream.written  # the stream did not end: the client resumes it elsewhere

@@ -17,7 +17,10 @@ Its store is where ``mrtr serve --store`` or ``MRTR_STORE`` says (in process: th
 - the resource ``node://pid``, answering the pid of the node that read it;
 - ``secret_code(nonce)`` (a 2025-era session's question: the load of
   ``tests/legacy/sdk_load.py``) and ``whoami()``, which names the node (its
-  ``Server.node_id``) that ran the call.
+  ``Server.node_id``) that ran the call;
+- ``interview(nonce, path)``: two questions with a Step after each, each Step appending
+  a line to ``path`` (how many times each ran shows), the result made of the nonce and
+  both answers: a 2025 call that survives its node's death.
 """
 
 from __future__ import annotations
@@ -88,6 +91,15 @@ def build(store_url: str | None = None) -> Server:
         """Asks for the code of ``nonce``: an answer that reached another session's call shows."""
         answer = yield Elicit(f"Code for {nonce}?", Form().string("code"))
         return f"{nonce}={answer.content['code']}" if answer.accepted else f"{nonce}: {answer.action}"
+
+    @app.tool
+    def interview(nonce: str, path: str) -> Any:
+        """Two questions, a Step after each (each appends a line to ``path``: how many times it ran shows)."""
+        name = yield Elicit(f"{nonce}: your name?", Form().string("name"))
+        yield Step(_append, path, f"{nonce} first")
+        city = yield Elicit(f"{nonce}: your city?", Form().string("city"))
+        yield Step(_append, path, f"{nonce} second")
+        return f"{nonce}:{name.content['name']}:{city.content['city']}"
 
     @app.tool
     def whoami() -> str:

@@ -94,7 +94,7 @@ class Nodes:
         handle = open(node.log, "ab")
         node.process = subprocess.Popen(
             [sys.executable, "-m", "mrtr", "serve", APP, "--port", str(node.port), "--store", self.store,
-             "--allowed-host", self.url.split("/")[2], "--task-lease", "1", "--log-level", "warning",
+             "--allowed-host", self.url.split("/")[2], "--task-lease", "1", "--log-level", os.environ.get("NODES_LOG_LEVEL", "warning"),
              "--no-access-log"],
             cwd=ROOT, env=self.environment, stdout=subprocess.DEVNULL, stderr=handle)
         handle.close()

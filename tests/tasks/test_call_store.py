@@ -18,7 +18,8 @@ import msgspec
 import pytest
 import trio
 
-from mrtr.carriers.tasks.calls import KEPT_EVENTS, MAX_EVENT_BYTES, Calls, Created, TakenOver
+from mrtr.carriers.tasks.calls import KEPT_EVENTS, MAX_EVENT_BYTES, Calls, Created
+from mrtr.core.calls import TakenOver
 from mrtr.carriers.tasks.calls_redis import RedisCalls
 from mrtr.carriers.tasks.calls_sqlite import SQLiteCalls
 from mrtr.carriers.tasks.redis import connected

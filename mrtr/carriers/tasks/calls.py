@@ -39,18 +39,18 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NamedTuple, Protocol
 
 import msgspec
 import trio
 
-from ...core.calls import AnswerRoute, CallState, Claimed, EventSource, Held, Resumption, Stored
+from ...core.calls import AnswerRoute, CallState, Claimed, EventSource, Held, Resumption, Stored, TakenOver
 from ...core.jsonrpc import encode, notification
 from .store import StoreUnavailable
 
 __all__ = ["FINISHED_TTL", "KEPT_EVENTS", "MAX_CALL_BYTES", "MAX_EVENT_BYTES", "CallStore", "Calls", "Journal",
-           "Created", "Claim", "TakenOver", "CallTooLarge"]
+           "Created", "Claim", "record_ttl"]
 
 log = logging.getLogger("mrtr.tasks")
 
@@ -70,18 +70,6 @@ _PATIENCE = 30.0  # seconds a write waits for a store that fails before the call
 _encode = msgspec.json.Encoder().encode
 _decode_state = msgspec.json.Decoder(CallState).decode
 _decode = msgspec.json.Decoder().decode
-
-
-class CallTooLarge(ValueError):
-    """A call's record would be over :data:`MAX_CALL_BYTES`, or one event over :data:`MAX_EVENT_BYTES`."""
-
-
-class TakenOver(BaseException):
-    """This process no longer holds the call: another adopted it (this one's lease lapsed), or its record is gone.
-
-    Raised out of a journal's save into the call, whatever the handler catches (like a
-    cancellation): the call stops here without a response, and its holder goes on.
-    """
 
 
 class Created(NamedTuple):
@@ -187,6 +175,8 @@ class Journal:
         self.waiting = False
         self.released = False
         self.lost = False
+        self.taken = False
+        self.questions: list[Any] = [question.id for question in resumed.state.pending] if resumed is not None else []
         self._created = created
         self._version = version
         self._source: EventSource | None = None
@@ -223,6 +213,7 @@ class Journal:
             return
         self._state = data
         self._pending = [request_key(question.id) for question in state.pending]
+        self.questions = [question.id for question in state.pending]
         await self.flush()
 
     def save_from_thread(self, state: CallState) -> None:
@@ -232,6 +223,9 @@ class Journal:
     async def flush(self, *, done: bool = False) -> None:
         """Write what waits (state, events; ``done``: the end of the call) in one store write."""
         async with self._lock:
+            if self.lost and done and not self.taken and self._version > 0:
+                await self._end_quietly()  # given up on: what the store has of it goes, if it can
+                return
             if self.lost or self.released:
                 return
             if self._version == 0 and self._state is None:
@@ -260,7 +254,7 @@ class Journal:
                     await trio.sleep(pause)
                     pause = min(pause * 2, 1.0)
             if version == 0:
-                self.lost = True
+                self.lost = self.taken = True
                 if source is not None:
                     source.stored_to(last, ended)
                 raise TakenOver(f"call {self.stream} of session {self.session[:8]}...: another process holds it now")
@@ -287,10 +281,7 @@ class Journal:
             self.released = True
             return True
 
-    async def forget(self) -> None:
-        """A call that was recorded and is no longer (given up on): remove what the store kept, if it can."""
-        if not self.lost:
-            return
+    async def _end_quietly(self) -> None:
         try:
             await self.calls.store.write(self.session, self.stream, node=self.calls.node_id, version=self._version,
                                          created=None, state=None, pending=[], events=[], done=True,
@@ -332,7 +323,8 @@ class Calls:
         self._lease = float(lease)
         self.ttl = float(ttl)
         self.slot = slot
-        self.journals: dict[tuple[str, str], Journal] = {}  # the calls this process holds, by (session, stream)
+        self._errands: list[Callable[[], Awaitable[Any]]] = []
+        self._errand = trio.Event()
 
     @property
     def node_id(self) -> str:
@@ -344,17 +336,34 @@ class Calls:
         """Seconds this process's lease lasts without renewal."""
         return self._lease
 
+    @property
+    def copies(self) -> Any:
+        """Where what a session negotiated is kept for the process replacing its worker (SQLite), else ``None``.
+
+        On Redis the sessions' own records serve (:mod:`mrtr.carriers.tasks.sessions`).
+        """
+        return self.store if hasattr(self.store, "save_session") else None
+
+    def later(self, errand: Callable[[], Awaitable[Any]]) -> None:
+        """Run ``errand`` soon, in :meth:`serve` (from code that cannot wait for the store); failures are logged."""
+        if len(self._errands) < 10_000:
+            self._errands.append(errand)
+        self._errand.set()
+
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Hold this process's lease (renewed every third of it) until cancelled, then end it."""
+        """Hold this process's lease (renewed every third of it) until cancelled, then end it; run errands."""
         await self.store.hold_lease(self._node_id, self.slot, self._lease)  # a store that cannot be reached fails at start
-        task_status.started()
         try:
-            while True:
-                await trio.sleep(self._lease / 3)
-                try:
-                    await self.store.hold_lease(self._node_id, None, self._lease)
-                except StoreUnavailable:
-                    log.warning("cannot renew this process's lease on its 2025 calls while the store is unavailable")
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._run_errands)
+                task_status.started()
+                while True:
+                    await trio.sleep(self._lease / 3)
+                    try:
+                        await self.store.hold_lease(self._node_id, None, self._lease)
+                    except StoreUnavailable:
+                        log.warning("cannot renew this process's lease on its 2025 calls while the store is "
+                                    "unavailable")
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(5):
                 try:
@@ -362,19 +371,24 @@ class Calls:
                 except StoreUnavailable:
                     pass
 
+    async def _run_errands(self) -> None:
+        while True:
+            await self._errand.wait()
+            self._errand = trio.Event()
+            errands, self._errands = self._errands, []
+            for errand in errands:
+                try:
+                    await errand()
+                except StoreUnavailable:
+                    log.warning("a 2025 session's record could not be updated in the store; it expires by itself")
+
     def journal(self, session_id: str, stream: str, request_id: Any, method: str, params: Mapping[str, Any],
                 source: EventSource) -> Journal:
         """The journal of a new call (recorded from its first save)."""
         meta = _encode({"request": request_id, "method": method, "params": params, "principal": None})
         journal = Journal(self, session_id, stream, Created(request_key(request_id).encode(), meta))
         journal.attach(source)
-        self.journals[(session_id, stream)] = journal
         return journal
-
-    def done(self, journal: Journal) -> None:
-        """The call ended here (or left): this process no longer holds it."""
-        if self.journals.get((journal.session, journal.stream)) is journal:
-            del self.journals[(journal.session, journal.stream)]
 
     async def claim(self, session_id: str, stream: str) -> Claimed | Held | Stored | None:
         """See :meth:`mrtr.core.calls.RecordedCalls.claim`."""
@@ -397,7 +411,6 @@ class Calls:
         journal = Journal(self, session_id, stream, None, version=found.version,
                           resumed=Resumption(state, answers))
         journal.principal = meta.get("principal")
-        self.journals[(session_id, stream)] = journal
         return Claimed(journal, request, str(meta.get("method")), dict(meta.get("params") or {}), found.events,
                        found.last)
 
@@ -438,10 +451,7 @@ class Calls:
     async def release(self, journal: Any) -> bool:
         """See :meth:`mrtr.core.calls.RecordedCalls.release`."""
         assert isinstance(journal, Journal)
-        handed = await journal.release()
-        if handed:
-            self.done(journal)
-        return handed
+        return await journal.release()
 
     async def forget(self, session_id: str) -> None:
         """Remove every recorded call of a session that ended."""
