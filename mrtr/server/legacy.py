@@ -424,9 +424,10 @@ class LegacyEra:
             await self._records.delete(session.id)
             if self._nodes is not None:
                 self._nodes.send_all("ended", [session.id])  # every node ends its copy (this one too)
+        closed = self.sessions.end(session.id, "closed by the client")
         if self._keeping is not None and not session.lasting:
             await self._keeping.closed(session.id)  # its recorded calls end with it
-        return self.sessions.end(session.id, "closed by the client")
+        return closed
 
     @property
     def owner(self) -> str:

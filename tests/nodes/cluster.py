@@ -185,6 +185,30 @@ async def nodes(tmp_path: Path, count: int = 3, *, check_every: str = "300ms",
 
     ``env`` adds to every node's environment.
     """
+    with _started(tmp_path, count, check_every=check_every, balancer_kind=balancer_kind, env=env) as cluster:
+        for node in cluster.nodes:
+            await cluster.ready(node)
+        await cluster.in_rotation({node.name for node in cluster.nodes})
+        yield cluster
+
+
+@contextmanager
+def started(tmp_path: Path, count: int = 2, *, env: dict[str, str] | None = None) -> Iterator[Nodes]:
+    """:func:`nodes` for a module's tests to share (a sync context, for a module-scoped fixture)."""
+    with _started(tmp_path, count, check_every="300ms", balancer_kind="haproxy", env=env) as cluster:
+
+        async def up() -> None:
+            for node in cluster.nodes:
+                await cluster.ready(node)
+            await cluster.in_rotation({node.name for node in cluster.nodes})
+
+        trio.run(up)
+        yield cluster
+
+
+@contextmanager
+def _started(tmp_path: Path, count: int, *, check_every: str, balancer_kind: str,
+             env: dict[str, str] | None) -> Iterator[Nodes]:
     haproxy = require("haproxy", "haproxy") if balancer_kind == "haproxy" else ""
     workdir = Path(tempfile.mkdtemp(prefix="mrtr-nodes-", dir=tmp_path))
     (workdir / "redis").mkdir()
@@ -221,9 +245,6 @@ async def nodes(tmp_path: Path, count: int = 3, *, check_every: str = "300ms",
                                             stderr=errors)
             stack.callback(stop, balancer)
         cluster.balancer = balancer  # type: ignore[attr-defined]
-        for node in cluster.nodes:
-            await cluster.ready(node)
-        await cluster.in_rotation({node.name for node in cluster.nodes})
         yield cluster
 
 
