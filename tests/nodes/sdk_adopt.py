@@ -3,11 +3,12 @@
     .cache/legacy-venv/bin/python tests/nodes/sdk_adopt.py --url URL --sessions 6 --gates DIR --journal PATH
 
 Each session (``ClientSession`` over ``streamable_http_client``, a new connection per
-request) initializes and calls ``interview``; its elicitation callback notes the node
-each question's id names and, once every session's question of that round has arrived,
-prints ``{"asked": <round>}`` and waits for the file ``<gates>/<round>`` before it
-answers. The test kills a node meanwhile. Prints one JSON line per session: its nonce,
-the nodes that asked, and how the call ended (``ok``, or what came instead).
+request) initializes and calls ``interview``; its elicitation callback notes each
+question's id (which names the node that asked) and, once every session's question of
+that round has arrived, prints ``{"asked": <round>}`` and waits for the file
+``<gates>/<round>`` before it answers. The test kills a node meanwhile. Prints one JSON
+line per session: its nonce, the ids of the questions its callback saw, and how the call
+ended (``ok``, or what came instead).
 """
 
 from __future__ import annotations
@@ -29,19 +30,23 @@ from mcp.shared.exceptions import McpError
 async def one(url: str, gates: str, journal: str, rounds: dict[int, list[int]], total: int,
               results: list[dict[str, Any]]) -> None:
     nonce = secrets.token_hex(4)
-    record: dict[str, Any] = {"nonce": nonce, "askers": [], "call": None}
+    record: dict[str, Any] = {"nonce": nonce, "questions": [], "call": None}
     results.append(record)
 
     async def on_elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         number = 1 if "name" in params.message else 2
-        record["askers"].append(str(context.request_id).partition(".")[0])
+        record["questions"].append(str(context.request_id))
+        if str(context.request_id) in record["questions"][:-1]:
+            return types.ElicitResult(action="accept", content=answer_for(number))  # sent again: answered again
         rounds[number].append(1)
         if len(rounds[number]) == total:
             print(json.dumps({"asked": number}), flush=True)
         while not os.path.exists(os.path.join(gates, str(number))):
             await anyio.sleep(0.05)
-        answer = {"name": f"n-{nonce}"} if number == 1 else {"city": f"c-{nonce}"}
-        return types.ElicitResult(action="accept", content=answer)
+        return types.ElicitResult(action="accept", content=answer_for(number))
+
+    def answer_for(number: int) -> dict[str, Any]:
+        return {"name": f"n-{nonce}"} if number == 1 else {"city": f"c-{nonce}"}
 
     limits = httpx.Limits(max_keepalive_connections=0)
     try:

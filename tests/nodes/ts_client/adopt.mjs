@@ -3,10 +3,10 @@
 //   node tests/nodes/ts_client/adopt.mjs URL SESSIONS GATES JOURNAL
 //
 // Each session (Client over StreamableHTTPClientTransport) initializes and calls "interview";
-// its elicitation handler notes the node each question's id names and, once every session's
-// question of that round has arrived, prints {"asked": <round>} and waits for the file
-// <GATES>/<round> before it answers. The test kills a node meanwhile. Prints one JSON line per
-// session: its nonce, the nodes that asked, and how the call ended ("ok", or what came instead).
+// its elicitation handler notes each question's id (which names the node that asked) and, once
+// every session's question of that round has arrived, prints {"asked": <round>} and waits for
+// the file <GATES>/<round> before it answers. The test kills a node meanwhile. Prints one JSON
+// line per session: its nonce, the ids of the questions its handler saw, and how the call ended.
 // Run with NODE_PATH pointing at the installed SDK's node_modules.
 import { existsSync } from "node:fs";
 import { join } from "node:path";
@@ -22,15 +22,17 @@ const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function one() {
   const nonce = randomBytes(4).toString("hex");
-  const record = { nonce, askers: [], call: null };
+  const record = { nonce, questions: [], call: null };
   const client = new Client({ name: "adoption-ts", version: "1" }, { capabilities: { elicitation: { form: {} } } });
   client.setRequestHandler(ElicitRequestSchema, async (request, extra) => {
     const number = request.params.message.includes("name") ? 1 : 2;
-    record.askers.push(String(extra.requestId).split(".")[0]);
+    const content = number === 1 ? { name: `n-${nonce}` } : { city: `c-${nonce}` };
+    const id = String(extra.requestId);
+    if (record.questions.includes(id)) { record.questions.push(id); return { action: "accept", content }; }
+    record.questions.push(id);
     rounds[number] += 1;
     if (rounds[number] === total) console.log(JSON.stringify({ asked: number }));
     while (!existsSync(join(gates, String(number)))) await sleep(50);
-    const content = number === 1 ? { name: `n-${nonce}` } : { city: `c-${nonce}` };
     return { action: "accept", content };
   });
   try {
