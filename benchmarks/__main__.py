@@ -20,7 +20,7 @@ from typing import Any
 
 from .common import ROOT
 
-PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions", "legacy", "nodes")
+PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions", "legacy", "nodes", "adoption")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     if "nodes" in parts:
         from . import nodes
         results["nodes"] = nodes.run(quick=args.quick)
+    if "adoption" in parts:
+        from . import adoption
+        results["adoption"] = adoption.run(quick=args.quick)
     results["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     results["seconds"] = round(time.monotonic() - started, 1)
 
@@ -131,6 +134,7 @@ def misrouted_answers(results: dict[str, Any]) -> int:
     for rows in results.get("http", {}).get("flows", {}).values():
         count += sum(row["misrouted"] for row in rows.values())
     count += sum(row["misrouted"] for row in results.get("legacy", {}).get("flows", {}).values())
+    count += results.get("adoption", {}).get("soak", {}).get("misrouted", 0)
     return count
 
 
@@ -153,6 +157,9 @@ def summary(results: dict[str, Any]) -> str:
             f"{count} {row['per_second']:.0f}/s ({row['ratio']:.2f}x)" for count, row in scaling.items())
             + f"; notification across nodes median {nodes['latency']['median_ms']:.1f} ms, "
               f"p99 {nodes['latency']['p99_ms']:.1f} ms")
+    adopted = results.get("adoption")
+    if adopted:
+        lines.append(report.summary_adoption(adopted))
     tasks = results.get("tasks")
     if tasks and not tasks["measured"]:
         lines.append(f"tasks: not measured: {tasks['reason']}")
