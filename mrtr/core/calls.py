@@ -94,6 +94,10 @@ class EventSource(Protocol):
         """Every event up to ``position`` is recorded (and, ``ended``, the end too): they may go out."""
         ...
 
+    def unhold(self) -> None:
+        """The call is no longer recorded: its events go out without waiting for the store."""
+        ...
+
 
 class CallJournal(Protocol):
     """Where one call records itself as it goes, for the carrier and the transport alike.

@@ -169,6 +169,9 @@ class Source:
     def stored_to(self, position: int, ended: bool) -> None:
         self.stored = max(self.stored, position)
 
+    def unhold(self) -> None:
+        self.held = False
+
 
 async def test_journals_record_a_call_that_another_process_adopts_and_a_late_holder_is_told(calls_store: Any) -> None:
     first = Calls(calls_store, "111", lease=30, ttl=60)
@@ -213,3 +216,40 @@ async def test_journals_record_a_call_that_another_process_adopts_and_a_late_hol
         assert ended is not None and ended.done
         assert msgspec.json.decode(ended.events[-1][1])["method"] == "notifications/cancelled"
         nursery.cancel_scope.cancel()
+
+
+class Failing:
+    """A store of calls that cannot be reached (every write fails as a store does)."""
+
+    url = "redis://gone:6379/0"
+
+    async def write(self, *args: Any, **kwargs: Any) -> int:
+        from mrtr.carriers.tasks.store import StoreUnavailable
+
+        raise StoreUnavailable("task store redis://gone:6379/0 failed: ConnectionError")
+
+
+async def test_a_call_whose_store_stays_away_goes_on_unrecorded_its_events_no_longer_held() -> None:
+    calls = Calls(Failing(), "111", lease=30, ttl=60, patience=0.3)  # type: ignore[arg-type]
+    source = Source()
+    journal = calls.journal(SESSION, "111.1", 7, "tools/call", {}, source)
+    journal.hold()
+    source.events.append((1, b'{"question":1}'))
+    with trio.fail_after(5):
+        await journal.save(CallState(rounds=1, pending=(Question("elicit-1", "111.1", "elicitation/create"),)))
+    assert journal.lost and not journal.recorded and not source.held  # the question goes out all the same
+    await journal.flush(done=True)  # nothing more is tried for it
+
+
+async def test_a_call_whose_record_would_pass_its_bound_goes_on_unrecorded(tmp_path: Path) -> None:
+    store = await SQLiteCalls.open(tmp_path / "calls.sqlite3")
+    try:
+        calls = Calls(store, "111", lease=30, ttl=60)
+        source = Source()
+        journal = calls.journal(SESSION, "111.1", 7, "tools/call", {"big": "x" * (1 << 20)}, source)
+        journal.hold()
+        await journal.save(CallState(rounds=1))
+        assert journal.lost and not source.held
+        assert await store.read(SESSION, "111.1") is None  # nothing of it was written
+    finally:
+        await store.aclose()

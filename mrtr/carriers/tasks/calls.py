@@ -32,7 +32,9 @@ a store); its stream keeps the last :data:`KEPT_EVENTS` events and at most
 :data:`MAX_EVENT_BYTES` of them (the oldest dropped first, as the stream in memory
 does). A record lives ``ttl`` seconds after its last write (the session's idle
 timeout, at least the answer timeout and a lease), and :data:`FINISHED_TTL` seconds
-once the call ended, for a late resumption to read its response.
+once the call ended, for a late resumption to read its response. A write the store fails
+is tried again for :data:`PATIENCE` seconds (the call's events wait meanwhile); after that
+the call goes on unrecorded, in its process alone.
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ from ...core.calls import AnswerRoute, CallState, Claimed, EventSource, Held, Re
 from ...core.jsonrpc import encode, notification
 from .store import StoreUnavailable
 
-__all__ = ["FINISHED_TTL", "KEPT_EVENTS", "MAX_CALL_BYTES", "MAX_EVENT_BYTES", "CallStore", "Calls", "Journal",
-           "Created", "Claim", "record_ttl"]
+__all__ = ["FINISHED_TTL", "KEPT_EVENTS", "MAX_CALL_BYTES", "MAX_EVENT_BYTES", "PATIENCE", "CallStore", "Calls",
+           "Journal", "Created", "Claim", "record_ttl"]
 
 log = logging.getLogger("mrtr.tasks")
 
@@ -66,7 +68,8 @@ MAX_EVENT_BYTES = 4 << 20
 FINISHED_TTL = 60.0
 """Seconds an ended call's stream stays in the store, for a client resuming it to read its response."""
 
-_PATIENCE = 30.0  # seconds a write waits for a store that fails before the call goes on unrecorded
+PATIENCE = 30.0
+"""Seconds a call's write is tried again while the store fails, before the call goes on unrecorded."""
 _encode = msgspec.json.Encoder().encode
 _decode_state = msgspec.json.Decoder(CallState).decode
 _decode = msgspec.json.Decoder().decode
@@ -161,7 +164,7 @@ class Journal:
     Writes are one at a time: a save (the carrier's state) or a flush (the stream's
     events) takes what is waiting of both and writes it in one store write. A write the
     store refuses because another process holds the call now raises :class:`TakenOver`;
-    a store that keeps failing for :data:`_PATIENCE` seconds leaves the call unrecorded
+    a store that keeps failing for :data:`PATIENCE` seconds leaves the call unrecorded
     (``lost``): its events go out unwritten and it goes on in this process alone.
     """
 
@@ -238,7 +241,7 @@ class Journal:
             if self._state is None and not events and not done:
                 return
             state, pending = self._state, self._pending
-            deadline = trio.current_time() + _PATIENCE
+            deadline = trio.current_time() + self.calls.patience
             pause = 0.05
             while True:
                 try:
@@ -295,8 +298,7 @@ class Journal:
                         self.stream, why)
         self.lost = True
         if self._source is not None:
-            _, last, ended = self._source.unstored()
-            self._source.stored_to(last, ended)  # nothing waits for the store any more
+            self._source.unhold()  # nothing waits for the store any more
 
 
 def _with_principal(meta: bytes, principal: str | None) -> bytes:
@@ -311,14 +313,16 @@ class Calls:
     ``node_id`` names this process (in question and event ids, and as holder);
     ``lease`` is how long its lease lasts without renewal; ``slot``, for a worker under
     a supervisor, is its position (a replacement takes over its predecessor's calls at
-    once). ``ttl`` is how long a record lives after its last write. Run :meth:`serve`
-    for the lease.
+    once). ``ttl`` is how long a record lives after its last write; ``patience`` how long a write
+    is tried again while the store fails. Run :meth:`serve` for the lease.
     """
 
-    def __init__(self, store: CallStore, node_id: str, *, lease: float, ttl: float, slot: str | None = None) -> None:
+    def __init__(self, store: CallStore, node_id: str, *, lease: float, ttl: float, slot: str | None = None,
+                 patience: float = PATIENCE) -> None:
         if not lease > 0 or not ttl > 0:
             raise ValueError("lease and ttl must be positive numbers of seconds")
         self.store = store
+        self.patience = patience
         self._node_id = node_id
         self._lease = float(lease)
         self.ttl = float(ttl)

@@ -28,6 +28,7 @@ Nothing here runs without a shared store: then a call lives and dies with its pr
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -87,9 +88,12 @@ class Adoption:
         pause = 0.05
         while True:
             await stream.unstored_changed()
+            before = stream.stored
             try:
                 await journal.flush()
                 pause = 0.05
+                if stream.stored == before and stream.held:
+                    await stream.changed(math.inf)  # nothing to write yet (not recorded until its first save)
             except TakenOver:
                 log.warning("a 2025 call was taken over by another process; it stops here")
                 call.cancel()
@@ -210,7 +214,9 @@ class Adoption:
         log.info("session %s...: adopted call %r (stream %s) from a process that stopped", session.id[:8],
                  request_id, key)
         runner = self._runner
-        assert runner is not None, "adopted calls run in the front end's runner"
+        if runner is None:  # a front end that runs no calls beyond their requests cannot adopt one
+            del session.calls[request_id]
+            return False
         runner.start_soon(self._run_call, session, stream, scope, message, headers, access, None, journal,
                           name=f"mrtr.http 2025 adopted request {request_id!r}")
         return True

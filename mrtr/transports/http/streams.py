@@ -221,8 +221,13 @@ class EventStream:
 
     async def unstored_changed(self) -> None:
         """Wait until the stream holds events, or an end, the store does not have."""
-        while not (self.held and (self.count > self.stored or (self.done and not self.stored_end))):
+        while not (self.held and not self.moved and (self.count > self.stored or (self.done and not self.stored_end))):
             await self.changed(math.inf)
+
+    def unhold(self) -> None:
+        """Events go out unrecorded from now on (the call is no longer recorded)."""
+        self.held = False
+        self._wake()
 
     def load(self, events: list[tuple[int, bytes]], last: int) -> None:
         """Take what the store has of the stream (events at their positions, and the last position)."""
