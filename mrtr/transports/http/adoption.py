@@ -50,6 +50,7 @@ log = logging.getLogger("mrtr.http")
 RUNS_HANDLERS = frozenset({"tools/call", "prompts/get", "resources/read"})
 """The requests whose calls are recorded: those that run a handler, which may ask or run Steps."""
 
+_KEPT_ENDED = 16  # ended streams adopted or followed here that a session keeps, as it keeps its own
 _SETTLING = 10.0  # seconds a resumption waits for the store's first answer about the stream it names
 _FOLLOW_AFTER = 5.0  # seconds past two leases a stream nobody reads is followed, waiting for its call to be free
 
@@ -146,6 +147,9 @@ class Adoption:
         """The stream ``key`` (``"<node>.<n>"``) of ``session`` as this process serves it, following it from the store."""
         stream: EventStream | None = session.adopted.get(key)
         if stream is None:
+            ended = [name for name, kept in session.adopted.items() if kept.done and not kept.writer]
+            for name in ended[:max(0, len(ended) - _KEPT_ENDED)]:  # ended streams kept for a late resumption
+                del session.adopted[name]
             stream = session.adopted[key] = EventStream(int(key.rpartition(".")[2]), origin)
             stream.settled = trio.Event()
             (self._runner or nursery).start_soon(self._follow, session, key, stream, headers, access,

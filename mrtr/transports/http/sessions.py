@@ -57,6 +57,15 @@ request waits for (``202``, dropped, as on one node); a
 gone an SSE stream carrying the call's ``-32603`` error (the client's call ends). The
 one-``GET``-stream rule is each node's. A store that cannot be reached is ``503`` with
 ``-32603``. See ``docs/adr/0015-nodes-on-one-redis.md``.
+
+**Recorded calls** (a shared store keeps them: SQLite for workers, Redis for nodes; the
+legacy era's ``calls`` is set). A call that runs a handler is recorded from its first
+question or Step, its events reaching the client once recorded; an answer is recorded
+before its ``202``; a resumption of a stream this process did not open is served from the
+store, and its call adopted here once nobody lives holding it; a stopping process hands
+its waiting calls over. Those rules are :mod:`mrtr.transports.http.adoption`'s; then the
+ids name this process even without the bus, and the ``409`` and the lost call above apply
+only to calls never recorded. See ``docs/adr/0017-2025-calls-survive-by-replay.md``.
 """
 
 from __future__ import annotations
