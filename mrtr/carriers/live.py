@@ -34,7 +34,10 @@ A journal whose ``resumed`` is set is a call adopted from a process that stopped
 driver replays the handler against the recorded ledger (no Step runs again) to the
 round the call waited on, and the carrier waits for that round's answers under the ids
 it went out under, taking those the client sent meanwhile, for what is left of the
-answer timeout; the round is not sent again.
+answer timeout; the round is not sent again. A call of a handler declared ``once=True``
+whose process stopped while it ran code (waiting for nothing) is not run again: whether
+its code after its last answer took effect is unknown, so it ends with
+:class:`CallInterrupted`, as a modern round that runs once does.
 
 :class:`LiveCarrier` implements :class:`~mrtr.carriers.contract.Carrier`; it imports no
 event loop.
@@ -49,6 +52,7 @@ from typing import Any, Protocol
 from ..core.calls import CallJournal, CallState, Question
 from ..core.context import Context
 from ..core.effects import ElicitURL
+from ..core.errors import InternalError
 from ..core.eras import legacy_request
 from ..core.jsonrpc import Notify, RunSync
 from ..core.ledger import Ledger
@@ -57,7 +61,20 @@ from ..core.peer import AnswerTimeout, Peer
 from ..core.replay import Completed, handler_spec
 from .contract import runs_in_thread
 
-__all__ = ["LiveCarrier", "Suspensions"]
+__all__ = ["CallInterrupted", "LiveCarrier", "Suspensions"]
+
+
+class CallInterrupted(InternalError):
+    """An adopted call of a handler declared ``once=True`` whose process stopped while it ran code (-32603).
+
+    Its code after its last answer may have run, or not: a handler that runs once is not
+    run again, as a modern round declared so is not (``RoundInterrupted``).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(
+            "Internal error: the process running this call stopped while it ran its code, after its last answer; "
+            "a handler declared once=True is not run again, so whether it took effect is unknown: call it again")
 
 
 class Suspensions(Protocol):
@@ -89,14 +106,15 @@ class LiveCarrier:
     ``suspensions`` counts the waiting handlers against their bounds (``None``: not
     counted); ``max_rounds`` caps the rounds of one call; ``notify`` sends the call's
     notifications (the URL elicitations' completion); ``journal`` records the call in a
-    shared store, or resumes one adopted from another process (see the module docs).
+    shared store, or resumes one adopted from another process (see the module docs);
+    ``once`` says the handler was declared ``once=True``.
     """
 
-    __slots__ = ("peer", "version", "answer_timeout", "suspensions", "max_rounds", "notify", "journal")
+    __slots__ = ("peer", "version", "answer_timeout", "suspensions", "max_rounds", "notify", "journal", "once")
 
     def __init__(self, peer: Peer, *, version: str, answer_timeout: float, suspensions: Suspensions | None = None,
                  max_rounds: int = MAX_LIVE_ROUNDS, notify: Notify | None = None,
-                 journal: CallJournal | None = None) -> None:
+                 journal: CallJournal | None = None, once: bool = False) -> None:
         if not answer_timeout > 0:
             raise ValueError(f"answer_timeout must be a positive number of seconds, got {answer_timeout!r}")
         self.peer = peer
@@ -106,6 +124,7 @@ class LiveCarrier:
         self.max_rounds = max_rounds
         self.notify = notify
         self.journal = journal
+        self.once = once  # the handler was declared once=True: an adopted call that was running code is not rerun
 
     async def execute(
         self,
@@ -128,6 +147,8 @@ class LiveCarrier:
         threaded = runs_in_thread(handler, run_sync)
         journal = self.journal
         resumed = journal.resumed if journal is not None else None
+        if resumed is not None and self.once and not resumed.state.pending:
+            raise CallInterrupted()
         accepted: dict[bytes, str] = {}  # fingerprint of an accepted URL elicitation -> its elicitationId
         if resumed is not None:
             accepted.update((bytes.fromhex(fingerprint), elicitation)

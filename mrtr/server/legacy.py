@@ -658,7 +658,8 @@ class LegacyEra:
                                     call.method, target, call.id, token, session.log_level or LOG_LEVELS[0],
                                     call.notify, call.auth)
 
-    async def _execute(self, call: _Call, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> Completed:
+    async def _execute(self, call: _Call, fn: Any, arguments: Mapping[str, Any], ctx: Context, *,
+                       once: bool = False) -> Completed:
         journal = call.journal
         if journal is not None:
             if journal.resumed is not None and journal.principal != call.session.principal:
@@ -666,15 +667,15 @@ class LegacyEra:
             journal.principal = call.session.principal
         carrier = LiveCarrier(call.peer, version=call.session.version, answer_timeout=self.answer_timeout,
                               suspensions=self.sessions.waits_of(call.session), max_rounds=self.max_rounds,
-                              notify=call.notify, journal=journal)
+                              notify=call.notify, journal=journal, once=once)
         return await carrier.execute(call.method, call.params, fn, arguments, ctx, run_sync=call.run_sync)
 
     async def _run_protocol_handler(self, call: _Call, fn: Any, arguments: Mapping[str, Any], ctx: Context,
-                                    shape: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+                                    shape: Callable[[Any], dict[str, Any]], *, once: bool = False) -> dict[str, Any]:
         """A prompt's or resource's result, ``shape`` made of what its handler returned: every failure is a
         JSON-RPC error (they have no error result)."""
         try:
-            return shape((await self._execute(call, fn, arguments, ctx)).result)
+            return shape((await self._execute(call, fn, arguments, ctx, once=once)).result)
         except HandlerError as error:
             raise self.catalog.internal_error(call.method, ctx.target, error) from None
         except MissingRequiredClientCapability as error:
@@ -711,7 +712,7 @@ class LegacyEra:
         arguments = catalog.tool_arguments(tool, call.params.get("arguments"))
         ctx = self._context(call, arguments, name)
         try:
-            outcome = await self._execute(call, tool.fn, arguments, ctx)
+            outcome = await self._execute(call, tool.fn, arguments, ctx, once=tool.once)
             shaped = shape_tool_result(outcome.result, tool.structured)
         except HandlerError as error:
             return _tool_result(catalog.tool_error(name, error), version)
@@ -727,7 +728,8 @@ class LegacyEra:
         ctx = self._context(call, arguments, name)
         description = prompt.definition.get("description")
         shaped = await self._run_protocol_handler(call, prompt.fn, arguments, ctx,
-                                                  lambda value: shape_prompt_result(value, description))
+                                                  lambda value: shape_prompt_result(value, description),
+                                                  once=prompt.once)
         return _prompt_result(shaped, call.session.version)
 
     async def _read_resource(self, call: _Call) -> dict[str, Any]:
@@ -735,7 +737,8 @@ class LegacyEra:
         ctx = self._context(call, arguments, uri)
         mime_type = entry.mime_type
         return _plain(await self._run_protocol_handler(
-            call, entry.fn, arguments, ctx, lambda value: shape_resource_result(value, uri, mime_type)))
+            call, entry.fn, arguments, ctx, lambda value: shape_resource_result(value, uri, mime_type),
+            once=entry.once))
 
     async def _subscribe(self, call: _Call) -> dict[str, Any]:
         uri = call.params.get("uri")

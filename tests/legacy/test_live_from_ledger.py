@@ -164,3 +164,95 @@ def test_adopted_at_any_question_the_call_ends_as_one_run_uninterrupted(counts: 
         answered += 1
     assert isinstance(outcome, Completed) and outcome.result == sum(counts)
     assert runs == counts  # each Step ran once, in order, across the two processes
+
+
+class Journal:
+    """A recorded call's journal as the carrier sees it, in memory: what it saved, and what it resumes from."""
+
+    def __init__(self, resumed: Any = None) -> None:
+        self.resumed = resumed
+        self.principal = None
+        self.waiting = False
+        self.released = self.taken = False
+        self.questions: list[Any] = []
+        self.saved: list[Any] = []
+
+    @property
+    def recorded(self) -> bool:
+        return bool(self.saved)
+
+    def attach(self, source: Any) -> None:
+        pass
+
+    def hold(self) -> None:
+        pass
+
+    async def save(self, state: Any) -> None:
+        self.saved.append(state)
+
+    def save_from_thread(self, state: Any) -> None:
+        self.saved.append(state)
+
+    async def flush(self, *, done: bool = False) -> None:
+        pass
+
+
+class Peer:
+    """The client: answers each question as ``answers`` says; notes what was sent and awaited."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers = answers
+        self.sent: list[Any] = []
+        self.awaited: list[Any] = []
+
+    async def request_all(self, requests: Any, *, timeout: float, sent: Any = None) -> list[dict[str, Any]]:
+        ids = [f"n1.{len(self.sent) + index + 1}" for index in range(len(requests))]
+        self.sent += [method for method, _ in requests]
+        if sent is not None:
+            await sent(ids)
+        return [self.answers[params["message"]] for _, params in requests]
+
+    async def await_answers(self, questions: Any, *, timeout: float, answered: Any = None) -> list[dict[str, Any]]:
+        self.awaited += [question_id for question_id, _ in questions]
+        return [dict(answered[question_id]["result"]) for question_id, _ in questions]
+
+
+async def test_the_carrier_records_each_round_and_an_adopter_takes_the_answer_that_arrived_without_asking_again() -> None:
+    from mrtr.carriers.live import LiveCarrier
+    from mrtr.core.calls import Resumption
+
+    runs: list[str] = []
+    seen: list[tuple[str, bool]] = []
+    answers = {"How many?": {"action": "accept", "content": {"count": 2}},
+               "4 boxes: which colour?": {"action": "accept", "content": {"colour": "blue"}}}
+    first = Journal()
+    peer = Peer(answers)
+    carrier = LiveCarrier(peer, version="2025-11-25", answer_timeout=30, journal=first)  # type: ignore[arg-type]
+    context = Context({"item": "boxes"}, client_capabilities=ALL_CAPABILITIES)
+    done = await carrier.execute("tools/call", {}, make(runs, seen), {"item": "boxes"}, context)
+    assert done.result == "4 blue boxes" and peer.sent == ["elicitation/create", "elicitation/create"]
+    # Each round was saved with the id it went out under, before the wait; the second with the first's answer.
+    rounds = [state for state in first.saved if state.pending]
+    assert [[question.id for question in state.pending] for state in rounds] == [["n1.1"], ["n1.2"]]
+    assert rounds[1].rounds == 2 and rounds[1].ledger[0].answered and rounds[1].ledger[1].answer == 4
+    # Another process adopts the call at its second round, the client's answer already recorded for it.
+    runs.clear()
+    resumed = Resumption(rounds[1], {"n1.2": {"jsonrpc": "2.0", "id": "n1.2",
+                                              "result": {"action": "accept", "content": {"colour": "red"}}}})
+    adopter = Peer({})
+    carrier = LiveCarrier(adopter, version="2025-11-25", answer_timeout=30,  # type: ignore[arg-type]
+                          journal=Journal(resumed))  # type: ignore[arg-type]
+    context = Context({"item": "boxes"}, client_capabilities=ALL_CAPABILITIES)
+    done = await carrier.execute("tools/call", {}, make(runs, seen), {"item": "boxes"}, context)
+    assert done.result == "4 red boxes" and runs == []  # the Step's recorded value: it did not run again
+    assert adopter.sent == [] and adopter.awaited == ["n1.2"]  # not asked again: awaited under its id
+    # A handler declared once=True adopted while it ran code (waiting for nothing) is not run again.
+    from mrtr.carriers.live import CallInterrupted
+
+    running = Resumption(rounds[1].__class__(ledger=rounds[1].ledger[:2], rounds=1), {})
+    carrier = LiveCarrier(Peer({}), version="2025-11-25", answer_timeout=30,  # type: ignore[arg-type]
+                          journal=Journal(running), once=True)  # type: ignore[arg-type]
+    with pytest.raises(CallInterrupted):
+        await carrier.execute("tools/call", {}, make(runs, seen), {"item": "boxes"},
+                              Context({"item": "boxes"}, client_capabilities=ALL_CAPABILITIES))
+    assert runs == []
