@@ -12,6 +12,7 @@ second after its death.
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -160,7 +161,10 @@ async def test_every_node_restarted_one_after_another_while_100_conversations_wa
                 nursery.start_soon(begin, number)
         assert {cluster.name_of(talk.served_by[0]) for _, talk, _ in talks} == {"node1", "node2"}
         for node in cluster.nodes:
+            stopping = time.monotonic()
             cluster.restart(node)  # SIGTERM: waiting calls are handed over at once; then up again
+            # Its calls all wait for answers: none holds the shutdown grace (10 s) open.
+            assert time.monotonic() - stopping < 8, time.monotonic() - stopping
             await cluster.ready(node)
             await cluster.in_rotation({other.name for other in cluster.nodes})
         results: dict[str, str] = {}
