@@ -96,7 +96,8 @@ class Talk:
 
     async def start(self, plan: str) -> dict[str, Any]:
         request = self.http.build_request("POST", self.url, headers=self.headers, content=json.dumps(
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "ask2", "arguments": {"plan": plan}}}))
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+             "params": {"name": "ask2", "arguments": {"plan": plan}}}))
         self.response = await self.http.send(request, stream=True)
         if self.response.status_code != 200:
             raise RuntimeError(f"tools/call: {self.response.status_code}")

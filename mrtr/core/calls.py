@@ -32,8 +32,11 @@ import msgspec
 
 from .ledger import Slot
 
-__all__ = ["Question", "CallState", "Resumption", "EventSource", "CallJournal", "Claimed", "Held", "Stored",
-           "AnswerRoute", "RecordedCalls", "TakenOver"]
+__all__ = ["KEPT_EVENTS", "Question", "CallState", "Resumption", "EventSource", "CallJournal", "Claimed", "Held",
+           "Stored", "AnswerRoute", "RecordedCalls", "TakenOver"]
+
+KEPT_EVENTS = 256
+"""Events one SSE stream of a 2025 call keeps for a resumption, in memory and in a shared store alike."""
 
 
 class TakenOver(BaseException):

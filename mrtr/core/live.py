@@ -31,7 +31,9 @@ another process ran, adopted after that process stopped): the driver replays the
 handler from the top against it as a replay would (no recorded Step runs again,
 fingerprints are checked, ``ctx.is_replaying`` is true meanwhile) and suspends live at
 the first question the ledger has no answer for; :attr:`LiveDriver.ledger` is the ledger
-so far, and ``on_step`` is told of each Step recorded, so a carrier can keep it. A live suspension holds a request open while a person answers, so
+so far, and ``on_step`` is told of each Step recorded, so a carrier can keep it.
+
+A live suspension holds a request open while a person answers, so
 :class:`LiveDriver` caps the rounds of one call (:data:`MAX_LIVE_ROUNDS`): a handler
 that asks again after every decline cannot hold it forever.
 

@@ -47,7 +47,8 @@ from typing import Any, NamedTuple, Protocol
 import msgspec
 import trio
 
-from ...core.calls import AnswerRoute, CallState, Claimed, EventSource, Held, Resumption, Stored, TakenOver
+from ...core.calls import (KEPT_EVENTS, AnswerRoute, CallState, Claimed, EventSource, Held, Resumption, Stored,
+                               TakenOver)
 from ...core.jsonrpc import encode, notification
 from .store import StoreUnavailable
 
@@ -59,8 +60,6 @@ log = logging.getLogger("mrtr.tasks")
 MAX_CALL_BYTES = 1 << 20
 """The largest record of a call (its request's params and its state: ledger, round) the store keeps."""
 
-KEPT_EVENTS = 256
-"""Events of one call's stream the store keeps (the last ones), as the stream in memory keeps them."""
 
 MAX_EVENT_BYTES = 4 << 20
 """Bytes of one call's kept events, together; past it the oldest are dropped (never the last)."""
@@ -356,7 +355,8 @@ class Calls:
 
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Hold this process's lease (renewed every third of it) until cancelled, then end it; run errands."""
-        await self.store.hold_lease(self._node_id, self.slot, self._lease)  # a store that cannot be reached fails at start
+        # A store that cannot be reached fails here, at start.
+        await self.store.hold_lease(self._node_id, self.slot, self._lease)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._run_errands)

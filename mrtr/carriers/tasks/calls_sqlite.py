@@ -211,7 +211,8 @@ class SQLiteCalls(SQLiteStore):
             with _transaction(db):
                 if slot is not None:
                     db.execute("DELETE FROM mrtr_nodes WHERE slot = ? AND id != ?", (slot, node))
-                    db.execute("INSERT OR REPLACE INTO mrtr_nodes VALUES (?, ?, ?)", (node, slot, self._clock() + lease))
+                    db.execute("INSERT OR REPLACE INTO mrtr_nodes VALUES (?, ?, ?)",
+                               (node, slot, self._clock() + lease))
                 else:
                     cursor = db.execute("UPDATE mrtr_nodes SET expires = ? WHERE id = ?", (self._clock() + lease, node))
                     if cursor.rowcount == 0:
@@ -227,7 +228,8 @@ class SQLiteCalls(SQLiteStore):
         if now < self._next_sweep:
             return
         self._next_sweep = now + _SWEEP
-        for session, stream in db.execute("SELECT session, stream FROM mrtr_calls WHERE expires < ?", (now,)).fetchall():
+        expired = db.execute("SELECT session, stream FROM mrtr_calls WHERE expires < ?", (now,)).fetchall()
+        for session, stream in expired:
             db.execute("DELETE FROM mrtr_call_names WHERE session = ? AND stream = ?", (session, stream))
             db.execute("DELETE FROM mrtr_call_events WHERE session = ? AND stream = ?", (session, stream))
         db.execute("DELETE FROM mrtr_calls WHERE expires < ?", (now,))

@@ -38,7 +38,7 @@ from ...core.calls import CallJournal, Claimed, Held, Stored, TakenOver
 from ...core.errors import ProtocolError
 from ...core.jsonrpc import request
 from .messages import Tracked, reject
-from .streams import EventStream
+from .streams import MAX_FINISHED_STREAMS, EventStream
 
 if TYPE_CHECKING:
     from ...core.jsonrpc import SessionDispatcher
@@ -50,7 +50,6 @@ log = logging.getLogger("mrtr.http")
 RUNS_HANDLERS = frozenset({"tools/call", "prompts/get", "resources/read"})
 """The requests whose calls are recorded: those that run a handler, which may ask or run Steps."""
 
-_KEPT_ENDED = 16  # ended streams adopted or followed here that a session keeps, as it keeps its own
 _SETTLING = 10.0  # seconds a resumption waits for the store's first answer about the stream it names
 _FOLLOW_AFTER = 5.0  # seconds past two leases a stream nobody reads is followed, waiting for its call to be free
 
@@ -148,7 +147,7 @@ class Adoption:
         stream: EventStream | None = session.adopted.get(key)
         if stream is None:
             ended = [name for name, kept in session.adopted.items() if kept.done and not kept.writer]
-            for name in ended[:max(0, len(ended) - _KEPT_ENDED)]:  # ended streams kept for a late resumption
+            for name in ended[:max(0, len(ended) - MAX_FINISHED_STREAMS)]:  # kept as a session keeps its own
                 del session.adopted[name]
             stream = session.adopted[key] = EventStream(int(key.rpartition(".")[2]), origin)
             stream.settled = trio.Event()

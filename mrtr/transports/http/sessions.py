@@ -91,7 +91,7 @@ from .adoption import Adoption
 from .config import ExchangeConfig
 from .messages import HttpRequest, Tracked, json_headers, reject
 from .headers import RequestHeaders, accepts, media_types
-from .streams import EventStream, Pacing, event_origin, parse_event_id, pump
+from .streams import MAX_FINISHED_STREAMS, EventStream, Pacing, event_origin, parse_event_id, pump
 
 if TYPE_CHECKING:
     from .forwarding import Forwarder
@@ -103,8 +103,6 @@ log = logging.getLogger("mrtr.http")
 SESSION_NOT_FOUND = -32001
 """The code of the ``404`` body for an unknown session (the one the official SDKs and the suite's server use)."""
 
-MAX_FINISHED_STREAMS = 16
-"""Finished streams a session keeps for a late resumption, newest first; older ones are forgotten."""
 
 _SSE_ONLY = b"text/event-stream"
 _OWNER_RETURNS = 15.0  # seconds a request waits for the worker owning its session to be replaced, calls recorded

@@ -52,15 +52,17 @@ from typing import Any
 
 import trio
 
+from ...core.calls import KEPT_EVENTS  # the events a stream keeps for resumption; past it, unsent notifications drop
 from .messages import SSE_HEADERS, ClientGone, Responder
 from .headers import RawHeader
 
-__all__ = ["KEPT_EVENTS", "EventStream", "Pacing", "event_origin", "parse_event_id", "pump"]
+__all__ = ["KEPT_EVENTS", "MAX_FINISHED_STREAMS", "EventStream", "Pacing", "event_origin", "parse_event_id", "pump"]
 
 log = logging.getLogger("mrtr.http")
 
-KEPT_EVENTS = 256
-"""Events one stream keeps for resumption; past it, notifications not yet sent are dropped."""
+
+MAX_FINISHED_STREAMS = 16
+"""Finished streams a session keeps for a late resumption, newest first; older ones are forgotten."""
 
 _MAX_ID_DIGITS = 12
 _MAX_ORIGIN = 160  # a node id and an encoded request id: longer is nothing this server minted
