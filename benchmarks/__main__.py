@@ -21,7 +21,8 @@ from typing import Any
 
 from .common import ROOT
 
-PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions", "legacy", "nodes", "middleware", "proxy")
+PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions", "legacy", "nodes", "middleware",
+         "proxy", "adoption")
 
 NOT_QUICK = ("middleware",)
 """Parts ``--quick`` leaves out unless ``--only`` names them: the quick run is already past its minute
@@ -98,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     if "middleware" in parts:
         from . import middleware
         results["middleware"] = middleware.run(quick=args.quick, before=args.before, install_sdk=install)
+    if "adoption" in parts:
+        from . import adoption
+        results["adoption"] = adoption.run(quick=args.quick)
     results["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     results["seconds"] = round(time.monotonic() - started, 1)
 
@@ -147,6 +151,7 @@ def misrouted_answers(results: dict[str, Any]) -> int:
     for rows in results.get("http", {}).get("flows", {}).values():
         count += sum(row["misrouted"] for row in rows.values())
     count += sum(row["misrouted"] for row in results.get("legacy", {}).get("flows", {}).values())
+    count += results.get("adoption", {}).get("soak", {}).get("misrouted", 0)
     return count
 
 
@@ -169,6 +174,9 @@ def summary(results: dict[str, Any]) -> str:
             f"{count} {row['per_second']:.0f}/s ({row['ratio']:.2f}x)" for count, row in scaling.items())
             + f"; notification across nodes median {nodes['latency']['median_ms']:.1f} ms, "
               f"p99 {nodes['latency']['p99_ms']:.1f} ms")
+    adopted = results.get("adoption")
+    if adopted:
+        lines.append(report.summary_adoption(adopted))
     tasks = results.get("tasks")
     if tasks and not tasks["measured"]:
         lines.append(f"tasks: not measured: {tasks['reason']}")

@@ -497,6 +497,54 @@ def table_noise(results: dict[str, Any]) -> str:
     return " ".join(lines)
 
 
+def table_adoption(part: dict[str, Any]) -> str:
+    """Part 11: what recording 2025 calls costs per answer and per round, and the soak with node kills."""
+    lines = [f"{part['calls']} two-question 2025 calls per store and turn, {part['turns']} turns interleaved; "
+             "latency is the median from an answer's POST to what follows it on the stream, as a ratio to "
+             "the same calls with nothing recorded (`memory:`) in the same run:", "",
+             "| store | first question ms | each answer, ms | ratio per answer | ratio to the first question | "
+             "store operations per answer | bytes written per answer |",
+             "|---|---|---|---|---|---|---|"]
+    for name, row in part["latency"].items():
+        cost = part["costs"].get(name)
+        medians = row["median_ms"]
+        per_answer = (medians["second question"] + medians["result"]) / 2
+        lines.append(f"| {name} | {medians['first question']:.2f} | {per_answer:.2f} | {row['ratio_per_answer']:.2f} "
+                     f"| {row['ratio_first_question']:.2f} | "
+                     + (f"{cost['operations_per_answer']:.1f} | {cost['bytes_per_answer']:.0f} |" if cost else "- | - |"))
+    redis = part["costs"].get("Redis", {}).get("redis_per_call")
+    if redis:
+        lines += ["", f"Redis counted per whole call (initialize, the call, two answers, DELETE; sessions included): "
+                      f"{redis['commands']:.1f} commands, {redis['bytes_in']:.0f} bytes in, "
+                      f"{redis['bytes_out']:.0f} bytes out."]
+    soak = part.get("soak", {})
+    if soak.get("measured"):
+        kills = soak["kills"]
+        seconds = soak["call_seconds"]
+        lines += ["", f"Soak: {soak['seconds']:.0f} s at concurrency {soak['concurrency']} through haproxy over three "
+                      f"nodes, a node stopped every {soak['kill_every_s']:.0f} s ({kills['SIGKILL']} SIGKILL, "
+                      f"{kills['SIGTERM']} SIGTERM) and started again:", "",
+                  "| calls completed | calls lost | misrouted | resumptions | not started (refused before asking) "
+                  "| call p50 s | call p99 s |", "|---|---|---|---|---|---|---|",
+                  f"| {soak['completed']} | **{soak['lost']}** | {soak['misrouted']} | {soak['resumptions']} | "
+                  f"{soak['not_started']} | {seconds['p50'] or 0:.2f} | {seconds['p99'] or 0:.2f} |"]
+    elif soak:
+        lines += ["", f"Soak: not measured ({soak.get('reason')})."]
+    return "\n".join(lines)
+
+
+def summary_adoption(part: dict[str, Any]) -> str:
+    """Part 11's headline, for the terminal."""
+    ratios = ", ".join(f"{name} {row['ratio_per_answer']:.2f}x" for name, row in part["latency"].items()
+                       if name != "memory:")
+    costs = ", ".join(f"{name} {row['operations_per_answer']:.1f} ops/{row['bytes_per_answer']:.0f} B"
+                      for name, row in part["costs"].items())
+    soak = part.get("soak", {})
+    soaked = (f"; soak: {soak['completed']} completed, {soak['lost']} lost, {soak['misrouted']} misrouted, "
+              f"{soak['kills']['SIGKILL']}+{soak['kills']['SIGTERM']} kills") if soak.get("measured") else ""
+    return f"2025 calls recorded: per answer {costs}; latency per answer vs memory: {ratios}{soaked}"
+
+
 def update_document(path: Path, results: dict[str, Any]) -> None:
     """Replace every ``<!-- bench:NAME -->`` block of ``path`` with the table for NAME."""
     builders = {
@@ -514,6 +562,7 @@ def update_document(path: Path, results: dict[str, Any]) -> None:
         "legacy": lambda: table_legacy_http(results["legacy"]),
         "nodes": lambda: table_nodes(results["nodes"]),
         "middleware": lambda: table_middleware(results["middleware"]),
+        "adoption": lambda: table_adoption(results["adoption"]),
         "machine": lambda: table_machine(results),
     }
     text = path.read_text()

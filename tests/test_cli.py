@@ -306,3 +306,20 @@ def test_task_flags_go_to_the_servers_running_and_win_over_its_constructor(
 
     trio.run(check)
     assert not (isolated_imports / "never-opened.sqlite3").exists()
+
+
+def test_the_listing_says_where_2025_calls_live(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over HTTP, with the 2025 era: recorded in a shared store (they survive the process), or in it only."""
+    from mrtr.cli.serve import inventory
+
+    for name in ("MRTR_STORE", "MRTR_TASKS"):
+        monkeypatch.delenv(name, raising=False)
+    server = Server("listed", secret=b"k" * 32)
+    lines = inventory(server, http=True).splitlines()
+    assert lines[-1] == "  2025 calls: in this process only (--store sqlite:///... or redis://... lets them survive it)"
+    assert inventory(server, "memory:", http=True).splitlines()[-1] == lines[-1]
+    shared = inventory(server, "redis://:secret@redis.internal:6379/0", http=True).splitlines()[-1]
+    assert shared == ("  2025 calls: recorded in redis://:***@redis.internal:6379/0 (another process adopts a call "
+                      "whose own stops)")
+    assert "2025 calls" not in inventory(server, "sqlite:///calls.sqlite3")  # stdio: no line
+    assert "2025 calls" not in inventory(Server("modern", secret=b"k" * 32, eras="modern"), http=True)

@@ -145,11 +145,13 @@ def banner(server: Any, host: str, port: int, workers: int) -> str:
     ])
 
 
-def inventory(server: Any, store: str | None = None) -> str:
+def inventory(server: Any, store: str | None = None, *, http: bool = False) -> str:
     """What ``mrtr serve`` lists at start: the registered tools, prompts and resources, and the task store.
 
     ``store`` is the store URL the command line chose (``--store``), if any; the line about
-    the store appears only for a server with task tools, which is what opens it.
+    the store appears only for a server with task tools, which is what opens it. Served over
+    HTTP (``http``) with the 2025 era, a line says where its calls live: recorded in a shared
+    store (they survive this process), or in this process only.
     """
 
     def names(kind: str, items: list[dict[str, Any]], member: str) -> str:
@@ -164,7 +166,21 @@ def inventory(server: Any, store: str | None = None) -> str:
     ]
     if getattr(server, "has_task_tools", False):
         lines.append(f"  task store: {_store_shown(server, store)}")
+    if http and getattr(server, "legacy", None) is not None:
+        lines.append(f"  2025 calls: {_calls_shown(server, store)}")
     return "\n".join(lines)
+
+
+def _calls_shown(server: Any, store: str | None) -> str:
+    """Where a server's 2025-era calls live, as the banner says it."""
+    from ..carriers.tasks.redis_url import is_redis_url
+    from ..carriers.tasks.store import masked
+    from ..carriers.tasks.urls import chosen_url
+
+    url = chosen_url(store or server.store_url)
+    if url is not None and (url.startswith("sqlite://") or is_redis_url(url)):
+        return f"recorded in {masked(url)} (another process adopts a call whose own stops)"
+    return "in this process only (--store sqlite:///... or redis://... lets them survive it)"
 
 
 def _store_shown(server: Any, store: str | None) -> str:
@@ -297,7 +313,8 @@ def configure_logging(level: str, fmt: str = "text", access_log: bool = True) ->
 # -- the commands ------------------------------------------------------------------------------
 
 
-def _announce(server: Any, log_format: str, text: str | None = None, store: str | None = None) -> None:
+def _announce(server: Any, log_format: str, text: str | None = None, store: str | None = None, *,
+              http: bool = False) -> None:
     """Say what is served: plain lines on stderr, or one JSON record each with ``--log-format json``.
 
     ``store`` is the ``--store`` of the command line, if given (see :func:`inventory`).
@@ -311,11 +328,13 @@ def _announce(server: Any, log_format: str, text: str | None = None, store: str 
         counts = [len(items) for items in fields.values()]
         if getattr(server, "has_task_tools", False):
             fields["taskStore"] = _store_shown(server, store)
+        if http and getattr(server, "legacy", None) is not None:
+            fields["calls2025"] = _calls_shown(server, store)
         log.info("registered %d tools, %d prompts, %d resources", *counts, extra={"mrtr": fields})
         if text is not None:
             log.info("%s", text.splitlines()[0])
         return
-    print(inventory(server, store), file=sys.stderr, flush=True)
+    print(inventory(server, store, http=http), file=sys.stderr, flush=True)
     if text is not None:
         print(text, file=sys.stderr, flush=True)
 
@@ -387,7 +406,7 @@ def serve_server(server: Server, args: argparse.Namespace, text: str | None = No
                   f"admit up to {workers} times its rate; give --store sqlite:///mrtr.sqlite3 (one host) or "
                   "--store redis://... (several)", file=sys.stderr, flush=True)
     shown = banner(server, host, port, workers)
-    _announce(server, args.log_format, shown if text is None else f"{text}\n{shown}", store=args.store)
+    _announce(server, args.log_format, shown if text is None else f"{text}\n{shown}", store=args.store, http=True)
     try:
         options: dict[str, Any] = {} if args.allowed_hosts is None else {"allowed_hosts": tuple(args.allowed_hosts)}
         if args.sse_poll_after is not None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import typing
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import GeneratorType
 from typing import Any
 
@@ -26,14 +26,15 @@ import msgspec
 
 from . import models
 from .context import Context
-from .diagnostics import fix_for, here, position_at, position_text, short, yield_location
+from .diagnostics import fix_for, here, mismatch, position_at, position_text, short, yield_location
 from .effects import ElicitResult, ElicitURL, Patched, Request, Step
 from .errors import AnswerRefused, HandlerError, InvalidParams, MissingRequiredClientCapability
 from .handlers import HandlerSpec
 from .kinds import KINDS, Kind, decode_input_response
-from .ledger import ACTIONS, KEY_PREFIX, Ledger, default_key
+from .ledger import ACTIONS, KEY_PREFIX, Ledger, Slot, decode_answer, default_key
 
-__all__ = ["SEND", "STOP", "RUN_STEP", "RESULT", "PENDING", "Interpretation", "missing_capability", "gathered",
+__all__ = ["SEND", "STOP", "RUN_STEP", "RESULT", "PENDING", "Interpretation", "LedgerInterpretation",
+           "missing_capability", "gathered",
            "delivered", "recorded", "step_value", "group_members"]
 
 
@@ -41,6 +42,9 @@ SEND, STOP, RUN_STEP, RESULT = range(4)
 
 
 PENDING = object()
+
+
+_MISSING = object()
 
 
 class Interpretation:
@@ -188,6 +192,114 @@ class Interpretation:
         if not patch.deprecated:
             self.cursor += 1
         return True
+
+
+class LedgerInterpretation(Interpretation):
+    """The bookkeeping of one run of a handler against a ledger, whichever driver runs it.
+
+    Recorded ordinals are answered from ``ledger`` (their kind, key and fingerprint
+    checked against what the handler asks now: a replay mismatch otherwise), a recorded
+    Step feeds its value without running, a recorded ``Patched`` gate keeps its side;
+    the first ordinal with no answer is ``PENDING`` (its slot appended, unanswered, when
+    it is new) and a Step with no value runs and is recorded. The replay drivers
+    (:class:`mrtr.core.replay.Execution`) then close the generator; the live driver
+    (:mod:`mrtr.core.live`) keeps it suspended there, so a live call can start from a
+    recorded ledger. ``unmatched`` holds answers that matched no slot (the lenient
+    policy), used when the handler asks under their key in this very run.
+    """
+
+    __slots__ = ("slots", "fresh", "unmatched", "step_at")
+
+    def __init__(self, spec: HandlerSpec, ctx: Context, ledger: Ledger, unmatched: Mapping[str, Any] | None,
+                 on_step: Callable[[Ledger], Any] | None = None, detach: bool = False) -> None:
+        Interpretation.__init__(self, spec, ctx, on_step, detach)
+        self.slots = list(ledger.slots)
+        self.recorded = len(self.slots)
+        self.fresh = set(ledger.fresh)
+        self.unmatched = dict(unmatched) if unmatched else None
+        self.step_at: tuple[int, bytes] | None = None
+        ctx.is_replaying = self.recorded > 0
+
+    def _answer(self, ordinal: int, key: str, standard: bool, request: Request, fingerprint: bytes, gen: Any) -> Any:
+        kind = request.kind
+        index = ordinal - 1
+        stored_key = None if standard else key
+        slots = self.slots
+        if index < len(slots):
+            slot = slots[index]
+            # slot.key is None exactly when the slot travels under its standard key
+            if slot.kind != kind or slot.fingerprint != fingerprint or slot.key != stored_key:
+                raise mismatch(self.spec, ordinal, slot, request, key, fingerprint, gen)
+            if not slot.answered:
+                raw = self.unmatched.pop(key, _MISSING) if self.unmatched else _MISSING
+                if raw is _MISSING:
+                    return PENDING
+                slot = slots[index] = Slot(kind, fingerprint, slot.key, True, decode_answer(kind, key, raw))
+                self.fresh.add(index)
+        else:
+            raw = self.unmatched.pop(key, _MISSING) if self.unmatched else _MISSING
+            if raw is _MISSING:
+                slots.append(Slot(kind, fingerprint, stored_key))
+                return PENDING
+            slot = Slot(kind, fingerprint, stored_key, True, decode_answer(kind, key, raw))
+            slots.append(slot)
+            self.fresh.add(index)
+        # Delivered from one place, whichever way the answer came (token, this request, set aside).
+        fresh = self.fresh
+        check = index in fresh
+        value = delivered(kind, slot.answer, request, key, check=check, ordinal=ordinal)
+        if check and value.__class__ is ElicitResult and value.action == "accept" and not isinstance(request, ElicitURL):
+            fresh.discard(index)  # checked against its form now; a later execution trusts it
+        return value
+
+    def _step_answer(self, ordinal: int, key: str, step: Step, fingerprint: bytes, gen: Any) -> tuple[int, Any]:
+        index = ordinal - 1
+        if index < len(self.slots):
+            slot = self.slots[index]
+            if slot.kind != Kind.STEP or slot.fingerprint != fingerprint:
+                raise mismatch(self.spec, ordinal, slot, step, key, fingerprint, gen)
+            if slot.answered:
+                return SEND, step_value(step, slot.answer, gen)
+        else:
+            # Hold the position even if the function fails: later ordinals must not shift.
+            self.slots.append(Slot(Kind.STEP, fingerprint))
+        self.step_at = (index, fingerprint)
+        return RUN_STEP, step
+
+    def _patched(self, patch: Patched) -> bool:
+        """Which side of a code change this conversation is on (see :class:`~mrtr.core.effects.Patched`)."""
+        index = self.cursor
+        if index < len(self.slots):
+            slot = self.slots[index]
+            if slot.kind == Kind.PATCH and slot.answer == patch.change_id:
+                self.cursor += 1
+                return True
+            # Recorded past this point by code without the patch: the old branch, and the gate
+            # takes no ordinal, so the old branch's yields meet the positions they recorded.
+            return patch.deprecated
+        if not patch.deprecated:
+            self.cursor += 1
+            self.slots.append(Slot(Kind.PATCH, b"", None, True, patch.change_id))
+        return True
+
+    def record_step(self, step: Step, result: Any, gen: Any) -> Any:
+        """Record what a Step's function returned and give back the value to send."""
+        assert self.step_at is not None
+        index, fingerprint = self.step_at
+        self.step_at = None
+        stored = recorded(step, result, gen)
+        self.slots[index] = Slot(Kind.STEP, fingerprint, None, True, stored)
+        return step_value(step, stored, gen)
+
+    def ledger(self) -> Ledger:
+        """The ledger to carry into the next round: every slot reached so far."""
+        return Ledger(tuple(self.slots))
+
+    def snapshot(self) -> Ledger:
+        """The ledger now, answers merged but not reached yet still marked fresh."""
+        # Answers merged but not reached yet keep their "fresh" mark, so they are still
+        # checked against their schema when a later execution reaches them.
+        return Ledger(tuple(self.slots), frozenset(self.fresh))
 
 
 def missing_capability(request: Request, missing: dict[str, Any]) -> MissingRequiredClientCapability:

@@ -452,8 +452,14 @@ class SessionDispatcher(Protocol):
 
     async def respond(self, session_id: str | None, message: Mapping[str, Any], *, peer: Peer,
                       headers: Mapping[str, str] | None = None, notify: Notify | None = None,
-                      run_sync: RunSync | None = None, auth: Any = None) -> Response:
-        """Serve one request of session ``session_id`` (``None`` before ``initialize``: only ``ping`` is served)."""
+                      run_sync: RunSync | None = None, auth: Any = None,
+                      journal: Any = None) -> Response:
+        """Serve one request of session ``session_id`` (``None`` before ``initialize``: only ``ping`` is served).
+
+        ``journal`` (a :class:`mrtr.core.calls.CallJournal`; typed loosely because that module
+        reads the ledger, which sits above the framing) records a call in the shared store as it goes (:attr:`calls`), or
+        resumes one adopted from a process that stopped (its ``resumed`` set).
+        """
         ...
 
     async def notification(self, session_id: str | None, message: Mapping[str, Any], *,
@@ -486,6 +492,12 @@ class SessionDispatcher(Protocol):
         of one (calls in flight, streams, questions waiting for answers) stays where it
         is: the transport reaches the node holding it through this link.
         """
+        ...
+
+    @property
+    def calls(self) -> Any:
+        """The calls recorded in a shared store (so another process can adopt them), or ``None``: calls live and
+        die with their process. A :class:`mrtr.core.calls.RecordedCalls`, typed loosely as ``journal`` is."""
         ...
 
     def mark(self, text: str) -> str:

@@ -23,9 +23,17 @@ value in both eras. Code before a yield also runs once here, where a replay runs
 every round: the idempotency contract still holds, it is only not exercised.
 
 How a yielded value is read (requests, groups, Steps, results; keys and their
-uniqueness; the capability gate; answers checked and converted) is the replay core's
-own :class:`~mrtr.core.interpretation.Interpretation`, shared, so nothing is implemented
-twice. A live suspension holds a request open while a person answers, so
+uniqueness; the capability gate; answers checked and converted; the ledger of what
+was asked, answered and computed) is the replay core's own
+:class:`~mrtr.core.interpretation.LedgerInterpretation`, shared, so nothing is
+implemented twice. That also lets a live call start from a recorded ledger (a call
+another process ran, adopted after that process stopped): the driver replays the
+handler from the top against it as a replay would (no recorded Step runs again,
+fingerprints are checked, ``ctx.is_replaying`` is true meanwhile) and suspends live at
+the first question the ledger has no answer for; :attr:`LiveDriver.ledger` is the ledger
+so far, and ``on_step`` is told of each Step recorded, so a carrier can keep it.
+
+A live suspension holds a request open while a person answers, so
 :class:`LiveDriver` caps the rounds of one call (:data:`MAX_LIVE_ROUNDS`): a handler
 that asks again after every decline cannot hold it forever.
 
@@ -35,21 +43,23 @@ drive any handler.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from .context import Context
-from .effects import Request, Step
+from .effects import Request
 from .errors import HandlerError, InvalidParams, ProtocolError
-from .ledger import decode_answer
+from .ledger import KEY_PREFIX, Ledger, Slot, decode_answer
 from .diagnostics import handler_failed, yield_location
 from .driving import (DONE, aadvance, aclose_handler, aclose_quietly, advance, check_result, close_handler,
                       close_quietly, start_handler)
 from .handlers import ASYNC_GEN, CORO, PLAIN, HandlerSpec, handler_spec
-from .interpretation import PENDING, RUN_STEP, STOP, Interpretation, delivered, gathered
+from .interpretation import PENDING, STOP, LedgerInterpretation, delivered, gathered
 from .outcomes import Completed
 
 __all__ = ["MAX_LIVE_ROUNDS", "Asked", "Questions", "LiveDriver", "TooManyRounds"]
+
+_EMPTY = Ledger()  # immutable: every live run with no ledger starts from this one
 
 MAX_LIVE_ROUNDS = 10
 """Rounds of questions one call may ask on a live session.
@@ -96,13 +106,20 @@ class Questions:
         return f"Questions(round={self.round}, {list(self.requests)!r})"
 
 
-class _LiveInterpretation(Interpretation):
-    """The replay core's reading of yields, with no ledger: every request is asked, every Step runs."""
+class _LiveInterpretation(LedgerInterpretation):
+    """The replay core's reading of yields against a ledger, kept live: the first question with no answer suspends.
+
+    With no ledger every request is asked and every Step runs (and both are recorded
+    as the call goes, so the call's ledger can be kept in a store); with one, recorded
+    ordinals are answered from it exactly as a replay answers them, and the run
+    suspends live at the first one it has no answer for.
+    """
 
     __slots__ = ("asked", "yielded")
 
-    def __init__(self, spec: HandlerSpec, ctx: Context) -> None:
-        super().__init__(spec, ctx)
+    def __init__(self, spec: HandlerSpec, ctx: Context, ledger: Ledger,
+                 on_step: Callable[[Ledger], Any] | None) -> None:
+        super().__init__(spec, ctx, ledger, None, on_step)
         self.asked: list[Asked] = []
         self.yielded: Any = None
 
@@ -111,11 +128,17 @@ class _LiveInterpretation(Interpretation):
         return super().interpret(yielded, gen, result_allowed)
 
     def _answer(self, ordinal: int, key: str, standard: bool, request: Request, fingerprint: bytes, gen: Any) -> Any:
-        self.asked.append(Asked(key, ordinal, request, fingerprint))
-        return PENDING
+        answer = super()._answer(ordinal, key, standard, request, fingerprint, gen)
+        if answer is PENDING:
+            self.asked.append(Asked(key, ordinal, request, fingerprint))
+        return answer
 
-    def _step_answer(self, ordinal: int, key: str, step: Step, fingerprint: bytes, gen: Any) -> tuple[int, Any]:
-        return RUN_STEP, step
+    def answered(self, asked: Asked, answer: Any) -> None:
+        """Record the client's ``answer`` (its stored form) to ``asked`` in the ledger."""
+        kind = asked.request.kind
+        standard = KEY_PREFIX[kind] + str(asked.ordinal)
+        self.slots[asked.ordinal - 1] = Slot(kind, asked.fingerprint, None if asked.key == standard else asked.key,
+                                             True, answer)
 
 
 _NEW, _RUNNING, _WAITING, _CLOSED = range(4)  # a driver's states
@@ -127,7 +150,11 @@ class LiveDriver:
     ``handler`` is any handler function, called with ``arguments`` (and ``ctx`` when it
     takes the context). ``max_rounds`` caps the rounds of questions (default
     :data:`MAX_LIVE_ROUNDS`); the round past it fails with :class:`TooManyRounds` and
-    closes the generator.
+    closes the generator. ``ledger`` (with ``rounds``, the rounds it holds) starts the
+    call from what another run recorded: the handler is replayed against it up to its
+    first unanswered question, where it suspends live. ``on_step(ledger)`` is called
+    after each Step's value is recorded, before the handler goes on (an awaitable it
+    returns is awaited for an async handler).
 
     Every method raises :class:`~mrtr.core.errors.ProtocolError` subclasses for runtime
     conditions (a capability the client lacks, a malformed answer) and
@@ -140,20 +167,26 @@ class LiveDriver:
                  "_interpretation", "_asked")
 
     def __init__(self, handler: Any, arguments: Mapping[str, Any] | None, ctx: Context, *,
-                 max_rounds: int = MAX_LIVE_ROUNDS) -> None:
+                 max_rounds: int = MAX_LIVE_ROUNDS, ledger: Ledger | None = None, rounds: int = 0,
+                 on_step: Callable[[Ledger], Any] | None = None) -> None:
         if isinstance(max_rounds, bool) or not isinstance(max_rounds, int) or max_rounds < 1:
             raise ValueError(f"max_rounds must be a positive integer, got {max_rounds!r}")
         self.spec = handler_spec(handler)
         self.ctx = ctx
         self.arguments = arguments or {}
         self.max_rounds = max_rounds
-        self.rounds = 0
+        self.rounds = rounds
         self._state = _NEW
         self._gen: Any = None
         self._yielded: Any = None
         self._asked: tuple[Asked, ...] = ()
-        self._interpretation = _LiveInterpretation(self.spec, ctx)
-        ctx.is_replaying = False
+        self._interpretation = _LiveInterpretation(self.spec, ctx, ledger if ledger is not None else _EMPTY, on_step)
+        ctx.is_replaying = bool(ledger is not None and ledger.slots)
+
+    @property
+    def ledger(self) -> Ledger:
+        """What the call has asked, been answered and computed so far: the ledger a replay starts from."""
+        return Ledger(tuple(self._interpretation.slots))
 
     @property
     def is_async(self) -> bool:
@@ -286,13 +319,18 @@ class LiveDriver:
     def _take(self, answers: Mapping[str, Any]) -> Any:
         """The value the handler receives for the round it waits on, from the client's ``answers``."""
         values = []
-        for key, ordinal, request, _ in self._asked:
+        stored = []
+        for asked in self._asked:
+            key, ordinal, request, _ = asked
             if key not in answers:
                 raise InvalidParams(f'no answer for "{key}" ({request.method}); every request of a round '
                                     "is answered before the handler resumes")
             kind = request.kind
-            values.append(delivered(kind, decode_answer(kind, key, answers[key]), request, key, check=True,
-                                    ordinal=ordinal))
+            answer = decode_answer(kind, key, answers[key])
+            values.append(delivered(kind, answer, request, key, check=True, ordinal=ordinal))
+            stored.append(answer)
+        for asked, answer in zip(self._asked, stored):
+            self._interpretation.answered(asked, answer)
         self._state = _RUNNING
         members = [(item.key, item.request) for item in self._asked]
         return gathered(self._yielded, members, values)

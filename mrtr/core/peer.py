@@ -21,13 +21,14 @@ This module does no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from .errors import INTERNAL_ERROR, ProtocolError
 
 __all__ = [
     "Peer",
+    "Sent",
     "LiveRequestFailed",
     "AnswerTimeout",
     "ClientAnswerError",
@@ -36,18 +37,35 @@ __all__ = [
 ]
 
 
+Sent = Callable[[list[Any]], Awaitable[None]]
+"""Told the ids a round went out under, once its requests are queued for the client and before the wait."""
+
+
 class Peer(Protocol):
     """Where one call of a live session sends its requests to the client."""
 
     async def request_all(self, requests: Sequence[tuple[str, dict[str, Any]]], *,
-                          timeout: float) -> list[dict[str, Any]]:
+                          timeout: float, sent: Sent | None = None) -> list[dict[str, Any]]:
         """Send every ``(method, params)`` at once and return their results, in order, once all are answered.
 
         ``timeout`` (seconds) bounds the wait for the whole round. When the round ends
         without every answer (a timeout, an error answer, the session ending, the call
         being cancelled) the requests still unanswered are withdrawn with
         ``notifications/cancelled`` before the error (or the cancellation) propagates.
-        Raises :class:`LiveRequestFailed` subclasses.
+        ``sent``, when given, is awaited with the ids the requests went out under before
+        the wait begins (a recorded call records its round there). Raises
+        :class:`LiveRequestFailed` subclasses.
+        """
+        ...
+
+    async def await_answers(self, questions: Sequence[tuple[Any, str]], *, timeout: float,
+                            answered: Mapping[Any, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """Wait for the answers to a round already sent (``(id, method)`` each), as :meth:`request_all` waits.
+
+        For a call adopted from another process: its round went out there, under these
+        ids, and the client answers them here. ``answered`` holds the client's responses
+        that arrived meanwhile (by id). Nothing is sent but the withdrawals of a round
+        that ends unanswered.
         """
         ...
 

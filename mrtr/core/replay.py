@@ -19,119 +19,23 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .context import Context
-from .diagnostics import handler_failed, mismatch
+from .diagnostics import handler_failed
 from .driving import (DONE, aadvance, aclose_handler, aclose_quietly, advance, check_result, close_handler,
                       close_quietly, start_handler)
-from .effects import ElicitResult, ElicitURL, Patched, Request, Step
 from .errors import ProtocolError
 from .handlers import ASYNC_GEN, CORO, CONTEXT_NAMES, SYNC_GEN, HandlerSpec, handler_spec
-from .interpretation import PENDING, RESULT, RUN_STEP, SEND, STOP, Interpretation, delivered, recorded, step_value
-from .kinds import Kind
-from .ledger import Ledger, Slot, decode_answer
+from .interpretation import RESULT, STOP, LedgerInterpretation
+from .ledger import Ledger
 from .outcomes import Completed, Detached, InputRequired
 
 __all__ = ["Completed", "InputRequired", "Detached", "HandlerSpec", "handler_spec", "CONTEXT_NAMES", "Execution",
            "replay", "replay_async"]
 
 
-_MISSING = object()
+class Execution(LedgerInterpretation):
+    """The bookkeeping of one run of a replay driver against a ledger (see :class:`LedgerInterpretation`)."""
 
-
-class Execution(Interpretation):
-    """The bookkeeping of one run of a handler against a ledger."""
-
-    __slots__ = ("slots", "fresh", "unmatched", "step_at")
-
-    def __init__(self, spec: HandlerSpec, ctx: Context, ledger: Ledger, unmatched: Mapping[str, Any] | None,
-                 on_step: Callable[[Ledger], Any] | None = None, detach: bool = False) -> None:
-        Interpretation.__init__(self, spec, ctx, on_step, detach)
-        self.slots = list(ledger.slots)
-        self.recorded = len(self.slots)
-        self.fresh = set(ledger.fresh)
-        self.unmatched = dict(unmatched) if unmatched else None
-        self.step_at: tuple[int, bytes] | None = None
-        ctx.is_replaying = self.recorded > 0
-
-    def _answer(self, ordinal: int, key: str, standard: bool, request: Request, fingerprint: bytes, gen: Any) -> Any:
-        kind = request.kind
-        index = ordinal - 1
-        stored_key = None if standard else key
-        slots = self.slots
-        if index < len(slots):
-            slot = slots[index]
-            # slot.key is None exactly when the slot travels under its standard key
-            if slot.kind != kind or slot.fingerprint != fingerprint or slot.key != stored_key:
-                raise mismatch(self.spec, ordinal, slot, request, key, fingerprint, gen)
-            if not slot.answered:
-                raw = self.unmatched.pop(key, _MISSING) if self.unmatched else _MISSING
-                if raw is _MISSING:
-                    return PENDING
-                slot = slots[index] = Slot(kind, fingerprint, slot.key, True, decode_answer(kind, key, raw))
-                self.fresh.add(index)
-        else:
-            raw = self.unmatched.pop(key, _MISSING) if self.unmatched else _MISSING
-            if raw is _MISSING:
-                slots.append(Slot(kind, fingerprint, stored_key))
-                return PENDING
-            slot = Slot(kind, fingerprint, stored_key, True, decode_answer(kind, key, raw))
-            slots.append(slot)
-            self.fresh.add(index)
-        # Delivered from one place, whichever way the answer came (token, this request, set aside).
-        fresh = self.fresh
-        check = index in fresh
-        value = delivered(kind, slot.answer, request, key, check=check, ordinal=ordinal)
-        if check and value.__class__ is ElicitResult and value.action == "accept" and not isinstance(request, ElicitURL):
-            fresh.discard(index)  # checked against its form now; a later execution trusts it
-        return value
-
-    def _step_answer(self, ordinal: int, key: str, step: Step, fingerprint: bytes, gen: Any) -> tuple[int, Any]:
-        index = ordinal - 1
-        if index < len(self.slots):
-            slot = self.slots[index]
-            if slot.kind != Kind.STEP or slot.fingerprint != fingerprint:
-                raise mismatch(self.spec, ordinal, slot, step, key, fingerprint, gen)
-            if slot.answered:
-                return SEND, step_value(step, slot.answer, gen)
-        else:
-            # Hold the position even if the function fails: later ordinals must not shift.
-            self.slots.append(Slot(Kind.STEP, fingerprint))
-        self.step_at = (index, fingerprint)
-        return RUN_STEP, step
-
-    def _patched(self, patch: Patched) -> bool:
-        """Which side of a code change this conversation is on (see :class:`~mrtr.core.effects.Patched`)."""
-        index = self.cursor
-        if index < len(self.slots):
-            slot = self.slots[index]
-            if slot.kind == Kind.PATCH and slot.answer == patch.change_id:
-                self.cursor += 1
-                return True
-            # Recorded past this point by code without the patch: the old branch, and the gate
-            # takes no ordinal, so the old branch's yields meet the positions they recorded.
-            return patch.deprecated
-        if not patch.deprecated:
-            self.cursor += 1
-            self.slots.append(Slot(Kind.PATCH, b"", None, True, patch.change_id))
-        return True
-
-    def record_step(self, step: Step, result: Any, gen: Any) -> Any:
-        """Record what a Step's function returned and give back the value to send."""
-        assert self.step_at is not None
-        index, fingerprint = self.step_at
-        self.step_at = None
-        stored = recorded(step, result, gen)
-        self.slots[index] = Slot(Kind.STEP, fingerprint, None, True, stored)
-        return step_value(step, stored, gen)
-
-    def ledger(self) -> Ledger:
-        """The ledger to carry into the next round: every slot reached so far."""
-        return Ledger(tuple(self.slots))
-
-    def snapshot(self) -> Ledger:
-        """The ledger now, answers merged but not reached yet still marked fresh."""
-        # Answers merged but not reached yet keep their "fresh" mark, so they are still
-        # checked against their schema when a later execution reaches them.
-        return Ledger(tuple(self.slots), frozenset(self.fresh))
+    __slots__ = ()
 
 
 _EMPTY = Ledger()  # immutable: every run without a ledger starts from this one

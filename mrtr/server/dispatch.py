@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import platform
 import re
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
@@ -285,7 +286,8 @@ class Server(Registry):
             # Each mounted server's lifespan, inside ours: its handlers read their own ctx.lifespan.
             for child in self._mounted.values():
                 await mounted.enter_async_context(child._lifespan.running())
-            async with self._bus_running(settings), self._tasks_running(settings):
+            async with self._bus_running(settings), self._tasks_running(settings), \
+                    self._calls_running(settings):
                 yield value
 
     @asynccontextmanager
@@ -310,11 +312,50 @@ class Server(Registry):
                 # 2025-era sessions in the same Redis: any node serves any request of a session.
                 unshare = self._legacy.share(SessionRecords(bus.client, bus.layout, url), bus)
             try:
-                yield
+                if self._legacy is None:
+                    yield
+                else:
+                    # ... and their calls: any node adopts the calls of a node that stopped.
+                    async with self._recording(url, bus.node_id, settings, client=bus.client, layout=bus.layout):
+                        yield
             finally:
                 detach()
                 if unshare is not None:
                     unshare()
+
+    @asynccontextmanager
+    async def _calls_running(self, settings: _TaskSettings) -> AsyncIterator[None]:
+        """On a SQLite store, the 2025-era calls are recorded there: the workers of a machine adopt each other's."""
+        from ..carriers.tasks.urls import chosen_url
+
+        url = chosen_url(settings.url)
+        if self._legacy is None or url is None or not url.startswith("sqlite://") or self._legacy.calls is not None:
+            yield
+            return
+        from ..carriers.tasks.bus import new_node_id
+
+        async with self._recording(url, new_node_id(), settings):
+            yield
+
+    @asynccontextmanager
+    async def _recording(self, url: str, node_id: str, settings: _TaskSettings, *, client: Any = None,
+                         layout: Any = None) -> AsyncIterator[None]:
+        """Record the legacy era's calls in the store ``url`` names, as node ``node_id``, for the block."""
+        from ..carriers.tasks.calls import record_ttl
+        from ..carriers.tasks.host import lease_from_env, serve_calls
+
+        legacy = self._legacy
+        assert legacy is not None
+        lease = settings.lease if settings.lease is not None else lease_from_env()
+        ttl = record_ttl(legacy.sessions.idle_timeout, legacy.answer_timeout, lease)
+        # A supervised worker's slot (its supervisor, its position): its replacement adopts its calls at once.
+        slot = f"{platform.node()}:{os.getppid()}:{legacy.owner}" if legacy.owner != "0" else None
+        async with serve_calls(url, node_id, lease=lease, ttl=ttl, slot=slot, client=client, layout=layout) as calls:
+            stop = legacy.keep_calls(calls)
+            try:
+                yield
+            finally:
+                stop()
 
     @asynccontextmanager
     async def _tasks_running(self, settings: _TaskSettings) -> AsyncIterator[None]:

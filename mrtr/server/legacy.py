@@ -85,11 +85,13 @@ from ..core.errors import (
     ProtocolError,
     RateLimited,
 )
+from ..core.calls import CallJournal, RecordedCalls
 from ..core.jsonrpc import NodeLink, Notify, Response, RunSync, encode, error_response, result_response
 from ..core.live import MAX_LIVE_ROUNDS
 from ..core.peer import LiveRequestFailed, Peer
 from ..core.replay import Completed
 from .apps import session_extensions
+from .calls import CallKeeping
 from .catalog import Catalog, ResourceNotFound, checked_progress_token, mounted_definition
 from .pipeline import Component, Incoming, Shared
 from .pipeline import run as run_pipeline
@@ -246,6 +248,7 @@ class LegacyEra:
         self._children: dict[str, LegacyEra] = {}  # the mounted servers' eras, made on first use
         self._records: SessionRecords | None = None
         self._nodes: NodeLink | None = None
+        self._keeping: CallKeeping | None = None
         self._methods: dict[str, Callable[[_Call], Awaitable[dict[str, Any]]]] = {
             "logging/setLevel": self._set_level,
             "tools/list": self._list,
@@ -324,6 +327,7 @@ class LegacyEra:
                 client_info=dict(client_info) if client_info is not None else None, principal=principal,
                 client=client, outlet=outlet, lasting=lasting)
             await self._record_new(session)
+            await self._copied(session)
         except ProtocolError as error:
             return _refusal(request_id, self.catalog.shown(error), self._records is not None), None
         except Exception:
@@ -350,7 +354,8 @@ class LegacyEra:
 
     async def respond(self, session_id: str | None, message: Mapping[str, Any], *, peer: Peer,
                       headers: Mapping[str, str] | None = None, notify: Notify | None = None,
-                      run_sync: RunSync | None = None, auth: Any = None) -> Response:
+                      run_sync: RunSync | None = None, auth: Any = None,
+                      journal: CallJournal | None = None) -> Response:
         """Serve one request of a session; see :class:`~mrtr.core.jsonrpc.SessionDispatcher`."""
         request_id: Any = message.get("id")
         method = message.get("method")
@@ -374,7 +379,10 @@ class LegacyEra:
                 raise InvalidRequest("Invalid Request: unknown or expired session; initialize a new one")
             if self.shell.sync_handlers == "inline":
                 run_sync = None
-            call = _Call(method, params, session, request_id, peer, notify, run_sync, auth, headers or {}, shared=shared)
+            call = _Call(method, params, session, request_id, peer, notify, run_sync, auth, headers or {},
+                         shared=shared, journal=journal)
+            if journal is not None and self._keeping is not None:
+                self._keeping.touch(session, _record(session))
             records = self._records if method in _RUNS_HANDLERS and not session.lasting else None
             if records is not None and not await records.begin(session.id, self.sessions.idle_timeout):
                 self.sessions.end(session.id, "expired")  # gone from Redis since it was read
@@ -506,7 +514,10 @@ class LegacyEra:
             await self._records.delete(session.id)
             if self._nodes is not None:
                 self._nodes.send_all("ended", [session.id])  # every node ends its copy (this one too)
-        return self.sessions.end(session.id, "closed by the client")
+        closed = self.sessions.end(session.id, "closed by the client")
+        if self._keeping is not None and not session.lasting:
+            await self._keeping.closed(session.id)  # its recorded calls end with it
+        return closed
 
     @property
     def owner(self) -> str:
@@ -547,6 +558,26 @@ class LegacyEra:
     def nodes(self) -> NodeLink | None:
         """The link between the nodes serving the same sessions while :meth:`share` is on, else ``None``."""
         return self._nodes if self._records is not None else None
+
+    def keep_calls(self, calls: Any) -> Callable[[], None]:
+        """Record the calls of every session in the shared store through ``calls``
+        (:class:`~mrtr.carriers.tasks.calls.Calls`), so another process can adopt them; returns what stops it.
+
+        On SQLite, where sessions have no records of their own, a copy of each session
+        is kept too (:class:`~mrtr.server.calls.CallKeeping`).
+        """
+        keeping = self._keeping = CallKeeping(calls, self.sessions)
+
+        def stop() -> None:
+            if self._keeping is keeping:
+                self._keeping = None
+
+        return stop
+
+    @property
+    def calls(self) -> RecordedCalls | None:
+        """The calls recorded in the shared store while :meth:`keep_calls` is on, else ``None``."""
+        return self._keeping.calls if self._keeping is not None else None
 
     def mark(self, text: str) -> str:
         """A mark of ``text`` only the server's key ring makes; see :class:`~mrtr.core.jsonrpc.SessionDispatcher`."""
@@ -606,8 +637,18 @@ class LegacyEra:
         if self._nodes is not None:
             self._nodes.send_all("ended", [session_id, reason])
 
+    async def _copied(self, session: Session) -> None:
+        """On SQLite, keep a copy of a new session for the process that may replace this one."""
+        keeping = self._keeping
+        if keeping is None or not keeping.copies or session.lasting:
+            return
+        await keeping.keep(session, _record(session))
+        session.on_end(lambda reason: keeping.ended(session.id))
+
     async def _record_changed(self, session: Session) -> None:
         """Write a session's changed state back and tell every node holding a copy."""
+        if self._keeping is not None and self._keeping.copies and not session.lasting:
+            await self._keeping.keep(session, _record(session))
         records = self._records
         if records is None or session.lasting:
             return
@@ -661,6 +702,8 @@ class LegacyEra:
         principal = await self.catalog.principal(method, params, headers or {}, auth)
         session = self.sessions.get(session_id, principal)
         records = self._records
+        if session is None and records is None and self._keeping is not None and isinstance(session_id, str):
+            return await self._from_copy(session_id, principal)
         if records is None or not isinstance(session_id, str) or (session is not None and session.lasting):
             return session
         now = self.sessions.clock()
@@ -682,6 +725,21 @@ class LegacyEra:
         session.checked = now
         return session
 
+    async def _from_copy(self, session_id: str, principal: str | None) -> Session | None:
+        """A session this process does not hold, made from its copy (the worker that held it was replaced)."""
+        keeping = self._keeping
+        record = await keeping.copy_of(session_id) if keeping is not None else None
+        if record is None or record.get("v") != 1 or record.get("principal") != principal:
+            return None
+        session = self.sessions.adopt(
+            session_id, version=str(record["version"]), client_capabilities=dict(record["capabilities"]),
+            client_info=record.get("info"), principal=principal, client=record.get("client"))
+        _apply(session, record)
+        if keeping is not None:
+            session.on_end(lambda reason: keeping.ended(session_id))
+        log.info("serving session %s... from its copy (the process that held it stopped)", session_id[:8])
+        return session
+
     def _context(self, call: _Call, arguments: Mapping[str, Any], target: str) -> Context:
         session = call.session
         meta = call.params.get("_meta")
@@ -690,17 +748,24 @@ class LegacyEra:
                                     call.method, target, call.id, token, session.log_level or LOG_LEVELS[0],
                                     call.notify, call.auth)
 
-    async def _execute(self, call: _Call, fn: Any, arguments: Mapping[str, Any], ctx: Context) -> Completed:
+    async def _execute(self, call: _Call, fn: Any, arguments: Mapping[str, Any], ctx: Context, *,
+                       once: bool = False) -> Completed:
+        journal = call.journal
+        if journal is not None:
+            if journal.resumed is not None and journal.principal != call.session.principal:
+                raise InvalidRequest("Invalid Request: this call belongs to another principal")
+            journal.principal = call.session.principal
         carrier = LiveCarrier(call.peer, version=call.session.version, answer_timeout=self.answer_timeout,
-                              suspensions=self.sessions.waits_of(call.session), max_rounds=self.max_rounds, notify=call.notify)
+                              suspensions=self.sessions.waits_of(call.session), max_rounds=self.max_rounds,
+                              notify=call.notify, journal=journal, once=once)
         return await carrier.execute(call.method, call.params, fn, arguments, ctx, run_sync=call.run_sync)
 
     async def _run_protocol_handler(self, call: _Call, fn: Any, arguments: Mapping[str, Any], ctx: Context,
-                                    shape: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+                                    shape: Callable[[Any], dict[str, Any]], *, once: bool = False) -> dict[str, Any]:
         """A prompt's or resource's result, ``shape`` made of what its handler returned: every failure is a
         JSON-RPC error (they have no error result)."""
         try:
-            return shape((await self._execute(call, fn, arguments, ctx)).result)
+            return shape((await self._execute(call, fn, arguments, ctx, once=once)).result)
         except HandlerError as error:
             raise self.catalog.internal_error(call.method, ctx.target, error) from None
         except MissingRequiredClientCapability as error:
@@ -748,7 +813,7 @@ class LegacyEra:
         arguments = catalog.tool_arguments(tool, call.params.get("arguments"))
         ctx = self._context(call, arguments, name)
         try:
-            outcome = await self._execute(call, tool.fn, arguments, ctx)
+            outcome = await self._execute(call, tool.fn, arguments, ctx, once=tool.once)
             shaped = shape_tool_result(outcome.result, tool.structured)
         except HandlerError as error:
             return _tool_result(catalog.tool_error(name, error), version)
@@ -764,7 +829,8 @@ class LegacyEra:
         ctx = self._context(call, arguments, name)
         description = prompt.definition.get("description")
         shaped = await self._run_protocol_handler(call, prompt.fn, arguments, ctx,
-                                                  lambda value: shape_prompt_result(value, description))
+                                                  lambda value: shape_prompt_result(value, description),
+                                                  once=prompt.once)
         return _prompt_result(shaped, call.session.version)
 
     async def _read_resource(self, call: _Call) -> dict[str, Any]:
@@ -772,7 +838,8 @@ class LegacyEra:
         ctx = self._context(call, arguments, uri)
         mime_type = entry.mime_type
         return _plain(await self._run_protocol_handler(
-            call, entry.fn, arguments, ctx, lambda value: shape_resource_result(value, uri, mime_type)))
+            call, entry.fn, arguments, ctx, lambda value: shape_resource_result(value, uri, mime_type),
+            once=entry.once))
 
     async def _subscribe(self, call: _Call) -> dict[str, Any]:
         uri = call.params.get("uri")
@@ -858,20 +925,24 @@ class _Watched:
         self.peer = peer
         self.shared = shared
 
-    async def request_all(self, requests: Any, *, timeout: float) -> list[dict[str, Any]]:
+    async def request_all(self, requests: Any, *, timeout: float, sent: Any = None) -> list[dict[str, Any]]:
         self.shared.asked = True
-        return await self.peer.request_all(requests, timeout=timeout)
+        return await self.peer.request_all(requests, timeout=timeout, sent=sent)
+
+    async def await_answers(self, questions: Any, *, timeout: float, answered: Any = None) -> list[dict[str, Any]]:
+        self.shared.asked = True  # an adopted call's round went out before it came here: it asked all the same
+        return await self.peer.await_answers(questions, timeout=timeout, answered=answered)
 
 
 class _Call:
     """One request of a session, as the methods above read it."""
 
     __slots__ = ("method", "params", "session", "id", "peer", "notify", "run_sync", "auth", "headers", "unpaged",
-                 "shared")
+                 "shared", "journal")
 
     def __init__(self, method: str, params: Mapping[str, Any], session: Session, request_id: Any, peer: Peer,
                  notify: Notify | None, run_sync: RunSync | None, auth: Any, headers: Mapping[str, str],
-                 unpaged: bool = False, shared: Shared | None = None) -> None:
+                 unpaged: bool = False, shared: Shared | None = None, journal: CallJournal | None = None) -> None:
         self.method = method
         self.params = params
         self.session = session
@@ -883,9 +954,11 @@ class _Call:
         self.headers = headers
         self.unpaged = unpaged  # a mounted server's listing: every item, for its parent to page
         self.shared = shared  # what every middleware view of the call shares with respond
+        self.journal = journal  # the call's record in a shared store, when one keeps them
 
     def with_params(self, params: Mapping[str, Any], method: str | None = None, *, unpaged: bool = False) -> _Call:
         """This request with other params (a mounted server's names, a middleware's change)."""
         return _Call(self.method if method is None else method, params, self.session, self.id, self.peer,
-                     self.notify, self.run_sync, self.auth, self.headers, unpaged, self.shared)
+                     self.notify, self.run_sync, self.auth, self.headers, unpaged, self.shared,
+                     self.journal)
 

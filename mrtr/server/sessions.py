@@ -411,12 +411,23 @@ class SessionRegistry:
         :class:`~mrtr.carriers.live.Suspensions`): against the session's, its client's and the process's share."""
         return _Waits(self, session)
 
-    def hold(self, session: Session, method: str) -> None:
+    def hold(self, session: Session, method: str, *, adopted: bool = False) -> None:
         """Count one more handler of ``session`` waiting for answers.
 
         At a bound nothing is counted and :class:`~mrtr.core.peer.TooManySuspended` names
-        it, the narrowest first: the session's, its client's, the process's.
+        it, the narrowest first: the session's, its client's, the process's. A call
+        ``adopted`` from a process that stopped was admitted under that process's shares:
+        it is counted here, so new calls meet the bounds, but never refused.
         """
+        client = session.client
+        if not adopted:
+            self._check_shares(session, method)
+        session.waiting += 1
+        if client is not None:
+            self._waiting_by_client[client] = self._waiting_by_client.get(client, 0) + 1
+        self._suspended += 1
+
+    def _check_shares(self, session: Session, method: str) -> None:
         client = session.client
         if session.waiting >= self.max_suspended_per_session:
             raise TooManySuspended(method, self.max_suspended_per_session, bound="session",
@@ -426,10 +437,6 @@ class SessionRegistry:
                                    option="max_suspended_per_client")
         if self._suspended >= self.max_suspended:
             raise TooManySuspended(method, self.max_suspended, bound="process", option="max_suspended")
-        session.waiting += 1
-        if client is not None:
-            self._waiting_by_client[client] = self._waiting_by_client.get(client, 0) + 1
-        self._suspended += 1
 
     def let_go(self, session: Session) -> None:
         """Count one fewer handler of ``session`` waiting (its answers came, or its wait ended)."""
@@ -502,8 +509,8 @@ class _Waits:
         self.registry = registry
         self.session = session
 
-    def acquire(self, method: str) -> None:
-        self.registry.hold(self.session, method)
+    def acquire(self, method: str, *, adopted: bool = False) -> None:
+        self.registry.hold(self.session, method, adopted=adopted)
 
     def release(self) -> None:
         self.registry.let_go(self.session)

@@ -39,11 +39,13 @@ from typing import Any
 import trio
 
 from ..core.jsonrpc import encode, notification, request
-from ..core.peer import AnswerTimeout, ClientAnswerError, LiveRequestFailed, Peer, SessionEnded
+from ..core.peer import AnswerTimeout, ClientAnswerError, LiveRequestFailed, Peer, Sent, SessionEnded
 
 __all__ = ["PendingRequests"]
 
 log = logging.getLogger("mrtr")
+
+_EARLY_ANSWERS = 64  # answers kept for rounds being adopted, per session
 
 Write = Callable[[bytes], None]
 """Queues one encoded message for the client; must not block."""
@@ -52,9 +54,10 @@ Write = Callable[[bytes], None]
 class _Round:
     """One ``request_all``: its requests' answers as they come, and what wakes the waiting call."""
 
-    __slots__ = ("methods", "results", "missing", "error", "changed")
+    __slots__ = ("methods", "results", "missing", "error", "changed", "reason")
 
     def __init__(self, size: int) -> None:
+        self.reason = "the call ended before the client answered"  # why what is unanswered is withdrawn
         self.methods: list[str] = []
         self.results: list[Any] = [None] * size
         self.missing = size
@@ -77,6 +80,7 @@ class PendingRequests:
         self._waiting: dict[Any, tuple[_Round, int]] = {}
         self._ready = trio.Event()
         self.ended: str | None = None
+        self._early: dict[Any, Mapping[str, Any]] = {}  # answers to a round adopted here, come before its wait
 
     @property
     def waiting(self) -> int:
@@ -118,14 +122,13 @@ class PendingRequests:
             round_.changed.set()
 
     async def request_all(self, requests: Sequence[tuple[str, dict[str, Any]]], *, timeout: float,
-                          write: Write | None = None) -> list[dict[str, Any]]:
+                          write: Write | None = None, sent: Sent | None = None) -> list[dict[str, Any]]:
         """Send a round and wait for all its answers; see :meth:`mrtr.core.peer.Peer.request_all`."""
         if not requests:
             return []
         send = write or self._write
         round_ = _Round(len(requests))
-        sent: list[Any] = []
-        outcome = "the call ended before the client answered"
+        ids: list[Any] = []
         try:
             with trio.move_on_after(timeout):
                 await self._ready.wait()
@@ -136,24 +139,73 @@ class PendingRequests:
                     request_id: Any = self._next_id if self._prefix is None else f"{self._prefix}{self._next_id}"
                     round_.methods.append(method)
                     self._waiting[request_id] = (round_, index)
-                    sent.append(request_id)
+                    ids.append(request_id)
                     send(encode(request(request_id, method, params)))
-                while round_.missing:
-                    if round_.error is not None:
-                        outcome = "another request of the same round failed"
-                        raise round_.error
-                    round_.changed = trio.Event()
-                    await round_.changed.wait()
-                if round_.error is not None:
-                    raise round_.error
-                outcome = ""
+                if sent is not None:
+                    await sent(list(ids))
+                await self._wait(round_)
+                round_.reason = ""
                 return list(round_.results)
-            outcome = f"no answer within {timeout:g} s"
-            unanswered = next((round_.methods[i] for i, rid in enumerate(sent) if rid in self._waiting),
+            round_.reason = f"no answer within {timeout:g} s"
+            unanswered = next((round_.methods[i] for i, rid in enumerate(ids) if rid in self._waiting),
                               requests[0][0])
             raise AnswerTimeout(unanswered, timeout)
         finally:
-            self._withdraw(sent, send, outcome)
+            self._withdraw(ids, send, round_.reason)
+
+    async def await_answers(self, questions: Sequence[tuple[Any, str]], *, timeout: float,
+                            answered: Mapping[Any, Mapping[str, Any]] | None = None,
+                            write: Write | None = None) -> list[dict[str, Any]]:
+        """Wait for a round another process sent; see :meth:`mrtr.core.peer.Peer.await_answers`."""
+        send = write or self._write
+        round_ = _Round(len(questions))
+        ids = [question_id for question_id, _ in questions]
+        try:
+            with trio.move_on_after(max(timeout, 0.0)):
+                for index, (question_id, method) in enumerate(questions):
+                    round_.methods.append(method)
+                    self._waiting[question_id] = (round_, index)
+                for message in (answered or {}).values():
+                    self.answer(message)
+                for question_id in ids:
+                    early = self._early.pop(question_id, None)
+                    if early is not None:
+                        self.answer(early)
+                if self.ended is not None:
+                    raise SessionEnded(round_.methods[0], self.ended)
+                await self._wait(round_)
+                round_.reason = ""
+                return list(round_.results)
+            round_.reason = f"no answer within {timeout:g} s"
+            unanswered = next((round_.methods[i] for i, rid in enumerate(ids) if rid in self._waiting),
+                              round_.methods[0])
+            raise AnswerTimeout(unanswered, timeout)
+        finally:
+            self._withdraw(ids, send, round_.reason)
+
+    def stash(self, message: Mapping[str, Any]) -> None:
+        """Keep an answer no round waits for yet: one to a round this process is adopting, whose wait
+        (:meth:`await_answers`) has not begun. Bounded: the oldest kept go first."""
+        self._early[message.get("id")] = message
+        while len(self._early) > _EARLY_ANSWERS:
+            del self._early[next(iter(self._early))]
+
+    def keep(self, ids: Sequence[Any]) -> None:
+        """Let these requests go unanswered here without withdrawing them: another process waits for them now."""
+        for request_id in ids:
+            self._waiting.pop(request_id, None)
+
+    @staticmethod
+    async def _wait(round_: _Round) -> None:
+        """Wait until every request of ``round_`` is answered, or raise the error that ended it."""
+        while round_.missing:
+            if round_.error is not None:
+                round_.reason = "another request of the same round failed"
+                raise round_.error
+            round_.changed = trio.Event()
+            await round_.changed.wait()
+        if round_.error is not None:
+            raise round_.error
 
     def _withdraw(self, sent: list[Any], send: Write, reason: str) -> None:
         for request_id in sent:
@@ -173,6 +225,11 @@ class _CallPeer:
         self._write = write
 
     async def request_all(self, requests: Sequence[tuple[str, dict[str, Any]]], *,
-                          timeout: float) -> list[dict[str, Any]]:
+                          timeout: float, sent: Sent | None = None) -> list[dict[str, Any]]:
         """Send every request at once and return their results, in order; see :class:`~mrtr.core.peer.Peer`."""
-        return await self._pending.request_all(requests, timeout=timeout, write=self._write)
+        return await self._pending.request_all(requests, timeout=timeout, write=self._write, sent=sent)
+
+    async def await_answers(self, questions: Sequence[tuple[Any, str]], *, timeout: float,
+                            answered: Mapping[Any, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """Wait for a round another process sent; see :class:`~mrtr.core.peer.Peer`."""
+        return await self._pending.await_answers(questions, timeout=timeout, answered=answered, write=self._write)

@@ -64,7 +64,7 @@ import trio
 from ..core.eras import LEGACY, MODERN, era_of
 from ..core.errors import InvalidRequest, ParseError, ProtocolError
 from ..core.jsonrpc import Dispatcher, Response, is_request, parse_message
-from ..core.peer import Peer
+from ..core.peer import Peer, Sent
 from .logs import AccessRecord
 from .outgoing import NotificationSink, encode_response
 from .pending import PendingRequests
@@ -332,11 +332,20 @@ class _StdioPeer:
         self._slot = slot
 
     async def request_all(self, requests: Sequence[tuple[str, dict[str, Any]]], *,
-                          timeout: float) -> list[dict[str, Any]]:
+                          timeout: float, sent: Sent | None = None) -> list[dict[str, Any]]:
         """Send the round on stdout and wait for its answers; see :class:`~mrtr.core.peer.Peer`."""
         self._slot.lend()
         try:
-            return await self._peer.request_all(requests, timeout=timeout)
+            return await self._peer.request_all(requests, timeout=timeout, sent=sent)
+        finally:
+            await self._slot.reclaim()
+
+    async def await_answers(self, questions: Sequence[tuple[Any, str]], *, timeout: float,
+                            answered: Mapping[Any, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+        """Wait for a round sent before on stdout; see :class:`~mrtr.core.peer.Peer`."""
+        self._slot.lend()
+        try:
+            return await self._peer.await_answers(questions, timeout=timeout, answered=answered)
         finally:
             await self._slot.reclaim()
 

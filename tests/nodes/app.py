@@ -17,7 +17,14 @@ Its store is where ``mrtr serve --store`` or ``MRTR_STORE`` says (in process: th
 - the resource ``node://pid``, answering the pid of the node that read it;
 - ``secret_code(nonce)`` (a 2025-era session's question: the load of
   ``tests/legacy/sdk_load.py``) and ``whoami()``, which names the node (its
-  ``Server.node_id``) that ran the call.
+  ``Server.node_id``) that ran the call;
+- ``interview(nonce, path)``: two questions with a Step after each, each Step appending
+  a line to ``path`` (how many times each ran shows), the result made of the nonce and
+  both answers: a 2025 call that survives its node's death; ``held_open(nonce, path)``,
+  one question, noting each start and each ``finally`` with its pid (where a cancelled,
+  deleted or timed-out adopted call ends).
+
+``NODES_ANSWER_TIMEOUT`` sets how long a 2025 question waits for its answer.
 """
 
 from __future__ import annotations
@@ -45,7 +52,9 @@ def build(store_url: str | None = None) -> Server:
                                max_per_client=int(os.environ.get("NODES_MAX_PER_CLIENT",
                                                                  DEFAULT_MAX_SESSIONS_PER_CLIENT)),
                                idle_timeout=float(os.environ.get("NODES_IDLE_TIMEOUT", DEFAULT_IDLE_TIMEOUT)))
-    app = Server("nodes-test", "1.0.0", secret=secret, store_url=store_url, sessions=sessions)
+    timeout = os.environ.get("NODES_ANSWER_TIMEOUT")  # how long a 2025 question waits, if a test says
+    app = Server("nodes-test", "1.0.0", secret=secret, store_url=store_url, sessions=sessions,
+                 answer_timeout=float(timeout) if timeout else None)
 
     @app.tool
     def signup(plan: str) -> Any:
@@ -88,6 +97,25 @@ def build(store_url: str | None = None) -> Server:
         """Asks for the code of ``nonce``: an answer that reached another session's call shows."""
         answer = yield Elicit(f"Code for {nonce}?", Form().string("code"))
         return f"{nonce}={answer.content['code']}" if answer.accepted else f"{nonce}: {answer.action}"
+
+    @app.tool
+    def interview(nonce: str, path: str) -> Any:
+        """Two questions, a Step after each (each appends a line to ``path``: how many times it ran shows)."""
+        name = yield Elicit(f"{nonce}: your name?", Form().string("name"))
+        yield Step(_append, path, f"{nonce} first")
+        city = yield Elicit(f"{nonce}: your city?", Form().string("city"))
+        yield Step(_append, path, f"{nonce} second")
+        return f"{nonce}:{name.content['name']}:{city.content['city']}"
+
+    @app.tool
+    def held_open(nonce: str, path: str) -> Any:
+        """One question; notes in ``path`` each start and each ``finally``, with the pid that ran it."""
+        _append(path, f"{nonce} start")
+        try:
+            answer = yield Elicit(f"{nonce}: go on?", Form().boolean("go"))
+            return f"{nonce}:{answer.action}"
+        finally:
+            _append(path, f"{nonce} finally")
 
     @app.tool
     def whoami() -> str:

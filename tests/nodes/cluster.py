@@ -95,7 +95,8 @@ class Nodes:
         handle = open(node.log, "ab")
         node.process = subprocess.Popen(
             [sys.executable, "-m", "mrtr", "serve", self.app, "--port", str(node.port), "--store", self.store,
-             "--allowed-host", self.url.split("/")[2], "--task-lease", "1", "--log-level", "warning",
+             "--allowed-host", self.url.split("/")[2], "--task-lease", "1", "--log-level",
+             os.environ.get("NODES_LOG_LEVEL", "warning"),
              "--no-access-log"],
             cwd=ROOT, env=self.environment, stdout=subprocess.DEVNULL, stderr=handle)
         handle.close()
@@ -187,6 +188,31 @@ async def nodes(tmp_path: Path, count: int = 3, *, check_every: str = "300ms",
 
     ``env`` adds to every node's environment; ``app`` is what they serve (:mod:`tests.nodes.app` by default).
     """
+    with _started(tmp_path, count, check_every=check_every, balancer_kind=balancer_kind, env=env,
+                  app=app) as cluster:
+        for node in cluster.nodes:
+            await cluster.ready(node)
+        await cluster.in_rotation({node.name for node in cluster.nodes})
+        yield cluster
+
+
+@contextmanager
+def started(tmp_path: Path, count: int = 2, *, env: dict[str, str] | None = None) -> Iterator[Nodes]:
+    """:func:`nodes` for a module's tests to share (a sync context, for a module-scoped fixture)."""
+    with _started(tmp_path, count, check_every="300ms", balancer_kind="haproxy", env=env) as cluster:
+
+        async def up() -> None:
+            for node in cluster.nodes:
+                await cluster.ready(node)
+            await cluster.in_rotation({node.name for node in cluster.nodes})
+
+        trio.run(up)
+        yield cluster
+
+
+@contextmanager
+def _started(tmp_path: Path, count: int, *, check_every: str, balancer_kind: str,
+             env: dict[str, str] | None, app: str = APP) -> Iterator[Nodes]:
     haproxy = require("haproxy", "haproxy") if balancer_kind == "haproxy" else ""
     workdir = Path(tempfile.mkdtemp(prefix="mrtr-nodes-", dir=tmp_path))
     (workdir / "redis").mkdir()
@@ -224,9 +250,6 @@ async def nodes(tmp_path: Path, count: int = 3, *, check_every: str = "300ms",
                                             stderr=errors)
             stack.callback(stop, balancer)
         cluster.balancer = balancer  # type: ignore[attr-defined]
-        for node in cluster.nodes:
-            await cluster.ready(node)
-        await cluster.in_rotation({node.name for node in cluster.nodes})
         yield cluster
 
 

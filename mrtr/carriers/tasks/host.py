@@ -3,7 +3,9 @@
 A server without task tools whose handlers run once (``once=True``) still needs the
 store for their rounds: :func:`serve_rounds` opens it and runs only
 :class:`~mrtr.carriers.tasks.rounds.FinalRounds`. A server whose store is Redis also
-runs this node's end of the bus between nodes (:func:`serve_bus`), whatever it registers.
+runs this node's end of the bus between nodes (:func:`serve_bus`), whatever it registers;
+one serving 2025-era sessions on a shared store records their calls there
+(:func:`serve_calls`), so another process can adopt them.
 """
 
 from __future__ import annotations
@@ -22,11 +24,12 @@ from .carrier import Resolve, TaskCarrier
 from .record import MAX_RECORD_BYTES, TaskRecord
 from .rounds import FinalRounds
 from .bus import NodeBus
+from .calls import Calls
 from .store import Observed, TaskStore
 from .urls import chosen_url, default_path, open_store
 
-__all__ = ["serve_tasks", "serve_rounds", "serve_bus", "DEFAULT_LEASE", "DEFAULT_TASK_TTL", "ROUNDS_URL",
-           "parse_ttl"]
+__all__ = ["serve_tasks", "serve_rounds", "serve_bus", "serve_calls", "DEFAULT_LEASE", "DEFAULT_TASK_TTL",
+           "ROUNDS_URL", "parse_ttl", "lease_from_env"]
 
 ROUNDS_URL = "memory:"
 """Where a server without task tools records its rounds that run once, when no store is configured."""
@@ -66,6 +69,11 @@ def _ttl_ms(ttl: float | None) -> int | None:
     if not ttl > 0:
         raise ValueError(f"a task ttl must be a positive number of seconds, got {ttl!r}")
     return max(1, round(ttl * 1000))
+
+
+def lease_from_env() -> float:
+    """The lease ``MRTR_TASK_LEASE`` names, or the default (30 seconds)."""
+    return _lease_from_env()
 
 
 def _lease_from_env() -> float:
@@ -156,6 +164,45 @@ async def serve_bus(url: str, *, deliver: Callable[[str, dict[str, Any]], None],
                       counts_receivers=target.kind != "cluster")
         async with _serving(bus.serve):
             yield bus
+
+
+@asynccontextmanager
+async def serve_calls(url: str, node_id: str, *, lease: float, ttl: float, slot: str | None = None,
+                      client: Any = None, layout: Any = None) -> AsyncIterator[Calls]:
+    """Record this process's 2025-era calls in the shared store ``url`` names, for the block; gives them.
+
+    SQLite (the workers of one machine) opens the file; Redis uses ``client`` and
+    ``layout``, the bus's connection (:func:`serve_bus`). ``node_id`` names this process
+    (the bus's node id on Redis); its lease (``lease`` seconds) is held for the block and
+    ended after it, so what it still holds then is adopted at once. ``ttl`` is how long a
+    call's record lives after its last write; ``slot`` names a supervised worker's
+    position. ``ValueError`` for a store that cannot share calls (``memory:``).
+    """
+    from .calls import Calls
+    from .redis_url import is_redis_url
+
+    if is_redis_url(url):
+        from .calls_redis import RedisCalls
+
+        if client is None or layout is None:
+            raise ValueError("recording calls on Redis needs the bus's client")
+        calls = Calls(RedisCalls(client, layout, url), node_id, lease=lease, ttl=ttl, slot=slot)
+        async with _serving(calls.serve):
+            yield calls
+        return
+    if not url.startswith("sqlite://"):
+        raise ValueError(f"2025 calls are recorded on a shared store (sqlite:// or redis://), not {url!r}")
+    from .calls_sqlite import SQLiteCalls
+
+    path = url[len("sqlite://"):]
+    path = path[1:] if path.startswith("/") else path
+    store = await SQLiteCalls.open(path)
+    try:
+        calls = Calls(store, node_id, lease=lease, ttl=ttl, slot=slot)
+        async with _serving(calls.serve):
+            yield calls
+    finally:
+        await store.aclose()
 
 
 @asynccontextmanager

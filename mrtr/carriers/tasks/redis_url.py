@@ -154,6 +154,26 @@ class KeyLayout:
         """The set of one client's 2025-era sessions (``tag``: a digest of its principal or address)."""
         return f"{self._sessions()}sessions:client:{tag}"
 
+    def call(self, session_id: str, stream: str) -> str:
+        """The hash of one recorded 2025-era call (its holder's version, request, state, stream counters)."""
+        return f"{self._sessions()}call:{session_id}:{stream}"
+
+    def call_events(self, session_id: str, stream: str) -> str:
+        """The list of one recorded call's kept stream events."""
+        return f"{self._sessions()}callev:{session_id}:{stream}"
+
+    def calls_of(self, session_id: str) -> str:
+        """The hash naming each recorded call of a session: its holder, questions, answers and request ids."""
+        return f"{self._sessions()}calls:{session_id}"
+
+    def node_lease(self, node_id: str) -> str:
+        """The key a live node holds (with a TTL of its lease) while it may hold recorded calls."""
+        return f"{self._sessions()}nodelease:{node_id}"
+
+    def node_slots(self) -> str:
+        """The hash naming the node in each supervised worker's slot."""
+        return f"{self._sessions()}nodeslots"
+
 
 @dataclass(frozen=True)
 class RedisTarget:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Self, TypeVar
 
 import msgspec
 import trio
@@ -62,7 +62,7 @@ _BUCKET_SWEEP = 10.0  # seconds between two deletions of every bucket full again
 
 
 @contextmanager
-def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+def transaction(db: sqlite3.Connection) -> Iterator[None]:
     """One write transaction, taking the write lock at once (so a compare-and-set never has to upgrade it)."""
     db.execute("BEGIN IMMEDIATE")
     try:
@@ -78,7 +78,7 @@ def _transaction(db: sqlite3.Connection) -> Iterator[None]:
 
 
 def _create_schema(db: sqlite3.Connection) -> None:
-    with _transaction(db):
+    with transaction(db):
         columns = [row[1] for row in db.execute("PRAGMA table_info(mrtr_tasks)")]
         db.execute(_BODIES)
         if "body" in columns:  # a file of the first layout, body beside the lease: move the bodies out
@@ -127,7 +127,7 @@ class SQLiteStore:
 
     @classmethod
     async def open(cls, path: str | Path, *, max_record_bytes: int = MAX_RECORD_BYTES,
-                   clock: Callable[[], float] = time.time) -> SQLiteStore:
+                   clock: Callable[[], float] = time.time) -> Self:
         """Open (creating if needed) the database; :class:`StoreUnavailable` if that fails."""
         store = cls(path, max_record_bytes=max_record_bytes, clock=clock)
         try:
@@ -176,7 +176,7 @@ class SQLiteStore:
         row = (record.task_id, record.version, record.status, record.lease_expiry, record.expires_at)
 
         def insert(db: sqlite3.Connection) -> bool:
-            with _transaction(db):
+            with transaction(db):
                 _drop_expired(db, self._clock(), record.task_id)
                 try:
                     db.execute("INSERT INTO mrtr_tasks VALUES (?, ?, ?, ?, ?)", row)
@@ -208,7 +208,7 @@ class SQLiteStore:
                   record.version - 1)
 
         def update(db: sqlite3.Connection) -> bool:
-            with _transaction(db):
+            with transaction(db):
                 cursor = db.execute(
                     "UPDATE mrtr_tasks SET version = ?, status = ?, lease_expiry = ?, expires_at = ? "
                     "WHERE id = ? AND version = ? AND (expires_at IS NULL OR expires_at >= ?)",
@@ -239,7 +239,7 @@ class SQLiteStore:
         """See :meth:`TaskStore.claimable`; also drops expired records, since every node calls it now and then."""
 
         def select(db: sqlite3.Connection) -> list[str]:
-            with _transaction(db):
+            with transaction(db):
                 _drop_expired(db, now)
             rows = db.execute(
                 "SELECT id FROM mrtr_tasks WHERE status = 'working' AND lease_expiry <= ? LIMIT ?", (now, limit)
@@ -252,7 +252,7 @@ class SQLiteStore:
         """See :meth:`TaskStore.delete`."""
 
         def remove(db: sqlite3.Connection) -> None:
-            with _transaction(db):
+            with transaction(db):
                 db.execute("DELETE FROM mrtr_task_bodies WHERE id = ?", (task_id,))
                 db.execute("DELETE FROM mrtr_tasks WHERE id = ?", (task_id,))
 
@@ -276,7 +276,7 @@ class SQLiteStore:
 
         def insert(db: sqlite3.Connection) -> RoundRecord | None:
             now = self._clock()
-            with _transaction(db):
+            with transaction(db):
                 if now >= self._next_round_sweep:  # rounds nobody retries are never read again
                     self._next_round_sweep = now + _ROUND_SWEEP
                     db.execute("DELETE FROM mrtr_rounds WHERE expires_at < ?", (now,))
@@ -328,7 +328,7 @@ class SQLiteStore:
 
         def take(db: sqlite3.Connection) -> float:
             now = self._clock()
-            with _transaction(db):
+            with transaction(db):
                 if now >= self._next_bucket_sweep:  # a bucket full again is what no row is: drop them now and then
                     self._next_bucket_sweep = now + _BUCKET_SWEEP
                     db.execute("DELETE FROM mrtr_buckets WHERE full_at <= ?", (now,))

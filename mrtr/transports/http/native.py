@@ -826,6 +826,7 @@ async def serve_socket(
             hub.close()  # listen streams end with their result instead of holding the drain
             if state.sessions is not None:
                 state.sessions.shutdown()  # so do 2025 sessions' GET streams
+                connections.start_soon(state.sessions.hand_over)  # recorded calls waiting go to the store now
             state.begin_shutdown()
             connections.cancel_scope.deadline = trio.current_time() + config.shutdown_grace
         log.info("server stopped")

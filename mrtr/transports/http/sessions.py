@@ -57,6 +57,15 @@ request waits for (``202``, dropped, as on one node); a
 gone an SSE stream carrying the call's ``-32603`` error (the client's call ends). The
 one-``GET``-stream rule is each node's. A store that cannot be reached is ``503`` with
 ``-32603``. See ``docs/adr/0015-nodes-on-one-redis.md``.
+
+**Recorded calls** (a shared store keeps them: SQLite for workers, Redis for nodes; the
+legacy era's ``calls`` is set). A call that runs a handler is recorded from its first
+question or Step, its events reaching the client once recorded; an answer is recorded
+before its ``202``; a resumption of a stream this process did not open is served from the
+store, and its call adopted here once nobody lives holding it; a stopping process hands
+its waiting calls over. Those rules are :mod:`mrtr.transports.http.adoption`'s; then the
+ids name this process even without the bus, and the ``409`` and the lost call above apply
+only to calls never recorded. See ``docs/adr/0017-2025-calls-survive-by-replay.md``.
 """
 
 from __future__ import annotations
@@ -71,16 +80,18 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ...core.calls import CallJournal, TakenOver
 from ...core.eras import LEGACY, LEGACY_VERSIONS, MODERN_VERSIONS, era_of
 from ...core.errors import INTERNAL_ERROR, HeaderMismatch, InternalError, InvalidRequest, ProtocolError
 from ...core.jsonrpc import NodeLink, Response, SessionDispatcher, is_request
 from ..outgoing import NotificationSink, encode_response
 from ..pending import PendingRequests
 from ..shared import from_any_thread, run_in_thread, thread_safe
+from .adoption import Adoption
 from .config import ExchangeConfig
 from .messages import HttpRequest, Tracked, json_headers, reject
 from .headers import RequestHeaders, accepts, media_types
-from .streams import EventStream, Pacing, event_origin, parse_event_id, pump
+from .streams import MAX_FINISHED_STREAMS, EventStream, Pacing, event_origin, parse_event_id, pump
 
 if TYPE_CHECKING:
     from .forwarding import Forwarder
@@ -92,10 +103,9 @@ log = logging.getLogger("mrtr.http")
 SESSION_NOT_FOUND = -32001
 """The code of the ``404`` body for an unknown session (the one the official SDKs and the suite's server use)."""
 
-MAX_FINISHED_STREAMS = 16
-"""Finished streams a session keeps for a late resumption, newest first; older ones are forgotten."""
 
 _SSE_ONLY = b"text/event-stream"
+_OWNER_RETURNS = 15.0  # seconds a request waits for the worker owning its session to be replaced, calls recorded
 _MAX_NAMED_ID = 64  # request ids longer than this (as JSON) are not named in event ids
 NODE_GONE = ("Internal error: the node running this call has stopped; the call is lost (its questions can no "
              "longer be answered), the session goes on: call again")
@@ -127,7 +137,7 @@ class _Session:
     """What the HTTP side keeps of one session: its pending requests, calls in flight and streams."""
 
     __slots__ = ("id", "version", "pending", "calls", "streams", "standalone", "numbers", "pacing", "ended", "outlet",
-                 "node", "mark")
+                 "node", "mark", "adopted", "recorded")
 
     def __init__(self, config: ExchangeConfig, node: str | None = None,
                  mark: Callable[[str], str] | None = None) -> None:
@@ -143,6 +153,8 @@ class _Session:
         self.numbers = 0
         self.pacing = Pacing(priming=False, keepalive=config.sse_keepalive)
         self.ended: str | None = None
+        self.adopted: dict[str, EventStream] = {}  # streams other processes opened, adopted or followed here
+        self.recorded: dict[Any, CallJournal] = {}  # the calls in flight here that a shared store records
 
     def opened(self, session_id: str, version: str, config: ExchangeConfig) -> None:
         self.id = session_id
@@ -153,13 +165,17 @@ class _Session:
                              poll_after=config.sse_poll_after if priming else None,
                              retry=round(config.sse_retry * 1000))
 
+    def origin(self, node: str, request_id: Any) -> bytes:
+        """What the event ids of a request's stream opened by ``node`` start with (several processes serving)."""
+        if self.mark is None:
+            return b""
+        named = json.dumps(request_id, separators=(",", ":")).encode()
+        shown = base64.urlsafe_b64encode(named).rstrip(b"=").decode() if len(named) <= _MAX_NAMED_ID else ""
+        return f"{node}.{shown}.{self.mark(_marked_text(self.id, node, shown))}.".encode("ascii")
+
     def open_stream(self, request_id: Any) -> EventStream:
         self.numbers += 1
-        origin = b""
-        if self.node is not None and self.mark is not None:
-            named = json.dumps(request_id, separators=(",", ":")).encode()
-            shown = base64.urlsafe_b64encode(named).rstrip(b"=").decode() if len(named) <= _MAX_NAMED_ID else ""
-            origin = f"{self.node}.{shown}.{self.mark(_marked_text(self.id, self.node, shown))}.".encode("ascii")
+        origin = self.origin(self.node, request_id) if self.node is not None else b""
         stream = self.streams[self.numbers] = EventStream(self.numbers, origin)
         finished = [number for number, kept in self.streams.items() if kept.done]
         for number in finished[:max(0, len(finished) - MAX_FINISHED_STREAMS)]:
@@ -184,10 +200,12 @@ class _Session:
             scope.cancel()
         for stream in self.streams.values():
             stream.finish()
+        for stream in self.adopted.values():
+            stream.finish()
         self.standalone.finish()
 
 
-class HttpSessions:
+class HttpSessions(Adoption):
     """The 2025-era sessions one front end serves over Streamable HTTP (see the module docs).
 
     ``legacy`` is the dispatcher's legacy era; ``config`` the exchange's options (SSE
@@ -204,6 +222,7 @@ class HttpSessions:
         self._sessions: dict[str, _Session] = {}
         self._runner: trio.Nursery | None = None
         self._linked: NodeLink | None = None  # the link this front end's handlers are registered with
+        self._stopping = False
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -216,7 +235,9 @@ class HttpSessions:
         self._runner = nursery
 
     def shutdown(self) -> None:
-        """The front end stops serving: standalone streams end (calls in flight get the shutdown grace)."""
+        """The front end stops serving: standalone streams end (calls in flight get the shutdown grace; recorded
+        calls waiting for answers are handed over, :meth:`hand_over`)."""
+        self._stopping = True
         for session in list(self._sessions.values()):
             session.standalone.finish()
 
@@ -235,6 +256,8 @@ class HttpSessions:
         if session is None:
             return out.finished
         if "method" not in message:
+            if session.node is not None and await self._answered(session, message, out, headers, access, nursery):
+                return True
             if session.node is not None and await self._routed(session, message, out):
                 return True
             if not session.pending.answer(message):
@@ -257,7 +280,7 @@ class HttpSessions:
                 "(a 2026-07-28 client sends no initialize)"), message["id"])
             return True
         nodes = self._nodes()
-        session = _Session(self.config, nodes.node_id if nodes is not None else None, self.legacy.mark)
+        session = _Session(self.config, self._node_name(), self.legacy.mark)
 
         def ended(reason: str) -> None:
             self._ended(session, reason)
@@ -270,7 +293,7 @@ class HttpSessions:
         if session_id is not None:
             session.opened(session_id, response.message["result"]["protocolVersion"], self.config)
             self._sessions[session_id] = session
-            if nodes is not None:  # notifications/initialized may reach another node
+            if nodes is not None or session.node is not None:  # notifications/initialized may reach another node
                 self.legacy.attach(session_id, outlet=from_any_thread(session.outlet), on_end=ended,
                                    on_ready=session.pending.mark_ready)
             extra.append((b"mcp-session-id", session_id.encode("ascii")))
@@ -294,6 +317,14 @@ class HttpSessions:
             return
         scope = session.calls.get(request_id)
         if scope is None:
+            calls = self.legacy.calls
+            if calls is not None:
+                try:
+                    if await calls.cancel(session.id, request_id) is True:
+                        log.info("cancelled the recorded call %r, which no process held", request_id)
+                        return  # nobody held it: it ended in the store, its questions withdrawn on its stream
+                except ProtocolError:
+                    log.warning("could not cancel the recorded call %r: the store is unavailable", request_id)
             nodes = self.legacy.nodes
             if nodes is not None:  # the call may run on another node: the one holding it cancels it
                 nodes.send_all("cancel", [session.id, request_id])
@@ -315,8 +346,9 @@ class HttpSessions:
         opened = trio.current_time()
         stream = session.open_stream(request_id)
         scope = session.calls[request_id] = trio.CancelScope()
+        journal = self._journal(session, stream, message)
         (self._runner or nursery).start_soon(self._run_call, session, stream, scope, message, headers, access, out,
-                                             name=f"mrtr.http 2025 request {request_id!r}")
+                                             journal, name=f"mrtr.http 2025 request {request_id!r}")
         # JSON if the handler finishes without sending anything; with polling on, a call still
         # silent when the connection is due to close gets a stream, closed for polling at once.
         pacing = session.pacing
@@ -339,16 +371,28 @@ class HttpSessions:
         return out.finished
 
     async def _run_call(self, session: _Session, stream: EventStream, scope: trio.CancelScope,
-                        message: dict[str, Any], headers: RequestHeaders, access: Any, out: Tracked) -> None:
-        """One call, in the runner: it outlives the connection that asked for it."""
+                        message: dict[str, Any], headers: RequestHeaders, access: Any, out: Tracked | None,
+                        journal: CallJournal | None = None) -> None:
+        """One call, in the runner: it outlives the connection that asked for it (``journal``: recorded)."""
         request_id = message["id"]
         sink = _StreamSink(stream)
         peer = session.pending.peer(stream.send_request)
         response: Response | None = None
+        record = out.record if out is not None else None
+        if journal is not None:
+            session.recorded[request_id] = journal
         try:
             with scope:
-                response = await self.legacy.respond(session.id, message, peer=peer, headers=headers,
-                                                     notify=thread_safe(sink), run_sync=run_in_thread, auth=access)
+                async with trio.open_nursery() as keeping:
+                    if journal is not None:
+                        keeping.start_soon(self._record_events, stream, journal, scope)
+                    try:
+                        response = await self.legacy.respond(session.id, message, peer=peer, headers=headers,
+                                                             notify=thread_safe(sink), run_sync=run_in_thread,
+                                                             auth=access, journal=journal)
+                    except TakenOver:
+                        log.info("request %r: its call was taken over by another process", request_id)
+                    keeping.cancel_scope.cancel()
         except Exception:  # the legacy era answers its own failures; this is a bug, not a client's fault
             log.exception("unexpected failure serving %s in a 2025 session", message.get("method"))
             response = Response.refusing(request_id, InternalError("Internal error"))
@@ -356,10 +400,38 @@ class HttpSessions:
             sink.close()
             if session.calls.get(request_id) is scope:
                 del session.calls[request_id]
-            if response is None:
+            if journal is not None:
+                await self._settle(session, stream, journal, request_id, response, record)
+            elif response is None:
                 stream.finish()  # cancelled: no response is sent
             else:
-                stream.finish(encode_response(response, out.record).body)
+                stream.finish(encode_response(response, record).body)
+
+    async def _settle(self, session: _Session, stream: EventStream, journal: CallJournal, request_id: Any,
+                      response: Response | None, record: Any) -> None:
+        """The end of a recorded call here: handed over (the stream moves), or ended in the store too."""
+        if session.recorded.get(request_id) is journal:
+            del session.recorded[request_id]
+        calls = self.legacy.calls
+        with trio.CancelScope(shield=True), trio.move_on_after(10):
+            handed = journal.released or journal.taken
+            if not handed and response is None and self._stopping and journal.recorded and calls is not None:
+                # Stopped by the shutdown while running code: let it go, for a process to adopt it now.
+                try:
+                    handed = await calls.release(journal)
+                except ProtocolError:
+                    handed = False
+            if handed:
+                stream.hand_over()
+                return
+            stream.finish(None if response is None else encode_response(response, record).body)
+            try:
+                await journal.flush(done=True)
+            except TakenOver:
+                pass
+            except ProtocolError:
+                log.warning("request %r: could not record the end of its call", request_id)
+                stream.stored_to(stream.count, True)  # the client is told all the same
 
     # -- GET and DELETE ------------------------------------------------------------------
 
@@ -385,6 +457,15 @@ class HttpSessions:
         last_event_id = headers.get("last-event-id")
         resumed = self._minted(session, last_event_id)  # an id this server did not mint: as if absent
         origin = event_origin(last_event_id) if resumed is not None and session.node is not None else None
+        if resumed is not None and origin is not None and resumed[0] != 0 and self.legacy.calls is not None \
+                and (origin[0] != session.node or f"{origin[0]}.{resumed[0]}" in session.adopted):
+            # A stream this process did not open: the store has it, wherever its call runs.
+            key = f"{origin[0]}.{resumed[0]}"
+            followed = await self._resumed_from_store(session, key, f"{origin[0]}.{origin[1]}.{origin[2]}.".encode(),
+                                                      resumed[1], out, headers, access, nursery)
+            if followed is not None:
+                await pump(followed, out, resumed[1], session.pacing, disconnected=disconnected, nursery=nursery)
+                return out.finished
         if resumed is not None and origin is not None and origin[0] != session.node:
             if resumed[0] != 0:
                 await self._resumed_elsewhere(session, (origin[0], origin[1]), out)
@@ -471,6 +552,8 @@ class HttpSessions:
         if nodes is None and owner is not None and owner != self.legacy.owner and self.forwarder is not None \
                 and not request.forwarded:
             forwarded = await self.forwarder.forward(owner, request, out, disconnected)
+            if forwarded is None and self.legacy.calls is not None:
+                forwarded = await self._forwarded_when_back(owner, request, out, disconnected)
             if forwarded is not None:
                 if out.record is not None:
                     out.record.result = "forwarded"  # the owner's access line says how it was answered
@@ -481,8 +564,8 @@ class HttpSessions:
             await reject(out, _lookup_status(error), error, request_id)
             return None
         session = self._sessions.get(session_id) if version is not None else None
-        if session is None and version is not None and nodes is not None:
-            session = self._adopt(session_id, version, nodes)
+        if session is None and version is not None and (nodes is not None or self.legacy.calls is not None):
+            session = self._adopt(session_id, version)
         if session is None:
             await reject(out, 404, ProtocolError(
                 "Session not found: the Mcp-Session-Id is unknown or expired; initialize a new session",
@@ -493,6 +576,18 @@ class HttpSessions:
             log.debug("session %s: a request names version %s; serving the negotiated %s", _shown(session_id),
                       named, session.version)
         return session
+
+    async def _forwarded_when_back(self, owner: str, request: HttpRequest, out: Tracked,
+                                   disconnected: Callable[[], Awaitable[Any]] | None) -> bool | None:
+        """Forward to a worker being replaced (its calls are recorded: its replacement serves its sessions)."""
+        assert self.forwarder is not None
+        with trio.move_on_after(_OWNER_RETURNS):
+            while True:
+                await trio.sleep(0.1)
+                forwarded = await self.forwarder.forward(owner, request, out, disconnected)
+                if forwarded is not None:
+                    return forwarded
+        return None
 
     # -- several nodes (sessions in a shared store) ------------------------------------------
 
@@ -505,9 +600,9 @@ class HttpSessions:
             self._linked = nodes
         return nodes
 
-    def _adopt(self, session_id: str, version: str, nodes: NodeLink) -> _Session:
-        """This node's side of a session another node opened: its own streams, calls and questions."""
-        session = _Session(self.config, nodes.node_id, self.legacy.mark)
+    def _adopt(self, session_id: str, version: str) -> _Session:
+        """This node's side of a session another node (or process) opened: its own streams, calls and questions."""
+        session = _Session(self.config, self._node_name(), self.legacy.mark)
         session.opened(session_id, version, self.config)
         self._sessions[session_id] = session
 
@@ -550,7 +645,8 @@ class HttpSessions:
         if session is None or not isinstance(message, dict):
             log.debug("an answer passed on for a session this node does not hold")
             return
-        session.pending.answer(message)  # only this session's requests: the key is (session, request id)
+        if not session.pending.answer(message):  # only this session's requests: the key is (session, request id)
+            session.pending.stash(message)  # a call being adopted here may wait for it in a moment
 
     def _cancel_from_node(self, body: Any) -> None:
         session = self._sessions.get(str(body[0]))

@@ -22,7 +22,14 @@ connection:
 - **one connection at a time**: :func:`pump` writes the stream to one HTTP response;
   a resumption supersedes the connection that wrote before (it was lost), and a
   connection that goes away leaves the stream, and the call feeding it, as they are.
-  A dropped connection is not a cancellation in this era.
+  A dropped connection is not a cancellation in this era;
+- **recorded** (a shared store keeps the call, :mod:`mrtr.core.calls`): once
+  :meth:`EventStream.hold` is called an event goes to a connection only after the
+  store has it (:meth:`EventStream.stored_to`), so a client never saw what a process
+  adopting the call does not know; a stream adopted or followed here is
+  :meth:`EventStream.load`-ed from the store, at the positions it had there; and a call
+  handed over to another process (:meth:`EventStream.hand_over`) ends its connections
+  with ``retry:``, the stream not ended: the client resumes it, wherever it lands.
 
 What a connection writes (:class:`Pacing`): a priming event (an id and empty ``data``)
 first, for 2025-11-25 sessions only (older clients fail on an empty ``data``), comment
@@ -45,15 +52,17 @@ from typing import Any
 
 import trio
 
+from ...core.calls import KEPT_EVENTS  # the events a stream keeps for resumption; past it, unsent notifications drop
 from .messages import SSE_HEADERS, ClientGone, Responder
 from .headers import RawHeader
 
-__all__ = ["KEPT_EVENTS", "EventStream", "Pacing", "event_origin", "parse_event_id", "pump"]
+__all__ = ["KEPT_EVENTS", "MAX_FINISHED_STREAMS", "EventStream", "Pacing", "event_origin", "parse_event_id", "pump"]
 
 log = logging.getLogger("mrtr.http")
 
-KEPT_EVENTS = 256
-"""Events one stream keeps for resumption; past it, notifications not yet sent are dropped."""
+
+MAX_FINISHED_STREAMS = 16
+"""Finished streams a session keeps for a late resumption, newest first; older ones are forgotten."""
 
 _MAX_ID_DIGITS = 12
 _MAX_ORIGIN = 160  # a node id and an encoded request id: longer is nothing this server minted
@@ -122,7 +131,8 @@ class EventStream:
     session ended, the request was cancelled).
     """
 
-    __slots__ = ("number", "origin", "events", "count", "sent", "done", "writer", "written", "dropped", "_changed")
+    __slots__ = ("number", "origin", "events", "count", "sent", "done", "writer", "written", "dropped", "_changed",
+                 "held", "stored", "stored_end", "moved", "settled", "gone")
 
     def __init__(self, number: int, origin: bytes = b"") -> None:
         self.number = number
@@ -135,6 +145,12 @@ class EventStream:
         self.written = False  # every event, the last included, went out and the response ended
         self.dropped = 0
         self._changed: trio.Event | None = None
+        self.held = False  # events go out only once recorded in the store (up to ``stored``)
+        self.stored = 0
+        self.stored_end = False  # the store has the stream's end
+        self.moved = False  # the call went to another process: connections end with retry, the stream goes on there
+        self.settled: trio.Event | None = None  # a stream followed from the store: set once the store was read
+        self.gone = False  # ... and the store had no such call
 
     def event_id(self, position: int) -> bytes:
         """The id of the event at ``position`` (or of a cursor there)."""
@@ -176,10 +192,64 @@ class EventStream:
         self._wake()
 
     def after(self, position: int) -> list[tuple[int, bytes]]:
-        """The kept events past ``position``, oldest first."""
-        if position >= self.count:
+        """The kept events past ``position`` that may go out (recorded, when held), oldest first."""
+        last = self.stored if self.held else self.count
+        if position >= last:
             return []
-        return [event for event in self.events if event[0] > position]
+        return [event for event in self.events if position < event[0] <= last]
+
+    @property
+    def ended(self) -> bool:
+        """Whether every event went in and (when held) the store has the end too: nothing more will come."""
+        return self.done and (not self.held or (self.stored_end and self.stored >= self.count))
+
+    # -- recorded in a shared store (mrtr.core.calls.EventSource) ------------------------------
+
+    def hold(self) -> None:
+        """From now on events go out only once :meth:`stored_to` says the store has them."""
+        self.held = True
+
+    def unstored(self) -> tuple[list[tuple[int, bytes]], int, bool]:
+        """The events the store does not have yet, the count, and whether the stream ended."""
+        return [event for event in self.events if event[0] > self.stored], self.count, self.done
+
+    def stored_to(self, position: int, ended: bool) -> None:
+        """The store has every event up to ``position`` (``ended``: and the end): they may go out."""
+        if position > self.stored:
+            self.stored = position
+        if ended and self.stored >= self.count:
+            self.stored_end = True
+        self._wake()
+
+    async def unstored_changed(self) -> None:
+        """Wait until the stream holds events, or an end, the store does not have."""
+        while not (self.held and not self.moved and (self.count > self.stored or (self.done and not self.stored_end))):
+            await self.changed(math.inf)
+
+    def unhold(self) -> None:
+        """Events go out unrecorded from now on (the call is no longer recorded)."""
+        self.held = False
+        self._wake()
+
+    def load(self, events: list[tuple[int, bytes]], last: int) -> None:
+        """Take what the store has of the stream (events at their positions, and the last position)."""
+        for position, data in events:
+            if position > self.count:
+                self.events.append((position, data))
+                self.count = position
+        while len(self.events) > KEPT_EVENTS:
+            self.events.popleft()
+        if last > self.count:
+            self.count = last
+        self.sent = max(self.sent, self.count)  # never written here, all of it written somewhere: none is dropped
+        self.stored = max(self.stored, self.count)
+        self._wake()
+
+    def hand_over(self) -> None:
+        """The call went to another process: the connections end (with ``retry:``), the stream ends here."""
+        self.moved = True
+        self.done = True
+        self._wake()
 
     def attach(self) -> int:
         """A new connection writes the stream from now on; its token (the one before it stops)."""
@@ -199,9 +269,11 @@ class EventStream:
 
     async def changed(self, deadline: float) -> None:
         """Wait until something is pushed, the stream ends or another connection attaches, or ``deadline``."""
-        self._changed = trio.Event()
+        if self._changed is None:  # several may wait (a connection, the call's recorder): one event for all
+            self._changed = trio.Event()
+        changed = self._changed
         with trio.move_on_at(deadline):
-            await self._changed.wait()
+            await changed.wait()
 
     def _wake(self) -> None:
         if self._changed is not None:
@@ -273,13 +345,19 @@ async def _write(stream: EventStream, out: Responder, cursor: int, pacing: Pacin
             cursor = position
             if position > stream.sent:
                 stream.sent = position
-        if stream.done and cursor >= stream.count:
+        if stream.moved:
+            # Handed over to another process: the client comes back with Last-Event-ID and is served there.
+            await out.send(b"retry: %d\n\n" % pacing.retry)
+            await out.end()
+            return False
+        if stream.ended and cursor >= stream.count:
             await out.end()
             stream.written = True
             return True
         now = trio.current_time()
         if pending:
             quiet_until = now + keepalive
+            continue  # more may have come while these were written: only an empty look waits
         if now >= poll_at:
             # SEP-1699: the connection ends, the stream does not; the client comes back with Last-Event-ID
             await out.send(b"retry: %d\n\n" % pacing.retry)
