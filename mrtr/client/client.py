@@ -1119,6 +1119,8 @@ class Client:
                     await self.target.send(message, noted, None, patient=True)  # type: ignore[call-arg]
                     pause = 1.0
                 except ClientError as error:
+                    if stream.scope.cancel_called:
+                        return  # replaced or closed: the connection it used went with it, nothing failed
                     if not stream.acknowledged.is_set():
                         stream.failure = error
                         stream.acknowledged.set()

@@ -31,3 +31,11 @@ def touch(uri: str, text: str = "changed") -> str:
     NOTES[uri] = text
     server.notify_resource_updated(uri)
     return f"touched {uri}"
+
+
+@server.tool
+def crash() -> str:
+    """End this process at once, as a crashing stdio server does."""
+    import os
+
+    os._exit(3)
