@@ -1097,6 +1097,11 @@ class Client:
         pause = 1.0
 
         def noted(note: dict[str, Any]) -> None:
+            if stream.scope.cancel_called:
+                # Replaced or closed: a server that has not yet seen it go (a cancellation over
+                # stdio is a message of its own) may still send on it; the stream that replaced
+                # it carries those updates.
+                return
             if note.get("method") != "notifications/subscriptions/acknowledged":
                 self._session_notification(note)
                 return
