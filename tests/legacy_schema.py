@@ -119,6 +119,7 @@ _CLIENT_DEFS = {
     "tools/call": "CallToolRequest", "prompts/list": "ListPromptsRequest", "prompts/get": "GetPromptRequest",
     "resources/list": "ListResourcesRequest", "resources/templates/list": "ListResourceTemplatesRequest",
     "resources/read": "ReadResourceRequest", "completion/complete": "CompleteRequest",
+    "resources/subscribe": "SubscribeRequest", "resources/unsubscribe": "UnsubscribeRequest",
     "logging/setLevel": "SetLevelRequest", "notifications/initialized": "InitializedNotification",
     "notifications/cancelled": "CancelledNotification",
 }

@@ -39,7 +39,10 @@ from ..core.eras import LEGACY
 from ..core.effects import Elicit, ElicitResult, ElicitURL, ListRoots, Request, Sample, Step
 from ..core.errors import InternalError, ProtocolError
 from ..core.forms import RequestedSchema
+from ..core.errors import INVALID_PARAMS
 from ..core.holding import HELD_BY
+from ..server.catalog import ResourceNotFound
+from ..server.legacy import RESOURCE_NOT_FOUND
 from .upstream import Relay, Upstream, UpstreamUnavailable
 
 __all__ = ["UnrelayableQuestion", "answered", "asked", "forwarding_handler", "upstream_result"]
@@ -161,7 +164,10 @@ async def modern_round(upstream: Upstream, ctx: Context, method: str, params: di
         sent["inputResponses"] = responses
     if state is not None:
         sent["requestState"] = state
-    result = await upstream.call(Relay(ctx), method, sent)
+    try:
+        result = await upstream.call(Relay(ctx), method, sent)
+    except ProtocolError as error:
+        raise _in_era(ctx, error) from None
     if result.get("resultType") == "task":  # the upstream made the call a task: its rounds come next
         task_id = result.get("taskId")
         if not isinstance(task_id, str) or not task_id:
@@ -211,10 +217,23 @@ def _being_cancelled() -> bool:
         return False
 
 
-def _raised(error: Mapping[str, Any]) -> ProtocolError:
+def _raised(ctx: Context, error: Mapping[str, Any]) -> ProtocolError:
     code = error.get("code")
-    return ProtocolError(str(error.get("message") or "The upstream call failed"),
-                         code=code if isinstance(code, int) else None, data=error.get("data"))
+    return _in_era(ctx, ProtocolError(str(error.get("message") or "The upstream call failed"),
+                                      code=code if isinstance(code, int) else None, data=error.get("data")))
+
+
+def _in_era(ctx: Context, error: ProtocolError) -> ProtocolError:
+    """``error`` as the downstream's era says it: an upstream's "resource not found" in either era's code.
+
+    A 2025 server says it ``-32002``, a 2026-07-28 one ``-32602``, both with ``data.uri``;
+    as :class:`~mrtr.server.catalog.ResourceNotFound` each downstream era answers its own.
+    """
+    data = error.data
+    if ctx.method in ("resources/read", "resources/subscribe") and error.code in (INVALID_PARAMS, RESOURCE_NOT_FOUND) \
+            and isinstance(data, Mapping) and data.get("uri") == ctx.target:
+        return ResourceNotFound(str(ctx.target))
+    return error
 
 
 def forwarding_handler(upstream: Upstream) -> Any:
@@ -243,7 +262,7 @@ def forwarding_handler(upstream: Upstream) -> Any:
                 event = yield Step(functools.partial(held_answer, upstream, ctx), call_id, event["n"],
                                    answered(request, answer))
             if "error" in event:
-                raise _raised(event["error"])
+                raise _raised(ctx, event["error"])
             yield upstream_result(event["result"])
             return
         outcome = yield Step(functools.partial(modern_round, upstream, ctx), method, params, None, None)

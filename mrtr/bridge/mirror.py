@@ -10,8 +10,11 @@ task driving the upstream's. The catalogue is read
 when a client connects and a family again when the upstream says its list changed;
 the downstream clients are then told, in their era.
 
-What the proxy serves is what the upstream listed: a uri no listed resource or template
-matches is not forwarded (``-32602``/``-32002``, as any mrtr server answers it).
+A uri no listed resource or template matches is forwarded too, when the upstream serves
+resources at all (the catalogue's ``unlisted`` entry): servers serve resources they do not
+list, and one registered since the last listing is served before the upstream says so.
+The upstream's "not found" reaches the client in its own era (``-32602`` modern,
+``-32002`` in a 2025 session, ``data.uri`` either way).
 """
 
 from __future__ import annotations
@@ -128,6 +131,8 @@ class Mirror:
             catalog.templates[:] = [
                 TemplateEntry(template_pattern(str(item["uriTemplate"])), self.handler, dict(item), item.get("mimeType"))
                 for item in templates]
+            # Any other uri is the upstream's to serve or refuse: listed nowhere, forwarded as read.
+            catalog.unlisted = ResourceEntry("", self.handler, {}, None) if offered else None
 
     async def changed(self, client: Client, family: str) -> None:
         """The upstream said ``family``'s list changed: read it again and tell the downstream clients."""

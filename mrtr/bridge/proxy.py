@@ -34,6 +34,7 @@ from .forwarded import forwarding_handler
 from .held import DEFAULT_MAX_HELD, DEFAULT_MAX_HELD_PER_CLIENT, HeldCalls
 from .mirror import Mirror
 from .upstream import Upstream
+from .watched import DEFAULT_MAX_WATCHED, UpstreamWatch
 
 __all__ = ["proxy"]
 
@@ -52,6 +53,7 @@ def proxy(
     held_answer_timeout: float | None = None,
     max_held: int = DEFAULT_MAX_HELD,
     max_held_per_client: int = DEFAULT_MAX_HELD_PER_CLIENT,
+    max_upstream_subscriptions: int = DEFAULT_MAX_WATCHED,
     **server_options: Any,
 ) -> Server:
     """A :class:`~mrtr.server.Server` forwarding everything to the MCP server ``target``, in either era.
@@ -70,7 +72,9 @@ def proxy(
     A 2025 upstream's calls made for 2026-07-28 clients wait in this process between
     rounds: each question at most ``held_answer_timeout`` seconds (default: the
     ``requestState`` TTL), at most ``max_held`` at once and ``max_held_per_client`` per
-    principal. Every other keyword is the :class:`~mrtr.server.Server`'s (``auth=`` for
+    principal. The resources the proxy's clients subscribe to are subscribed to upstream,
+    one upstream subscription per uri however many clients want it, at most
+    ``max_upstream_subscriptions`` uris at once (:mod:`mrtr.bridge.watched`). Every other keyword is the :class:`~mrtr.server.Server`'s (``auth=`` for
     the proxy's own resource server, ``secret=``, ``eras=``, ``answer_timeout=``...).
     """
     if isinstance(target, str):
@@ -91,21 +95,28 @@ def proxy(
 
     async def connected(client: Client) -> None:
         await mirror.read(client)
+        await watch.connected(client)
 
     async def list_changed(what: str) -> None:
         client = await upstream.client()
         await mirror.changed(client, what)
 
+    def resource_updated(uri: str) -> None:
+        watch.upstream_updated(uri)
+
     upstream = Upstream(target, held, on_connect=connected, on_list_changed=list_changed,
+                        on_resource_updated=resource_updated,
                         headers=upstream_headers, auth=upstream_auth, env=upstream_env, cwd=upstream_cwd,
                         era=upstream_era, timeout=upstream_timeout, connect_timeout=connect_timeout)
     mirror = Mirror(server, forwarding_handler(upstream), upstream.request)
+    watch = UpstreamWatch(upstream, server.notify_resource_updated, max_uris=max_upstream_subscriptions)
+    server.watch_resources(watch)
 
     @asynccontextmanager
     async def bridged() -> AsyncIterator[Upstream]:
         if held_answer_timeout is None:  # the time a modern client has to answer a round: the token's
             held.answer_timeout = server.token_carrier.codec.ttl
-        async with held.running(), upstream.running():
+        async with held.running(), watch.running(), upstream.running():
             yield upstream
 
     server.lifespan(lambda: bridged())

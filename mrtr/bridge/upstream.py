@@ -149,7 +149,8 @@ class Upstream:
 
     ``held`` keeps the calls that wait live (a 2025 upstream); ``on_connect`` is awaited
     with each new client before it serves (the catalogue is read there);
-    ``on_list_changed(what)`` when the upstream says a list changed. ``headers`` and
+    ``on_list_changed(what)`` when the upstream says a list changed, ``on_resource_updated(uri)``
+    when it says a resource the client subscribed to changed. ``headers`` and
     ``auth`` (an :class:`mrtr.client.oauth.OAuth`) authorize the proxy at an HTTP
     upstream; ``env`` and ``cwd`` are a stdio child's. ``era`` is the client's (``"auto"``
     probes). ``timeout`` bounds connecting and each read from the upstream;
@@ -159,6 +160,7 @@ class Upstream:
     def __init__(self, target: str | Sequence[str], held: HeldCalls, *,
                  on_connect: Callable[[Client], Awaitable[None]],
                  on_list_changed: Callable[[str], Awaitable[None]],
+                 on_resource_updated: Callable[[str], Any] | None = None,
                  headers: Mapping[str, str] | None = None, auth: Any = None, env: Mapping[str, str] | None = None,
                  cwd: str | None = None, era: str = "auto", timeout: float = 300.0,
                  connect_timeout: float = 10.0) -> None:
@@ -174,6 +176,7 @@ class Upstream:
         self.held = held
         self._on_connect = on_connect
         self._on_list_changed = on_list_changed
+        self._on_resource_updated = on_resource_updated
         self._headers = dict(headers or {})
         self._auth = auth
         self._env = env
@@ -206,6 +209,7 @@ class Upstream:
         options: dict[str, Any] = dict(
             on_elicit=self._asked, on_sample=self._asked, on_roots=self._asked, on_progress=self._progress,
             on_log=self._log, log_level="debug", on_list_changed=self._on_list_changed,
+            on_resource_updated=self._on_resource_updated,
             elicitation_modes=("form", "url"), max_rounds=32, timeout=self._timeout, deadline=None,
             era=self._era, tasks=True, client_info={"name": "mrtr-proxy", "version": _version()})
         if self.argv is not None:
@@ -281,8 +285,8 @@ class Upstream:
             self._broken.set()
         return failure_of(error, self.where)
 
-    def _closing(self, client: Client, error: Exception) -> ProtocolError:
-        """A request through a client being closed (a restart under way) failed with ``error``."""
+    def closing(self, client: Client, error: Exception) -> ProtocolError:
+        """A request through a client being closed (a restart under way) failed with ``error``: what to raise."""
         if client is self._client:
             raise error  # not a closing client: a failure of the proxy's own, reported as one
         log.debug("a request through a closing client failed: %r", error)
@@ -296,7 +300,7 @@ class Upstream:
         except ClientError as error:
             raise self.failed(client, error) from None
         except (RuntimeError, trio.ClosedResourceError, trio.BrokenResourceError) as error:
-            raise self._closing(client, error) from None
+            raise self.closing(client, error) from None
 
     async def call(self, relay: Relay, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """One round of a call to a modern upstream, on behalf of ``relay``: its raw result (``input_required`` too)."""
@@ -307,7 +311,7 @@ class Upstream:
         except ClientError as error:
             raise self.failed(client, error) from None
         except (RuntimeError, trio.ClosedResourceError, trio.BrokenResourceError) as error:
-            raise self._closing(client, error) from None
+            raise self.closing(client, error) from None
         finally:
             CURRENT.reset(token)
 
@@ -367,7 +371,7 @@ class Upstream:
         except ClientError as error:
             raise self.failed(client, error) from None
         except (RuntimeError, trio.ClosedResourceError, trio.BrokenResourceError) as error:
-            raise self._closing(client, error) from None
+            raise self.closing(client, error) from None
         finally:
             if isinstance(call, HeldCall):
                 self._in_flight.remove(call)

@@ -82,6 +82,9 @@ LogCallback = Callable[[str, str | None, Any], Any]
 ListChangedCallback = Callable[[str], Any]
 """``on_list_changed(what)`` with ``"tools"``, ``"prompts"`` or ``"resources"``, sync or async."""
 
+ResourceUpdatedCallback = Callable[[str], Any]
+"""``on_resource_updated(uri)`` for a resource the client subscribed to, sync or async."""
+
 
 
 class EraMemory:
@@ -151,6 +154,23 @@ def _error_response(request_id: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": JSONRPC_VERSION, "id": request_id, "error": {"code": code, "message": message}}
 
 
+class _ResourceStream:
+    """One ``subscriptions/listen`` stream for the resources a modern-era client subscribed to.
+
+    ``uris`` is what it asks to hear of; ``agreed`` what the server's acknowledgement
+    agreed to (``None`` before it); ``failure`` why it never was acknowledged.
+    """
+
+    __slots__ = ("uris", "scope", "acknowledged", "agreed", "failure")
+
+    def __init__(self, uris: list[str]) -> None:
+        self.uris = uris
+        self.scope = trio.CancelScope()
+        self.acknowledged = trio.Event()
+        self.agreed: list[str] | None = None
+        self.failure: ClientError | None = None
+
+
 class Client:
     """An MCP 2026-07-28 client that answers the server's questions and retries for you.
 
@@ -181,7 +201,8 @@ class Client:
     ``era`` is ``"auto"`` (probe the server once with ``server/discover`` and speak
     whichever era it answers in), ``"modern"`` (2026-07-28 only) or ``"legacy"`` (the
     2025 ``initialize`` session). Answerers, progress, ``on_log(level, logger, data)``
-    and ``on_list_changed(what)`` work the same in both. ``tasks`` declares the tasks
+    and ``on_list_changed(what)`` work the same in both, and so does
+    ``on_resource_updated(uri)`` for the resources :meth:`subscribe` named. ``tasks`` declares the tasks
     extension (a task tool's call then returns when its task ends; see
     :meth:`start_task`). ``auth`` (a :class:`mrtr.client.oauth.OAuth`) authorizes
     requests to a protected server over HTTP. ``ui`` declares the MCP Apps extension
@@ -209,6 +230,7 @@ class Client:
         on_log: LogCallback | None = None,
         log_level: str = "info",
         on_list_changed: ListChangedCallback | None = None,
+        on_resource_updated: ResourceUpdatedCallback | None = None,
         auth: Any = None,
         ui: bool = False,
         eras: EraMemory | None = None,
@@ -245,6 +267,7 @@ class Client:
         self.on_log = on_log
         self.log_level = log_level
         self.on_list_changed = on_list_changed
+        self.on_resource_updated = on_resource_updated
         self.ui = bool(ui)
         self.era_choice = era
         self.eras = EraMemory() if eras is None else eras
@@ -259,6 +282,9 @@ class Client:
         self._notes: trio.MemorySendChannel[dict[str, Any]] | None = None
         self.listening = False
         """Whether the server acknowledged the stream ``on_list_changed`` is fed from (modern era)."""
+        self._subscribed: dict[str, None] = {}  # the resources subscribed to, in order
+        self._subscribing = trio.Lock()
+        self._resource_stream: _ResourceStream | None = None
         self.server: InitializeResult | None = None
         """What a legacy server answered to ``initialize`` (``None`` in the modern era)."""
         if hasattr(self.target, "on_request"):
@@ -467,6 +493,9 @@ class Client:
             self._nursery.start_soon(listen)
         if self.on_log is not None and "logging" in answered.capabilities:
             await self.call_once("logging/setLevel", {"level": self.log_level})
+        if self._subscribed and self._nursery is not None:
+            # A session started again (the server forgot the last one): its subscriptions went with it.
+            self._nursery.start_soon(self._subscribe_again)
 
     async def _listen(self) -> None:
         """Keep a ``subscriptions/listen`` stream open for the list changes the server announces (modern era).
@@ -536,7 +565,7 @@ class Client:
             try:
                 await self._notified(note)
             except Exception:  # a callback's failure must not end the session's other notifications
-                log.exception("on_log or on_list_changed failed")
+                log.exception("on_log, on_list_changed or on_resource_updated failed")
 
     async def _notified(self, note: dict[str, Any]) -> None:
         method = note.get("method")
@@ -550,6 +579,10 @@ class Client:
                 self._tools = None  # the header annotations may have changed with the tools
             if self.on_list_changed is not None:
                 await maybe_await(self.on_list_changed(_LIST_CHANGED[method]))
+        elif method == "notifications/resources/updated":
+            uri = params.get("uri")
+            if isinstance(uri, str) and uri in self._subscribed and self.on_resource_updated is not None:
+                await maybe_await(self.on_resource_updated(uri))
 
     async def _log(self, params: Mapping[str, Any]) -> None:
         try:
@@ -980,6 +1013,141 @@ class Client:
         result = await self.request("resources/read", {"uri": uri}, deadline=deadline)
         checked(result, wire.ReadResourceResult, "ReadResourceResult")
         return ResourceResult(list(result["contents"]), result)
+
+    async def subscribe(self, uri: str) -> None:
+        """Hear of every change of resource ``uri``: ``on_resource_updated(uri)`` each time the server says so.
+
+        In a 2025 session, ``resources/subscribe``. In the modern era, the client's one
+        ``subscriptions/listen`` stream for resources is opened again naming ``uri`` too;
+        the new stream is acknowledged before the one it replaces is closed, so no
+        update is lost between them (one may come twice). Returns once the server agreed;
+        raises :class:`ClientError` when it refuses (its error, or, in the modern era, an
+        acknowledgement that leaves ``uri`` out). A stream the server ends or the
+        connection loses is opened again, and each of its resources is then reported
+        updated (what changed meanwhile was not heard); a 2025 session started again
+        subscribes again, reporting the same.
+        """
+        if not isinstance(uri, str) or not uri:
+            raise ValueError(f"subscribe needs a resource uri, got {uri!r}")
+        if self._nursery is None:
+            raise RuntimeError("use the Client in 'async with' before calling it")
+        await self._settle_era()
+        async with self._subscribing:
+            if uri in self._subscribed:
+                return
+            if self._era == LEGACY:
+                await self.call_once("resources/subscribe", {"uri": uri})
+            else:
+                await self._stream_resources([*self._subscribed, uri])
+            self._subscribed[uri] = None
+
+    async def unsubscribe(self, uri: str) -> None:
+        """Stop hearing of resource ``uri`` (nothing for a uri not subscribed to).
+
+        ``on_resource_updated`` is not called for it from now on, whatever the server
+        still sends. In a 2025 session, ``resources/unsubscribe``; in the modern era the
+        resources stream is opened again without it (closed when none is left).
+        """
+        if self._nursery is None:
+            raise RuntimeError("use the Client in 'async with' before calling it")
+        async with self._subscribing:
+            if uri not in self._subscribed:
+                return
+            del self._subscribed[uri]
+            if self._era == LEGACY:
+                await self.call_once("resources/unsubscribe", {"uri": uri})
+            else:
+                await self._stream_resources(list(self._subscribed))
+
+    @property
+    def subscribed(self) -> list[str]:
+        """The resources this client subscribed to, in order."""
+        return list(self._subscribed)
+
+    async def _stream_resources(self, uris: list[str]) -> None:
+        """Replace the resources stream by one naming ``uris`` (none: close it), once the new one is agreed."""
+        old = self._resource_stream
+        if not uris:
+            self._resource_stream = None
+            if old is not None:
+                old.scope.cancel()
+            return
+        assert self._nursery is not None
+        stream = _ResourceStream(uris)
+        self._nursery.start_soon(self._hold_resource_stream, stream)
+        with trio.move_on_after(self.deadline if self.deadline is not None else math.inf):
+            await stream.acknowledged.wait()
+        if not stream.acknowledged.is_set():
+            stream.scope.cancel()
+            raise ClientError(INTERNAL_ERROR, f"{self._where()} did not acknowledge subscriptions/listen within the "
+                                              f"{self.deadline:g} s deadline")
+        if stream.failure is not None:
+            raise stream.failure
+        refused = [uri for uri in uris if uri not in (stream.agreed or ())]
+        if refused:
+            stream.scope.cancel()
+            raise ClientError(INVALID_PARAMS, f"{self._where()} did not agree to send updates of "
+                                              f"{', '.join(refused)}", {"uris": refused})
+        self._resource_stream = stream
+        if old is not None:
+            old.scope.cancel()
+
+    async def _hold_resource_stream(self, stream: _ResourceStream) -> None:
+        """Keep ``stream`` open until it is replaced or the client closes; opened again when it ends."""
+        pause = 1.0
+
+        def noted(note: dict[str, Any]) -> None:
+            if stream.scope.cancel_called:
+                # Replaced or closed: a server that has not yet seen it go (a cancellation over
+                # stdio is a message of its own) may still send on it; the stream that replaced
+                # it carries those updates.
+                return
+            if note.get("method") != "notifications/subscriptions/acknowledged":
+                self._session_notification(note)
+                return
+            wanted = (note.get("params") or {}).get("notifications")
+            agreed = wanted.get("resourceSubscriptions") if isinstance(wanted, dict) else None
+            stream.agreed = [uri for uri in agreed if isinstance(uri, str)] if isinstance(agreed, list) else []
+            if stream.acknowledged.is_set():
+                # Opened again after it ended: what changed meanwhile was not heard, so each may have.
+                for uri in stream.agreed:
+                    self._session_notification({"method": "notifications/resources/updated", "params": {"uri": uri}})
+            stream.acknowledged.set()
+
+        with stream.scope:
+            while True:
+                request_id = next(self._ids)
+                message = request(request_id, "subscriptions/listen",
+                                  {"notifications": {"resourceSubscriptions": stream.uris},
+                                   "_meta": self._meta(request_id)})
+                try:
+                    await self.target.send(message, noted, None, patient=True)  # type: ignore[call-arg]
+                    pause = 1.0
+                except ClientError as error:
+                    if stream.scope.cancel_called:
+                        return  # replaced or closed: the connection it used went with it, nothing failed
+                    if not stream.acknowledged.is_set():
+                        stream.failure = error
+                        stream.acknowledged.set()
+                        return
+                    log.warning("the resource updates stream of %s failed: %s", self._where(), error)
+                    pause = min(pause * 2, 30.0)
+                if not stream.acknowledged.is_set():
+                    stream.failure = ClientError(INTERNAL_ERROR, f"{self._where()} ended subscriptions/listen "
+                                                                 "without acknowledging it")
+                    stream.acknowledged.set()
+                    return
+                await trio.sleep(pause)
+
+    async def _subscribe_again(self) -> None:
+        """A new 2025 session: subscribe again to what the client had, and report each as updated."""
+        for uri in list(self._subscribed):
+            try:
+                await self.call_once("resources/subscribe", {"uri": uri})
+            except ClientError as error:
+                log.warning("could not subscribe to %s again in the new session: %s", uri, error)
+                continue
+            self._session_notification({"method": "notifications/resources/updated", "params": {"uri": uri}})
 
     async def read_ui(self, tool: str | Mapping[str, Any], *,
                       deadline: float | None | _Default = CLIENT_DEADLINE) -> UiResource:

@@ -176,7 +176,9 @@ class Catalog:
     uri, ``templates`` in registration order, ``completion`` the provider or ``None``);
     ``middleware`` the stages every request of either era goes through, outermost first
     (:mod:`mrtr.server.pipeline`); ``mounts`` the catalogues of the servers mounted in this
-    one, by namespace (see :meth:`route`); the rest is set by the server that holds the catalogue: ``auth`` (the
+    one, by namespace (see :meth:`route`); ``unlisted`` what serves a uri no resource or
+    template matches (never listed: a proxy's forwarded read, :mod:`mrtr.bridge`), or ``None``
+    (such a uri is not found); the rest is set by the server that holds the catalogue: ``auth`` (the
     ``mrtr.auth.ResourceServer`` of a protected server), ``principal_source``,
     ``mask_errors``, ``page_size`` and ``lifespan`` (what ``ctx.lifespan`` reads: an object
     with a ``value``).
@@ -188,6 +190,7 @@ class Catalog:
         self.resources: dict[str, ResourceEntry] = {}
         self.templates: list[TemplateEntry] = []
         self.completion: Any = None
+        self.unlisted: ResourceEntry | None = None
         self.middleware: list[Middleware] = []
         self.mounts: dict[str, Catalog] = {}
         self.auth: Any = None
@@ -209,7 +212,7 @@ class Catalog:
         elif family == "prompts":
             own = bool(self.prompts)
         elif family == "resources":
-            own = bool(self.resources or self.templates)
+            own = bool(self.resources or self.templates or self.unlisted)
         elif family == "completion":
             own = self.completion is not None
         elif family == "tasks":
@@ -281,7 +284,8 @@ class Catalog:
     def resource_entry(self, uri: str) -> tuple[ResourceEntry | TemplateEntry, dict[str, Any]] | None:
         """The registration serving ``uri`` and its template variables, or ``None``.
 
-        A static resource wins over templates; templates are tried in registration order.
+        A static resource wins over templates; templates are tried in registration order,
+        then the mounted servers; :attr:`unlisted` serves what none of them does.
         """
         resource = self.resources.get(uri)
         if resource is not None:
@@ -291,7 +295,9 @@ class Catalog:
             if match:
                 return template, match.groupdict()
         routed = self.route("resources/read", {"uri": uri})
-        return self.mounts[routed[0]].resource_entry(routed[1]["uri"]) if routed is not None else None
+        if routed is not None:
+            return self.mounts[routed[0]].resource_entry(routed[1]["uri"])
+        return (self.unlisted, {}) if self.unlisted is not None else None
 
     # -- mounted servers -----------------------------------------------------------------
 
@@ -385,7 +391,8 @@ class Catalog:
                 return None
             served = found[0]
             if isinstance(served, ResourceEntry):
-                return Component("resource", uri, served.definition)  # type: ignore[arg-type]
+                # An unlisted uri (a proxy's) is a resource by its uri, with nothing listed of it.
+                return Component("resource", uri, served.definition or {"uri": uri})  # type: ignore[arg-type]
             return Component("template", served.definition["uriTemplate"], served.definition)
         if method == "completion/complete":
             ref = params.get("ref")
@@ -695,6 +702,7 @@ class MountedCatalog(Catalog):
     resources = property(lambda self: self._child.resources)
     templates = property(lambda self: self._child.templates)
     completion = property(lambda self: self._child.completion)
+    unlisted = property(lambda self: self._child.unlisted)
     middleware = property(lambda self: self._child.middleware)
     lifespan = property(lambda self: self._child.lifespan)
     auth = property(lambda self: self._parent.auth)

@@ -41,7 +41,7 @@ from .lifespan import Lifespan
 from .modern import MAX_LISTEN_TASK_IDS, SUPPORTED_VERSIONS, ModernEra
 from .registry import Header, Registry
 from .sessions import SessionRegistry
-from .subscriptions import Subscriptions
+from .subscriptions import ResourceWatcher, Subscriptions
 
 __all__ = [
     "SUPPORTED_VERSIONS",
@@ -232,7 +232,7 @@ class Server(Registry):
         self._legacy: LegacyEra | None = None
         if LEGACY in served:
             self._legacy = LegacyEra(catalog, self, sessions if sessions is not None else SessionRegistry(),
-                                     answer_timeout=answer_timeout)
+                                     answer_timeout=answer_timeout, subscriptions=self._subscriptions)
             self._subscriptions.relay(self._legacy.publish)
         elif sessions is not None or answer_timeout is not None:
             raise ValueError("sessions= and answer_timeout= configure the legacy era, which eras= leaves out")
@@ -590,6 +590,7 @@ class Server(Registry):
             self._subscriptions.publish(method, params)
 
         child._subscriptions.relay(renamed)
+        self._subscriptions.mount(namespace, child._subscriptions)  # and the interest in its resources, to it
         return child
 
     # -- dispatch ------------------------------------------------------------------------
@@ -693,6 +694,20 @@ class Server(Registry):
     def notify_resources_changed(self) -> None:
         """Tell listening clients that the resource list changed. Callable from any task or thread."""
         self._subscriptions.publish("notifications/resources/list_changed", {})
+
+    def watch_resources(self, watcher: ResourceWatcher | None) -> None:
+        """Tell ``watcher`` which resources this process's clients want the updates of (``None``: nobody).
+
+        ``await watcher.watch(uri)`` each time a client starts wanting them (a
+        ``subscriptions/listen`` naming it, before the acknowledgement; a 2025 session's
+        ``resources/subscribe``), and ``watcher.unwatch(uri)`` each time one stops (the
+        stream ends, the session unsubscribes or ends): each listener's interest begins and
+        ends once, so a watcher can count them, and start watching a resource only while
+        someone wants it. A ``ProtocolError`` raised by ``watch`` refuses the request that
+        asked. A mounted server's watcher hears of the uris under its namespace, in its own
+        names. The proxy's upstream subscriptions are such a watcher (``docs/proxy.md``).
+        """
+        self._subscriptions.watched_by(watcher)
 
     def notify_resource_updated(self, uri: str) -> None:
         """Tell the clients subscribed to ``uri`` that it changed and may be read again."""

@@ -96,6 +96,7 @@ from .catalog import Catalog, ResourceNotFound, checked_progress_token, mounted_
 from .pipeline import Component, Incoming, Shared
 from .pipeline import run as run_pipeline
 from .shell import Shell
+from .subscriptions import Subscriptions
 from .results import shape_prompt_result, shape_resource_result, shape_tool_result
 from .sessions import (
     ENDED_FOR_CLIENT,
@@ -237,12 +238,14 @@ class LegacyEra:
     """
 
     def __init__(self, catalog: Catalog, shell: Shell, sessions: SessionRegistry, *,
-                 answer_timeout: float | None = None, max_rounds: int = MAX_LIVE_ROUNDS) -> None:
+                 answer_timeout: float | None = None, max_rounds: int = MAX_LIVE_ROUNDS,
+                 subscriptions: Subscriptions | None = None) -> None:
         if answer_timeout is not None and not answer_timeout > 0:
             raise ValueError(f"answer_timeout must be a positive number of seconds, got {answer_timeout!r}")
         self.catalog = catalog
         self.shell = shell
         self.sessions = sessions
+        self.subscriptions = subscriptions if subscriptions is not None else Subscriptions()
         self._answer_timeout = answer_timeout
         self.max_rounds = max_rounds
         self._children: dict[str, LegacyEra] = {}  # the mounted servers' eras, made on first use
@@ -477,7 +480,8 @@ class LegacyEra:
         catalog = self.catalog.mounts[namespace]
         if era is None or era.catalog is not catalog:
             era = self._children[namespace] = LegacyEra(catalog, self.shell, self.sessions,
-                                                        answer_timeout=self._answer_timeout, max_rounds=self.max_rounds)
+                                                        answer_timeout=self._answer_timeout, max_rounds=self.max_rounds,
+                                                        subscriptions=self.subscriptions)
         return era
 
     def round_of(self, view: Incoming) -> int:
@@ -667,6 +671,9 @@ class LegacyEra:
         session = self.sessions.peek(str(body[0]))
         if session is not None:
             _apply(session, dict(body[1]))
+            for uri in list(session.watched or ()):  # unsubscribed through another node
+                if not (session.subscriptions and uri in session.subscriptions):
+                    self._unwatch(session, uri)
 
     def _ended_elsewhere(self, body: Any) -> None:
         reason = body[1] if len(body) > 1 and isinstance(body[1], str) else "closed by the client"
@@ -850,10 +857,13 @@ class LegacyEra:
         added = not (session.subscriptions and uri in session.subscriptions)
         session.subscribe(uri)
         try:
+            if added:
+                await self._watch(session, uri)  # a watcher may refuse it (a proxy past its bound, its upstream)
             await self._record_changed(session)
-        except ProtocolError:
-            if added:  # the record refused it (its bound) or could not be written: so does this copy
+        except BaseException:
+            if added:  # refused, or the record refused it (its bound) or could not be written: so does this copy
                 session.unsubscribe(uri)
+                self._unwatch(session, uri)
             raise
         return {}
 
@@ -862,8 +872,29 @@ class LegacyEra:
         if not isinstance(uri, str) or not uri:
             raise InvalidParams('resources/unsubscribe needs a string "uri"')
         call.session.unsubscribe(uri)
+        self._unwatch(call.session, uri)
         await self._record_changed(call.session)
         return {}
+
+    async def _watch(self, session: Session, uri: str) -> None:
+        """Tell the resource watchers that ``session`` wants ``uri``'s updates, once; undone when it ends."""
+        if session.watched is not None and uri in session.watched:
+            return
+        await self.subscriptions.watch(uri)
+        if session.watched is None:
+            session.watched = set()
+            session.on_end(lambda reason: self._unwatch_all(session))
+        session.watched.add(uri)
+
+    def _unwatch(self, session: Session, uri: str) -> None:
+        if session.watched is not None and uri in session.watched:
+            session.watched.discard(uri)
+            self.subscriptions.unwatch(uri)
+
+    def _unwatch_all(self, session: Session) -> None:
+        watched, session.watched = session.watched or set(), set()
+        for uri in watched:
+            self.subscriptions.unwatch(uri)
 
     async def _complete(self, call: _Call) -> dict[str, Any]:
         return await self.catalog.complete(call.params)

@@ -140,12 +140,13 @@ class Session:
     level of ``notifications/message`` (``None``: every level); ``subscriptions`` the
     resource uris subscribed to; ``initialized`` whether ``notifications/initialized``
     arrived; ``waiting`` how many of its handlers wait for answers; ``outlet`` the sink for notifications unrelated to any request (list
-    changes, resource updates), callable from any thread.
+    changes, resource updates), callable from any thread; ``watched`` the uris of its subscriptions
+    this process told the server's resource watchers of (those subscribed through this node).
     """
 
     __slots__ = ("id", "version", "client_capabilities", "client_info", "principal", "client", "log_level",
                  "subscriptions", "initialized", "outlet", "lasting", "in_flight", "waiting", "last_active", "ended",
-                 "_on_end", "_on_ready", "checked", "__weakref__")
+                 "watched", "_on_end", "_on_ready", "checked", "__weakref__")
 
     def __init__(self, session_id: str, *, version: str, client_capabilities: Mapping[str, Any],
                  client_info: Mapping[str, Any] | None, principal: str | None, client: str | None,
@@ -158,6 +159,7 @@ class Session:
         self.client = client
         self.log_level: str | None = None
         self.subscriptions: set[str] | None = None  # made on the first subscribe: most sessions never do
+        self.watched: set[str] | None = None  # likewise
         self.initialized = False
         self.outlet = outlet
         self.lasting = lasting

@@ -18,6 +18,15 @@ to :meth:`Subscriptions.deliver` what any node published, this one included, so 
 listener hears each notification once, by one path. When the bus loses what was sent
 meanwhile it calls :meth:`Subscriptions.interrupt`: every listen stream ends (the
 client listens again and re-reads), and new ones are refused until it is back.
+
+**Resource interest.** A server whose resources change elsewhere (a proxy's upstream)
+needs to know which resources someone listens to. A :class:`ResourceWatcher`
+(:meth:`Subscriptions.watched_by`) is told, in this process, each time a listener starts
+wanting a resource's updates and each time it stops: a listen stream's
+``resourceSubscriptions`` (before its acknowledgement, and when it ends) and a 2025
+session's ``resources/subscribe`` (until it unsubscribes or ends). Each listener's
+interest in a uri begins and ends exactly once, so the watcher can count them. A mounted
+server's watcher hears of the uris under its namespace, in its own names.
 """
 
 from __future__ import annotations
@@ -25,11 +34,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from .catalog import unmounted_uri
+
 from ..core import wire
 from ..core.errors import InternalError, InvalidParams
 from ..core.jsonrpc import Broadcast, Notify
 
-__all__ = ["LISTEN_FILTERS", "Bus", "NOTIFICATIONS_UNAVAILABLE", "Subscriptions"]
+__all__ = ["LISTEN_FILTERS", "Bus", "NOTIFICATIONS_UNAVAILABLE", "ResourceWatcher", "Subscriptions"]
 
 NOTIFICATIONS_UNAVAILABLE = "Internal error: notifications are unavailable"
 """What a listen request is answered (``-32603``) while the nodes' shared notifications are interrupted."""
@@ -47,6 +58,18 @@ class Bus(Protocol):
         """Send a notification to every node, this one included; callable from any thread, never waits."""
         ...
 
+class ResourceWatcher(Protocol):
+    """What a server tells of the resources its listeners want updates of (see the module)."""
+
+    async def watch(self, uri: str) -> None:
+        """One more listener wants ``uri``'s updates; raising a ``ProtocolError`` refuses its request."""
+        ...
+
+    def unwatch(self, uri: str) -> None:
+        """One listener that wanted ``uri``'s updates no longer does; never waits (it may run as a stream is cancelled)."""
+        ...
+
+
 LISTEN_FILTERS = {
     "toolsListChanged": ("notifications/tools/list_changed", "tools"),
     "promptsListChanged": ("notifications/prompts/list_changed", "prompts"),
@@ -58,12 +81,49 @@ LISTEN_FILTERS = {
 class Subscriptions:
     """The hubs transports attached while serving, and the listen streams that use them."""
 
-    __slots__ = ("_bus", "_hubs", "_relays")
+    __slots__ = ("_bus", "_hubs", "_relays", "_watcher", "_mounted")
 
     def __init__(self) -> None:
         self._hubs: list[Broadcast] = []
         self._relays: list[Callable[[str, dict[str, Any]], None]] = []
         self._bus: Bus | None = None
+        self._watcher: ResourceWatcher | None = None
+        self._mounted: dict[str, Subscriptions] = {}
+
+    def watched_by(self, watcher: ResourceWatcher | None) -> None:
+        """Tell ``watcher`` which resources this process's listeners want (``None``: nobody)."""
+        self._watcher = watcher
+
+    def mount(self, namespace: str, child: Subscriptions) -> None:
+        """Pass the interest in uris under ``namespace`` on to a mounted server's subscriptions, in its names."""
+        self._mounted[namespace] = child
+
+    async def watch(self, uri: str) -> None:
+        """A listener starts wanting ``uri``'s updates: its watcher (and a mounted server's) is told.
+
+        Raises what a watcher raises to refuse it (then none of them counts it).
+        """
+        if self._watcher is not None:
+            await self._watcher.watch(uri)
+        for namespace, child in self._mounted.items():
+            inner = unmounted_uri(namespace, uri)
+            if inner is None:
+                continue
+            try:
+                await child.watch(inner)
+            except BaseException:
+                if self._watcher is not None:
+                    self._watcher.unwatch(uri)
+                raise
+
+    def unwatch(self, uri: str) -> None:
+        """A listener no longer wants ``uri``'s updates (one :meth:`watch` of it, undone); never waits."""
+        if self._watcher is not None:
+            self._watcher.unwatch(uri)
+        for namespace, child in self._mounted.items():
+            inner = unmounted_uri(namespace, uri)
+            if inner is not None:
+                child.unwatch(inner)
 
     def relay(self, deliver: Callable[[str, dict[str, Any]], None]) -> None:
         """Hand every published notification to ``deliver`` too (the legacy era's sessions), from any thread."""
@@ -157,7 +217,11 @@ class Subscriptions:
         # Registered before the acknowledgement (and before the task checks below), so
         # nothing published after it is missed.
         listener = self._hubs[-1].listen(until)
+        interested: list[str] = []  # the uris this stream told the watchers of, undone when it ends
         try:
+            for uri in agreed.get("resourceSubscriptions", ()):
+                await self.watch(uri)
+                interested.append(uri)
             watched = await watch_tasks(wanted.get("taskIds"))
             if watched is not None:
                 agreed["taskIds"] = watched
@@ -169,4 +233,6 @@ class Subscriptions:
                     notify(method, {**params, "_meta": meta})
         finally:
             listener.close()  # a client that went away stops receiving at once
+            for uri in interested:
+                self.unwatch(uri)
         return {"resultType": "complete", "_meta": dict(meta)}

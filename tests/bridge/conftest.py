@@ -46,7 +46,11 @@ async def bridge(nursery: trio.Nursery) -> Any:
     in it are ended after each test (a proxy stopped with its test may not have said goodbye).
     """
 
+    served: list[Any] = [upstream_server]
+
     async def make(upstream_era: str = "auto", upstream: Any = None, **options: Any) -> Bridge:
+        if upstream is not None and upstream not in served:
+            served.append(upstream)
         port = await nursery.start(partial(serve, upstream or upstream_server, "127.0.0.1", 0))
         upstream_url = f"http://127.0.0.1:{port}/mcp"
         proxied = mrtr.proxy(upstream_url, upstream_era=upstream_era, secret=b"p" * 32, store_url="memory:", **options)
@@ -54,6 +58,7 @@ async def bridge(nursery: trio.Nursery) -> Any:
         return Bridge(upstream_url, f"http://127.0.0.1:{proxy_port}/mcp", proxied)
 
     yield make
-    legacy = upstream_server.legacy
-    if legacy is not None:
-        legacy.sessions.close("the test is over")
+    for server in served:
+        legacy = server.legacy
+        if legacy is not None:
+            legacy.sessions.close("the test is over")

@@ -68,6 +68,8 @@ class Checked:
         self.inner = inner
         self.mirrors_headers = inner.mirrors_headers
         self.exchanges: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+        if callable(getattr(inner, "on_notification", None)):
+            self.on_notification = inner.on_notification  # the client set it before this wrapper: checked from now on
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -75,6 +77,13 @@ class Checked:
     def __setattr__(self, name: str, value: Any) -> None:
         if name in ("inner", "mirrors_headers", "exchanges"):
             object.__setattr__(self, name, value)
+        elif name == "on_notification" and callable(value):
+            # A legacy session's notifications that belong to no request (list changes, resource updates).
+            def checked(note: dict[str, Any], deliver: Any = value) -> None:
+                validate_legacy_message(note)
+                deliver(note)
+
+            setattr(self.inner, name, checked)
         else:
             setattr(self.inner, name, value)
 
