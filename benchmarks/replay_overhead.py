@@ -99,7 +99,7 @@ def seed_questions(ctx: SeedContext, n: int) -> list[str]:
     return emails
 
 
-def seed_rounds(k: int, codec: RequestStateCodec) -> Any:
+def seed_rounds(k: int, codec: RequestStateCodec) -> SeedRound:
     """The seed-shaped round that carries the k-th answer (one call), after playing rounds 1..k."""
     replayer = SeedReplayer(codec, seed_questions)
     arguments = {"n": k + 1}
@@ -110,7 +110,20 @@ def seed_rounds(k: int, codec: RequestStateCodec) -> Any:
                   "inputResponses": {f"elicit-{i + 1}": answer(i)}}
     reply = replayer.round("tools/call", params, None, CAPS)
     assert reply["resultType"] == "input_required" and f"elicit-{k + 1}" in reply["inputRequests"], reply
-    return lambda: replayer.round("tools/call", params, None, CAPS)
+    return SeedRound(replayer, params)
+
+
+class SeedRound:
+    """One call is the seed-shaped round; ``replayer`` and ``params`` are what it runs (for the profile)."""
+
+    __slots__ = ("replayer", "params")
+
+    def __init__(self, replayer: SeedReplayer, params: dict[str, Any]) -> None:
+        self.replayer = replayer
+        self.params = params
+
+    def __call__(self) -> dict[str, Any]:
+        return self.replayer.round("tools/call", self.params, None, CAPS)
 
 
 # -- (b0) a minimal exception-based replayer, the stand-in of the earlier records --------------

@@ -410,7 +410,8 @@ def table_goals(results: dict[str, Any]) -> str:
                   for row in rounds["rows"]]
         worst = max(ratios, key=lambda item: item[1])
         slower = [str(k) for k, ratio in ratios if ratio > 1.0]
-        where = f"; slower at k = {', '.join(slower)}, faster at the other k" if slower else ""
+        where = "" if not slower else "; slower at every k" if len(slower) == len(ratios) else \
+            f"; slower at k = {', '.join(slower)}, faster at the other k"
         which = "the seed-shaped (b)" if SEED in rounds["rows"][0]["timings"] else "(b)"
         lines.append(f"| (a) no slower than {which} at every k | worst (a)/(b) = {worst[1]:.2f}x at k = {worst[0]}"
                      f"{where} | {'yes' if worst[1] <= 1.0 else 'no'} |")
