@@ -397,6 +397,34 @@ def table_middleware(part: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def table_coldstart(part: dict[str, Any]) -> str:
+    """Part 11: a stdio server's start to its first answer, beside the SDK's, and where its imports go."""
+    load = part.get("load", {})
+    lines = [f"Wall time from the process's start to the first answer, median of {part['turns']} starts each taken in "
+             f"turns (load average {load.get('before', '?')} at the start of the part, {load.get('after', '?')} at its "
+             "end); CPU: the process's whole life (start, answer, exit at the end of stdin).", "",
+             "| started | first request | to the first answer | min / max | CPU | the SDK's time / this |",
+             "|---|---|---|---|---|---|"]
+    for name, row in part["rows"].items():
+        started, _, first = name.rpartition(", ")
+        if not started:
+            started, first = name, "(none: to its exit)"
+        ratio = _x(row.get("sdk_over_this")) if row.get("sdk_over_this") else ""
+        lines.append(f"| {started} | {first} | {row['ms']:.1f} ms | {row['min_ms']:.1f} / {row['max_ms']:.1f} | "
+                     f"{row['cpu_ms']:.1f} ms | {ratio} |")
+    if part.get("imports"):
+        lines += ["", "`python -X importtime` of one start each (import times under that flag run above the "
+                  "figures above; read them against each other):", "",
+                  "| started | modules | imports | the top-level imports that cost most |", "|---|---|---|---|"]
+        for name, profile in part["imports"].items():
+            started = name.rpartition(", ")[0] or name
+            top = ", ".join(f"`{item['module']}` {item['ms']:.0f}" for item in profile["top"][:6])
+            lines.append(f"| {started} | {profile['modules']} | {profile['imports_ms']:.0f} ms | {top} |")
+    for name, why in part.get("skipped", {}).items():
+        lines += ["", f"Not measured: {name}: {why}"]
+    return "\n".join(lines)
+
+
 def table_goals(results: dict[str, Any]) -> str:
     lines = ["| goal | measured | met |", "|---|---|---|"]
     rounds = results.get("rounds")
@@ -534,6 +562,7 @@ def update_document(path: Path, results: dict[str, Any]) -> None:
         "legacy": lambda: table_legacy_http(results["legacy"]),
         "nodes": lambda: table_nodes(results["nodes"]),
         "middleware": lambda: table_middleware(results["middleware"]),
+        "coldstart": lambda: table_coldstart(results["coldstart"]),
         "machine": lambda: table_machine(results),
     }
     text = path.read_text()
