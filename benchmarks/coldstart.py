@@ -12,6 +12,8 @@ it the CPU the process used in its whole life (start, answer, exit at the end of
 - the official SDK ``mcp==2.3.0``: ``MCPServer.run("stdio")`` of the suite's SDK peer
   (``benchmarks/sdk_peer.py stdio``), in its own virtualenv;
 - ``python -c pass``: the interpreter alone, to its exit: the floor under both;
+- ``mrtr --help`` and ``mrtr serve --help``, to their exit: what the command line costs
+  before it serves (it imports the module of the command it runs alone);
 - with ``--before PATH``: the same script with another checkout's ``mrtr`` first on
   ``PYTHONPATH``, for a before/after in the same run.
 
@@ -52,14 +54,17 @@ FIRST = {
 """The first request of a host of each era."""
 
 MRTR, SDK, FLOOR = "mrtr serve --stdio", "SDK mcp 2.3.0 MCPServer stdio", "python -c pass"
+HELP = (("--help",), ("serve", "--help"))
+"""The command line alone: its help, and a command's, to the process's exit."""
 
 
-def mrtr_command() -> list[str]:
-    """How a host starts ``mrtr serve --stdio``: the virtualenv's ``mrtr`` script."""
+def mrtr_command(*words: str) -> list[str]:
+    """How a host starts ``mrtr serve --stdio`` (or ``mrtr WORDS``): the virtualenv's ``mrtr`` script."""
+    words = words or ("serve", "--stdio")
     script = Path(sys.executable).parent / "mrtr"
     if script.exists():
-        return [str(script), "serve", "--stdio"]
-    return [sys.executable, "-m", "mrtr", "serve", "--stdio"]
+        return [str(script), *words]
+    return [sys.executable, "-m", "mrtr", *words]
 
 
 class Candidate:
@@ -120,15 +125,23 @@ def _check(first: str, answer: bytes, command: list[str]) -> None:
 
 def candidates(install_sdk: bool, before: Path | None) -> tuple[dict[str, Candidate], dict[str, str]]:
     """Every candidate of this run, and what was skipped and why."""
-    env = clean_env()
+    # Without PYTHONDONTWRITEBYTECODE, so the start not counted writes the byte-code caches an
+    # installed package has (pip writes them), whatever the environment of this run says.
+    env = {key: value for key, value in clean_env().items() if key != "PYTHONDONTWRITEBYTECODE"}
     here = [sys.executable, "-X", "importtime", "-m", "mrtr", "serve", "--stdio"]
+    earlier = {} if before is None else {**env, "PYTHONPATH": str(before.resolve())}
     found: dict[str, Candidate] = {}
     skipped: dict[str, str] = {}
     for first in FIRST:
         found[f"{MRTR}, {first}"] = Candidate(mrtr_command(), env, first, here)
         if before is not None:
-            found[f"{MRTR}, before ({before.name}), {first}"] = Candidate(
-                mrtr_command(), {**env, "PYTHONPATH": str(before.resolve())}, first, here)
+            found[f"{MRTR}, before ({before.name}), {first}"] = Candidate(mrtr_command(), earlier, first, here)
+    for words in HELP:
+        profiled = [sys.executable, "-X", "importtime", "-m", "mrtr", *words]
+        found[f"mrtr {' '.join(words)}"] = Candidate(mrtr_command(*words), env, None, profiled)
+        if before is not None:
+            found[f"mrtr {' '.join(words)} (before: {before.name})"] = Candidate(
+                mrtr_command(*words), earlier, None, profiled)
     python = sdk_python(install=install_sdk)
     if python is None:
         skipped["sdk"] = sdk_missing(install_sdk)
@@ -186,7 +199,7 @@ def run(*, quick: bool, install_sdk: bool = True, before: Path | None = None) ->
             rows[name] = {"ms": statistics.median(ordered) * 1e3, "min_ms": ordered[0] * 1e3,
                           "max_ms": ordered[-1] * 1e3, "spread": ordered[-1] / ordered[0],
                           "cpu_ms": statistics.median(cpus[name]) * 1e3}
-        log("part 11: -X importtime of each server's start")
+        log("part 11: -X importtime of each start")
         imports = {name: import_profile(candidate, workdir) for name, candidate in found.items()
                    if candidate.first in ("server/discover", None)}
     for name, row in rows.items():

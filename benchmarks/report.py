@@ -477,6 +477,16 @@ def table_goals(results: dict[str, Any]) -> str:
         ratio = legacy["flows"]["mrtr native, 1 worker"]["vs_sdk"]
         lines.append(f"| 2025 sessions over HTTP ≥ 3x the SDK's stateful server, one-question conversation, one "
                      f"process | {ratio:.2f}x | {'yes' if ratio >= 3 else 'no'} |")
+    coldstart = results.get("coldstart")
+    if coldstart:
+        # The rows named "mrtr serve --stdio, <first request>": this checkout's, each with the SDK's time over it.
+        ours = {name.rpartition(", ")[2]: row for name, row in coldstart["rows"].items()
+                if name.startswith("mrtr serve --stdio, ") and name.count(", ") == 1 and row.get("sdk_over_this")}
+        if ours:
+            lines.append("| cold start: `mrtr serve --stdio` to its first answer lower than the SDK's stdio server | "
+                         + ", ".join(f"{first} {row['ms']:.0f} ms, the SDK's {row['sdk_over_this']:.2f}x that"
+                                     for first, row in ours.items())
+                         + f" | {'yes' if all(row['sdk_over_this'] > 1 for row in ours.values()) else 'no'} |")
     soak = results.get("soak")
     if soak:
         growth = max(soak["rss_growth_kib_after_first_mark"].values())
