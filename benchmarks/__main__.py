@@ -22,11 +22,11 @@ from typing import Any
 from .common import ROOT
 
 PARTS = ("rounds", "conversations", "http", "soak", "tasks", "once", "sessions", "legacy", "nodes", "middleware",
-         "proxy", "adoption")
+         "proxy", "adoption", "coldstart")
 
-NOT_QUICK = ("middleware",)
+NOT_QUICK = ("middleware", "coldstart")
 """Parts ``--quick`` leaves out unless ``--only`` names them: the quick run is already past its minute
-(``--quick --only middleware`` runs that part alone, in about 12 s)."""
+(``--quick --only middleware`` runs that part alone, in about 12 s; ``--quick --only coldstart`` in about 15 s)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,8 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-sdk-install", action="store_true",
                         help="use the official SDK only if .cache/interop-venv already has it (never reach a registry)")
     parser.add_argument("--before", type=Path, metavar="PATH",
-                        help="also serve another checkout's mrtr (native, 1 worker) in the HTTP turns, and time it "
-                             "without middleware in the middleware part, for an A/B")
+                        help="also serve another checkout's mrtr (native, 1 worker) in the HTTP turns, time it "
+                             "without middleware in the middleware part and start it in the cold-start part, "
+                             "for an A/B")
     parser.add_argument("--merge", action="store_true",
                         help="keep the parts of the recorded results.json this run leaves out (each noted with its run)")
     parser.add_argument("--docs", action=argparse.BooleanOptionalAction, default=None,
@@ -102,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     if "adoption" in parts:
         from . import adoption
         results["adoption"] = adoption.run(quick=args.quick)
+    if "coldstart" in parts:
+        from . import coldstart
+        results["coldstart"] = coldstart.run(quick=args.quick, install_sdk=install, before=args.before)
     results["load_after"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
     results["seconds"] = round(time.monotonic() - started, 1)
 
@@ -162,7 +166,7 @@ def summary(results: dict[str, Any]) -> str:
     lines = [f"benchmarks ({'quick' if results['quick'] else 'full'} run, {results['seconds']} s, "
              f"{results['machine']})"]
     lines.append(report.table_goals(results))
-    for part in ("rounds", "http", "tasks", "once", "legacy"):
+    for part in ("rounds", "http", "tasks", "once", "legacy", "coldstart"):
         for what, why in results.get(part, {}).get("skipped", {}).items():
             lines.append(f"SKIPPED in {part}: {what}: {why}")
     nodes = results.get("nodes")
@@ -193,6 +197,10 @@ def summary(results: dict[str, Any]) -> str:
             line += "; over HTTP, server CPU: " + ", ".join(
                 f"{name} {row['cpu_us']:.0f} µs ({row['cpu_ratio']:.2f}x)" for name, row in middleware["http"].items())
         lines.append(line)
+    coldstart = results.get("coldstart")
+    if coldstart:
+        lines.append("cold start to the first answer (median wall): " + ", ".join(
+            f"{name} {row['ms']:.0f} ms" for name, row in coldstart["rows"].items()))
     lines.append((report.table_noise(results) + f" Load average {results['load_before']} -> "
                   f"{results['load_after']}.").strip())
     return "\n".join(lines)

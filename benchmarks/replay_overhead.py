@@ -12,11 +12,18 @@ Candidates, timed in turns (A B C D, D C B A, ...), the median of the batches:
 - ``(a) mrtr, full dispatch``: the same round through ``Server.handle`` (JSON-RPC
   message in, response message out: envelope, argument decoding, result shaping), the
   level the SDK's in-process entry works at.
-- ``(b) exception-based``: a minimal re-implementation of the design mrtr started
-  from, written for this benchmark and labelled as such: ``ctx.elicit()`` fingerprints
-  the question with sorted JSON, looks the ordinal up in the ledger and raises to pause;
-  the ledger is sealed with the same codec (AES-256-GCM) and the fresh answer is
-  validated with the same compiled form.
+- ``(b) seed-shaped``: the replayer this project started from, re-implemented for the
+  benchmark from its described behaviour (:mod:`benchmarks.seed_replayer`, whose docstring
+  lists what it does per round): the token's age, the principal, the method and the
+  target checked, each answer merged with the seed's refusals, the handler re-run with a
+  SHA-256 fingerprint of each question's message and schema compared with its slot's, the
+  capability checked at every question, an exception to pause, a new token sealed; the
+  same codec as mrtr (AES-256-GCM, MessagePack by msgspec). The goal's ``(b)``.
+- ``(b0) minimal``: the stand-in earlier records used, labelled as such: ``ctx.elicit()``
+  fingerprints the question with sorted JSON, looks the ordinal up in the ledger and
+  raises to pause; the ledger is sealed with the same codec and the fresh answer is
+  validated with the same compiled form, but it checks neither the token's age, nor the
+  principal, nor the capability. Kept to explain the earlier figures.
 - ``(c) park-and-relay``: the lower bound. The suspended generator is kept in memory
   under a conversation id and resumed with the validated answer; no token, no replay.
   ``(a) / (c)`` is what statelessness costs.
@@ -47,14 +54,23 @@ from mrtr.core.replay import replay
 from mrtr.core.codec import RequestStateCodec, arguments_digest
 
 from .common import ROOT, clean_env, interleave, log, sdk_missing, sdk_python
+from .seed_replayer import SeedContext, SeedReplayer
 
 SCHEMA = Form().string("email", format="email")
 COMPILED = Elicit("x", SCHEMA).requested
+_SCHEMA_DICT = SCHEMA.to_schema()
 CAPS = {"elicitation": {}}
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": CAPS}
 KS_FULL = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20, 50, 100)
 KS_QUICK = (1, 10, 50)
+
+A, A_FULL = "(a) mrtr", "(a) mrtr, full dispatch"
+SEED = "(b) seed-shaped"
+"""The goal's (b): :mod:`benchmarks.seed_replayer`."""
+MINIMAL = "(b0) minimal stand-in"
+"""The minimal exception-based replayer of the earlier records."""
+PARK, SDK = "(c) park-and-relay", "(d) SDK mcp 2.3.0 Resolve"
 
 
 def answer(i: int) -> dict[str, Any]:
@@ -71,8 +87,47 @@ def questions(n: int):
     return emails
 
 
-# -- (b) a minimal exception-based replayer, the shape of the seed's design --------------
-# Written for this benchmark, not the seed's code: enough of the design to time it.
+# -- (b) the seed's replayer (benchmarks.seed_replayer), and its handler -----------------------
+
+
+def seed_questions(ctx: SeedContext, n: int) -> list[str]:
+    """The handler of part 1 as the seed's handlers are written: n questions through ``ctx.elicit``."""
+    emails = []
+    for i in range(n):
+        reply = ctx.elicit(f"Question {i}?", _SCHEMA_DICT)
+        emails.append(reply.content["email"])  # type: ignore[index]
+    return emails
+
+
+def seed_rounds(k: int, codec: RequestStateCodec) -> SeedRound:
+    """The seed-shaped round that carries the k-th answer (one call), after playing rounds 1..k."""
+    replayer = SeedReplayer(codec, seed_questions)
+    arguments = {"n": k + 1}
+    params: dict[str, Any] = {"name": "questions", "arguments": arguments, "_meta": META}
+    for i in range(k):
+        reply = replayer.round("tools/call", params, None, CAPS)
+        params = {"name": "questions", "arguments": arguments, "_meta": META, "requestState": reply["requestState"],
+                  "inputResponses": {f"elicit-{i + 1}": answer(i)}}
+    reply = replayer.round("tools/call", params, None, CAPS)
+    assert reply["resultType"] == "input_required" and f"elicit-{k + 1}" in reply["inputRequests"], reply
+    return SeedRound(replayer, params)
+
+
+class SeedRound:
+    """One call is the seed-shaped round; ``replayer`` and ``params`` are what it runs (for the profile)."""
+
+    __slots__ = ("replayer", "params")
+
+    def __init__(self, replayer: SeedReplayer, params: dict[str, Any]) -> None:
+        self.replayer = replayer
+        self.params = params
+
+    def __call__(self) -> dict[str, Any]:
+        return self.replayer.round("tools/call", self.params, None, CAPS)
+
+
+# -- (b0) a minimal exception-based replayer, the stand-in of the earlier records --------------
+# Written for this benchmark: the design's shape without the seed's checks (see the module's docs).
 
 
 class _Pending(Exception):
@@ -99,8 +154,6 @@ class _ExceptionContext:
         self.ledger.append({"key": f"elicit-{self.cursor}", "fingerprint": fingerprint})
         raise _Pending(params)
 
-
-_SCHEMA_DICT = SCHEMA.to_schema()
 
 
 def exception_handler(ctx: _ExceptionContext, n: int) -> list[str]:
@@ -331,16 +384,17 @@ def run(*, quick: bool, install_sdk: bool) -> dict[str, Any]:
         for k in ks:
             mrtr = MrtrRounds(k)
             candidates: dict[str, Any] = {
-                "(a) mrtr": lambda m=mrtr: m.wire_round(m.params),
-                "(a) mrtr, full dispatch": mrtr.full_round,
-                "(b) exception-based (minimal re-implementation)": exception_rounds(k, mrtr.codec),
-                "(c) park-and-relay": park_round(k),
+                A: lambda m=mrtr: m.wire_round(m.params),
+                A_FULL: mrtr.full_round,
+                SEED: seed_rounds(k, mrtr.codec),
+                MINIMAL: exception_rounds(k, mrtr.codec),
+                PARK: park_round(k),
             }
             sdk_tokens = None
             if sdk is not None:
                 rounds = SdkRounds(sdk, k)
                 sdk_tokens = rounds.token_chars
-                candidates["(d) SDK mcp 2.3.0 Resolve"] = rounds
+                candidates[SDK] = rounds
             if k == 1:
                 candidates.update(baseline_k1())
             log(f"part 1: k={k}")
@@ -363,7 +417,7 @@ def main() -> None:
     quick = "--quick" in sys.argv
     result = run(quick=quick, install_sdk=True)
     for row in result["rows"]:
-        park = row["timings"]["(c) park-and-relay"]["median"]
+        park = row["timings"][PARK]["median"]
         for name, timing in row["timings"].items():
             print(f"k={row['k']:<3} {name:<50} {timing['median'] * 1e6:9.1f} us  {timing['median'] / park:6.2f}x (c)"
                   f"  spread {timing['spread']:.2f}")

@@ -1,7 +1,8 @@
 """Part 1's profile: where the instructions of one round go, counted by callgrind.
 
 Usage: ``python -m benchmarks.replay_profile [--ks 1,2,...,10] [--rounds N] [--json PATH]``
-(needs ``valgrind``; about 20 s per k, two k at a time)
+(needs ``valgrind``; about 20 s per k, two k at a time); ``--calls`` counts instead the Python
+function calls of a round of ``(a)``, ``(b)`` and ``(b0)`` with ``cProfile`` (no valgrind).
 
 The round is part 1's: the one that carries the k-th answer (:mod:`benchmarks.replay_overhead`).
 Timing its pieces would measure the machine's load as much as the pieces; the number of
@@ -34,8 +35,9 @@ round gives it and as many times as the round calls it:
 - the rest of the round (the carrier's coroutines, the context) is the round less the
   pieces.
 
-The seed-shaped replayer's round (``(b)``, :class:`benchmarks.replay_overhead.ExceptionServer`)
-is counted in the same process, so the table gives ``(a) / (b)`` in instructions per k.
+The seed-shaped replayer's round (``(b)``, :mod:`benchmarks.seed_replayer`) and the minimal
+stand-in's (``(b0)``, :class:`benchmarks.replay_overhead.ExceptionServer`) are counted in the
+same process, so the table gives ``(a) / (b)`` in instructions per k.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ def _pieces(k: int) -> dict[str, tuple[Any, int]]:
     from mrtr.core.versions import handler_version
     import msgspec
 
-    from .replay_overhead import CAPS, MrtrRounds, answer, drive, exception_rounds, questions
+    from .replay_overhead import CAPS, MrtrRounds, answer, drive, exception_rounds, questions, seed_rounds
 
     rounds = MrtrRounds(k)
     carrier, codec, params = rounds.carrier, rounds.codec, rounds.params
@@ -138,10 +140,45 @@ def _pieces(k: int) -> dict[str, tuple[Any, int]]:
         # What the carrier returns is the result in wire shape (code before it sealed a Struct and converted it).
         return sealed if isinstance(sealed, dict) else msgspec.to_builtins(sealed)
 
+    # (b)'s round in the same pieces: open (Base64URL, AES-GCM, MessagePack, TTL), merge, the handler
+    # re-run (the capability, the fingerprints, the handler), seal; its binding checks are the rest.
+    from . import seed_replayer as seed
+
+    b_round = seed_rounds(k, codec)
+    b_replayer, b_params = b_round.replayer, b_round.params
+    b_token = b_params["requestState"]
+    b_state = b_replayer._open(b_token)
+    b_merged = list(b_state.ledger)
+    seed._merge(b_merged, b_params["inputResponses"])
+
+    def b_merge() -> None:
+        seed._merge(list(b_state.ledger), b_params["inputResponses"])
+
+    def b_rerun() -> Any:
+        try:
+            b_replayer.handler(seed.SeedContext(list(b_merged), CAPS), **b_params["arguments"])
+        except seed._Unwind as pending:
+            return pending
+        raise AssertionError("(b)'s handler did not pause")
+
+    b_pending = b_rerun()
+
+    def b_seal() -> Any:
+        original = {name: value for name, value in b_params.items() if name not in seed._STRIPPED}
+        state = seed.SeedState("tools/call", original, b_merged, 0, None)
+        return {"resultType": "input_required",
+                "inputRequests": {b_pending.key: {"method": "elicitation/create", "params": b_pending.params}},
+                "requestState": codec.seal(seed._encoder.encode(state))}
+
     return {
         "nothing": (lambda: None, 0),
         "(a) round": (lambda: rounds.wire_round(params), 1),
-        "(b) round": (exception_rounds(k, codec), 1),
+        "(b) round": (b_round, 1),
+        "(b) open": (lambda: b_replayer._open(b_token), 1),
+        "(b) merge": (b_merge, 1),
+        "(b) re-run": (b_rerun, 1),
+        "(b) seal": (b_seal, 1),
+        "(b0) round": (exception_rounds(k, codec), 1),
         "open": (lambda: codec.decode(token), 1),
         "TTL": (ttl, 1),
         "checks 1-6": (binding, 1),
@@ -204,8 +241,9 @@ def table(rows: dict[int, dict[str, float]], ks: list[int]) -> str:
     def line(label: str, values: list[float]) -> None:
         lines.append(f"| {label} | " + " | ".join(f"{v / 1000:,.1f}" for v in values) + " |")
 
-    for name in ("(a) round", "(b) round"):
-        line(name, [rows[k][name] for k in shown])
+    for name in ("(a) round", "(b) round", "(b0) round"):
+        if all(name in rows[k] for k in shown):
+            line(name, [rows[k][name] for k in shown])
     lines.append("| (a) / (b) | " + " | ".join(f"{rows[k]['(a) round'] / rows[k]['(b) round']:.2f}x"
                                              for k in shown) + " |")
     line("open (Base64URL, AES-GCM, MessagePack, TTL)", [rows[k]["open"] for k in shown])
@@ -222,7 +260,36 @@ def table(rows: dict[int, dict[str, float]], ks: list[int]) -> str:
     line("the rest of the round (carrier, context)",
          [rows[k]["(a) round"] - rows[k]["checks 1-6"] - rows[k]["merge"] - rows[k]["replay core"] - rows[k]["seal"]
           for k in shown])
+    if all("(b) open" in rows[k] for k in shown):
+        b_parts = ("(b) open", "(b) merge", "(b) re-run", "(b) seal")
+        for name, label in zip(b_parts, ("(b) open (Base64URL, AES-GCM, MessagePack, TTL)", "(b) merge",
+                                         "(b) re-run (capability, fingerprints, handler)",
+                                         "(b) seal (MessagePack, AES-GCM, Base64URL, result)")):
+            line(label, [rows[k][name] for k in shown])
+        line("(b) the rest (principal, method, target, the round's frame)",
+             [rows[k]["(b) round"] - sum(rows[k][name] for name in b_parts) for k in shown])
     return "\n".join(lines)
+
+
+def calls(k: int, rounds: int = 1000) -> dict[str, float]:
+    """Python function calls per round of (a), (b) and (b0) at ``k``, counted by ``cProfile`` (C calls included)."""
+    import cProfile
+    import pstats
+
+    pieces = _pieces(k)
+    counted = {}
+    for name in ("(a) round", "(b) round", "(b0) round"):
+        fn = pieces[name][0]
+        for _ in range(20):
+            fn()
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(rounds):
+            fn()
+        profile.disable()
+        stats = pstats.Stats(profile)
+        counted[name] = (stats.total_calls - 1) / rounds  # type: ignore[attr-defined]  # less disable()
+    return counted
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,10 +299,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=200, help="calls of each piece counted per k")
     parser.add_argument("--show", default="1,2,5,10", help="the k the table shows (the ratio line shows all)")
     parser.add_argument("--json", type=Path, help="also write the counts here")
+    parser.add_argument("--calls", action="store_true",
+                        help="count the function calls of a round of (a), (b) and (b0) instead (no valgrind)")
     parser.add_argument("--inside", nargs=2, type=int, metavar=("K", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.inside:
         inside(*args.inside)
+        return 0
+    if args.calls:
+        for k in [int(k) for k in args.ks.split(",") if k.strip()]:
+            print(f"k = {k}: function calls per round: "
+                  + ", ".join(f"{name} {count:.0f}" for name, count in calls(k).items()))
         return 0
     if shutil.which("valgrind") is None:
         print("valgrind is needed: apt-get install valgrind", file=sys.stderr)

@@ -14,6 +14,8 @@ the python of ``.cache/interop-venv`` (see :func:`benchmarks.common.sdk_python`)
 - ``sdk_peer.py serve-middleware PORT N``: ``serve`` with N pass-through middleware in
   ``MCPServer.middleware`` (``async def mw(ctx, call_next): return await call_next(ctx)``),
   for the middleware part's comparison;
+- ``sdk_peer.py stdio``: the same server over stdio (``MCPServer.run("stdio")``), what a host
+  starts per session; the cold-start part times it from its start to its first answer.
 - ``sdk_peer.py serve-stateful PORT``: the same app as the SDK serves 2025-era clients by
   default (stateful sessions, SSE answers), where ``ask_live`` asks its question with
   ``ctx.elicit`` while the call waits (access lines off).
@@ -214,6 +216,8 @@ if __name__ == "__main__":
     elif sys.argv[1] == "serve-middleware":
         with_middleware(int(sys.argv[3]))
         serve(int(sys.argv[2]))
+    elif sys.argv[1] == "stdio":
+        server.run("stdio")
     elif sys.argv[1] == "serve-defaults":
         serve(int(sys.argv[2]), defaults=True)
     else:

@@ -19,6 +19,7 @@ from unittest import mock
 
 import pytest
 import trio
+import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -238,6 +239,35 @@ async def test_a_loop_that_never_idles_still_writes_its_lines(monkeypatch):
             assert len(lines(stream)) == 2
         finally:
             stop()
+
+
+def test_lines_still_waiting_when_the_run_ends_are_written():
+    with only_handler() as (_, stream):
+        async def main() -> None:
+            logs.write_behind()  # never stopped: the end of the run is the end of the deferral
+            record(target="last").finish()
+            assert stream.getvalue() == ""
+
+        trio.run(main)
+        assert '"last"' in lines(stream)[0]
+        record(target="after").finish()  # the next run's loop, or none: nothing defers now
+        assert '"after"' in lines(stream)[1]
+
+
+def test_a_loop_with_an_autojumping_clock_is_idle_when_nothing_runs():
+    # The loop's wait for I/O has no timeout there (the clock jumps instead), yet nothing is left to run.
+    with only_handler() as (_, stream):
+        async def main() -> None:
+            stop = logs.write_behind()
+            try:
+                record(target="t").finish()
+                assert stream.getvalue() == ""
+                await trio.sleep(3600)  # the clock jumps once the loop is idle: the line went out before
+                assert len(lines(stream)) == 1
+            finally:
+                stop()
+
+        trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
 def test_another_threads_loop_writes_at_once():

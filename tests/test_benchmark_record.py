@@ -84,3 +84,17 @@ def test_the_middleware_part_renders_and_stays_out_of_the_quick_run():
     assert "Not measured: SDK: not installed" in table
     assert "| memory | 0.6 |" in table and "| Redis | 165.6 |" in table
     assert "middleware" in PARTS and "middleware" in NOT_QUICK
+
+
+def test_the_cold_start_goal_reads_this_checkouts_rows_against_the_sdks():
+    def row(ms: float, sdk_over_this: float | None) -> dict[str, object]:
+        return {"ms": ms, "sdk_over_this": sdk_over_this}
+
+    rows = {"mrtr serve --stdio, initialize": row(200, 3.0), "mrtr serve --stdio, server/discover": row(210, 0.9),
+            "mrtr serve --stdio, before (x), initialize": row(400, 1.5), "mrtr --help": row(60, None),
+            "SDK mcp 2.3.0 MCPServer stdio, initialize": row(600, None), "python -c pass": row(20, None)}
+    goal = [line for line in report.table_goals({"coldstart": {"rows": rows}}).splitlines() if "cold start" in line]
+    assert goal == ["| cold start: `mrtr serve --stdio` to its first answer lower than the SDK's stdio server | "
+                    "initialize 200 ms, the SDK's 3.00x that, server/discover 210 ms, the SDK's 0.90x that | no |"]
+    rows["mrtr serve --stdio, server/discover"] = row(210, 2.9)
+    assert report.table_goals({"coldstart": {"rows": rows}}).splitlines()[-1].endswith("| yes |")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import re
 import shlex
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -17,6 +20,7 @@ import trio
 
 from mrtr.cli import main
 from mrtr.cli.app import load_server
+from mrtr.cli.commands import COMMANDS, build_parser
 from mrtr.cli.serve import banner, curl_example
 from mrtr.core.mirroring import encode_value
 from mrtr.server import Header, Server
@@ -323,3 +327,64 @@ def test_the_listing_says_where_2025_calls_live(monkeypatch: pytest.MonkeyPatch)
                       "whose own stops)")
     assert "2025 calls" not in inventory(server, "sqlite:///calls.sqlite3")  # stdio: no line
     assert "2025 calls" not in inventory(Server("modern", secret=b"k" * 32, eras="modern"), http=True)
+
+
+# -- each command loads its own module alone -------------------------------------------------
+
+COMMAND_MODULES = ("call", "check", "config_files", "dev", "goose_yaml", "hosts", "install", "jsonc", "proxy", "reload",
+                   "serve")
+"""The modules of mrtr.cli that hold a command or what one command alone needs."""
+
+LOADS = {
+    "--help": set(),
+    "serve": {"serve"},
+    "proxy": {"proxy", "serve"},  # it serves as mrtr serve does
+    "call": {"call"}, "list": {"call"}, "logout": {"call"},
+    "check-tasks": {"check", "serve"},  # it takes serve's --store option
+    "install": {"install", "config_files", "goose_yaml", "hosts", "jsonc"},
+    "uninstall": {"install", "config_files", "goose_yaml", "hosts", "jsonc"},
+    "dev": {"dev", "serve"},  # its defaults are serve's
+}
+
+
+@contextlib.contextmanager
+def command_modules_unloaded() -> Iterator[None]:
+    """The command modules out of ``sys.modules`` (and off ``mrtr.cli``), put back on the way out."""
+    import mrtr.cli as package
+
+    names = [f"mrtr.cli.{module}" for module in COMMAND_MODULES]
+    saved = {name: sys.modules.pop(name) for name in names if name in sys.modules}
+    attributes = {module: package.__dict__.pop(module) for module in COMMAND_MODULES if module in package.__dict__}
+    try:
+        yield
+    finally:
+        for name in names:
+            sys.modules.pop(name, None)
+            package.__dict__.pop(name.rpartition(".")[2], None)
+        sys.modules.update(saved)
+        package.__dict__.update(attributes)
+
+
+@pytest.mark.parametrize("command", list(LOADS))
+def test_a_command_loads_its_own_module_alone(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    words = [command] if command.startswith("-") else [command, "--help"]
+    with command_modules_unloaded():
+        assert main(words) == 0
+        loaded = {module for module in COMMAND_MODULES if f"mrtr.cli.{module}" in sys.modules}
+    assert "usage: mrtr" in capsys.readouterr().out
+    assert loaded == LOADS[command]
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return next(action.choices for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+
+
+@pytest.mark.parametrize("words", [["--help"], [], ["bogus"], *([name] for name in COMMANDS)])
+def test_the_parser_built_for_one_command_is_the_full_one_for_it(words: list[str]) -> None:
+    full, lazy = build_parser(), build_parser(words)
+    assert lazy.format_help() == full.format_help()  # every command listed, with its summary
+    assert list(_subcommands(lazy)) == list(COMMANDS) == list(_subcommands(full))
+    for name in words:
+        if name in COMMANDS:
+            assert _subcommands(lazy)[name].format_help() == _subcommands(full)[name].format_help()
+            assert COMMANDS[name].summary in " ".join(full.format_help().split())

@@ -10,6 +10,7 @@ transport, CLI or client; transports depend on the dispatcher protocol, not the 
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
 import inspect
 import pkgutil
@@ -167,6 +168,121 @@ def test_the_client_loads_no_server():
             "'mrtr.auth', 'cryptography'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
+
+
+TEST_ONLY = ("pytest", "_pytest", "hypothesis", "trio.testing")
+"""Modules made for test suites: ``trio.testing`` pulls in pytest wherever it is installed."""
+
+
+def test_no_module_of_the_package_imports_a_test_only_module():
+    """Not ``mrtr``, not ``mrtr.cli``, not what ``mrtr serve --stdio`` runs: no module of the package, at any depth.
+
+    Read from the source (a function-local import counts), so nothing is started; the
+    slow test in tests/test_cold_start.py checks a real ``mrtr serve --stdio`` process.
+    """
+    found = sorted((name, imported) for name, path in _modules() for imported in _imports(name, path)
+                   if any(imported == banned or imported.startswith(banned + ".") for banned in TEST_ONLY))
+    assert not found, f"production modules import test-only modules: {found}"
+
+
+class _Refuse:
+    """A finder first on ``sys.meta_path`` that refuses the test-only modules and notes who asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if any(name == banned or name.startswith(banned + ".") for banned in TEST_ONLY):
+            self.asked.append(name)
+            raise ImportError(f"{name} is a test-only module")
+
+
+@contextlib.contextmanager
+def _test_only_modules_out_of_reach() -> typing.Iterator[_Refuse]:
+    """The test-only modules gone from ``sys.modules`` (and ``trio.testing`` from ``trio``), any new import refused.
+
+    Put back on the way out, before pytest needs them again.
+    """
+    import trio
+
+    hidden = {name: module for name, module in sys.modules.items()
+              if any(name == banned or name.startswith(banned + ".") for banned in TEST_ONLY)}
+    trio_testing = trio.__dict__.pop("testing", None)
+    refuse = _Refuse()
+    for name in hidden:
+        del sys.modules[name]
+    sys.meta_path.insert(0, refuse)
+    try:
+        yield refuse
+    finally:
+        sys.meta_path.remove(refuse)
+        sys.modules.update(hidden)
+        if trio_testing is not None:
+            trio.testing = trio_testing  # type: ignore[attr-defined]
+
+
+@pytest.mark.filterwarnings("ignore::mrtr.core.codec.EphemeralKeyWarning")  # the example runs without MRTR_SECRET
+def test_serving_over_stdio_needs_no_test_only_module_at_run_time():
+    """What ``mrtr serve --stdio`` runs, in this process: the bundled example served over a socket pair.
+
+    The check above reads import statements; this one runs the serve path (its lifespan, the
+    deferred access lines, their write) with the test-only modules out of reach, so an import
+    by name or one a dependency makes on the way fails it too. No process is started.
+    """
+    import io
+    import json
+    import logging
+
+    import trio
+
+    from mrtr.cli.app import DEFAULT_APP, load_server
+    from mrtr.transports.logs import ACCESS_LOGGER, TEXT_FORMAT, LineHandler
+    from mrtr.transports.stdio import serve_stdio
+
+    from .conftest import meta
+    from .wire_schema import validate_message
+
+    server = load_server(DEFAULT_APP)
+    asked = [
+        {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta()}},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+         "params": {"name": "add", "arguments": {"a": 2, "b": 3}, "_meta": meta()}},
+    ]
+    stream = io.StringIO()
+    handler = LineHandler(stream)
+    handler.setFormatter(logging.Formatter(TEXT_FORMAT))
+    root = logging.getLogger()
+    saved_handlers, saved_level = root.handlers[:], ACCESS_LOGGER.level
+
+    async def main() -> bytes:
+        a, b = trio.socket.socketpair()
+        server_side, client_side = trio.SocketStream(a), trio.SocketStream(b)
+        await client_side.send_all(b"".join(json.dumps(message).encode() + b"\n" for message in asked))
+        await client_side.send_eof()
+        with trio.fail_after(10):
+            await serve_stdio(server, stdin=server_side, stdout=server_side)
+        await server_side.aclose()
+        received = b""
+        while chunk := await client_side.receive_some():
+            received += chunk
+        await client_side.aclose()
+        return received
+
+    root.handlers[:] = [handler]
+    ACCESS_LOGGER.setLevel(logging.INFO)
+    try:
+        with _test_only_modules_out_of_reach() as refuse:
+            received = trio.run(main)
+    finally:
+        root.handlers[:] = saved_handlers
+        ACCESS_LOGGER.setLevel(saved_level)
+    assert not refuse.asked, f"serving imported test-only modules: {refuse.asked}"
+    answers = {answer["id"]: answer for answer in map(json.loads, received.splitlines())}
+    validate_message(answers[1], "DiscoverResult")
+    validate_message(answers[2], "CallToolResult")
+    assert answers[2]["result"]["content"][0]["text"] == "5", answers[2]
+    access = [line for line in stream.getvalue().splitlines() if " mrtr.access: " in line]
+    assert len(access) == 2 and "server/discover" in access[0] and '"add"' in access[1], access
 
 
 def _string_constants(path: Path, value: str) -> list[int]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from .arguments import UsageError, positive_int, seconds
 from .arguments import port as port_number
+from .commands import COMMANDS
 
 __all__ = ["add_client_commands"]
 
@@ -26,7 +27,7 @@ def add_client_commands(commands: Any) -> None:
                     f"{DEFAULT_DEADLINE:g}); the time you take to answer is not counted")
     call = commands.add_parser(
         "call",
-        help="call a tool, prompt or resource and answer the server's questions in the terminal",
+        help=COMMANDS["call"].summary,
         usage="mrtr call [options] (URL | --stdio COMMAND) (TOOL [name=value ...] | --prompt NAME [name=value ...] "
               "| --resource URI)",
         description=(
@@ -67,7 +68,7 @@ def add_client_commands(commands: Any) -> None:
     _add_auth_options(call)
     call.set_defaults(run=_call)
     listing = commands.add_parser(
-        "list", help="list a server's tools (with their arguments), prompts and resources",
+        "list", help=COMMANDS["list"].summary,
         usage="mrtr list [--timeout SECONDS] (URL | --stdio COMMAND)",
     )
     listing.add_argument("words", nargs="*", metavar="URL", help=target_help)
@@ -78,7 +79,7 @@ def add_client_commands(commands: Any) -> None:
     _add_auth_options(listing)
     listing.set_defaults(run=_list)
     logout = commands.add_parser(
-        "logout", help="forget the tokens kept for a server (they are kept per server, owner-only)",
+        "logout", help=COMMANDS["logout"].summary,
         usage="mrtr logout URL",
         description="Forget the OAuth tokens and client registrations mrtr call and mrtr list keep for the server "
                     "at URL (in $MRTR_TOKENS, else $XDG_STATE_HOME/mrtr/oauth).")

@@ -21,6 +21,7 @@ import warnings
 from typing import Any
 
 from .app import load_server
+from .commands import COMMANDS
 from .serve import add_store_option
 
 __all__ = ["add_check_command"]
@@ -30,7 +31,7 @@ def add_check_command(commands: Any) -> None:
     """Add ``mrtr check-tasks`` and its options to the command parser's subcommands."""
     check = commands.add_parser(
         "check-tasks",
-        help="replay the tasks in flight in a store against the code about to be deployed",
+        help=COMMANDS["check-tasks"].summary,
         description=(
             "Replay every task still working or waiting for input in the task store against the\n"
             "handlers of MODULE:ATTRIBUTE, up to each task's next Step (no Step runs, nothing is\n"

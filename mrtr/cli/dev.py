@@ -29,6 +29,7 @@ from typing import Any
 import trio
 
 from .arguments import UsageError, port
+from .commands import COMMANDS
 from .serve import DEFAULT_HOST, DEFAULT_PORT, ENDPOINT
 
 __all__ = ["INSPECTOR_NODE", "INSPECTOR_PACKAGE", "INSPECTOR_PORT", "add_dev_command", "inspector_link",
@@ -50,7 +51,7 @@ def add_dev_command(commands: Any) -> None:
     """Add ``mrtr dev`` and its options to the command parser's subcommands."""
     dev = commands.add_parser(
         "dev",
-        help="serve with reload and debug errors, and start the MCP Inspector connected to the server",
+        help=COMMANDS["dev"].summary,
         description=(
             "Serve MODULE:ATTRIBUTE on loopback, restarting on every .py change under the current directory\n"
             "with errors shown to clients in full (MRTR_DEBUG=1), and start the MCP Inspector's web\n"

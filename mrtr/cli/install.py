@@ -36,6 +36,7 @@ from ..core.eras import LATEST_LEGACY_VERSION
 from ..core.jsonrpc import request
 from ..core.wire import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, META_SERVER_INFO, PROTOCOL_VERSION
 from .arguments import UsageError
+from .commands import COMMANDS
 from .config_files import ConfigFileError, read_text, replace_file
 from .goose_yaml import GooseConfigRefused, extension_names, remove_extension, set_extension
 from .hosts import HOSTS, Host, HostPathError, Remote, Stdio
@@ -62,7 +63,7 @@ def add_install_commands(commands: Any) -> None:
     hosts = ", ".join(HOSTS)
     install = commands.add_parser(
         "install",
-        help="put a server into an MCP host's configuration (Claude, Cursor, VS Code, ...)",
+        help=COMMANDS["install"].summary,
         description=(
             "Add a server to an MCP host's configuration file: this environment's mrtr, by its absolute\n"
             "path, serving MODULE:ATTRIBUTE over stdio; or, with --url, a remote Streamable HTTP server.\n"
@@ -102,7 +103,7 @@ def add_install_commands(commands: Any) -> None:
     install.set_defaults(run=_install)
 
     uninstall = commands.add_parser(
-        "uninstall", help="remove a server from an MCP host's configuration",
+        "uninstall", help=COMMANDS["uninstall"].summary,
         description="Remove the entry NAME from an MCP host's configuration file (atomic; the previous "
                     "file kept as FILE.bak).",
     )

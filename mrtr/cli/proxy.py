@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from .arguments import UsageError, seconds
+from .commands import COMMANDS
 from .serve import add_serving_options, check_serving_options, configure_logging, serve_server
 
 __all__ = ["add_proxy_command"]
@@ -25,7 +26,7 @@ def add_proxy_command(commands: Any) -> None:
     """Add ``mrtr proxy`` and its options to the command parser's subcommands."""
     proxy = commands.add_parser(
         "proxy",
-        help="serve another MCP server (a URL, or a command over stdio) to clients of either era",
+        help=COMMANDS["proxy"].summary,
         description=(
             "Serve an upstream MCP server, of either protocol era, to clients of either era: its tools,\n"
             "prompts, resources and completion, its questions translated between the eras (a 2025\n"

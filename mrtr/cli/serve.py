@@ -19,6 +19,7 @@ from ..core.mirroring import InvalidHeaderSchema, mirrored_parameters
 from ..core.wire import PROTOCOL_VERSION
 from .app import DEFAULT_APP, load_server
 from .arguments import UsageError, lease, port, positive_int, seconds, store_url, ttl
+from .commands import COMMANDS
 
 if TYPE_CHECKING:
     from ..server.dispatch import Server
@@ -198,7 +199,7 @@ def add_serve_command(commands: Any) -> None:
     """Add ``mrtr serve`` and its options to the command parser's subcommands."""
     serve = commands.add_parser(
         "serve",
-        help="serve an mrtr Server over Streamable HTTP or stdio",
+        help=COMMANDS["serve"].summary,
         description=(
             "Serve an mrtr Server over Streamable HTTP (the MCP endpoint is /mcp) or, with\n"
             "--stdio, over newline-delimited JSON-RPC on stdin/stdout. Logs go to stderr."

@@ -22,12 +22,13 @@ Anything else (a handler of your own on ``mrtr.access``, ``mrtr`` or the root lo
 a filter, another formatter or record factory) sends every record through ``logging``
 as before, so whoever listens gets every one.
 
-**When a line is written.** While a transport serves, :func:`write_behind` runs beside
-it: access lines wait in the handler until the event loop has nothing else to do (or
-:data:`FLUSH_INTERVAL` has passed, or :data:`FLUSH_BYTES` are waiting) and go out in one
-write. Any other record is written at once, after the lines waiting before it, so the
-order of the log is the order of events. The lines waiting are written when the
-transport stops (a graceful shutdown on SIGTERM or SIGINT included) and when the
+**When a line is written.** While a transport serves, :func:`write_behind` watches its
+event loop (a trio instrument, no task): access lines wait in the handler until the loop
+has nothing else to run and is about to wait for I/O (or :data:`FLUSH_INTERVAL` has
+passed, or :data:`FLUSH_BYTES` are waiting) and go out in one write. Any other record
+is written at once, after the lines waiting before it, so the order of the log is the
+order of events. The lines waiting are written when the transport stops (a graceful
+shutdown on SIGTERM or SIGINT included), when the trio run ends and when the
 interpreter exits (``logging.shutdown``); only a process killed outright (SIGKILL, the
 OOM killer) loses them, at most what accumulated since the loop was last idle.
 """
@@ -45,7 +46,6 @@ from json.encoder import encode_basestring as _encode_basestring  # json.dumps(s
 from typing import IO, Any
 
 import trio
-import trio.testing
 
 from . import telemetry as otel
 
@@ -181,22 +181,39 @@ class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
             self.stream.flush()
 
 
-class _Deferral:
-    """The one :func:`write_behind` of this process: its loop's thread, its task, the handlers with lines waiting."""
+class _Deferral(trio.abc.Instrument):
+    """The one :func:`write_behind` of this process: its loop's thread, the handlers with lines waiting.
 
-    __slots__ = ("thread", "handlers", "event", "scope")
+    An instrument of that loop: trio calls :meth:`before_io_wait` each time round the loop,
+    before it waits for I/O, and that is when the lines waiting go out, if nothing is left to
+    run. It is what ``trio.testing.wait_all_tasks_blocked`` would tell a task, without a task
+    woken for every batch of lines, and without a module made for test suites (it pulls in
+    pytest wherever that is installed) on the way to serving.
+    """
+
+    __slots__ = ("thread", "handlers")
 
     def __init__(self) -> None:
         self.thread = threading.get_ident()
         self.handlers: list[LineHandler] = []
-        self.event = trio.Event()
-        self.scope = trio.CancelScope()
 
     def wake(self, handler: LineHandler) -> None:
-        # On the loop's thread (the caller checked), where a trio.Event may be set.
+        # On the loop's thread (the caller checked), where before_io_wait runs too.
         if handler not in self.handlers:
             self.handlers.append(handler)
-        self.event.set()
+
+    def before_io_wait(self, timeout: float) -> None:
+        """Write the lines waiting when the loop has nothing to run (its wait for I/O has a timeout then)."""
+        if not self.handlers:
+            return
+        # trio waits with no timeout (0) while a task is runnable; a 0 with nothing runnable (a
+        # deadline due, an autojumping test clock) is idle too. Only read when lines wait.
+        if timeout > 0 or trio.lowlevel.current_statistics().tasks_runnable == 0:
+            self.flush()
+
+    def after_run(self) -> None:
+        """The trio run ends: write what waits, and defer no more."""
+        self.stop()
 
     def flush(self) -> None:
         handlers, self.handlers = self.handlers, []
@@ -206,24 +223,14 @@ class _Deferral:
             except Exception:  # a broken stream loses its lines, never the transport
                 pass
 
-    async def run(self) -> None:
-        try:
-            with self.scope:
-                while True:
-                    await self.event.wait()
-                    self.event = trio.Event()
-                    # No timeout here: a cancel scope per batch would cost more than the lines'
-                    # own writes. A loop that never idles writes them from access_line instead.
-                    await trio.testing.wait_all_tasks_blocked()
-                    self.flush()
-        finally:
-            self.stop()
-
     def stop(self) -> None:
         global _deferral
         if _deferral is self:
             _deferral = None
-        self.scope.cancel()
+            try:
+                trio.lowlevel.remove_instrument(self)
+            except (RuntimeError, KeyError):  # outside its run (after it ended), or trio removed it already
+                pass
         self.flush()
 
 
@@ -242,7 +249,7 @@ def write_behind() -> Callable[[], None]:
     if _deferral is not None:
         return _nothing
     deferral = _deferral = _Deferral()
-    trio.lowlevel.spawn_system_task(deferral.run, name="mrtr access lines")
+    trio.lowlevel.add_instrument(deferral)
     return deferral.stop
 
 
