@@ -98,3 +98,18 @@ def test_the_cold_start_goal_reads_this_checkouts_rows_against_the_sdks():
                     "initialize 200 ms, the SDK's 3.00x that, server/discover 210 ms, the SDK's 0.90x that | no |"]
     rows["mrtr serve --stdio, server/discover"] = row(210, 2.9)
     assert report.table_goals({"coldstart": {"rows": rows}}).splitlines()[-1].endswith("| yes |")
+
+
+def test_the_empty_pipeline_goal_is_met_only_within_the_runs_own_spread():
+    def row(value: float, spread: float, key: str = "us") -> dict[str, float]:
+        return {key: value, "spread": spread}
+
+    part = {"in_process": {"no middleware": row(5.0, 1.03), "no middleware, before": row(4.95, 1.02)},
+            "http": {"no middleware": row(41.0, 1.1, "cpu_us"), "no middleware, before": row(40.0, 1.2, "cpu_us")}}
+    goal = [line for line in report.table_goals({"middleware": part}).splitlines() if "pipeline" in line]
+    assert goal == ["| an empty middleware pipeline not measurable (within the run's spread) | in process 1.010x the "
+                    "commit before the pipeline (spread 1.03x); over HTTP 1.025x the commit before the pipeline "
+                    "(spread 1.20x) | yes |"]
+    part["in_process"]["no middleware"] = row(5.5, 1.03)  # 11% slower, past a 3% spread: measurable
+    assert report.table_goals({"middleware": part}).splitlines()[-1].endswith("| no |")
+    assert report.table_goals({"middleware": {"in_process": {}, "http": {}}}).splitlines()[-1].endswith("| no |")
