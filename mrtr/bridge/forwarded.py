@@ -4,9 +4,11 @@ The proxy's catalogue entries all run :func:`forwarding_handler`'s generator. It
 the upstream in the upstream's era and asks the downstream in the downstream's, with
 the machinery every mrtr handler has:
 
-- **a modern upstream**: each upstream round trip is a :class:`~mrtr.core.effects.Step`
+- **a modern upstream**: each upstream round trip is a :class:`~mrtr.core.effects.RoundStep`
   (its result, an ``InputRequiredResult`` with the upstream's ``requestState``, is
-  recorded in the ledger), and each question in it becomes a request the generator
+  recorded in the ledger; a task tool's call runs it in its round, so the proxy's task
+  begins at the first poll of the upstream's task, once the upstream made one), and
+  each question in it becomes a request the generator
   yields (:func:`asked`: ``Elicit``, ``ElicitURL``, ``Sample``, ``ListRoots``), its
   answer sent back upstream in the next round (:func:`answered`). For a modern
   downstream the proxy's own sealed token then carries the upstream's ``requestState``,
@@ -36,7 +38,7 @@ import trio
 
 from ..core.context import Context
 from ..core.eras import LEGACY
-from ..core.effects import Elicit, ElicitResult, ElicitURL, ListRoots, Request, Sample, Step
+from ..core.effects import Elicit, ElicitResult, ElicitURL, ListRoots, Request, RoundStep, Sample, Step
 from ..core.errors import InternalError, ProtocolError
 from ..core.forms import RequestedSchema
 from ..core.errors import INVALID_PARAMS
@@ -265,7 +267,7 @@ def forwarding_handler(upstream: Upstream) -> Any:
                 raise _raised(ctx, event["error"])
             yield upstream_result(event["result"])
             return
-        outcome = yield Step(functools.partial(modern_round, upstream, ctx), method, params, None, None)
+        outcome = yield RoundStep(functools.partial(modern_round, upstream, ctx), method, params, None, None)
         used: set[str] = set()  # the keys asked so far: each is asked under the upstream's key, once
         while outcome.get("resultType") == "input_required":
             requests: dict[str, Any] = outcome.get("inputRequests") or {}
@@ -276,7 +278,7 @@ def forwarding_handler(upstream: Upstream) -> Any:
                 answers = yield questions
                 responses = {key: answered(question, answer)
                              for key, question, answer in zip(keys, questions, answers, strict=True)}
-            outcome = yield Step(functools.partial(modern_round, upstream, ctx), method, params, responses,
+            outcome = yield RoundStep(functools.partial(modern_round, upstream, ctx), method, params, responses,
                                  outcome.get("requestState"))
         if outcome.get("resultType") == "task":
             # An upstream task: driven round by round, its questions asked like any other.
