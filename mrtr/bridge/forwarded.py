@@ -41,11 +41,8 @@ from ..core.eras import LEGACY
 from ..core.effects import Elicit, ElicitResult, ElicitURL, ListRoots, Request, RoundStep, Sample, Step
 from ..core.errors import InternalError, ProtocolError
 from ..core.forms import RequestedSchema
-from ..core.errors import INVALID_PARAMS
 from ..core.holding import HELD_BY
-from ..server.catalog import ResourceNotFound
-from ..server.legacy import RESOURCE_NOT_FOUND
-from .upstream import Relay, Upstream, UpstreamUnavailable
+from .upstream import Relay, Upstream, UpstreamUnavailable, resource_error
 
 __all__ = ["UnrelayableQuestion", "answered", "asked", "forwarding_handler", "upstream_result"]
 
@@ -226,16 +223,8 @@ def _raised(ctx: Context, error: Mapping[str, Any]) -> ProtocolError:
 
 
 def _in_era(ctx: Context, error: ProtocolError) -> ProtocolError:
-    """``error`` as the downstream's era says it: an upstream's "resource not found" in either era's code.
-
-    A 2025 server says it ``-32002``, a 2026-07-28 one ``-32602``, both with ``data.uri``;
-    as :class:`~mrtr.server.catalog.ResourceNotFound` each downstream era answers its own.
-    """
-    data = error.data
-    if ctx.method in ("resources/read", "resources/subscribe") and error.code in (INVALID_PARAMS, RESOURCE_NOT_FOUND) \
-            and isinstance(data, Mapping) and data.get("uri") == ctx.target:
-        return ResourceNotFound(str(ctx.target))
-    return error
+    """``error`` as the downstream's era says it: a read's "resource not found" in its code (:func:`resource_error`)."""
+    return resource_error(error, ctx.target) if ctx.method == "resources/read" else error
 
 
 def forwarding_handler(upstream: Upstream) -> Any:
