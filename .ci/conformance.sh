@@ -158,14 +158,9 @@ run_configuration asgi-hypercorn/lenient .venv/bin/hypercorn --worker-class trio
     tests.conformance.asgi:lenient_app
 
 # The proxy forwards to the strict native server: the suite judges the proxy as a server of its own.
-# tasks-mrtr-composition is known to fail there: a task tool's call becomes the proxy's task at its
-# first upstream round trip (a Step, where a task carrier detaches), so a question the upstream asks
-# before its own task exists reaches the client as that task's input_required, not as a round.
 start_upstream "$RESULTS/proxy-upstream.server.log" .venv/bin/mrtr serve tests.conformance.server:server --port PORT \
     --sse-poll-after 0.5
-KNOWN=(tasks-mrtr-composition)
 run_configuration proxy/strict .venv/bin/mrtr proxy "$UPSTREAM_URL" --port PORT --sse-poll-after 0.5
-KNOWN=()
 stop_upstream
 
 if [ "$WRITE_REPORT" = 1 ]; then

@@ -4,9 +4,11 @@ The proxy's catalogue entries all run :func:`forwarding_handler`'s generator. It
 the upstream in the upstream's era and asks the downstream in the downstream's, with
 the machinery every mrtr handler has:
 
-- **a modern upstream**: each upstream round trip is a :class:`~mrtr.core.effects.Step`
+- **a modern upstream**: each upstream round trip is a :class:`~mrtr.core.effects.RoundStep`
   (its result, an ``InputRequiredResult`` with the upstream's ``requestState``, is
-  recorded in the ledger), and each question in it becomes a request the generator
+  recorded in the ledger; a task tool's call runs it in its round, so the proxy's task
+  begins at the first poll of the upstream's task, once the upstream made one), and
+  each question in it becomes a request the generator
   yields (:func:`asked`: ``Elicit``, ``ElicitURL``, ``Sample``, ``ListRoots``), its
   answer sent back upstream in the next round (:func:`answered`). For a modern
   downstream the proxy's own sealed token then carries the upstream's ``requestState``,
@@ -36,14 +38,11 @@ import trio
 
 from ..core.context import Context
 from ..core.eras import LEGACY
-from ..core.effects import Elicit, ElicitResult, ElicitURL, ListRoots, Request, Sample, Step
+from ..core.effects import Elicit, ElicitResult, ElicitURL, ListRoots, Request, RoundStep, Sample, Step
 from ..core.errors import InternalError, ProtocolError
 from ..core.forms import RequestedSchema
-from ..core.errors import INVALID_PARAMS
 from ..core.holding import HELD_BY
-from ..server.catalog import ResourceNotFound
-from ..server.legacy import RESOURCE_NOT_FOUND
-from .upstream import Relay, Upstream, UpstreamUnavailable
+from .upstream import Relay, Upstream, UpstreamUnavailable, resource_error
 
 __all__ = ["UnrelayableQuestion", "answered", "asked", "forwarding_handler", "upstream_result"]
 
@@ -224,16 +223,8 @@ def _raised(ctx: Context, error: Mapping[str, Any]) -> ProtocolError:
 
 
 def _in_era(ctx: Context, error: ProtocolError) -> ProtocolError:
-    """``error`` as the downstream's era says it: an upstream's "resource not found" in either era's code.
-
-    A 2025 server says it ``-32002``, a 2026-07-28 one ``-32602``, both with ``data.uri``;
-    as :class:`~mrtr.server.catalog.ResourceNotFound` each downstream era answers its own.
-    """
-    data = error.data
-    if ctx.method in ("resources/read", "resources/subscribe") and error.code in (INVALID_PARAMS, RESOURCE_NOT_FOUND) \
-            and isinstance(data, Mapping) and data.get("uri") == ctx.target:
-        return ResourceNotFound(str(ctx.target))
-    return error
+    """``error`` as the downstream's era says it: a read's "resource not found" in its code (:func:`resource_error`)."""
+    return resource_error(error, ctx.target) if ctx.method == "resources/read" else error
 
 
 def forwarding_handler(upstream: Upstream) -> Any:
@@ -265,7 +256,7 @@ def forwarding_handler(upstream: Upstream) -> Any:
                 raise _raised(ctx, event["error"])
             yield upstream_result(event["result"])
             return
-        outcome = yield Step(functools.partial(modern_round, upstream, ctx), method, params, None, None)
+        outcome = yield RoundStep(functools.partial(modern_round, upstream, ctx), method, params, None, None)
         used: set[str] = set()  # the keys asked so far: each is asked under the upstream's key, once
         while outcome.get("resultType") == "input_required":
             requests: dict[str, Any] = outcome.get("inputRequests") or {}
@@ -276,7 +267,7 @@ def forwarding_handler(upstream: Upstream) -> Any:
                 answers = yield questions
                 responses = {key: answered(question, answer)
                              for key, question, answer in zip(keys, questions, answers, strict=True)}
-            outcome = yield Step(functools.partial(modern_round, upstream, ctx), method, params, responses,
+            outcome = yield RoundStep(functools.partial(modern_round, upstream, ctx), method, params, responses,
                                  outcome.get("requestState"))
         if outcome.get("resultType") == "task":
             # An upstream task: driven round by round, its questions asked like any other.

@@ -34,10 +34,12 @@ import trio
 from ..client.client import Client
 from ..client.errors import ClientError, ConnectionFailed, RoundLimitExceeded, Unreadable
 from ..client.requests import ElicitationRequest, InputRequest, SamplingRequest
-from ..core.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, InternalError, ProtocolError
+from ..core.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, InternalError, ProtocolError
+from ..server.catalog import ResourceNotFound
+from ..server.legacy import RESOURCE_NOT_FOUND
 from .held import CURRENT, HeldCall, HeldCalls
 
-__all__ = ["MAX_BACKOFF", "Relay", "Upstream", "UpstreamUnavailable", "failure_of"]
+__all__ = ["MAX_BACKOFF", "Relay", "Upstream", "UpstreamUnavailable", "failure_of", "resource_error"]
 
 log = logging.getLogger("mrtr.bridge")
 
@@ -69,6 +71,19 @@ def failure_of(error: ClientError, where: str) -> ProtocolError:
     if isinstance(error, RoundLimitExceeded):
         return InternalError(f"The upstream server {where} kept asking: {error.message}", data=error.data)
     return ProtocolError(error.message, code=error.code, data=error.data)
+
+
+def resource_error(error: ProtocolError, uri: Any) -> ProtocolError:
+    """An upstream's ``error`` to a request about resource ``uri``, as the downstream's era says it.
+
+    An upstream says "resource not found" ``-32002`` (a 2025 server) or ``-32602`` (a
+    2026-07-28 one), both with ``data.uri``; as :class:`~mrtr.server.catalog.ResourceNotFound`
+    each downstream era answers its own code. Any other error passes as it was.
+    """
+    data = error.data
+    if error.code in (INVALID_PARAMS, RESOURCE_NOT_FOUND) and isinstance(data, Mapping) and data.get("uri") == uri:
+        return ResourceNotFound(str(uri))
+    return error
 
 
 class Relay:

@@ -8,7 +8,8 @@ is that watcher:
 - the first listener of a uri subscribes the proxy's upstream client to it
   (:meth:`mrtr.Client.subscribe`), and the listener's request waits for the upstream's
   agreement: an upstream that refuses refuses the downstream request too, with the
-  upstream's error (or ``-32603`` when it cannot be reached);
+  upstream's error (its "resource not found" in the downstream's era, as for a read;
+  ``-32603`` when it cannot be reached);
 - each further listener of the uri only counts; the last one to go unsubscribes
   upstream (in the background: a stream being cancelled cannot wait);
 - at most ``max_uris`` uris are subscribed upstream at once; a subscription past that is
@@ -32,6 +33,7 @@ import trio
 from ..client.client import Client
 from ..client.errors import ClientError
 from ..core.errors import InvalidParams
+from .upstream import resource_error
 
 __all__ = ["DEFAULT_MAX_WATCHED", "UpstreamWatch"]
 
@@ -109,7 +111,8 @@ class UpstreamWatch:
             try:
                 await client.subscribe(uri)
             except ClientError as error:
-                raise self.upstream.failed(client, error) from None
+                # "not found" in the downstream's era, whichever era the upstream said it in
+                raise resource_error(self.upstream.failed(client, error), uri) from None
             except (RuntimeError, trio.ClosedResourceError, trio.BrokenResourceError) as error:
                 raise self.upstream.closing(client, error) from None
 

@@ -216,8 +216,8 @@ async def run_handler(
     when no placement is given (the tasks carrier runs every run of a task so). Async
     handlers, and the other sync ones, run on the event loop; a sync one that holds the
     loop longer than ``placement.stall_warning`` is named once in a warning.
-    ``until_step`` stops before the first Step that has not run yet
-    (:class:`~mrtr.core.replay.Detached`); ``steps`` saves the ledger after each Step.
+    ``until_step`` stops before the first Step that has not run yet, other than a
+    :class:`~mrtr.core.effects.RoundStep` (:class:`~mrtr.core.replay.Detached`); ``steps`` saves the ledger after each Step.
     """
     spec = handler_spec(handler)
     is_async = spec.is_async

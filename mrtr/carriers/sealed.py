@@ -260,6 +260,9 @@ class TokenCarrier:
     ) -> Completed | Detached | Interim:
         """Like :meth:`execute`, but stop before the handler's first Step that has not run yet.
 
+        A :class:`~mrtr.core.effects.RoundStep` is no such Step: it runs in the round and
+        its result is sealed in the token with the answers.
+
         The tasks carrier answers a task call's questions before that Step in rounds on
         the call, and runs the rest as a task from the :class:`~mrtr.core.replay.Detached`
         ledger.

@@ -4,7 +4,7 @@
 and hand each yield to an :class:`~mrtr.core.interpretation.Interpretation` until the
 runtime must stop: the handler returned (:data:`DONE`), asked what has no answer yet
 (:data:`~mrtr.core.interpretation.STOP`) or reached a Step it detaches at
-(:data:`DETACHED`). :func:`start_handler` calls the handler, :func:`check_result` reads
+(:data:`DETACHED`; never a :class:`~mrtr.core.effects.RoundStep`). :func:`start_handler` calls the handler, :func:`check_result` reads
 what a plain one returned, and :func:`close_handler` closes a paused generator, telling
 a handler that swallows ``GeneratorExit`` what it did (and keeping Python's own report
 of that one error off stderr).
@@ -39,7 +39,8 @@ def advance(gen: Any, execution: Interpretation, send: Any, throw: BaseException
 
     Returns ``(DONE, Completed)`` when the handler returned, ``(STOP, pending)`` when it
     asked what has no answer yet (the generator is then suspended at that yield), or
-    ``(DETACHED, None)`` when it reached a Step the execution detaches at. Raises what
+    ``(DETACHED, None)`` when it reached a Step the execution detaches at (a
+    :class:`~mrtr.core.effects.RoundStep` runs instead). Raises what
     the handler or the interpretation raises; the caller closes the generator.
     """
     spec = execution.spec
@@ -61,7 +62,7 @@ def advance(gen: Any, execution: Interpretation, send: Any, throw: BaseException
             send = payload
         elif operation == STOP:
             return STOP, payload
-        elif execution.detach:
+        elif execution.detach and not payload.in_round:  # a RoundStep runs in the round
             return DETACHED, None
         else:  # RUN_STEP
             try:
@@ -108,7 +109,7 @@ async def aadvance(agen: Any, execution: Interpretation, send: Any, throw: BaseE
             send = payload
         elif operation in (STOP, RESULT):
             return operation, payload
-        elif execution.detach:
+        elif execution.detach and not payload.in_round:  # a RoundStep runs in the round
             return DETACHED, None
         else:  # RUN_STEP
             try:

@@ -26,7 +26,7 @@ from .kinds import KINDS, Kind
 from .schema import Form, RequestedSchema, requested_schema
 from .web_urls import web_url_problem
 
-__all__ = ["Request", "Elicit", "ElicitURL", "Sample", "ListRoots", "Step", "Patched", "ElicitResult", "NotYielded",
+__all__ = ["Request", "Elicit", "ElicitURL", "Sample", "ListRoots", "Step", "RoundStep", "Patched", "ElicitResult", "NotYielded",
            "MAX_CHANGE_ID"]
 
 
@@ -416,6 +416,9 @@ class Step(_Effect):
 
     kind: ClassVar[Kind] = Kind.STEP
     parts: ClassVar[tuple[str, str]] = ("function", "arguments")
+    # Whether a task tool's call runs it in the round on the call (see RoundStep) rather than
+    # becoming its task there.
+    in_round: ClassVar[bool] = False
 
     def __init__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> None:
         if not callable(fn):
@@ -516,6 +519,27 @@ class Step(_Effect):
 
     def __repr__(self) -> str:
         return f"Step({self.name}, args={self.args!r}, kwargs={self.kwargs!r})"
+
+
+class RoundStep(Step):
+    """A Step that a task tool's call runs in its round, before its task exists.
+
+    A task tool's call (the tasks extension) asks its questions in rounds on the call
+    until it reaches its first Step; there the task is created, and that Step and
+    everything after it run in the task. A ``RoundStep`` does not make the call a task:
+    it runs in the round, its result recorded in the round's ledger (the sealed
+    ``requestState``) as any Step's is, and the questions after it are still rounds on
+    the call. The task is created at the first plain Step, or with the result when the
+    handler finishes first. Outside that first stretch of a task tool's call it is a
+    Step like any other.
+
+    For a Step whose result decides whether there is a task yet: the proxy's round trip
+    to an upstream server, which may ask in rounds of its own before it makes its task.
+    """
+
+    __slots__ = ()
+
+    in_round: ClassVar[bool] = True
 
 
 MAX_CHANGE_ID = 64

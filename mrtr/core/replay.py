@@ -105,7 +105,8 @@ def replay(
     ``until_step`` stops before running any Step that has not run yet and returns
     :class:`Detached`: the questions a handler asks before its first Step are answered
     in rounds on the request itself, and what comes from that Step on can run
-    elsewhere (as a task).
+    elsewhere (as a task). A :class:`~mrtr.core.effects.RoundStep` is run and recorded
+    instead, and the rounds go on after it.
     Raises :class:`~mrtr.core.errors.ProtocolError` subclasses for runtime conditions
     (replay mismatch, missing client capability, malformed answers) and
     :class:`~mrtr.core.errors.HandlerError` when handler code fails.

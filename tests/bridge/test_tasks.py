@@ -42,3 +42,26 @@ async def test_an_optional_task_tool_called_plainly_still_asks(bridge, downstrea
     async with served.client(downstream, tasks=False, on_elicit=lambda request: mrtr.decline()) as client:
         result = await client.call_tool("adopt", {"pet": "Tom"})
     assert result.text == "kept looking (decline)"
+
+
+async def test_a_question_asked_before_the_upstream_makes_its_task_is_a_round_and_the_task_comes_after(bridge):
+    # The sequence of the conformance scenario tasks-mrtr-composition, through the proxy: the
+    # upstream asks in a round on the call, then makes a task; the downstream sees the same.
+    served = await bridge("modern")
+    asked: list[str] = []
+
+    def answer(request):
+        asked.append(request.message)
+        return mrtr.accept(name="Alice")
+
+    async with served.client("modern", on_elicit=answer) as client:
+        handle = await client.start_task("greet")
+        result = await handle.wait()
+        calls = client.target.calls()
+    assert asked == ["What is your name?"]
+    assert [reply["resultType"] for _, reply in calls] == ["input_required", "task"]
+    first, second = calls[0][1], calls[1][1]
+    assert "taskId" not in first and list(first["inputRequests"]) == ["user_name"]
+    assert calls[1][0]["params"]["inputResponses"]["user_name"]["content"] == {"name": "Alice"}
+    assert second["taskId"] == handle.id and "requestState" not in second and "inputRequests" not in second
+    assert result.text == "Hello, Alice!"

@@ -116,6 +116,19 @@ async def adopt(pet: str):
 
 
 @server.tool(task="required")
+async def greet():
+    """Asks a name in a round on the call, then becomes a task that greets (the tasks and rounds composition)."""
+    answer = yield Elicit("What is your name?", Form().string("name"), key="user_name")
+    name = (answer.content or {}).get("name", "stranger")
+    greeting = yield Step(_greeting, name)
+    yield greeting
+
+
+def _greeting(name: str) -> str:
+    return f"Hello, {name}!"
+
+
+@server.tool(task="required")
 async def audit():
     """A tool that runs only as a task; its handler fails, so the task completes with an error result."""
     yield Step(_pause, 0)

@@ -265,7 +265,8 @@ class TaskCarrier:
         (the token carrier checks and seals the ledger, as for any call, and runs the
         handler where :func:`~mrtr.carriers.contract.run_handler` says for ``run_sync``
         and ``placement``);
-        once it reaches a Step, or finishes, the task is stored and ``CreateTaskResult``
+        once it reaches a Step (other than a :class:`~mrtr.core.effects.RoundStep`,
+        which runs in the round), or finishes, the task is stored and ``CreateTaskResult``
         answered. The Step and everything after it run in the task, on this node or a
         later one. A call that carries a ``requestState`` runs once per token
         (:attr:`rounds`): its retries get the ``CreateTaskResult`` of the task it created.
