@@ -84,3 +84,20 @@ def test_the_middleware_part_renders_and_stays_out_of_the_quick_run():
     assert "Not measured: SDK: not installed" in table
     assert "| memory | 0.6 |" in table and "| Redis | 165.6 |" in table
     assert "middleware" in PARTS and "middleware" in NOT_QUICK
+
+
+def test_the_compiled_benchmarks_adjustments_still_apply(tmp_path):
+    """benchmarks.compiled edits a copy of the package before mypyc builds it: a moved anchor must fail here, not there."""
+    import shutil
+
+    from benchmarks.common import ROOT
+    from benchmarks.compiled import adjust
+
+    shutil.copytree(ROOT / "mrtr", tmp_path / "mrtr", ignore=shutil.ignore_patterns("__pycache__"))
+    adjust(tmp_path)
+    structs = (tmp_path / "mrtr" / "core" / "_structs.py").read_text()
+    compile(structs, "_structs.py", "exec")
+    assert "class Slot(msgspec.Struct" in structs and "class RequestState(msgspec.Struct" in structs
+    assert "from ._structs import Slot" in (tmp_path / "mrtr" / "core" / "ledger.py").read_text()
+    assert "from ._structs import RequestState" in (tmp_path / "mrtr" / "core" / "codec.py").read_text()
+    assert (tmp_path / "mrtr" / "core" / "effects.py").read_text().count("@_mypyc_attr(native_class=False)") == 2
