@@ -2,14 +2,15 @@
 
 Usage: ``python -m benchmarks.compiled [--pairs N] [--batch SECONDS] [--json PATH]``
 (needs mypy, which ships mypyc: the ``test`` extra; and a C compiler with the Python
-headers; the build takes about a minute and a half on two cores, the timing about a minute)
+headers; the build and the timing take about a minute and a half together on two cores)
 
 Not a part of ``python -m benchmarks``: it builds C extensions, which no quick run should.
 It never writes into the checkout: two copies of ``mrtr/`` go into a temporary directory,
 the same :data:`ADJUSTMENTS` are made to both (so the only difference between them is the
 compilation), :data:`MODULES` are compiled in one of them, and each copy is timed in a child
 process of its own (``sys.path`` starts with the copy; the child refuses to time a copy whose
-modules are not what it expects, compiled or not, or whose Structs lost their annotations).
+modules are not what it expects, compiled or not, whose Structs lost their annotations, or in
+which a class left as Python subclasses a compiled one).
 
 The figures, in CPU time of the child's thread, the candidates in interleaved batches
 (A B C ..., ... C B A) so a burst of load from elsewhere lands on both copies alike:
@@ -135,7 +136,7 @@ def build(where: Path) -> tuple[Path, Path]:
     (compiled / "mypy.ini").write_text("[mypy]\npython_version = 3.11\n\n"
                                        "[mypy-opentelemetry.*,watchfiles.*,jsonschema,jsonschema.*]\n"
                                        "ignore_missing_imports = True\n")
-    log(f"mypyc: compiling {len(MODULES)} modules (about a minute and a half)")
+    log(f"mypyc: compiling {len(MODULES)} modules (under a minute on two cores)")
     done = subprocess.run([sys.executable, "-m", "mypyc", *MODULES], cwd=compiled, capture_output=True, text=True,
                           check=False)
     if done.returncode != 0:
