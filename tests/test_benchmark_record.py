@@ -113,3 +113,19 @@ def test_the_empty_pipeline_goal_is_met_only_within_the_runs_own_spread():
     part["in_process"]["no middleware"] = row(5.5, 1.03)  # 11% slower, past a 3% spread: measurable
     assert report.table_goals({"middleware": part}).splitlines()[-1].endswith("| no |")
     assert report.table_goals({"middleware": {"in_process": {}, "http": {}}}).splitlines()[-1].endswith("| no |")
+
+def test_the_compiled_benchmarks_adjustments_still_apply(tmp_path):
+    """benchmarks.compiled edits a copy of the package before mypyc builds it: a moved anchor must fail here, not there."""
+    import shutil
+
+    from benchmarks.common import ROOT
+    from benchmarks.compiled import adjust
+
+    shutil.copytree(ROOT / "mrtr", tmp_path / "mrtr", ignore=shutil.ignore_patterns("__pycache__"))
+    adjust(tmp_path)
+    structs = (tmp_path / "mrtr" / "core" / "_structs.py").read_text()
+    compile(structs, "_structs.py", "exec")
+    assert "class Slot(msgspec.Struct" in structs and "class RequestState(msgspec.Struct" in structs
+    assert "from ._structs import Slot" in (tmp_path / "mrtr" / "core" / "ledger.py").read_text()
+    assert "from ._structs import RequestState" in (tmp_path / "mrtr" / "core" / "codec.py").read_text()
+    assert (tmp_path / "mrtr" / "core" / "effects.py").read_text().count("@_mypyc_attr(native_class=False)") == 2
