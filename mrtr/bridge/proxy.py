@@ -34,7 +34,7 @@ from .forwarded import forwarding_handler
 from .held import DEFAULT_MAX_HELD, DEFAULT_MAX_HELD_PER_CLIENT, HeldCalls
 from .mirror import Mirror
 from .upstream import Upstream
-from .watched import DEFAULT_MAX_WATCHED, UpstreamWatch
+from .watched import DEFAULT_MAX_WATCHED, DEFAULT_MAX_WATCHED_PER_CLIENT, UpstreamWatch
 
 __all__ = ["proxy"]
 
@@ -54,6 +54,7 @@ def proxy(
     max_held: int = DEFAULT_MAX_HELD,
     max_held_per_client: int = DEFAULT_MAX_HELD_PER_CLIENT,
     max_upstream_subscriptions: int = DEFAULT_MAX_WATCHED,
+    max_upstream_subscriptions_per_client: int = DEFAULT_MAX_WATCHED_PER_CLIENT,
     **server_options: Any,
 ) -> Server:
     """A :class:`~mrtr.server.Server` forwarding everything to the MCP server ``target``, in either era.
@@ -74,8 +75,10 @@ def proxy(
     ``requestState`` TTL), at most ``max_held`` at once and ``max_held_per_client`` per
     principal. The resources the proxy's clients subscribe to are subscribed to upstream,
     one upstream subscription per uri however many clients want it, at most
-    ``max_upstream_subscriptions`` uris at once (:mod:`mrtr.bridge.watched`). Every other keyword is the :class:`~mrtr.server.Server`'s (``auth=`` for
-    the proxy's own resource server, ``secret=``, ``eras=``, ``answer_timeout=``...).
+    ``max_upstream_subscriptions`` uris at once and ``max_upstream_subscriptions_per_client``
+    subscriptions per client (its principal, else its address; :mod:`mrtr.bridge.watched`).
+    Every other keyword is the :class:`~mrtr.server.Server`'s (``auth=`` for the proxy's own
+    resource server, ``secret=``, ``eras=``, ``answer_timeout=``...).
     """
     if isinstance(target, str):
         if not target.startswith(("http://", "https://")):
@@ -109,7 +112,8 @@ def proxy(
                         headers=upstream_headers, auth=upstream_auth, env=upstream_env, cwd=upstream_cwd,
                         era=upstream_era, timeout=upstream_timeout, connect_timeout=connect_timeout)
     mirror = Mirror(server, forwarding_handler(upstream), upstream.request)
-    watch = UpstreamWatch(upstream, server.notify_resource_updated, max_uris=max_upstream_subscriptions)
+    watch = UpstreamWatch(upstream, server.notify_resource_updated, max_uris=max_upstream_subscriptions,
+                          max_per_client=max_upstream_subscriptions_per_client)
     server.watch_resources(watch)
 
     @asynccontextmanager

@@ -285,6 +285,8 @@ class Client:
         self._subscribed: dict[str, None] = {}  # the resources subscribed to, in order
         self._subscribing = trio.Lock()
         self._resource_stream: _ResourceStream | None = None
+        self._resource_streams: set[_ResourceStream] = set()  # every one started, agreed or not yet
+        self._streams_stopped = False  # the client is closing: a stream started now ends at once
         self.server: InitializeResult | None = None
         """What a legacy server answered to ``initialize`` (``None`` in the modern era)."""
         if hasattr(self.target, "on_request"):
@@ -314,6 +316,8 @@ class Client:
                 # Unwound last-in first-out: close the target, then stop background tasks.
                 stack.callback(nursery.cancel_scope.cancel)
                 stack.push_async_callback(self.target.aclose)
+                # Before the target closes: a resource stream it ended would be sent again on a closed one.
+                stack.callback(self._stop_resource_streams)
                 self._notes, notes = trio.open_memory_channel[dict[str, Any]](math.inf)
                 nursery.start_soon(self._handle_notes, notes)
                 await self.target.open(nursery)
@@ -1074,6 +1078,7 @@ class Client:
             return
         assert self._nursery is not None
         stream = _ResourceStream(uris)
+        self._resource_streams.add(stream)  # now, not when its task starts: the client may close before that
         self._nursery.start_soon(self._hold_resource_stream, stream)
         with trio.move_on_after(self.deadline if self.deadline is not None else math.inf):
             await stream.acknowledged.wait()
@@ -1092,8 +1097,26 @@ class Client:
         if old is not None:
             old.scope.cancel()
 
+    def _stop_resource_streams(self) -> None:
+        """End every resource stream, and any started from now on: the client is closing."""
+        self._streams_stopped = True
+        for stream in self._resource_streams:
+            stream.scope.cancel()
+
     async def _hold_resource_stream(self, stream: _ResourceStream) -> None:
         """Keep ``stream`` open until it is replaced or the client closes; opened again when it ends."""
+        if self._streams_stopped:
+            stream.scope.cancel()  # the client closed before this task started: it sends nothing
+        try:
+            await self._keep_resource_stream(stream)
+        finally:
+            self._resource_streams.discard(stream)
+            if not stream.acknowledged.is_set():  # ended unheard (the client closed): its subscriber waits no more
+                stream.failure = stream.failure or ClientError(INTERNAL_ERROR, f"{self._where()}: the client closed "
+                                                                               "before subscriptions/listen was agreed")
+                stream.acknowledged.set()
+
+    async def _keep_resource_stream(self, stream: _ResourceStream) -> None:
         pause = 1.0
 
         def noted(note: dict[str, Any]) -> None:
@@ -1115,7 +1138,7 @@ class Client:
             stream.acknowledged.set()
 
         with stream.scope:
-            while True:
+            while not stream.scope.cancel_called:  # a target refuses a send before any checkpoint could cancel it
                 request_id = next(self._ids)
                 message = request(request_id, "subscriptions/listen",
                                   {"notifications": {"resourceSubscriptions": stream.uris},

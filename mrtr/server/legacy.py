@@ -880,7 +880,7 @@ class LegacyEra:
         """Tell the resource watchers that ``session`` wants ``uri``'s updates, once; undone when it ends."""
         if session.watched is not None and uri in session.watched:
             return
-        await self.subscriptions.watch(uri)
+        await self.subscriptions.watch(uri, session.client)
         if session.watched is None:
             session.watched = set()
             session.on_end(lambda reason: self._unwatch_all(session))
@@ -889,12 +889,12 @@ class LegacyEra:
     def _unwatch(self, session: Session, uri: str) -> None:
         if session.watched is not None and uri in session.watched:
             session.watched.discard(uri)
-            self.subscriptions.unwatch(uri)
+            self.subscriptions.unwatch(uri, session.client)
 
     def _unwatch_all(self, session: Session) -> None:
         watched, session.watched = session.watched or set(), set()
         for uri in watched:
-            self.subscriptions.unwatch(uri)
+            self.subscriptions.unwatch(uri, session.client)
 
     async def _complete(self, call: _Call) -> dict[str, Any]:
         return await self.catalog.complete(call.params)

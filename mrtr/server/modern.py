@@ -130,10 +130,25 @@ class ModernEra:
         # closure), when a new request with the token would be refused, and the client
         # listens again with a fresh one.
         until = None if self.catalog.auth is None or request.auth is None else self.catalog.auth.accepted_until(request.auth)
+        wanted = request.params.get("notifications")
+        # Who listens, for a resource watcher's shares (the proxy's upstream subscriptions):
+        # the principal, else the client's address, as a 2025 session counts against its client.
+        holder = None
+        if isinstance(wanted, dict) and wanted.get("resourceSubscriptions"):
+            principal = await self._caller(request)
+            holder = principal if principal is not None else request.client
         return await self.subscriptions.listen(
-            request.params.get("notifications"), request_id=request.id, notify=request.notify, offered=self.serves,
-            until=until, watch_tasks=lambda task_ids: self._watched_tasks(request, task_ids),
+            wanted, request_id=request.id, notify=request.notify, offered=self.serves,
+            until=until, watch_tasks=lambda task_ids: self._watched_tasks(request, task_ids), holder=holder,
         )
+
+    async def _caller(self, request: _Request) -> str | None:
+        """The request's principal, resolved as the task methods resolve it."""
+        principal = request.principal
+        if principal is _UNSET:
+            principal = token_principal(request.auth) if self.catalog.principal_source is None \
+                else await self._principal(request)
+        return principal
 
     async def _watched_tasks(self, request: _Request, task_ids: Any) -> list[str] | None:
         """The ``taskIds`` of a listen request this caller may watch, in order; ``None`` when none were asked.
@@ -159,10 +174,7 @@ class ModernEra:
             )
         if self.shell.tasks is None:
             return []
-        principal = request.principal
-        if principal is _UNSET:
-            principal = token_principal(request.auth) if self.catalog.principal_source is None \
-                else await self._principal(request)
+        principal = await self._caller(request)
         watched = []
         required: dict[str, None] = {}
         for task_id in dict.fromkeys(task_ids):
@@ -430,10 +442,7 @@ class ModernEra:
                 f'Tool "{name}" requires the {TASKS_EXTENSION} client capability', {"extensions": {TASKS_EXTENSION: {}}}
             )
         arguments = self.catalog.tool_arguments(tool, params.get("arguments"))
-        principal = request.principal
-        if principal is _UNSET:
-            principal = token_principal(request.auth) if self.catalog.principal_source is None \
-                else await self._principal(request)
+        principal = await self._caller(request)
         ctx = self._context(request, arguments, principal, name)
         if not tool.once:
             return await self._tool_round(request, tool, name, arguments, ctx)
@@ -460,10 +469,7 @@ class ModernEra:
         tasks = self.shell.tasks
         if tasks is None:
             raise InternalError("Internal error: no task store is running (enter Server.running())")
-        principal = request.principal
-        if principal is _UNSET:
-            principal = token_principal(request.auth) if self.catalog.principal_source is None \
-                else await self._principal(request)
+        principal = await self._caller(request)
         task_id = request.params.get("taskId")
         if self.catalog.auth is not None:
             required = await self._task_scopes([task_id], principal)
@@ -478,10 +484,7 @@ class ModernEra:
 
     async def _get_prompt(self, request: _Request) -> dict[str, Any]:
         name, prompt, arguments = self.catalog.prompt(request.params)
-        principal = request.principal
-        if principal is _UNSET:
-            principal = token_principal(request.auth) if self.catalog.principal_source is None \
-                else await self._principal(request)
+        principal = await self._caller(request)
         ctx = self._context(request, arguments, principal, name)
 
         description = prompt.definition.get("description")
@@ -495,10 +498,7 @@ class ModernEra:
 
     async def _read_resource(self, request: _Request) -> dict[str, Any]:
         uri, entry, arguments = self.catalog.resource(request.params)
-        principal = request.principal
-        if principal is _UNSET:
-            principal = token_principal(request.auth) if self.catalog.principal_source is None \
-                else await self._principal(request)
+        principal = await self._caller(request)
         ctx = self._context(request, arguments, principal, uri)
 
         async def produce() -> dict[str, Any] | ProtocolError:

@@ -61,11 +61,15 @@ class Bus(Protocol):
 class ResourceWatcher(Protocol):
     """What a server tells of the resources its listeners want updates of (see the module)."""
 
-    async def watch(self, uri: str) -> None:
-        """One more listener wants ``uri``'s updates; raising a ``ProtocolError`` refuses its request."""
+    async def watch(self, uri: str, holder: str | None) -> None:
+        """One more listener wants ``uri``'s updates; raising a ``ProtocolError`` refuses its request.
+
+        ``holder`` is who the listener is, for a watcher's shares: the caller's principal,
+        else the client's address (a 2025 session's ``client``), ``None`` when neither is known.
+        """
         ...
 
-    def unwatch(self, uri: str) -> None:
+    def unwatch(self, uri: str, holder: str | None) -> None:
         """One listener that wanted ``uri``'s updates no longer does; never waits (it may run as a stream is cancelled)."""
         ...
 
@@ -98,32 +102,33 @@ class Subscriptions:
         """Pass the interest in uris under ``namespace`` on to a mounted server's subscriptions, in its names."""
         self._mounted[namespace] = child
 
-    async def watch(self, uri: str) -> None:
-        """A listener starts wanting ``uri``'s updates: its watcher (and a mounted server's) is told.
+    async def watch(self, uri: str, holder: str | None = None) -> None:
+        """A listener (``holder``, see :class:`ResourceWatcher`) starts wanting ``uri``'s updates: its watcher
+        (and a mounted server's) is told.
 
         Raises what a watcher raises to refuse it (then none of them counts it).
         """
         if self._watcher is not None:
-            await self._watcher.watch(uri)
+            await self._watcher.watch(uri, holder)
         for namespace, child in self._mounted.items():
             inner = unmounted_uri(namespace, uri)
             if inner is None:
                 continue
             try:
-                await child.watch(inner)
+                await child.watch(inner, holder)
             except BaseException:
                 if self._watcher is not None:
-                    self._watcher.unwatch(uri)
+                    self._watcher.unwatch(uri, holder)
                 raise
 
-    def unwatch(self, uri: str) -> None:
+    def unwatch(self, uri: str, holder: str | None = None) -> None:
         """A listener no longer wants ``uri``'s updates (one :meth:`watch` of it, undone); never waits."""
         if self._watcher is not None:
-            self._watcher.unwatch(uri)
+            self._watcher.unwatch(uri, holder)
         for namespace, child in self._mounted.items():
             inner = unmounted_uri(namespace, uri)
             if inner is not None:
-                child.unwatch(inner)
+                child.unwatch(inner, holder)
 
     def relay(self, deliver: Callable[[str, dict[str, Any]], None]) -> None:
         """Hand every published notification to ``deliver`` too (the legacy era's sessions), from any thread."""
@@ -183,13 +188,15 @@ class Subscriptions:
         offered: Callable[[str], bool],
         until: float | None,
         watch_tasks: Callable[[Any], Awaitable[list[str] | None]],
+        holder: str | None = None,
     ) -> dict[str, Any]:
         """Serve one ``subscriptions/listen`` until its stream ends; returns the request's result.
 
         ``wanted`` is the request's ``notifications`` object; ``offered(method)`` says
         whether the server serves a method; ``until`` (epoch seconds) ends the stream when
         the caller's token would be refused; ``watch_tasks(task_ids)`` returns the asked
-        ``taskIds`` the caller may watch (``None`` when none were asked), or raises.
+        ``taskIds`` the caller may watch (``None`` when none were asked), or raises;
+        ``holder`` is who the caller is, for the resource watcher's shares.
         """
         if not isinstance(wanted, dict):
             raise InvalidParams('subscriptions/listen needs a "notifications" object naming what to receive')
@@ -220,7 +227,7 @@ class Subscriptions:
         interested: list[str] = []  # the uris this stream told the watchers of, undone when it ends
         try:
             for uri in agreed.get("resourceSubscriptions", ()):
-                await self.watch(uri)
+                await self.watch(uri, holder)
                 interested.append(uri)
             watched = await watch_tasks(wanted.get("taskIds"))
             if watched is not None:
@@ -234,5 +241,5 @@ class Subscriptions:
         finally:
             listener.close()  # a client that went away stops receiving at once
             for uri in interested:
-                self.unwatch(uri)
+                self.unwatch(uri, holder)
         return {"resultType": "complete", "_meta": dict(meta)}

@@ -33,10 +33,10 @@ class Counted:
     def __init__(self) -> None:
         self.now: Counter[str] = Counter()
 
-    async def watch(self, uri: str) -> None:
+    async def watch(self, uri: str, holder: str | None) -> None:
         self.now[uri] += 1
 
-    def unwatch(self, uri: str) -> None:
+    def unwatch(self, uri: str, holder: str | None) -> None:
         self.now[uri] -= 1
 
 
@@ -142,3 +142,33 @@ async def test_a_restarted_upstream_is_subscribed_again_and_each_resource_report
         await client.call_tool("touch", {"uri": "notes://a", "text": "after"})
         await until(lambda: heard == ["notes://a", "notes://a"])
         assert (await client.read_resource("notes://a")).text == "after"
+
+
+def _user(info: mrtr.server.catalog.RequestInfo) -> str | None:
+    """The proxy's principal: the ``x-user`` header (each test client names its own)."""
+    return info.headers.get("x-user")
+
+
+@pytest.mark.parametrize("downstream", ["modern", "legacy"])
+async def test_one_client_cannot_take_every_upstream_subscription(bridge, downstream, upstream_listeners):
+    served = await bridge("modern", upstream=watched_server, max_upstream_subscriptions=3,
+                          max_upstream_subscriptions_per_client=2, principal=_user)
+    quiet = {"on_resource_updated": lambda uri: None}
+    async with served.client(downstream, headers={"x-user": "greedy"}, **quiet) as greedy, \
+            served.client(downstream, headers={"x-user": "other"}, **quiet) as other:
+        await greedy.subscribe("notes://a")
+        await greedy.subscribe("notes://b")
+        with pytest.raises(mrtr.ClientError) as refused:
+            await greedy.subscribe("notes://c")  # its share spent: the third uri is left for the others
+        assert refused.value.code == -32602 and "one client holds at most 2" in refused.value.message
+        assert refused.value.data["bound"] == "client"
+        assert refused.value.data["option"] == "max_upstream_subscriptions_per_client"
+        assert greedy.subscribed == ["notes://a", "notes://b"] and upstream_listeners.now["notes://c"] == 0
+        await other.subscribe("notes://c")  # another client still gets the last uri the proxy may hold
+        await until(lambda: upstream_listeners.now["notes://c"] == 1)
+        with pytest.raises(mrtr.ClientError) as full:
+            await other.subscribe("notes://d")  # within its share, but the proxy's bound is reached
+        assert full.value.data["bound"] == "process" and full.value.data["option"] == "max_upstream_subscriptions"
+        await other.subscribe("notes://a")  # a uri already held upstream takes none of the proxy's bound
+        await greedy.unsubscribe("notes://b")
+        await greedy.subscribe("notes://b")  # a share given back is usable again

@@ -24,11 +24,11 @@ class OnlyListed:
     def __init__(self, served: set[str]) -> None:
         self.served = served
 
-    async def watch(self, uri: str) -> None:
+    async def watch(self, uri: str, holder: str | None) -> None:
         if uri not in self.served:
             raise ResourceNotFound(uri)
 
-    def unwatch(self, uri: str) -> None:
+    def unwatch(self, uri: str, holder: str | None) -> None:
         pass
 
 

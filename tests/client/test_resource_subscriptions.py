@@ -97,3 +97,25 @@ async def test_a_server_that_will_not_send_updates_is_a_clear_error(connect, era
         assert refused.value.code == -32602 and refused.value.data == {"uris": ["notes://a"]}
     else:
         assert refused.value.code == -32601
+
+
+async def test_a_client_closing_while_its_stream_waits_to_reopen_does_not_send_on_its_closed_target(connect):
+    # The stream the server ended waits a second before it is opened again; a target whose
+    # closing takes longer than that (an HTTP session's DELETE, a child process's exit) used
+    # to be sent the new listen request once closed: RuntimeError out of the client's block.
+    client = await connect("http", "modern", on_resource_updated=lambda uri: None)
+    target = client.target.inner  # inside the schema check
+    closing = target.aclose
+    closed = trio.Event()
+
+    async def slow_aclose() -> None:
+        await closing()
+        closed.set()
+        await trio.sleep(1.5)  # past the second the ended stream waits
+
+    target.aclose = slow_aclose
+    async with client:
+        await client.subscribe("notes://b")
+        watched_server._subscriptions.interrupt()
+        await trio.sleep(0.1)  # the stream has ended and waits to open again
+    assert closed.is_set()
