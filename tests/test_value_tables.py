@@ -111,3 +111,15 @@ def test_str_and_bytes_names_are_never_compared_in_the_name_table():
             "assert all(type(name) is bytes for name in _NAMES)\n")
     done = subprocess.run([sys.executable, "-bb", "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("bound", [("127.0.0.2", 8000), ("[::1]", 8000), ("app.localhost", 8000)])
+def test_a_loopback_bound_server_answers_to_its_own_name_and_the_loopback_ones_only(bound):
+    # What is loopback is the rule ElicitURL and the client use (mrtr.core.web_urls), and a
+    # server bound to one answers to that name too: 127.0.0.2 refused its own Host before.
+    default = HostPolicy.parse(None)
+    own = bound[0].strip("[]")
+    assert default.allows(f"{bound[0]}:8000" if own != "::1" else "[::1]:8000", bound) is True
+    assert default.allows("localhost:8000", bound) is True
+    assert default.allows("evil.example:8000", bound) is False  # a rebinding name is refused
+    assert HostPolicy.parse(None).allows("evil.example:8000", ("192.0.2.1", 8000)) is True  # not loopback: no check

@@ -16,24 +16,14 @@ reached by. Pure functions, no I/O.
 from __future__ import annotations
 
 import functools
-import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["HostPolicy", "is_loopback"]
+from ...core.web_urls import is_loopback_host
+
+__all__ = ["HostPolicy"]
 
 _LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
-
-
-def is_loopback(host: str) -> bool:
-    """Whether a bound address is a loopback one (``127.0.0.0/8``, ``::1``, ``localhost``)."""
-    host = host.strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @functools.lru_cache(maxsize=256)
@@ -72,9 +62,10 @@ def _loopback_names(bound: tuple[str, int]) -> frozenset[tuple[str, int | None]]
 
     Cached by the address: a server's listening address does not change while it serves.
     """
-    if not is_loopback(bound[0]):
+    if not is_loopback_host(bound[0]):
         return None
-    return frozenset((name, bound[1]) for name in _LOOPBACK_NAMES)
+    # The bound name itself too: a server bound to "app.localhost" answers to that name.
+    return frozenset((name, bound[1]) for name in (*_LOOPBACK_NAMES, bound[0].strip("[]").lower()))
 
 
 # (Host value, bound address) -> (the policy that decided, its verdict); emptied when full.
