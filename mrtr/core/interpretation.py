@@ -323,7 +323,8 @@ def gathered(yielded: Any, members: Any, answers: list[Any]) -> Any:
 _ELICIT = Kind.ELICIT
 
 
-def delivered(kind: int, answer: Any, request: Request, key: str, *, check: bool, ordinal: int = 0) -> Any:
+def delivered(kind: int, answer: Any, request: Request, key: str, *, check: bool, ordinal: int = 0,
+              named: str | None = None) -> Any:
     """An answer in its stored form (:func:`~mrtr.core.ledger.decode_answer`), as the handler receives it.
 
     ``kind`` is the slot's kind (a :class:`~mrtr.core.kinds.Kind` or the code a ledger
@@ -331,7 +332,8 @@ def delivered(kind: int, answer: Any, request: Request, key: str, *, check: bool
     asked (an answer that arrived with this request); one from a sealed token was
     checked when it was first used. An accepted form answer that the schema, or the
     Struct or model asked with, refuses raises :class:`~mrtr.core.errors.AnswerRefused`
-    naming ``key`` and ``ordinal`` (the slot's 1-based position).
+    naming ``key`` and ``ordinal`` (the slot's 1-based position), its message naming the
+    answer as ``named`` says (see :func:`~mrtr.core.ledger.decode_answer`).
     """
     if kind == _ELICIT:
         code, content = answer
@@ -353,7 +355,8 @@ def delivered(kind: int, answer: Any, request: Request, key: str, *, check: bool
             return ElicitResult("accept", content, content if compiled.struct_type is None and content is not None
                                 else compiled.convert(content))
         except InvalidParams as exc:  # the schema refused it, or the Struct or model asked with did
-            raise AnswerRefused(f'inputResponses key "{key}": {exc.message}', key=key, ordinal=ordinal,
+            named = named or f'inputResponses key "{key}"'
+            raise AnswerRefused(f"{named}: {exc.message}", key=key, ordinal=ordinal,
                                 request=request, data=exc.data) from None
     # Fresh answers are already Structs; answers from a token come back as builtins.
     return decode_input_response(KINDS[request.kind], answer)

@@ -95,45 +95,48 @@ class Ledger:
                 for i, slot in enumerate(self.slots) if slot.kind in ASKED}
 
 
-def decode_answer(kind: Kind, key: str, value: Any) -> Any:
+def decode_answer(kind: Kind, key: str, value: Any, *, named: str | None = None) -> Any:
     """Check one ``inputResponses`` value against the kind of request issued under ``key``.
 
     Returns the form stored in a slot. Only the shape is checked here; an accepted
     form's content is validated against the schema that was asked when the handler
-    reaches the question, because only the replay knows that schema.
+    reaches the question, because only the replay knows that schema. ``named`` is how an
+    error names the answer (default: its ``inputResponses`` key; a 2025 session, which
+    has no such keys, names the request it answers).
     """
+    named = named or f'inputResponses key "{key}"'
     if not isinstance(value, dict):
-        raise InvalidParams(f'inputResponses key "{key}" must be an object, got {_json_type(value)}')
+        raise InvalidParams(f'{named} must be an object, got {_json_type(value)}')
     if kind is _ELICIT:
         action = value.get("action")
         code = ACTION_CODES.get(action) if isinstance(action, str) else None
         if code is None:
             if "action" not in value:
-                raise _wrong_kind(key, KINDS[kind], "")
-            raise InvalidParams(f'inputResponses key "{key}": "action" must be one of {", ".join(ACTIONS)}')
+                raise _wrong_kind(named, KINDS[kind], "")
+            raise InvalidParams(f'{named}: "action" must be one of {", ".join(ACTIONS)}')
         if code:  # decline and cancel carry no content worth keeping
             return [code, None]
         content = value.get("content")
         if content is not None and not _is_form_content(content):
             raise InvalidParams(
-                f'inputResponses key "{key}": "content" must be an object of strings, numbers, booleans '
+                f'{named}: "content" must be an object of strings, numbers, booleans '
                 "and string arrays"
             )
         if content:
             for name, item in content.items():
                 if item.__class__ is int and not INTEGER_MIN <= item <= INTEGER_MAX:
-                    raise InvalidParams(f'inputResponses key "{key}": field "{name}" holds an integer outside the '
+                    raise InvalidParams(f'{named}: field "{name}" holds an integer outside the '
                                         "64-bit range a requestState can carry")
         return [code, content]
     row = KINDS[kind]
     try:
         result: Any = decode_input_response(row, value)
     except msgspec.ValidationError as exc:
-        raise _wrong_kind(key, row, f" ({exc})") from None
+        raise _wrong_kind(named, row, f" ({exc})") from None
     if kind is _ROOTS:
         for root in result.roots:
             if not root.uri.startswith("file://"):
-                raise InvalidParams(f'inputResponses key "{key}": root uri {root.uri!r} is not a file:// URI')
+                raise InvalidParams(f'{named}: root uri {root.uri!r} is not a file:// URI')
     return result
 
 
@@ -197,9 +200,9 @@ def merge_answers(
     return Ledger(tuple(slots), frozenset(fresh)), unmatched
 
 
-def _wrong_kind(key: str, row: RequestKind, detail: str) -> InvalidParams:
+def _wrong_kind(named: str, row: RequestKind, detail: str) -> InvalidParams:
     return InvalidParams(
-        f'inputResponses key "{key}" must carry {_article(row.answer_label)} {row.answer_label}; '
+        f"{named} must carry {_article(row.answer_label)} {row.answer_label}; "
         f"the server issued {_article(row.method)} {row.method} request for it{detail}"
     )
 

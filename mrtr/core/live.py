@@ -326,8 +326,10 @@ class LiveDriver:
                 raise InvalidParams(f'no answer for "{key}" ({request.method}); every request of a round '
                                     "is answered before the handler resumes")
             kind = request.kind
-            answer = decode_answer(kind, key, answers[key])
-            values.append(delivered(kind, answer, request, key, check=True, ordinal=ordinal))
+            # A 2025 client never sees the wire keys: an error names the request it answered.
+            named = f"the client's answer to {request.method}"
+            answer = decode_answer(kind, key, answers[key], named=named)
+            values.append(delivered(kind, answer, request, key, check=True, ordinal=ordinal, named=named))
             stored.append(answer)
         for asked, answer in zip(self._asked, stored):
             self._interpretation.answered(asked, answer)
