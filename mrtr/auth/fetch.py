@@ -8,12 +8,13 @@ answers 503 and never mistakes an outage for a bad token.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
 
+from ..core.errors import ParseError
+from ..core.jsonrpc import decode_json
 from .bearer import VerifierUnavailable
 
 if TYPE_CHECKING:
@@ -87,9 +88,9 @@ async def fetch_json(
     except httpx.HTTPError as exc:
         raise VerifierUnavailable(f"{what} endpoint unreachable") from exc
     try:
-        parsed = json.loads(bytes(body))
-    except ValueError as exc:
-        raise VerifierUnavailable(f"{what} document is not JSON") from exc
+        parsed = decode_json(bytes(body))  # the depth-safe reader: 100,000 brackets are not JSON we take
+    except ParseError:
+        raise VerifierUnavailable(f"{what} document is not JSON") from None
     if not isinstance(parsed, dict):
         raise VerifierUnavailable(f"{what} document is not a JSON object")
     return FetchedJSON(parsed, _max_age(cache_control))

@@ -19,12 +19,13 @@ never quotes the token:
 
 from __future__ import annotations
 
-import json
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..core.errors import ParseError
+from ..core.jsonrpc import decode_json
 from .jwks import JWKSCache, import_keys
 from .bearer import AccessToken, InvalidToken, RecentTokens, ScopeRule, checked_audiences, is_time, scopes_from_claims
 from .urls import audience_key
@@ -233,8 +234,8 @@ class JWTVerifier:
         if not valid:
             raise InvalidToken("token signature invalid")
         try:
-            claims = json.loads(compact.payload)
-        except ValueError:
+            claims = decode_json(compact.payload)
+        except ParseError:
             raise InvalidToken("malformed token") from None
         if not isinstance(claims, dict):
             raise InvalidToken("malformed token")

@@ -32,6 +32,10 @@ def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
+DEEP_DOCUMENT = b'{"keys":' + b"[" * 30_000 + b"]" * 30_000 + b"}"
+"""A JSON document nested past any recursive parser's depth, well under the fetch's size bound."""
+
+
 @dataclass
 class SigningKey:
     """A private key (made with cryptography), its joserfc form and its kid."""
@@ -90,9 +94,13 @@ def mint(key: SigningKey, claims: dict[str, Any] | None = None, *, header: dict[
         return jwt.encode(head, body, key.jose, algorithms=[head["alg"]], registry=registry)
 
 
-def raw_signed(key: SigningKey, claims: dict[str, Any], header: dict[str, Any]) -> str:
-    """A JWS signed by ``key`` with exactly ``header``, bypassing any header policy (for ``crit``)."""
-    signing_input = f"{b64url(json.dumps(header).encode())}.{b64url(json.dumps(claims).encode())}"
+def raw_signed(key: SigningKey, claims: dict[str, Any] | bytes, header: dict[str, Any]) -> str:
+    """A JWS signed by ``key`` with exactly ``header``, bypassing any header policy (for ``crit``).
+
+    ``claims`` as bytes is the payload exactly (a document no claims dict can encode).
+    """
+    payload = claims if isinstance(claims, bytes) else json.dumps(claims).encode()
+    signing_input = f"{b64url(json.dumps(header).encode())}.{b64url(payload)}"
     signature = JWSRegistry().get_alg(header["alg"]).sign(signing_input.encode(), key.jose)
     return f"{signing_input}.{b64url(signature)}"
 
@@ -114,7 +122,7 @@ class IdentityProvider:
     """The loopback authorization server's state; ``serve`` runs it in a nursery."""
 
     keys: list[SigningKey] = field(default_factory=list)
-    mode: str = "ok"  # "ok" | "500" | "hang" | "huge" | "junk"
+    mode: str = "ok"  # "ok" | "500" | "hang" | "huge" | "junk" | "deep" (50,000 nested arrays, under the size bound)
     jwks_fetches: int = 0
     cache_control: str | None = None
     gate: trio.Event | None = None  # when set to an Event, JWKS answers wait for it
@@ -186,6 +194,8 @@ class IdentityProvider:
                 return 200, [("content-type", "application/json")], b'{"keys":[' + b" " * 200_000 + b"]}"
             if self.mode == "junk":
                 return 200, [("content-type", "application/json")], b"<html>"
+            if self.mode == "deep":
+                return 200, [("content-type", "application/json")], DEEP_DOCUMENT
             headers = [("content-type", "application/json")]
             if self.cache_control:
                 headers.append(("cache-control", self.cache_control))
@@ -196,6 +206,8 @@ class IdentityProvider:
             self.introspection_requests.append({"form": form, "authorization": auth})
             if self.mode == "500":
                 return 500, [], b""
+            if self.mode == "deep":
+                return 200, [("content-type", "application/json")], DEEP_DOCUMENT
             basic = "Basic " + base64.b64encode(":".join(self.client_credentials).encode()).decode()
             posted = (form.get("client_id"), form.get("client_secret")) == self.client_credentials
             if auth != basic and not posted:

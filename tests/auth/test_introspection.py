@@ -69,6 +69,9 @@ async def test_failures_are_infrastructure(idp: IdentityProvider) -> None:
     idp.mode = "500"
     with pytest.raises(VerifierUnavailable):
         await introspector(idp).verify("t")
+    idp.mode = "deep"  # read by the depth-safe rule: not JSON we take, never a RecursionError
+    with pytest.raises(VerifierUnavailable, match="not JSON"):
+        await introspector(idp).verify("t")
 
 
 async def test_positive_answers_are_cached_briefly_and_negative_ones_not(idp: IdentityProvider) -> None:

@@ -194,7 +194,7 @@ async def test_cache_lifetime_follows_max_age_and_survives_an_outage(
     assert idp.jwks_fetches == 2  # and the failing fetch is not retried at once
 
 
-@pytest.mark.parametrize("mode", ["500", "huge", "junk"])
+@pytest.mark.parametrize("mode", ["500", "huge", "junk", "deep"])
 async def test_broken_key_set_is_infrastructure_failure(idp: IdentityProvider, keys: dict[str, SigningKey],
                                                         mode: str) -> None:
     idp.mode = mode
@@ -247,3 +247,13 @@ async def test_verified_tokens_are_remembered_briefly(keys: dict[str, SigningKey
     forged = make_key("rsa", keys["rsa"].kid)
     for _ in range(2):
         await refused(v, mint(forged))
+
+
+async def test_a_signed_payload_nested_too_deep_is_a_malformed_token(idp: IdentityProvider,
+                                                                    keys: dict[str, SigningKey]) -> None:
+    # Signed by a key the server trusts, so only its authorization server could send it; still read by
+    # the depth-safe rule every document goes through, never a RecursionError out of the request.
+    rsa = keys["rsa"]
+    token = raw_signed(rsa, b"[" * 50_000 + b"]" * 50_000, {"alg": rsa.alg, "kid": rsa.kid, "typ": "at+jwt"})
+    with pytest.raises(InvalidToken, match="malformed token"):
+        await verifier(idp).verify(token)
