@@ -50,6 +50,11 @@ from .headers import request_headers
 
 __all__ = ["Target", "InProcessTarget", "HTTPTarget", "StdioTarget", "OnNotification", "OnRequest", "Authorizer"]
 
+KEEPALIVE_EXPIRY = 4.0
+"""Seconds an idle pooled connection is reused, at most: under the 5 s after which mrtr serve, uvicorn and
+hypercorn close an idle keep-alive connection, so a request never goes out on a connection the server is
+closing at that moment (which fails it unanswered: "server disconnected without sending a response")."""
+
 log = logging.getLogger("mrtr.client")
 
 MAX_MESSAGE_SIZE = 64 * 1024 * 1024
@@ -231,7 +236,8 @@ class HTTPTarget:
 
     async def open(self, nursery: trio.Nursery) -> None:
         """Create the connection pool (and give the authorizer the endpoint it authorizes for)."""
-        self._client = self._httpx.AsyncClient(timeout=self._timeout, headers=self._headers)
+        self._client = self._httpx.AsyncClient(timeout=self._timeout, headers=self._headers,
+                                               limits=self._httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY))
         bind = getattr(self.auth, "bind", None)
         if bind is not None:
             bind(self.url, nursery)

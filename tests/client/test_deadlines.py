@@ -147,3 +147,18 @@ async def test_a_server_answering_in_time_is_unaffected(nursery: trio.Nursery) -
     url = await serve_http(nursery, respond)
     async with mrtr.Client(url, deadline=5) as client:
         assert (await client.discover())["supportedVersions"] == ["2026-07-28"]
+
+
+async def test_a_pooled_connection_is_let_go_before_a_server_would_close_it(nursery):
+    # Same figure on both sides is a race: the client reuses a connection at the moment the server
+    # (or a balancer) closes it idle, and a POST is lost unanswered. The client lets its go first.
+    from mrtr.client.targets import KEEPALIVE_EXPIRY
+    from mrtr.transports.http.config import ServerConfig
+
+    client = mrtr.Client("http://127.0.0.1:9/mcp")
+    await client.target.open(nursery)
+    try:
+        pool = client.target.http._transport._pool
+        assert pool._keepalive_expiry == KEEPALIVE_EXPIRY < ServerConfig().keep_alive_timeout
+    finally:
+        await client.target.aclose()

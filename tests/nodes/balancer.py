@@ -46,7 +46,7 @@ defaults
     timeout connect 2s
     timeout client 75s
     timeout server 75s
-    timeout http-keep-alive 5s
+    timeout http-keep-alive 30s
     option http-keep-alive
 
 frontend mcp
