@@ -37,7 +37,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import mrtr
+
 from .common import ROOT, interleave, log, stop
+
+PACKAGE = Path(mrtr.__file__).resolve().parent
+"""The package copied and compiled: the one imported, the checkout's or an installed copy."""
 
 MODULES = (
     "mrtr/core/codec.py",
@@ -130,7 +135,7 @@ def build(where: Path) -> tuple[Path, Path]:
     """The pure and the compiled copy of ``mrtr`` under ``where``: ``(pure, compiled)``, each holding ``mrtr/``."""
     copies = where / "pure", where / "compiled"
     for copy in copies:
-        shutil.copytree(ROOT / "mrtr", copy / "mrtr", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(PACKAGE, copy / "mrtr", ignore=shutil.ignore_patterns("__pycache__"))
         adjust(copy)
     compiled = copies[1]
     (compiled / "mypy.ini").write_text("[mypy]\npython_version = 3.11\n\n"

@@ -118,10 +118,9 @@ def test_the_compiled_benchmarks_adjustments_still_apply(tmp_path):
     """benchmarks.compiled edits a copy of the package before mypyc builds it: a moved anchor must fail here, not there."""
     import shutil
 
-    from benchmarks.common import ROOT
-    from benchmarks.compiled import adjust
+    from benchmarks.compiled import PACKAGE, adjust
 
-    shutil.copytree(ROOT / "mrtr", tmp_path / "mrtr", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(PACKAGE, tmp_path / "mrtr", ignore=shutil.ignore_patterns("__pycache__"))
     adjust(tmp_path)
     structs = (tmp_path / "mrtr" / "core" / "_structs.py").read_text()
     compile(structs, "_structs.py", "exec")

@@ -30,6 +30,8 @@ from ..apps_schema import validate as validate_apps
 from .conftest import Checked
 
 REPO = Path(__file__).resolve().parents[2]
+WORKSPACE_PAGE = Path(mrtr.__file__).resolve().parent / "examples" / "workspace.html"
+"""The example's interface where the package is (the checkout, or an installed copy)."""
 ANSWERS = {"name": mrtr.accept(name="Ada Lovelace", email="ada@example.com"), "plan": mrtr.accept(plan="team"),
            "region": mrtr.accept(region="eu"), "newsletter": mrtr.accept(newsletter=False, channels=["email"]),
            "email": mrtr.accept(email="grace@example.com")}
@@ -142,7 +144,7 @@ async def test_read_ui_returns_the_html_and_its_meta_by_name_or_by_tool(reach: A
         by_name = await client.read_ui("onboard")
         tool = next(tool for tool in await client.list_tools() if tool.name == "onboard")
         by_tool = await client.read_ui(tool)
-    page = (REPO / "mrtr" / "examples" / "workspace.html").read_text(encoding="utf-8")
+    page = WORKSPACE_PAGE.read_text(encoding="utf-8")
     assert by_name.uri == by_tool.uri == WORKSPACE and by_name.html == by_tool.html == page
     assert by_name.meta == UiResourceMeta(prefers_border=True)
 
@@ -204,8 +206,7 @@ def test_mrtr_call_mentions_the_interface_and_saves_it(tmp_path: Path):
     saved = mrtr_command("call", "--stdio", SERVE, "--save-ui", str(target), "onboard", "company=Acme", stdin=answers)
     assert saved.returncode == 0, saved.stderr
     assert f"wrote the interface {WORKSPACE} of onboard to {target}" in saved.stderr
-    assert target.read_text(encoding="utf-8") == (REPO / "mrtr" / "examples" / "workspace.html").read_text(
-        encoding="utf-8")
+    assert target.read_text(encoding="utf-8") == WORKSPACE_PAGE.read_text(encoding="utf-8")
 
 
 @pytest.mark.slow
