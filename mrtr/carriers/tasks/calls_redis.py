@@ -24,8 +24,7 @@ from typing import Any
 
 from ...core.calls import AnswerRoute, Stored
 from .calls import FINISHED_TTL, KEPT_EVENTS, MAX_EVENT_BYTES, Claim, Created
-from .redis_url import KeyLayout
-from .store import store_failed
+from .redis_scripts import RedisScripts
 
 __all__ = ["RedisCalls"]
 
@@ -173,26 +172,8 @@ return 1
 """
 
 
-class RedisCalls:
+class RedisCalls(RedisScripts):
     """Recorded calls (:class:`~mrtr.carriers.tasks.calls.CallStore`) in the Redis ``client`` reaches."""
-
-    def __init__(self, client: Any, layout: KeyLayout, url: str) -> None:
-        self._client = client
-        self.layout = layout
-        self.url = url
-        self._scripts: dict[str, Any] = {}
-
-    def _script(self, text: str, keys: list[str], arguments: list[Any]) -> Any:
-        script = self._scripts.get(text)
-        if script is None:
-            script = self._scripts[text] = self._client.register_script(text)
-        return script(keys, arguments)
-
-    async def _call(self, request: Any) -> Any:
-        try:
-            return await request
-        except Exception as exc:
-            raise store_failed(self.url, exc) from None
 
     def _keys(self, session: str, stream: str) -> list[str]:
         layout = self.layout

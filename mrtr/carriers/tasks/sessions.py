@@ -55,8 +55,8 @@ from typing import Any
 import msgspec
 import trio
 
-from .redis_url import KeyLayout
-from .store import StoreUnavailable, store_failed
+from .redis_scripts import RedisScripts
+from .store import StoreUnavailable
 
 __all__ = ["MAX_SESSION_RECORD_BYTES", "SWEEP_BATCH", "Admission", "SessionRecords"]
 
@@ -204,21 +204,8 @@ class Admission:
     ended: list[tuple[str, str]] = field(default_factory=list)
 
 
-class SessionRecords:
+class SessionRecords(RedisScripts):
     """The session records of one server in one Redis (``client``, ``layout``); see the module docs."""
-
-    def __init__(self, client: Any, layout: KeyLayout, url: str) -> None:
-        self._client = client
-        self.layout = layout
-        self.url = url
-        self._scripts: dict[str, Any] = {}
-
-    def _script(self, text: str, keys: list[str], arguments: list[Any]) -> Any:
-        """Run a script by its digest (``EVALSHA``, loading it once): its text does not cross the network each time."""
-        script = self._scripts.get(text)
-        if script is None:
-            script = self._scripts[text] = self._client.register_script(text)
-        return script(keys, arguments)
 
     @staticmethod
     def encode(record: dict[str, Any]) -> bytes:
@@ -304,12 +291,6 @@ class SessionRecords:
         layout = self.layout
         keys = [layout.session(session_id), layout.sessions_live(), layout.sessions_busy()]
         return await self._call(self._script(_ACTIVITY, keys, [_ms(ttl), session_id, step]))
-
-    async def _call(self, request: Any) -> Any:
-        try:
-            return await request
-        except Exception as exc:
-            raise store_failed(self.url, exc) from None
 
 
 def _ms(ttl: float) -> int:
