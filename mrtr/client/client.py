@@ -75,6 +75,9 @@ _STATE_ONLY_BACKOFF = (0.05, 0.25)  # first and longest pause before a retry wit
 PROBE_TIMEOUT = 5.0
 """Seconds the era probe (``server/discover``) waits before taking a silent server for a legacy one."""
 
+STANDALONE_WAIT = 1.0
+"""Seconds a new 2025 session over HTTP waits for the server to answer its standalone ``GET``."""
+
 
 LogCallback = Callable[[str, str | None, Any], Any]
 """``on_log(level, logger, data)``, sync or async."""
@@ -494,7 +497,14 @@ class Client:
         self.server = answered
         listen = getattr(self.target, "listen", None)
         if listen is not None and self._nursery is not None:
-            self._nursery.start_soon(listen)
+            # A server sends what belongs to no request (a question asked outside the call's own
+            # stream, a list change) on this stream, and may drop it while the stream is not open:
+            # the first request waits for the server's answer to the GET, for a second at most (a
+            # server that holds the head back until its first event is not waited for any longer).
+            stream_answered = trio.Event()
+            self._nursery.start_soon(listen, stream_answered)
+            with trio.move_on_after(STANDALONE_WAIT):
+                await stream_answered.wait()
         if self.on_log is not None and "logging" in answered.capabilities:
             await self.call_once("logging/setLevel", {"level": self.log_level})
         if self._subscribed and self._nursery is not None:

@@ -441,13 +441,15 @@ class HTTPTarget:
         """Send a notification to the server (legacy session)."""
         await self.post(message)
 
-    async def listen(self) -> None:
+    async def listen(self, answered: trio.Event | None = None) -> None:
         """Hold the legacy session's standalone GET stream open, for as long as the server keeps it.
 
         Requests on it go to :attr:`on_request`, notifications to :attr:`on_notification`.
         A server that offers no stream (405, or anything but an event stream) is left
         alone; one that ends the stream is asked again after its ``retry`` (or 1 s,
-        doubling to 30 s while it keeps failing).
+        doubling to 30 s while it keeps failing). ``answered`` is set once the server has
+        answered the first ``GET`` (or it failed): a server may drop what it would send on
+        a stream that is not open yet, so the session waits for it before its first request.
         """
         pause = 1.0
         while self._client is not None and self.era == LEGACY:
@@ -456,6 +458,8 @@ class HTTPTarget:
             events = Events(MAX_MESSAGE_SIZE)
             try:
                 async with self._client.stream("GET", self.url, headers=headers, timeout=None) as response:
+                    if answered is not None:
+                        answered.set()
                     if response.status_code != 200 or \
                             "text/event-stream" not in response.headers.get("content-type", ""):
                         return
@@ -468,6 +472,8 @@ class HTTPTarget:
             except (self._httpx.HTTPError, ClientError) as exc:
                 log.debug("the standalone stream of %s ended: %s", self.url, exc)
                 pause = min(pause * 2, 30.0)
+            if answered is not None:
+                answered.set()
             await trio.sleep(events.retry if events.retry is not None else pause)
 
     async def _standalone(self, data: bytes) -> None:
