@@ -74,6 +74,10 @@ def run_scenario(scenario: str, out: Path, cache: Path, version: str) -> dict[st
         status = check.get("status")
         if status in counts:
             counts[status] = int(counts[status]) + 1
+    if "CLIENT TIMED OUT" in (target / "suite-output.txt").read_text(encoding="utf-8"):
+        # The suite scores the checks it saw before the client hung, and they may all have
+        # passed; a client that never finished its conversation has still failed it.
+        counts["FAILURE"] = int(counts["FAILURE"]) + 1
     return counts
 
 
