@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from typing import Any
 
 from mrtr import Elicit, Form, Server
@@ -35,9 +36,9 @@ FORM = Form().string("email", format="email")
 SECRET = b"b" * 32
 
 
-def make_server(**options: Any) -> Server:
+def make_server(kind: type[Server] = Server, **options: Any) -> Server:
     """The mrtr server with the flows' two tools (``options`` go to :class:`~mrtr.Server`)."""
-    server = Server("bench", secret=SECRET, **options)
+    server = kind("bench", secret=SECRET, **options)
 
     @server.tool
     def echo(text: str) -> str:
@@ -62,11 +63,53 @@ def make_server(**options: Any) -> Server:
     return server
 
 
+class TableAnswered(Server):
+    """The flows' server with its ``tools/call`` answers taken from a table: a measuring device, not a server.
+
+    The first call with given params runs through the server and its answer (a result,
+    complete or ``input_required``) is kept for :data:`TABLE_SECONDS`; a later call with the
+    same params in that time gets it under its own id, with no dispatch, handler, result,
+    token or replay. A load whose requests repeat (wrk's scripts: one plan, one answer)
+    then measures everything around the MCP layer: the connection loop, llhttp, the header
+    rules, the exchange, the encoder and the access line, which is the most any per-tool
+    plan below the exchange could give. The entries expire well inside the token's
+    lifetime, so a kept ``input_required`` never hands out a token that has run out.
+    """
+
+    _table: dict[bytes, tuple[float, Any]]
+
+    async def respond(self, message: Any, **options: Any) -> Any:
+        if message.get("method") != "tools/call":
+            return await super().respond(message, **options)
+        from mrtr.core.jsonrpc import Response, encode
+
+        table = self.__dict__.setdefault("_table", {})
+        key = encode(message.get("params"))
+        now = time.monotonic()
+        kept = table.get(key)
+        if kept is not None and now - kept[0] < TABLE_SECONDS:
+            return Response({"jsonrpc": "2.0", "id": message["id"], "result": kept[1]})
+        response = await super().respond(message, **options)
+        if response.status == 200 and isinstance(response.message.get("result"), dict):
+            if len(table) >= TABLE_SIZE:
+                table.clear()
+            table[key] = (now, response.message["result"])
+        return response
+
+
+TABLE_SECONDS = 10.0
+"""How long :class:`TableAnswered` keeps an answer (a token it hands out again must still be valid)."""
+
+TABLE_SIZE = 10_000
+"""Answers :class:`TableAnswered` keeps at most (a load of unique requests empties it, never grows it)."""
+
+
 def __getattr__(name: str) -> Server:
     # ``mrtr serve benchmarks.apps:server``: the flows' server as a user starts it (built on first use,
-    # so the other kinds of this module never build one they do not serve).
-    if name == "server":
-        built = globals()["server"] = make_server()
+    # so the other kinds of this module never build one they do not serve); ``:table_answered`` the
+    # same server with its calls answered from a table (:class:`TableAnswered`).
+    if name in ("server", "table_answered"):
+        built = globals()[name] = make_server(TableAnswered if name == "table_answered" else Server)
         return built
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

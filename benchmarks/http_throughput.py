@@ -11,7 +11,12 @@ of them alike:
   virtualenv cannot be installed);
 - ``floor: trio + h11`` and ``floor: trio + httptools``: fixed bytes, no MCP;
 - with ``--before PATH``: the native server (1 worker) of another checkout, for an A/B
-  of a change in the same turns.
+  of a change in the same turns;
+- in a full run with wrk, ``mrtr serve, defaults, calls answered from a table``
+  (:class:`benchmarks.apps.TableAnswered`): ``mrtr serve`` as a user starts it, with each
+  repeated ``tools/call`` answered from a table instead of by the MCP layer. Driven by wrk
+  only (its requests repeat; the Python generator's do not), it is what a request costs
+  without the MCP layer: the ceiling of any per-tool plan below the exchange.
 
 Flows: ``ask`` (one question: two requests) and ``ask3`` (three questions: four
 requests). The load generator is :mod:`benchmarks.loadgen` (every conversation's final
@@ -52,7 +57,11 @@ SERVERS = {
     "SDK MCPServer (uvicorn)": "serve",
     "floor: trio + h11": ["floor-h11"],
     "floor: trio + httptools": ["floor-httptools"],
+    # A measuring device (benchmarks.apps.TableAnswered), wrk only and not in a quick run: what is left
+    # of a request when the MCP layer costs a table lookup.
+    "mrtr serve, defaults, calls answered from a table": ["mrtr-serve-table"],
 }
+TABLE = "mrtr serve, defaults, calls answered from a table"
 SDK = "SDK MCPServer (uvicorn)"
 SDK_DEFAULTS = "SDK MCPServer (uvicorn), defaults"
 DEFAULTS = "mrtr serve, defaults"
@@ -88,8 +97,11 @@ class Running:
         stop(self.process)
 
 
-def start_servers(install_sdk: bool, before: Path | None = None) -> tuple[dict[str, Running], dict[str, str]]:
+def start_servers(install_sdk: bool, before: Path | None = None,
+                  with_table: bool = True) -> tuple[dict[str, Running], dict[str, str]]:
     """Every server of the part, listening; and the ones skipped, with why.
+
+    ``with_table``: start :data:`TABLE` too (a full run with wrk).
 
     ``before``: another checkout (for example the previous commit's); its mrtr is served
     by the native transport next to this one's, in the same turns.
@@ -97,6 +109,8 @@ def start_servers(install_sdk: bool, before: Path | None = None) -> tuple[dict[s
     running: dict[str, Running] = {}
     skipped: dict[str, str] = {}
     for name, args in SERVERS.items():
+        if name == TABLE and not with_table:
+            continue
         if isinstance(args, str):
             python = sdk_python(install=install_sdk)
             if python is None:
@@ -105,10 +119,10 @@ def start_servers(install_sdk: bool, before: Path | None = None) -> tuple[dict[s
                 continue
             command = [str(python), str(ROOT / "benchmarks" / "sdk_peer.py"), args, "{port}"]
             running[name] = Running(name, command, clean_env())
-        elif args == ["mrtr-serve"]:
+        elif args in (["mrtr-serve"], ["mrtr-serve-table"]):
             # As a user starts it: one worker, access lines on (text, to stderr: this server's log file).
-            running[name] = Running(name, [sys.executable, "-m", "mrtr", "serve", "benchmarks.apps:server",
-                                           "--port", "{port}"])
+            app = "benchmarks.apps:server" if args == ["mrtr-serve"] else "benchmarks.apps:table_answered"
+            running[name] = Running(name, [sys.executable, "-m", "mrtr", "serve", app, "--port", "{port}"])
         else:
             kind, *rest = args
             running[name] = Running(name, [sys.executable, "-m", "benchmarks.apps", kind, "{port}", *rest])
@@ -140,31 +154,39 @@ def measure(server: Running, tool: str, seconds: float, concurrency: int) -> dic
 def run(*, quick: bool, install_sdk: bool, before: Path | None = None) -> dict[str, Any]:
     """Part 3's results."""
     pairs, seconds, concurrency = (3, 0.4, 8) if quick else (5, 3.0, 8)
-    running, skipped = start_servers(install_sdk, before)
     use_wrk = wrk.available()
+    running, skipped = start_servers(install_sdk, before, with_table=use_wrk and not quick)
     if not use_wrk:
         skipped["wrk"] = "wrk is not installed (apt-get install wrk): the wrk rows are not measured"
         log(f"part 3: SKIPPED wrk rows: {skipped['wrk']}")
+    measured = [name for name in running if name != TABLE]  # the table's answers repeat only under wrk
+    table: dict[str, Any] = {}
     # A quick run drives wrk once per flow, against one server, so the script cannot rot.
     wrk_servers = [name for name in running if not quick or name == "mrtr native, 1 worker"]
     flows: dict[str, Any] = {}
     requests: dict[str, Any] = {}
     try:
         for tool, questions in FLOWS.items():
-            for server in running.values():  # warm up: imports, caches, cold paths
-                measure(server, tool, 0.2 if quick else 1.0, concurrency)
-            turns: dict[str, list[dict[str, Any]]] = {name: [] for name in running}
+            for name, server in running.items():  # warm up: imports, caches, cold paths
+                if name == TABLE:
+                    wrk.run(server.port, wrk.conversation_script(tool, questions), 1.0, concurrency, server.pids())
+                else:
+                    measure(server, tool, 0.2 if quick else 1.0, concurrency)
+            turns: dict[str, list[dict[str, Any]]] = {name: [] for name in measured}
             wrk_turns: dict[str, list[dict[str, Any]]] = {name: [] for name in running}
             for turn in range(pairs):
                 log(f"part 3: {tool}, turn {turn + 1}/{pairs}")
                 for name in turn_order(list(running), turn):
                     server = running[name]
-                    turns[name].append(measure(server, tool, seconds, concurrency))
+                    if name != TABLE:
+                        turns[name].append(measure(server, tool, seconds, concurrency))
                     if use_wrk and name in wrk_servers and (not quick or turn == 0):
                         script = wrk.conversation_script(tool, questions, check=not name.startswith("floor"))
                         wrk_turns[name].append(wrk.run(server.port, script, 1.0 if quick else seconds, concurrency,
                                                        server.pids()))
             flows[tool] = {name: summarize(samples, wrk_turns[name]) for name, samples in turns.items()}
+            if TABLE in running:
+                table[tool] = summarize_wrk(wrk_turns[TABLE])
         if use_wrk and not quick:
             call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                     "params": {"name": "echo", "arguments": {"text": "ok"}, "_meta": loadgen.META}}
@@ -202,9 +224,24 @@ def run(*, quick: bool, install_sdk: bool, before: Path | None = None) -> dict[s
     for row in requests.values():
         for floor_name, key in ((FLOOR, "vs_floor"), (HTTPTOOLS_FLOOR, "vs_floor_httptools")):
             row[key] = row["per_second"] / requests[floor_name]["per_second"] if floor_name in requests else None
+    for tool, row in table.items():
+        sdk_defaults = flows[tool].get(SDK_DEFAULTS, {}).get("wrk_per_second")
+        row["vs_sdk_defaults_wrk"] = row["wrk_per_second"] / sdk_defaults if sdk_defaults else None
     return {"pairs": pairs, "seconds": seconds, "concurrency": concurrency, "flows": flows, "requests": requests,
+            "table": table,
             "idle_connections": memory, "skipped": skipped, "load_generator": "benchmarks.loadgen (Python, trio, one process); wrk for the "
             "one-question flow and the request rates"}
+
+
+def summarize_wrk(wrk_samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of a wrk-only server's turns (:data:`TABLE`)."""
+    good = [w for w in wrk_samples if "failure" not in w]
+    return {"wrk_per_second": _median(w["per_second"] for w in good),
+            "wrk_per_second_turns": [w["per_second"] for w in good],
+            "wrk_server_cpu_us_per_conversation": (sum(w["server_cpu_s"] for w in good)
+                                                   / max(sum(w.get("completed", 0) for w in good), 1) * 1e6),
+            "wrk_failed": sum(w.get("failed", 0) for w in wrk_samples),
+            "wrk_errors": sum(w["errors"] for w in wrk_samples) + len(wrk_samples) - len(good)}
 
 
 def summarize(samples: list[dict[str, Any]], wrk_samples: list[dict[str, Any]]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ way in the same run, is the baseline. Nothing here is asserted.
 
 from __future__ import annotations
 
+import resource
 import statistics
 import sys
 import time
@@ -38,7 +39,7 @@ import msgspec
 import trio
 
 from . import loadgen
-from .common import (ROOT, clean_env, free_port, log, rss_kib, sdk_missing, sdk_python, stop, turn_order,
+from .common import (ROOT, children, clean_env, cpu_seconds, free_port, log, rss_kib, sdk_missing, sdk_python, stop, turn_order,
                      wait_for_port)
 
 _decode = msgspec.json.decode
@@ -333,6 +334,29 @@ def serve(port: int, workers: int) -> None:
     run_http(server, "127.0.0.1", port, workers=workers, max_connections=4_000, max_connections_per_client=None)
 
 
+def _measured(server: _Running, turn: Any) -> dict[str, Any]:
+    """One turn of load, with the CPU the server (and its workers) and this load generator used in it."""
+    pids = [server.process.pid, *children(server.process.pid)]
+    before, mine = cpu_seconds(pids), resource.getrusage(resource.RUSAGE_SELF)
+    result: dict[str, Any] = trio.run(turn)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    result["server_cpu_s"] = cpu_seconds(pids) - before
+    result["client_cpu_s"] = (after.ru_utime - mine.ru_utime) + (after.ru_stime - mine.ru_stime)
+    return result
+
+
+def _cpu_per_conversation(samples: list[dict[str, Any]]) -> dict[str, float]:
+    """Server and load-generator CPU per completed conversation over a server's turns, in µs.
+
+    The rate is what the goal reads; these say what limited it: a load generator on the
+    same cores that spends more per conversation than the server holds the server's rate
+    down, and the server CPU ratio is then the fairer comparison of the two servers.
+    """
+    completed = max(sum(s["completed"] for s in samples), 1)
+    return {"server_cpu_us_per_conversation": sum(s["server_cpu_s"] for s in samples) / completed * 1e6,
+            "client_cpu_us_per_conversation": sum(s["client_cpu_s"] for s in samples) / completed * 1e6}
+
+
 class _Running:
     def __init__(self, name: str, command: list[str], env: dict[str, str] | None = None) -> None:
         import subprocess
@@ -376,7 +400,8 @@ def run(*, quick: bool, install_sdk: bool) -> dict[str, Any]:
             log(f"part 8: 2025 sessions, turn {turn + 1}/{pairs}")
             for name in turn_order(list(running), turn):
                 port, tool = running[name].port, TOOLS.get(name, "ask")
-                turns[name].append(trio.run(lambda: load(port, tool, concurrency=concurrency, seconds=seconds)))
+                turns[name].append(_measured(running[name], lambda: load(port, tool, concurrency=concurrency,
+                                                                         seconds=seconds)))
         for name, samples in turns.items():
             flows[name] = {"per_second": statistics.median(s["per_second"] for s in samples),
                            "per_second_turns": [s["per_second"] for s in samples],
@@ -385,7 +410,8 @@ def run(*, quick: bool, install_sdk: bool) -> dict[str, Any]:
                            "conversations": sum(s["conversations"] for s in samples),
                            "errors": sum(s["errors"] for s in samples),
                            "misrouted": sum(s["misrouted"] for s in samples),
-                           "first_errors": [e for s in samples for e in s["first_errors"]][:3]}
+                           "first_errors": [e for s in samples for e in s["first_errors"]][:3],
+                           **_cpu_per_conversation(samples)}
         for name in ("mrtr native, 1 worker", SDK):
             if name in running:
                 log(f"part 8: memory of {name}")
@@ -396,8 +422,10 @@ def run(*, quick: bool, install_sdk: bool) -> dict[str, Any]:
         for server in running.values():
             stop(server.process)
     sdk = flows.get(SDK, {}).get("per_second")
+    sdk_cpu = flows.get(SDK, {}).get("server_cpu_us_per_conversation")
     for row in flows.values():
         row["vs_sdk"] = row["per_second"] / sdk if sdk else None
+        row["vs_sdk_cpu"] = sdk_cpu / row["server_cpu_us_per_conversation"] if sdk_cpu else None
     base = rss.get(SDK)
     for row in rss.values():
         row["idle_vs_sdk"] = row["idle_session_bytes"] / base["idle_session_bytes"] if base else None

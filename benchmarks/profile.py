@@ -1,12 +1,15 @@
 """Where a request's time goes in ``mrtr serve`` with its defaults: py-spy samples under wrk load.
 
-Usage: ``python -m benchmarks.profile [--flow plain|ask] [--seconds S] [--before PATH] [--raw DIR]``
+Usage: ``python -m benchmarks.profile [--flow plain|ask|legacy] [--seconds S] [--before PATH] [--raw DIR]``
 (needs wrk and the ``bench`` extra's py-spy; py-spy reads another process's memory, which
 takes root or ``ptrace`` rights)
 
 ``mrtr serve benchmarks.apps:server`` runs as a user starts it (one worker, access
 lines on, text, to a file) while wrk drives it on 8 keep-alive connections: the plain
-``tools/call`` of a tool that asks nothing, or the one-question conversation. py-spy
+``tools/call`` of a tool that asks nothing, or the one-question conversation. ``legacy``
+profiles part 8's server instead (:func:`benchmarks.legacy_http.serve`, one worker) under
+part 8's load generator: whole one-question conversations of 2025 sessions (wrk cannot hold
+a session). py-spy
 samples the server's Python stacks (pausing it for each sample, so every stack is
 whole) and each sample is put in the first group its stack matches:
 
@@ -55,7 +58,8 @@ _STACK_GROUPS = [
         r"^(RequestHeaders\.|HostPolicy\.|check_headers |is_json |accepts_json_and_sse |identity_encoded |_head |"
         r"_json_headers |_Tracked\.respond |_Connection\.respond |_Connection\._headers_out )")),
     ("JSON of the message (parse, encode)", re.compile(r"^(parse_message|encode_response|encode) ")),
-    ("MCP server (dispatch, carrier, replay, results)", re.compile(r"^Server\.respond ")),
+    ("MCP server (dispatch, carrier, replay, results)", re.compile(r"^(Server|LegacyEra)\.respond ")),
+    ("2025 sessions and their event streams", re.compile(r"^(HttpSessions\.|EventStream\.|pump |_write |_watch )")),
 ]
 _TRIO = "trio scheduling (run loop, cancel scopes, checkpoints)"
 _REST = "exchange and connection loop (the rest)"
@@ -97,10 +101,16 @@ def profile(mrtr_root: Path, flow: str, seconds: float, raw_out: Path | None) ->
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="mrtr-profile-") as tmp:
         errors = open(Path(tmp) / "stderr.log", "wb")  # the access lines go to a file, as under a supervisor
-        server = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(mrtr_root), "serve", "benchmarks.apps:server",
-                                   "--port", str(port)], cwd=ROOT, stdout=subprocess.DEVNULL, stderr=errors)
+        if flow == "legacy":
+            command = [sys.executable, "-c", _LAUNCH_LEGACY, str(mrtr_root), str(port)]
+        else:
+            command = [sys.executable, "-c", _LAUNCH, str(mrtr_root), "serve", "benchmarks.apps:server", "--port",
+                       str(port)]
+        server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=errors)
         try:
             wait_for_port(port, server)
+            if flow == "legacy":
+                return _profile_legacy(server, port, seconds, raw_out, mrtr_root, Path(tmp))
             if flow == "plain":
                 call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                         "params": {"name": "echo", "arguments": {"text": "ok"}, "_meta": META}}
@@ -128,6 +138,31 @@ def profile(mrtr_root: Path, flow: str, seconds: float, raw_out: Path | None) ->
     return shares(raw), float(found.group(1)) if found else float("nan")
 
 
+_LAUNCH_LEGACY = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from benchmarks.legacy_http import serve; "
+                  "serve(int(sys.argv[1]), 1)")
+_LEGACY_LOAD = ("import sys, trio; from benchmarks.legacy_http import load; "
+                "print(trio.run(lambda: load(int(sys.argv[1]), 'ask', concurrency=8, "
+                "seconds=float(sys.argv[2])))['per_second'])")
+
+
+def _profile_legacy(server: subprocess.Popen[bytes], port: int, seconds: float, raw_out: Path | None,
+                    mrtr_root: Path, tmp: Path) -> tuple[dict[str, float], float]:
+    """Part 8's flow under py-spy: the Python load generator holds 2025 sessions, 8 at a time."""
+    subprocess.run([sys.executable, "-c", _LEGACY_LOAD, str(port), "2"], cwd=ROOT, check=True,
+                   capture_output=True)  # warm up
+    load = subprocess.Popen([sys.executable, "-c", _LEGACY_LOAD, str(port), str(round(seconds) + 2)], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+    raw_path = tmp / "samples.txt"
+    subprocess.run([str(_tool("py-spy")), "record", "-p", str(server.pid), "-r", "250", "-d", str(round(seconds)),
+                    "-f", "raw", "-o", str(raw_path)], check=True, capture_output=True)
+    output, _ = load.communicate(timeout=60)
+    raw = raw_path.read_text()
+    if raw_out is not None:
+        raw_out.mkdir(parents=True, exist_ok=True)
+        (raw_out / f"legacy-{mrtr_root.name}.txt").write_text(raw)
+    return shares(raw), float(output.strip() or "nan")
+
+
 def _tool(name: str) -> Path | None:
     """A command on the PATH or beside this interpreter (a virtualenv's ``bin``, where pip puts py-spy)."""
     beside = Path(sys.executable).parent / name
@@ -140,7 +175,7 @@ def _tool(name: str) -> Path | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.profile", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--flow", choices=("plain", "ask"), default="plain")
+    parser.add_argument("--flow", choices=("plain", "ask", "legacy"), default="plain")
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--before", type=Path, metavar="PATH", help="also profile another checkout's mrtr")
     parser.add_argument("--raw", type=Path, metavar="DIR", help="keep py-spy's collapsed stacks there")
@@ -160,8 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|" + "---|" * len(labels))
     for name in results[labels[0]][0]:
         print(f"| {name} | " + " | ".join(f"{results[label][0][name]:.0%}" for label in labels) + " |")
-    print("| requests/s under the profiler (wrk) | " + " | ".join(f"{results[label][1]:,.0f}" for label in labels)
-          + " |")
+    rate = "conversations/s under the profiler (Python)" if args.flow == "legacy" else \
+        "requests/s under the profiler (wrk)"
+    print(f"| {rate} | " + " | ".join(f"{results[label][1]:,.0f}" for label in labels) + " |")
     return 0
 
 

@@ -43,6 +43,8 @@ def replay_fit(ns: list[float], ys: list[float]) -> tuple[float, float]:
 
 # -- tables ------------------------------------------------------------------------------------
 
+TABLE_ROW = "mrtr serve, defaults, calls answered from a table"
+"""Part 3's measuring device (:data:`benchmarks.http_throughput.TABLE`), by name: no import of the part."""
 SEED = "(b) seed-shaped"
 """Part 1's (b), the seed's replayer re-implemented (:mod:`benchmarks.seed_replayer`)."""
 MINIMAL_NAMES = ("(b0) minimal stand-in", "(b) exception-based (minimal re-implementation)")
@@ -181,6 +183,14 @@ def table_http(part: dict[str, Any]) -> str:
             lines += ["", "Python generator's rate / wrk's rate, per server: " + ", ".join(limited) + ". Where it "
                       "is well below 1 the Python generator was the bottleneck, and the wrk columns are the ones "
                       "to read; it stays the check that each conversation got its own answers."]
+        table = part.get("table", {}).get(tool)
+        if table and table.get("wrk_per_second"):
+            lines += ["", f"With its calls answered from a table (`mrtr serve`, defaults; "
+                      f"`benchmarks.apps.TableAnswered`, wrk only): {table['wrk_per_second']:,.0f} conversations/s, "
+                      f"{_x(table.get('vs_sdk_defaults_wrk'))} the SDK at its defaults, "
+                      f"{table['wrk_server_cpu_us_per_conversation']:,.0f} µs of server CPU per conversation, "
+                      f"{table['wrk_failed']} failed. What a conversation costs around the MCP layer: the most a "
+                      f"per-tool plan below the exchange could reach."]
         client = [row["client_cpu_us_per_conversation"] for row in rows.values()]
         wrk_share = [row["wrk_cpu_share"] for row in rows.values() if row.get("wrk_cpu_share") is not None]
         lines += [f"Load generators' own CPU: the Python generator {min(client):,.0f} to {max(client):,.0f} µs "
@@ -300,14 +310,18 @@ def table_sessions(part: dict[str, Any]) -> str:
 
 def table_legacy_http(part: dict[str, Any]) -> str:
     """Part 8: 2025-era sessions over HTTP, beside the SDK's stateful server, and their resident memory."""
-    lines = ["| server | conversations/s | vs the SDK | p50 ms | p99 ms | conversations | errors | misrouted |",
-             "|---|---|---|---|---|---|---|---|"]
+    with_cpu = all("server_cpu_us_per_conversation" in row for row in part["flows"].values())
+    lines = ["| server | conversations/s | vs the SDK | p50 ms | p99 ms | conversations | errors | misrouted |"
+             + (" server CPU µs/conv | SDK CPU / this CPU | load generator CPU µs/conv |" if with_cpu else ""),
+             "|---|---|---|---|---|---|---|---|" + ("---|---|---|" if with_cpu else "")]
     for name, row in part["flows"].items():
         versus = f"{row['vs_sdk']:.2f}x" if row.get("vs_sdk") else "n/a"
+        cpu = (f" {row['server_cpu_us_per_conversation']:,.0f} | {_x(row.get('vs_sdk_cpu'))} | "
+               f"{row['client_cpu_us_per_conversation']:,.0f} |" if with_cpu else "")
         lines.append(f"| {name} | {row['per_second']:,.0f} | {versus} | {row['p50_ms']:.1f} | {row['p99_ms']:.1f} | "
-                     f"{row['conversations']:,} | {row['errors']} | {row['misrouted']} |")
+                     f"{row['conversations']:,} | {row['errors']} | {row['misrouted']} |{cpu}")
     for what, reason in part.get("skipped", {}).items():
-        lines.append(f"| {what} | skipped: {reason} | | | | | | |")
+        lines.append(f"| {what} | skipped: {reason} | | | | | | |" + (" | | |" if with_cpu else ""))
     if part.get("rss"):
         lines += ["", "| server | RSS before | per idle session | vs the SDK | per waiting call | vs the SDK |",
                   "|---|---|---|---|---|---|"]
@@ -483,24 +497,33 @@ def table_goals(results: dict[str, Any]) -> str:
                          f"{ratio:.2f}x by rate ({by}), {cpu:.2f}x by server CPU per conversation | "
                          f"{'yes' if ratio >= 5 else 'no'} |")
     if http:
-        plain = http.get("requests", {}).get("mrtr serve, defaults", {}).get("vs_floor_httptools")
+        requests = http.get("requests", {})
+        plain = requests.get("mrtr serve, defaults", {}).get("vs_floor_httptools")
         if plain:
+            tabled = requests.get(TABLE_ROW, {}).get("vs_floor_httptools")
+            ceiling = f" (its calls answered from a table: {tabled:.2f}x)" if tabled else ""
             lines.append(f"| plain `tools/call`, `mrtr serve` with its defaults ≥ 0.5x the bare trio + httptools "
-                         f"server | {plain:.2f}x | {'yes' if plain >= 0.5 else 'no'} |")
+                         f"server | {plain:.2f}x{ceiling} | {'yes' if plain >= 0.5 else 'no'} |")
         ask = http["flows"].get("ask", {})
         both = ask.get("mrtr serve, defaults", {}).get("vs_sdk_defaults_wrk")
         if both:
-            lines.append(f"| one-question flow, both at their defaults (access lines on) ≥ 10x the SDK | {both:.2f}x "
-                         f"| {'yes' if both >= 10 else 'no'} |")
+            tabled = http.get("table", {}).get("ask", {}).get("vs_sdk_defaults_wrk")
+            ceiling = f" (its calls answered from a table: {tabled:.2f}x)" if tabled else ""
+            lines.append(f"| one-question flow, both at their defaults (access lines on) ≥ 10x the SDK | {both:.2f}x"
+                         f"{ceiling} | {'yes' if both >= 10 else 'no'} |")
         off = ask.get("mrtr native, 1 worker", {}).get("vs_sdk_wrk")
         if off:
             lines.append(f"| one-question flow, access lines off in both ≥ 7x the SDK | {off:.2f}x | "
                          f"{'yes' if off >= 7 else 'no'} |")
     legacy = results.get("legacy")
     if legacy and legacy["flows"].get("mrtr native, 1 worker", {}).get("vs_sdk"):
-        ratio = legacy["flows"]["mrtr native, 1 worker"]["vs_sdk"]
+        row = legacy["flows"]["mrtr native, 1 worker"]
+        ratio = row["vs_sdk"]
+        cpu = (f", {row['vs_sdk_cpu']:.2f}x by server CPU per conversation (the load generator spent "
+               f"{row['client_cpu_us_per_conversation']:,.0f} µs per conversation, the server "
+               f"{row['server_cpu_us_per_conversation']:,.0f})" if row.get("vs_sdk_cpu") else "")
         lines.append(f"| 2025 sessions over HTTP ≥ 8x the SDK's stateful server, one-question conversation, one "
-                     f"process | {ratio:.2f}x | {'yes' if ratio >= 8 else 'no'} |")
+                     f"process | {ratio:.2f}x by rate{cpu} | {'yes' if ratio >= 8 else 'no'} |")
     middleware = results.get("middleware")
     if middleware:
         lines.append(goal_empty_pipeline(middleware))

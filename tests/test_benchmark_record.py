@@ -114,6 +114,28 @@ def test_the_empty_pipeline_goal_is_met_only_within_the_runs_own_spread():
     assert report.table_goals({"middleware": part}).splitlines()[-1].endswith("| no |")
     assert report.table_goals({"middleware": {"in_process": {}, "http": {}}}).splitlines()[-1].endswith("| no |")
 
+def test_the_goals_name_the_table_answered_ceiling_and_the_legacy_cpu_when_measured():
+    """The rows that say "no" carry the measurement that says why, when the run took it (and old records render)."""
+    floor = {"per_second": 60_000.0}
+    http = {"flows": {"ask": {"mrtr serve, defaults": {"vs_sdk_defaults_wrk": 7.0}}},
+            "requests": {"mrtr serve, defaults": {"vs_floor_httptools": 0.28, **floor},
+                         report.TABLE_ROW: {"vs_floor_httptools": 0.35, **floor}},
+            "table": {"ask": {"vs_sdk_defaults_wrk": 8.5}}}
+    legacy = {"flows": {"mrtr native, 1 worker": {"vs_sdk": 6.4, "vs_sdk_cpu": 9.1, "server_cpu_us_per_conversation": 330.0,
+                                                  "client_cpu_us_per_conversation": 410.0}}}
+    lines = report.table_goals({"http": http, "legacy": legacy}).splitlines()
+    assert any("0.28x (its calls answered from a table: 0.35x) | no |" in line for line in lines)
+    assert any("7.00x (its calls answered from a table: 8.50x) | no |" in line for line in lines)
+    assert any("6.40x by rate, 9.10x by server CPU per conversation (the load generator spent 410 µs per "
+               "conversation, the server 330) | no |" in line for line in lines)
+    del http["table"], http["requests"][report.TABLE_ROW]
+    for key in ("vs_sdk_cpu", "server_cpu_us_per_conversation", "client_cpu_us_per_conversation"):
+        del legacy["flows"]["mrtr native, 1 worker"][key]
+    lines = report.table_goals({"http": http, "legacy": legacy}).splitlines()
+    assert any(line.endswith("| 0.28x | no |") for line in lines)
+    assert any(line.endswith("| 6.40x by rate | no |") for line in lines)
+
+
 def test_the_compiled_benchmarks_adjustments_still_apply(tmp_path):
     """benchmarks.compiled edits a copy of the package before mypyc builds it: a moved anchor must fail here, not there."""
     import shutil
