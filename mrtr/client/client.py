@@ -280,6 +280,9 @@ class Client:
         self._stack: contextlib.AsyncExitStack | None = None
         self._era: Era | None = MODERN if isinstance(self.target, InProcessTarget) or era == "modern" else None
         self._era_lock = trio.Lock()
+        # A new 2025 session's standalone GET: the event set once the server answered it, and the
+        # trio time until which requests wait for that (see _initialize).
+        self._standalone_wait: tuple[trio.Event, float] | None = None
         self._era_cached = False  # the era came from another client's probe of the same endpoint
         self._discovered: dict[str, Any] | None = None
         self._notes: trio.MemorySendChannel[dict[str, Any]] | None = None
@@ -390,7 +393,11 @@ class Client:
 
     async def _settle_era(self) -> None:
         """Probe the server once (unless the era is fixed or known) and open a legacy session if it needs one."""
-        if self._era == MODERN or (self._era == LEGACY and self.server is not None):
+        if self._era == MODERN:
+            return
+        if self._era == LEGACY and self.server is not None:
+            if self._standalone_wait is not None:  # a request that came while the session was opening
+                await self._standalone_answered()
             return
         async with self._era_lock:
             if self._era is None:
@@ -499,17 +506,30 @@ class Client:
         if listen is not None and self._nursery is not None:
             # A server sends what belongs to no request (a question asked outside the call's own
             # stream, a list change) on this stream, and may drop it while the stream is not open:
-            # the first request waits for the server's answer to the GET, for a second at most (a
-            # server that holds the head back until its first event is not waited for any longer).
+            # every request waits for the server's answer to the GET, for a second at most (a server
+            # that holds the head back until its first event is not waited for any longer) and never
+            # past the client's deadline.
             stream_answered = trio.Event()
+            wait = STANDALONE_WAIT if self.deadline is None else min(STANDALONE_WAIT, self.deadline)
+            self._standalone_wait = (stream_answered, trio.current_time() + wait)
             self._nursery.start_soon(listen, stream_answered)
-            with trio.move_on_after(STANDALONE_WAIT):
-                await stream_answered.wait()
+            await self._standalone_answered()
         if self.on_log is not None and "logging" in answered.capabilities:
             await self.call_once("logging/setLevel", {"level": self.log_level})
         if self._subscribed and self._nursery is not None:
             # A session started again (the server forgot the last one): its subscriptions went with it.
             self._nursery.start_soon(self._subscribe_again)
+
+    async def _standalone_answered(self) -> None:
+        """Wait until the server answered the legacy session's standalone GET, or the wait's end."""
+        waiting = self._standalone_wait
+        if waiting is None:
+            return
+        answered, until = waiting
+        with trio.move_on_at(until):
+            await answered.wait()
+        if self._standalone_wait is waiting:
+            self._standalone_wait = None  # answered or given up on: later requests do not wait
 
     async def _listen(self) -> None:
         """Keep a ``subscriptions/listen`` stream open for the list changes the server announces (modern era).

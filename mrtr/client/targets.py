@@ -448,33 +448,38 @@ class HTTPTarget:
         A server that offers no stream (405, or anything but an event stream) is left
         alone; one that ends the stream is asked again after its ``retry`` (or 1 s,
         doubling to 30 s while it keeps failing). ``answered`` is set once the server has
-        answered the first ``GET`` (or it failed): a server may drop what it would send on
-        a stream that is not open yet, so the session waits for it before its first request.
+        answered the first ``GET``, or that ``GET`` failed, or this ends: a server may drop
+        what it would send on a stream that is not open yet, so the session waits for it
+        before its first request.
         """
-        pause = 1.0
-        while self._client is not None and self.era == LEGACY:
-            headers = await self._authorized({"Accept": "text/event-stream", "Accept-Encoding": ACCEPT_ENCODING,
-                                              **self._mcp_headers({}, None)})
-            events = Events(MAX_MESSAGE_SIZE)
-            try:
-                async with self._client.stream("GET", self.url, headers=headers, timeout=None) as response:
-                    if answered is not None:
-                        answered.set()
-                    if response.status_code != 200 or \
-                            "text/event-stream" not in response.headers.get("content-type", ""):
-                        return
-                    pause = 1.0
-                    decoded = Decoded(response.headers.get("content-encoding", ""))
-                    async for chunk in response.aiter_raw():
-                        for piece in decoded.feed(chunk):
-                            for data in events.feed(piece):
-                                await self._standalone(data)
-            except (self._httpx.HTTPError, ClientError) as exc:
-                log.debug("the standalone stream of %s ended: %s", self.url, exc)
-                pause = min(pause * 2, 30.0)
+        try:
+            pause = 1.0
+            while self._client is not None and self.era == LEGACY:
+                headers = await self._authorized({"Accept": "text/event-stream", "Accept-Encoding": ACCEPT_ENCODING,
+                                                  **self._mcp_headers({}, None)})
+                events = Events(MAX_MESSAGE_SIZE)
+                try:
+                    async with self._client.stream("GET", self.url, headers=headers, timeout=None) as response:
+                        if answered is not None:
+                            answered.set()
+                        if response.status_code != 200 or \
+                                "text/event-stream" not in response.headers.get("content-type", ""):
+                            return
+                        pause = 1.0
+                        decoded = Decoded(response.headers.get("content-encoding", ""))
+                        async for chunk in response.aiter_raw():
+                            for piece in decoded.feed(chunk):
+                                for data in events.feed(piece):
+                                    await self._standalone(data)
+                except (self._httpx.HTTPError, ClientError) as exc:
+                    log.debug("the standalone stream of %s ended: %s", self.url, exc)
+                    pause = min(pause * 2, 30.0)
+                if answered is not None:
+                    answered.set()
+                await trio.sleep(events.retry if events.retry is not None else pause)
+        finally:
             if answered is not None:
                 answered.set()
-            await trio.sleep(events.retry if events.retry is not None else pause)
 
     async def _standalone(self, data: bytes) -> None:
         if not data.strip():

@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CACHE = Path(os.environ.get("MRTR_CONFORMANCE_CACHE") or REPO / ".cache" / "node")
@@ -64,19 +65,33 @@ def run_scenario(scenario: str, out: Path, cache: Path, version: str) -> dict[st
         subprocess.run([str(node), str(suite), "client", "--command", command, "--scenario", scenario, *spec,
                         "-o", str(target)], stdout=log, stderr=subprocess.STDOUT,
                        env=env, cwd=REPO, timeout=300, check=False)
-    counts: dict[str, int | float] = {"SUCCESS": 0, "FAILURE": 0, "WARNING": 0, "SKIPPED": 0,
-                                      "seconds": round(time.monotonic() - started, 1)}
     results = list(target.rglob("checks.json"))
-    if not results:
-        counts["FAILURE"] = 1  # the suite did not produce results: count as failed
+    checks = json.loads(results[0].read_text(encoding="utf-8")) if results else None
+    counts = score(checks, (target / "suite-output.txt").read_text(encoding="utf-8"))
+    counts["seconds"] = round(time.monotonic() - started, 1)
+    return counts
+
+
+CLIENT_FAILED = ("CLIENT TIMED OUT", "CLIENT EXITED WITH ERROR")
+"""What the suite prints when the client did not finish: it still scores the checks it saw before."""
+
+
+def score(checks: list[dict[str, Any]] | None, output: str) -> dict[str, int | float]:
+    """Count one scenario's checks by status; ``checks`` is ``None`` when the suite wrote none.
+
+    A client that timed out or exited with an error failed its scenario even where every check
+    it reached passed (``sse-retry`` can pass all three while the call never ends): one more
+    FAILURE is counted for it, as for a scenario with no results at all.
+    """
+    counts: dict[str, int | float] = {"SUCCESS": 0, "FAILURE": 0, "WARNING": 0, "SKIPPED": 0}
+    if checks is None:
+        counts["FAILURE"] = 1
         return counts
-    for check in json.loads(results[0].read_text(encoding="utf-8")):
+    for check in checks:
         status = check.get("status")
         if status in counts:
             counts[status] = int(counts[status]) + 1
-    if "CLIENT TIMED OUT" in (target / "suite-output.txt").read_text(encoding="utf-8"):
-        # The suite scores the checks it saw before the client hung, and they may all have
-        # passed; a client that never finished its conversation has still failed it.
+    if any(said in output for said in CLIENT_FAILED):
         counts["FAILURE"] = int(counts["FAILURE"]) + 1
     return counts
 
@@ -92,7 +107,8 @@ def render(results: dict[str, dict[str, dict[str, int | float]]], version: str) 
         "which probes the mock server's era and speaks it, and through `mrtr.client.oauth` where the scenario "
         "authorizes. Each scored client scenario of both requirement lists runs at its own spec version "
         "(2026-07-28: stateless; 2025-11-25: the `initialize` session), then the client-credentials extension. "
-        "A cell reads *passed/checks* (SUCCESS out of SUCCESS + FAILURE).",
+        "A cell reads *passed/checks* (SUCCESS out of SUCCESS + FAILURE); a scenario whose client timed out "
+        "or exited with an error counts one failed check more than the suite scored.",
         "",
     ]
     for spec, scenarios in results.items():

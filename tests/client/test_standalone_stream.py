@@ -1,0 +1,157 @@
+"""A new 2025 session over HTTP waits for the server to answer its standalone GET, within bounds.
+
+A 2025 server may ask a question outside any request's stream, on the standalone GET
+stream, and drops it while that stream is not open (the TypeScript SDK's server does).
+These loopback servers answer the GET late or never; every call of the session must
+wait for the GET's answer, and no call may wait longer than a second or the client's
+deadline. Everything the client sends is validated against the 2025-11-25 schema.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import trio
+
+import mrtr
+import mrtr.client.client as client_module
+from mrtr.core.eras import LEGACY
+
+from ..conftest import until
+from ..legacy_schema import validate_legacy_message
+from .hostile import head, result, send_json, serve_http
+
+GUARD = 20
+INITIALIZED = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+               "serverInfo": {"name": "slow-get", "version": "1"}}
+
+
+class SlowGet:
+    """A 2025 server that answers its standalone GET after ``get_delay`` seconds (never, if ``None``).
+
+    A ``tools/call`` asks its question (id 1000 + the call's id) on the standalone stream
+    and answers with the client's answer; with no stream open it answers ``"dropped"``.
+    """
+
+    def __init__(self, get_delay: float | None) -> None:
+        self.get_delay = get_delay
+        self.stream: trio.SocketStream | None = None
+        self.writing = trio.Lock()  # calls ask on the one stream, one event at a time
+        self.answers: dict[Any, trio.MemorySendChannel[Any]] = {}
+        self.sent: list[tuple[dict[str, Any], str | None]] = []  # what the client sent, and what it answers
+
+    async def respond(self, message: dict[str, Any], stream: trio.SocketStream) -> None:
+        method = message.get("method") or message.get("_http_method")
+        if method not in ("GET", "DELETE", "server/discover"):  # the era probe is 2026's, checked elsewhere
+            answering = "elicitation/create" if "id" in message and method is None else None
+            self.sent.append((message, answering))
+        if method == "server/discover":
+            body = b"Bad Request: Missing session ID"
+            await stream.send_all(head(400, "text/plain", Content_Length=str(len(body))) + body)
+        elif method == "initialize":
+            body = json.dumps(result(message, INITIALIZED)).encode()
+            await stream.send_all(head(Content_Length=str(len(body)), Mcp_Session_Id="s1") + body)
+        elif method == "GET":
+            if self.get_delay is None:
+                await trio.sleep_forever()
+            await trio.sleep(self.get_delay)  # the server's own pace: what the client must wait for
+            await stream.send_all(head(200, "text/event-stream"))
+            self.stream = stream
+            await trio.sleep_forever()
+        elif method == "tools/list":
+            await send_json(stream, result(message, {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}))
+        elif method == "tools/call":
+            if self.stream is None:
+                await send_json(stream, result(message, {"content": [{"type": "text", "text": "dropped"}]}))
+                return
+            question = {"jsonrpc": "2.0", "id": 1000 + message["id"], "method": "elicitation/create",
+                        "params": {"message": "Name?", "requestedSchema": {
+                            "type": "object", "properties": {"name": {"type": "string"}}}}}
+            sending, receiving = trio.open_memory_channel[Any](1)
+            self.answers[question["id"]] = sending
+            async with self.writing:
+                await self.stream.send_all(b"data: " + json.dumps(question).encode() + b"\n\n")
+            answer = await receiving.receive()
+            await send_json(stream, result(message, {"content": [{"type": "text", "text": json.dumps(answer)}]}))
+        elif method is None and "result" in message:  # the client's answer to a question
+            await self.answers[message["id"]].send(message["result"])
+            await stream.send_all(head(202, Content_Length="0"))
+        else:  # notifications/initialized, DELETE
+            await stream.send_all(head(202, Content_Length="0"))
+
+    def validate(self) -> None:
+        assert self.sent, "the client sent nothing"
+        for message, answering in self.sent:
+            validate_legacy_message(message, answering)
+
+
+def named(request: Any) -> Any:
+    return mrtr.accept(name="Grace")
+
+
+async def test_a_question_on_the_standalone_stream_is_not_lost_to_a_slow_get(
+        nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(client_module, "STANDALONE_WAIT", 30.0)  # the server's 0.3 s, however loaded the machine
+    server = SlowGet(get_delay=0.3)
+    url = await serve_http(nursery, server.respond)
+    async with mrtr.Client(url, on_elicit=named) as client:
+        with trio.fail_after(GUARD):
+            called = await client.call_tool("t")
+        assert client.era == LEGACY
+    assert called.text != "dropped", "the call went out before the server had answered the standalone GET"
+    assert json.loads(called.text) == {"action": "accept", "content": {"name": "Grace"}}
+    server.validate()
+
+
+async def test_calls_started_while_the_session_opens_all_wait_for_the_get(
+        nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two waiting on the session's start, and one started once the session has its
+    # InitializeResult but its GET is still unanswered: none may go out before the GET's answer.
+    monkeypatch.setattr(client_module, "STANDALONE_WAIT", 30.0)
+    server = SlowGet(get_delay=0.5)
+    url = await serve_http(nursery, server.respond)
+    texts: list[str] = []
+
+    async def call(client: mrtr.Client) -> None:
+        texts.append((await client.call_tool("t")).text)
+
+    async with mrtr.Client(url, on_elicit=named) as client:
+        with trio.fail_after(GUARD):
+            async with trio.open_nursery() as calls:
+                for _ in range(2):
+                    calls.start_soon(call, client)
+                await until(lambda: client.server is not None, every=0.005)
+                assert server.stream is None  # the session is open, its GET not answered yet
+                calls.start_soon(call, client)
+    assert "dropped" not in texts
+    assert [json.loads(text) for text in texts] == [{"action": "accept", "content": {"name": "Grace"}}] * 3
+    server.validate()
+
+
+async def test_a_get_never_answered_holds_the_session_a_second_at_most(
+        nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(client_module, "STANDALONE_WAIT", 0.2)
+    server = SlowGet(get_delay=None)
+    url = await serve_http(nursery, server.respond)
+    async with mrtr.Client(url, on_elicit=named) as client:
+        started = trio.current_time()
+        with trio.fail_after(GUARD):
+            called = await client.call_tool("t")
+        waited = trio.current_time() - started
+    assert called.text == "dropped"  # no stream ever opened: the server had nowhere to ask
+    assert waited >= 0.2
+    server.validate()
+
+
+async def test_the_wait_never_outlasts_the_clients_deadline(
+        nursery: trio.Nursery, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(client_module, "STANDALONE_WAIT", 600.0)
+    server = SlowGet(get_delay=None)
+    url = await serve_http(nursery, server.respond)
+    async with mrtr.Client(url, on_elicit=named, deadline=0.5) as client:
+        with trio.fail_after(GUARD):
+            called = await client.call_tool("t")
+    assert called.text == "dropped"
+    server.validate()
