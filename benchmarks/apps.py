@@ -31,6 +31,7 @@ import time
 from typing import Any
 
 from mrtr import Elicit, Form, Server
+from mrtr.core.jsonrpc import Response, encode
 
 FORM = Form().string("email", format="email")
 SECRET = b"b" * 32
@@ -71,18 +72,17 @@ class TableAnswered(Server):
     same params in that time gets it under its own id, with no dispatch, handler, result,
     token or replay. A load whose requests repeat (wrk's scripts: one plan, one answer)
     then measures everything around the MCP layer: the connection loop, llhttp, the header
-    rules, the exchange, the encoder and the access line, which is the most any per-tool
-    plan below the exchange could give. The entries expire well inside the token's
+    rules, the exchange, the encoder and the access line, which is the most a per-tool
+    plan confined to the MCP layer could give. The entries expire well inside the token's
     lifetime, so a kept ``input_required`` never hands out a token that has run out.
     """
 
     _table: dict[bytes, tuple[float, Any]]
 
     async def respond(self, message: Any, **options: Any) -> Any:
+        """The kept answer to a repeated ``tools/call`` under this call's id; anything else, the server's."""
         if message.get("method") != "tools/call":
             return await super().respond(message, **options)
-        from mrtr.core.jsonrpc import Response, encode
-
         table = self.__dict__.setdefault("_table", {})
         key = encode(message.get("params"))
         now = time.monotonic()

@@ -16,7 +16,7 @@ of them alike:
   (:class:`benchmarks.apps.TableAnswered`): ``mrtr serve`` as a user starts it, with each
   repeated ``tools/call`` answered from a table instead of by the MCP layer. Driven by wrk
   only (its requests repeat; the Python generator's do not), it is what a request costs
-  without the MCP layer: the ceiling of any per-tool plan below the exchange.
+  without the MCP layer: the most a per-tool plan confined to that layer could give.
 
 Flows: ``ask`` (one question: two requests) and ``ask3`` (three questions: four
 requests). The load generator is :mod:`benchmarks.loadgen` (every conversation's final
@@ -57,11 +57,11 @@ SERVERS = {
     "SDK MCPServer (uvicorn)": "serve",
     "floor: trio + h11": ["floor-h11"],
     "floor: trio + httptools": ["floor-httptools"],
-    # A measuring device (benchmarks.apps.TableAnswered), wrk only and not in a quick run: what is left
-    # of a request when the MCP layer costs a table lookup.
-    "mrtr serve, defaults, calls answered from a table": ["mrtr-serve-table"],
 }
 TABLE = "mrtr serve, defaults, calls answered from a table"
+"""A measuring device (:class:`benchmarks.apps.TableAnswered`), wrk only and not in a quick run: what is
+left of a request when the MCP layer costs a dictionary lookup."""
+SERVERS[TABLE] = ["mrtr-serve-table"]
 SDK = "SDK MCPServer (uvicorn)"
 SDK_DEFAULTS = "SDK MCPServer (uvicorn), defaults"
 DEFAULTS = "mrtr serve, defaults"
@@ -234,23 +234,32 @@ def run(*, quick: bool, install_sdk: bool, before: Path | None = None) -> dict[s
 
 
 def summarize_wrk(wrk_samples: list[dict[str, Any]]) -> dict[str, Any]:
-    """Medians of a wrk-only server's turns (:data:`TABLE`)."""
+    """Medians of one server's wrk turns (all of the table row's, :data:`TABLE`), and what went wrong in them."""
+    broken = [w["failure"] for w in wrk_samples if "failure" in w]
     good = [w for w in wrk_samples if "failure" not in w]
-    return {"wrk_per_second": _median(w["per_second"] for w in good),
-            "wrk_per_second_turns": [w["per_second"] for w in good],
-            "wrk_server_cpu_us_per_conversation": (sum(w["server_cpu_s"] for w in good)
-                                                   / max(sum(w.get("completed", 0) for w in good), 1) * 1e6),
-            "wrk_failed": sum(w.get("failed", 0) for w in wrk_samples),
-            "wrk_errors": sum(w["errors"] for w in wrk_samples) + len(wrk_samples) - len(good)}
+    return {
+        "wrk_per_second": _median(w["per_second"] for w in good),
+        "wrk_per_second_turns": [w["per_second"] for w in good],
+        "wrk_spread": (max(w["per_second"] for w in good) / min(w["per_second"] for w in good)
+                       if good and min(w["per_second"] for w in good) > 0 else None),
+        "wrk_p50_request_ms": _median(w.get("p50_request_ms", float("nan")) for w in good),
+        "wrk_p99_request_ms": _median(w.get("p99_request_ms", float("nan")) for w in good),
+        "wrk_cpu_share": _median(w["wrk_cpu_share"] for w in good),
+        "wrk_server_cpu_us_per_conversation": (sum(w["server_cpu_s"] for w in good)
+                                               / max(sum(w.get("completed", 0) for w in good), 1) * 1e6
+                                               if good else None),
+        "wrk_failed": sum(w.get("failed", 0) for w in wrk_samples),
+        "wrk_completed": sum(w.get("completed", 0) for w in good),
+        "wrk_errors": sum(w["errors"] for w in good) + len(broken),  # a broken turn counts once
+        "wrk_broken_turns": broken,
+    }
 
 
 def summarize(samples: list[dict[str, Any]], wrk_samples: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians of one server's turns, plus everything needed to judge them."""
     rates = [s["per_second"] for s in samples]
     completed = sum(s["completed"] for s in samples)
-    failed = sum(w.get("failed", 0) for w in wrk_samples)
-    broken = [w["failure"] for w in wrk_samples if "failure" in w]
-    wrk_samples = [w for w in wrk_samples if "failure" not in w]
+    wrk_summary = summarize_wrk(wrk_samples)
     return {
         "per_second": statistics.median(rates),
         "per_second_turns": rates,
@@ -259,23 +268,11 @@ def summarize(samples: list[dict[str, Any]], wrk_samples: list[dict[str, Any]]) 
         "p99_ms": statistics.median(s["p99_ms"] for s in samples),
         "conversations": sum(s["conversations"] for s in samples),
         "errors": sum(s["errors"] for s in samples),
-        "misrouted": sum(s["misrouted"] for s in samples) + failed,
+        "misrouted": sum(s["misrouted"] for s in samples) + wrk_summary["wrk_failed"],
         "first_errors": [e for s in samples for e in s["first_errors"]][:3],
         "server_cpu_us_per_conversation": sum(s["server_cpu_s"] for s in samples) / max(completed, 1) * 1e6,
         "client_cpu_us_per_conversation": sum(s["client_cpu_s"] for s in samples) / max(completed, 1) * 1e6,
-        "wrk_per_second": _median(w["per_second"] for w in wrk_samples),
-        "wrk_spread": (max(w["per_second"] for w in wrk_samples) / min(w["per_second"] for w in wrk_samples)
-                       if wrk_samples and min(w["per_second"] for w in wrk_samples) > 0 else None),
-        "wrk_p50_request_ms": _median(w.get("p50_request_ms", float("nan")) for w in wrk_samples),
-        "wrk_p99_request_ms": _median(w.get("p99_request_ms", float("nan")) for w in wrk_samples),
-        "wrk_cpu_share": _median(w["wrk_cpu_share"] for w in wrk_samples),
-        "wrk_server_cpu_us_per_conversation": (sum(w["server_cpu_s"] for w in wrk_samples)
-                                               / max(sum(w.get("completed", 0) for w in wrk_samples), 1) * 1e6
-                                               if wrk_samples else None),
-        "wrk_failed": failed,
-        "wrk_completed": sum(w.get("completed", 0) for w in wrk_samples),
-        "wrk_errors": sum(w["errors"] for w in wrk_samples) + len(broken),
-        "wrk_broken_turns": broken,
+        **wrk_summary,
     }
 
 

@@ -59,8 +59,12 @@ _STACK_GROUPS = [
         r"_json_headers |_Tracked\.respond |_Connection\.respond |_Connection\._headers_out )")),
     ("JSON of the message (parse, encode)", re.compile(r"^(parse_message|encode_response|encode) ")),
     ("MCP server (dispatch, carrier, replay, results)", re.compile(r"^(Server|LegacyEra)\.respond ")),
-    ("2025 sessions and their event streams", re.compile(r"^(HttpSessions\.|EventStream\.|pump |_write |_watch )")),
 ]
+# The 2025 session machinery is judged like the rest: by the innermost frame of this project's code,
+# once trio's own frames (below it) have taken theirs, so trio's scheduling is not counted as sessions.
+_SESSIONS = "2025 sessions and their event streams"
+_SESSION_FRAME = re.compile(r"^(HttpSessions\.|EventStream\.|_Session\.|SessionRegistry\.|(pump|_write|_watch) "
+                            r"\((.*/)?mrtr/transports/http/streams\.py:)")
 _TRIO = "trio scheduling (run loop, cancel scopes, checkpoints)"
 _REST = "exchange and connection loop (the rest)"
 _OURS = re.compile(r"\((.*/)?(mrtr|benchmarks)/[^:]*\.py:")  # py-spy names files by their path under sys.path
@@ -79,6 +83,8 @@ def group(stack: list[str]) -> str:
     ours = [index for index, frame in enumerate(stack) if _OURS.search(frame)]
     if not ours or any(_THEIRS.search(frame) for frame in stack[ours[-1] + 1:]):
         return _TRIO
+    if _SESSION_FRAME.match(stack[ours[-1]]):
+        return _SESSIONS
     return _REST
 
 
@@ -93,11 +99,12 @@ def shares(raw: str) -> dict[str, float]:
         if frames:
             counts[group(frames)] += int(count)
     total = sum(counts.values()) or 1
-    return {name: counts[name] / total for name, _ in [*_LEAF_GROUPS, *_STACK_GROUPS, (_TRIO, None), (_REST, None)]}
+    return {name: counts[name] / total
+            for name, _ in [*_LEAF_GROUPS, *_STACK_GROUPS, (_SESSIONS, None), (_TRIO, None), (_REST, None)]}
 
 
 def profile(mrtr_root: Path, flow: str, seconds: float, raw_out: Path | None) -> tuple[dict[str, float], float]:
-    """Group shares and wrk's rate for ``mrtr serve`` (defaults) of the checkout at ``mrtr_root``."""
+    """Group shares and the load's rate (wrk's; the Python generator's for ``legacy``) for the checkout at ``mrtr_root``."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="mrtr-profile-") as tmp:
         errors = open(Path(tmp) / "stderr.log", "wb")  # the access lines go to a file, as under a supervisor
@@ -153,8 +160,13 @@ def _profile_legacy(server: subprocess.Popen[bytes], port: int, seconds: float, 
     load = subprocess.Popen([sys.executable, "-c", _LEGACY_LOAD, str(port), str(round(seconds) + 2)], cwd=ROOT,
                             stdout=subprocess.PIPE, text=True)
     raw_path = tmp / "samples.txt"
-    subprocess.run([str(_tool("py-spy")), "record", "-p", str(server.pid), "-r", "250", "-d", str(round(seconds)),
-                    "-f", "raw", "-o", str(raw_path)], check=True, capture_output=True)
+    try:
+        subprocess.run([str(_tool("py-spy")), "record", "-p", str(server.pid), "-r", "250", "-d",
+                        str(round(seconds)), "-f", "raw", "-o", str(raw_path)], check=True, capture_output=True)
+    except BaseException:
+        load.kill()
+        load.wait()
+        raise
     output, _ = load.communicate(timeout=60)
     raw = raw_path.read_text()
     if raw_out is not None:

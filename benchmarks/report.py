@@ -190,7 +190,7 @@ def table_http(part: dict[str, Any]) -> str:
                       f"{_x(table.get('vs_sdk_defaults_wrk'))} the SDK at its defaults, "
                       f"{table['wrk_server_cpu_us_per_conversation']:,.0f} µs of server CPU per conversation, "
                       f"{table['wrk_failed']} failed. What a conversation costs around the MCP layer: the most a "
-                      f"per-tool plan below the exchange could reach."]
+                      f"per-tool plan confined to the MCP layer could reach."]
         client = [row["client_cpu_us_per_conversation"] for row in rows.values()]
         wrk_share = [row["wrk_cpu_share"] for row in rows.values() if row.get("wrk_cpu_share") is not None]
         lines += [f"Load generators' own CPU: the Python generator {min(client):,.0f} to {max(client):,.0f} µs "

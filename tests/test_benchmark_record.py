@@ -136,6 +136,23 @@ def test_the_goals_name_the_table_answered_ceiling_and_the_legacy_cpu_when_measu
     assert any(line.endswith("| 6.40x by rate | no |") for line in lines)
 
 
+def test_the_profile_counts_trio_under_a_session_frame_as_trio_and_the_sessions_own_time_as_theirs():
+    from benchmarks.profile import group
+
+    def frame(name: str, path: str) -> str:
+        return f"{name} ({path}:1)"
+
+    run = [frame("run", "trio/_core/_run.py"), frame("_Connection.serve", "mrtr/transports/http/native.py")]
+    stream = [*run, frame("HttpSessions._call", "mrtr/transports/http/sessions.py"),
+              frame("pump", "mrtr/transports/http/streams.py")]
+    assert group(stream).startswith("2025 sessions")
+    assert group([*stream, frame("CancelScope.__exit__", "trio/_core/_run.py")]).startswith("trio scheduling")
+    assert group([*stream, frame("_Connection.write", "mrtr/transports/http/native.py")]).startswith("socket")
+    assert group([*stream, frame("LegacyEra.respond", "mrtr/server/legacy.py")]).startswith("MCP server")
+    exchange_watch = [*run, frame("_watch", "mrtr/transports/http/exchange.py")]
+    assert group(exchange_watch).startswith("exchange and connection loop")
+
+
 def test_the_compiled_benchmarks_adjustments_still_apply(tmp_path):
     """benchmarks.compiled edits a copy of the package before mypyc builds it: a moved anchor must fail here, not there."""
     import shutil
