@@ -4,7 +4,7 @@ mrtr has no YAML library among its dependencies, and a round trip through one wo
 drop the user's comments and reorder their keys anyway. So the file is edited as lines:
 the top-level ``extensions:`` block mapping is found, and the lines of one entry in it
 are replaced or removed, or new ones added after its last entry; every other line is
-kept byte for byte. What mrtr writes is YAML whose values are JSON scalars and flow
+kept byte for byte, and so are the comment lines inside the entry replaced or removed. What mrtr writes is YAML whose values are JSON scalars and flow
 collections (JSON is YAML), so it reads back the same in any YAML reader.
 
 Only what can be edited this way without doubt is edited. A file that uses tabs for
@@ -179,7 +179,8 @@ def set_extension(text: str, key: str, entry: dict[str, Any]) -> str:
         lines[layout.key_line] = f"extensions:{newline}"
     if key in layout.entries:
         start, end = layout.entries[key]
-        lines[start:end] = _render(key, entry, layout.indent, newline)
+        # The user's comment lines inside the old entry stay, above the new one.
+        lines[start:end] = [*_comments(lines[start:end]), *_render(key, entry, layout.indent, newline)]
         return "".join(lines)
     if layout.last_content is None:
         at = layout.key_line + 1
@@ -197,5 +198,10 @@ def remove_extension(text: str, key: str) -> str:
         raise KeyError(key)
     start, end = layout.entries[key]
     lines = list(layout.lines)
-    del lines[start:end]
+    lines[start:end] = _comments(lines[start:end])  # the user's comment lines inside it stay where they were
     return "".join(lines)
+
+
+def _comments(lines: list[str]) -> list[str]:
+    """The whole-line comments among ``lines``, as they are."""
+    return [line for line in lines if line.strip().startswith("#")]

@@ -103,6 +103,17 @@ def test_removing_an_absent_extension_says_so():
         remove_extension(CONFIG, "nope")
 
 
+def test_comment_lines_inside_a_replaced_or_removed_entry_are_kept():
+    # Found by the property below: a comment between an entry's lines went with the entry.
+    text = "GOOSE_A: 0\nextensions:\n  '0':\n# note 0\n    cmd: 0\n    # note 1\n    args: []\n"
+    changed = set_extension(text, "0", ENTRY)
+    assert yaml.safe_load(changed) == {"GOOSE_A": 0, "extensions": {"0": ENTRY}}
+    assert re.findall(r"# note \d", changed) == ["# note 0", "# note 1"]
+    removed = remove_extension(text, "0")
+    assert re.findall(r"# note \d", removed) == ["# note 0", "# note 1"]
+    assert yaml.safe_load(removed) == {"GOOSE_A": 0, "extensions": None}
+
+
 simple = st.one_of(st.integers(-5, 5), st.booleans(), st.text("abc xyz-", max_size=6),
                    st.lists(st.text("abc", max_size=3), max_size=2))
 ids = st.text("abcdefghij0123456789-_ .:", min_size=1, max_size=10).filter(lambda name: name.strip() == name)
