@@ -36,6 +36,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from . import wrk
@@ -116,23 +117,17 @@ def profile(mrtr_root: Path, flow: str, seconds: float, raw_out: Path | None) ->
         server = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=errors)
         try:
             wait_for_port(port, server)
-            if flow == "legacy":
-                return _profile_legacy(server, port, seconds, raw_out, mrtr_root, Path(tmp))
-            if flow == "plain":
-                call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                        "params": {"name": "echo", "arguments": {"text": "ok"}, "_meta": META}}
-                script = wrk.plain_script(call, "echo")
-            else:
-                script = wrk.conversation_script("ask", 1)
-            wrk.run(port, script, 2.0, 8, [server.pid])  # warm up
-            script_path = Path(tmp) / "flow.lua"
-            script_path.write_text(script)
-            load = subprocess.Popen(["wrk", "-t", "1", "-c", "8", "-d", f"{round(seconds) + 2}s", "-s",
-                                     str(script_path), f"http://127.0.0.1:{port}/mcp"], stdout=subprocess.PIPE,
-                                    text=True)
+            load_command, rate_of = _load(flow, port, seconds, Path(tmp), server.pid)
+            load = subprocess.Popen(load_command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
             raw_path = Path(tmp) / "samples.txt"
-            subprocess.run([str(_tool("py-spy")), "record", "-p", str(server.pid), "-r", "250", "-d", str(round(seconds)),
-                            "-f", "raw", "-o", str(raw_path)], check=True, capture_output=True)
+            try:
+                subprocess.run([str(_tool("py-spy")), "record", "-p", str(server.pid), "-r", "250", "-d",
+                                str(round(seconds)), "-f", "raw", "-o", str(raw_path)], check=True,
+                               capture_output=True)
+            except BaseException:
+                load.kill()
+                load.wait()
+                raise
             output, _ = load.communicate(timeout=60)
         finally:
             stop(server)
@@ -141,8 +136,7 @@ def profile(mrtr_root: Path, flow: str, seconds: float, raw_out: Path | None) ->
         if raw_out is not None:
             raw_out.mkdir(parents=True, exist_ok=True)
             (raw_out / f"{flow}-{mrtr_root.name}.txt").write_text(raw)
-    found = re.search(r"Requests/sec:\s+([\d.]+)", output)
-    return shares(raw), float(found.group(1)) if found else float("nan")
+    return shares(raw), rate_of(output)
 
 
 _LAUNCH_LEGACY = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from benchmarks.legacy_http import serve; "
@@ -152,27 +146,34 @@ _LEGACY_LOAD = ("import sys, trio; from benchmarks.legacy_http import load; "
                 "seconds=float(sys.argv[2])))['per_second'])")
 
 
-def _profile_legacy(server: subprocess.Popen[bytes], port: int, seconds: float, raw_out: Path | None,
-                    mrtr_root: Path, tmp: Path) -> tuple[dict[str, float], float]:
-    """Part 8's flow under py-spy: the Python load generator holds 2025 sessions, 8 at a time."""
-    subprocess.run([sys.executable, "-c", _LEGACY_LOAD, str(port), "2"], cwd=ROOT, check=True,
-                   capture_output=True)  # warm up
-    load = subprocess.Popen([sys.executable, "-c", _LEGACY_LOAD, str(port), str(round(seconds) + 2)], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True)
-    raw_path = tmp / "samples.txt"
-    try:
-        subprocess.run([str(_tool("py-spy")), "record", "-p", str(server.pid), "-r", "250", "-d",
-                        str(round(seconds)), "-f", "raw", "-o", str(raw_path)], check=True, capture_output=True)
-    except BaseException:
-        load.kill()
-        load.wait()
-        raise
-    output, _ = load.communicate(timeout=60)
-    raw = raw_path.read_text()
-    if raw_out is not None:
-        raw_out.mkdir(parents=True, exist_ok=True)
-        (raw_out / f"legacy-{mrtr_root.name}.txt").write_text(raw)
-    return shares(raw), float(output.strip() or "nan")
+def _load(flow: str, port: int, seconds: float, tmp: Path, pid: int) -> tuple[list[str], Callable[[str], float]]:
+    """The server warmed up with ``flow``; the command that loads it while py-spy samples, and how its rate reads.
+
+    ``legacy`` is part 8's Python load generator holding 2025 sessions, 8 at a time (wrk cannot
+    hold a session); the others are wrk on 8 keep-alive connections.
+    """
+    duration = round(seconds) + 2
+    if flow == "legacy":
+        subprocess.run([sys.executable, "-c", _LEGACY_LOAD, str(port), "2"], cwd=ROOT, check=True,
+                       capture_output=True)
+        return ([sys.executable, "-c", _LEGACY_LOAD, str(port), str(duration)],
+                lambda output: float(output.strip() or "nan"))
+    if flow == "plain":
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "ok"}, "_meta": META}}
+        script = wrk.plain_script(call, "echo")
+    else:
+        script = wrk.conversation_script("ask", 1)
+    wrk.run(port, script, 2.0, 8, [pid])
+    script_path = tmp / "flow.lua"
+    script_path.write_text(script)
+
+    def rate_of(output: str) -> float:
+        found = re.search(r"Requests/sec:\s+([\d.]+)", output)
+        return float(found.group(1)) if found else float("nan")
+
+    return (["wrk", "-t", "1", "-c", "8", "-d", f"{duration}s", "-s", str(script_path),
+             f"http://127.0.0.1:{port}/mcp"], rate_of)
 
 
 def _tool(name: str) -> Path | None:

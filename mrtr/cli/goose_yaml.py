@@ -4,8 +4,9 @@ mrtr has no YAML library among its dependencies, and a round trip through one wo
 drop the user's comments and reorder their keys anyway. So the file is edited as lines:
 the top-level ``extensions:`` block mapping is found, and the lines of one entry in it
 are replaced or removed, or new ones added after its last entry; every other line is
-kept byte for byte, and so are the comment lines inside the entry replaced or removed. What mrtr writes is YAML whose values are JSON scalars and flow
-collections (JSON is YAML), so it reads back the same in any YAML reader.
+kept byte for byte, and so are the comment lines inside the entry replaced or removed.
+What mrtr writes is YAML whose values are JSON scalars and flow collections (JSON is
+YAML), so it reads back the same in any YAML reader.
 
 Only what can be edited this way without doubt is edited. A file that uses tabs for
 indentation, several documents, directives, a top-level line that is neither a plain
