@@ -37,13 +37,22 @@ try {
   out({ check: "decline", text: text(await client.callTool({ name: "interview", arguments: { topic: "ts" } })) });
   answers = [{ action: "cancel" }];
   out({ check: "cancel", text: text(await client.callTool({ name: "confirm", arguments: {} })) });
+  // What reached the client's transport, in order: the progress notices and the count's result.
+  // The client itself drops the notices it reads in the same chunk as the result (it hands a
+  // notice to its callback a microtask later, after the result removed the call's progress
+  // handler), so what the proxy wrote is judged here, and the callback only as far as it goes.
+  const wire = [];
+  const deliver = transport.onmessage;
+  transport.onmessage = (message, extra) => {
+    if (message.method === "notifications/progress") wire.push(message.params.progress);
+    else if (message.result?.content?.[0]?.text?.startsWith("counted")) wire.push("result");
+    deliver(message, extra);
+  };
   const progress = [];
   const counted = await client.callTool({ name: "count", arguments: { steps: 3 } }, undefined,
                                         { onprogress: (note) => progress.push(note.progress) });
-  // The client hands a notice that arrived just before the result to its callback after the call
-  // returned: one turn of the event loop lets what it already received reach the callback.
-  await new Promise((resolve) => setImmediate(resolve));
-  out({ check: "progress", text: text(counted), progress });
+  transport.onmessage = deliver;
+  out({ check: "progress", text: text(counted), progress, wire });
   const abort = new AbortController();
   answers = [];
   const pending = client.callTool({ name: "interview", arguments: { topic: "never" } }, undefined,
