@@ -1,4 +1,4 @@
-"""Redis store URLs: the three deployments, TLS, the password from the environment, the key prefix."""
+"""Redis store URLs: the three deployments, TLS, the password from the environment, the key prefix; expiries."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mrtr.carriers.tasks.redis_scripts import milliseconds
 from mrtr.carriers.tasks.redis_url import CLUSTER_SHARDS, KeyLayout, is_redis_url, parse_redis_url
 from mrtr.carriers.tasks.store import masked
 from mrtr.carriers.tasks.urls import chosen_url
@@ -129,3 +130,11 @@ def test_any_url_parses_or_is_refused_with_a_value_error_that_keeps_the_password
             assert "pw-S3CRET" not in str(error)
         else:
             assert isinstance(target.layout, KeyLayout)
+
+
+@pytest.mark.parametrize(("seconds", "expected"), [(0.0, 1), (0.0001, 1), (0.25, 250), (1.0001, 1001), (2.9999, 3000),
+                                                    (float("inf"), 2**62)])
+def test_a_redis_expiry_is_whole_milliseconds_rounded_up_and_never_zero(seconds, expected):
+    # Sessions, recorded calls and their leases all use this one rounding: truncating would let
+    # a lease of 1.0001 s lapse a fraction of a millisecond before its holder expects.
+    assert milliseconds(seconds) == expected

@@ -24,7 +24,7 @@ from typing import Any
 
 from ...core.calls import AnswerRoute, Stored
 from .calls import FINISHED_TTL, KEPT_EVENTS, MAX_EVENT_BYTES, Claim, Created
-from .redis_scripts import RedisScripts
+from .redis_scripts import RedisScripts, milliseconds
 
 __all__ = ["RedisCalls"]
 
@@ -186,7 +186,7 @@ class RedisCalls(RedisScripts):
         arguments: list[Any] = [
             node, version, "1" if created is not None else "0", created.request if created is not None else b"",
             created.meta if created is not None else b"", state or b"", "-" if pending is None else "\n".join(pending),
-            stream, "1" if done else "0", _ms(ttl), _ms(FINISHED_TTL), MAX_EVENT_BYTES, KEPT_EVENTS]
+            stream, "1" if done else "0", milliseconds(ttl), milliseconds(FINISHED_TTL), MAX_EVENT_BYTES, KEPT_EVENTS]
         for position, data in events:
             arguments += [position, data]
         return int(await self._call(self._script(_WRITE, self._keys(session, stream), arguments)))
@@ -245,15 +245,11 @@ class RedisCalls(RedisScripts):
         """See :meth:`~mrtr.carriers.tasks.calls.CallStore.hold_lease`."""
         layout = self.layout
         await self._call(self._script(_RENEW, [layout.node_lease(node), layout.node_slots()],
-                                      [node, slot or "", _ms(lease), layout.node_lease("")]))
+                                      [node, slot or "", milliseconds(lease), layout.node_lease("")]))
 
     async def end_lease(self, node: str) -> None:
         """See :meth:`~mrtr.carriers.tasks.calls.CallStore.end_lease`."""
         await self._call(self._client.delete([self.layout.node_lease(node)]))
-
-
-def _ms(seconds: float) -> int:
-    return max(1, int(seconds * 1000))
 
 
 def _text(value: Any) -> str:

@@ -7,12 +7,19 @@ one script a change, and say a Redis that failed them as the store's failure.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .redis_url import KeyLayout
 from .store import store_failed
 
-__all__ = ["RedisScripts"]
+__all__ = ["RedisScripts", "milliseconds"]
+
+
+def milliseconds(seconds: float) -> int:
+    """``seconds`` as the whole milliseconds a Redis expiry takes: rounded up, so nothing expires early, and at
+    least 1 (Redis refuses 0); an infinite time is as long as Redis allows."""
+    return max(1, math.ceil(seconds * 1000)) if math.isfinite(seconds) else 2**62
 
 
 class RedisScripts:

@@ -48,14 +48,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 import trio
 
-from .redis_scripts import RedisScripts
+from .redis_scripts import RedisScripts, milliseconds
 from .store import StoreUnavailable
 
 __all__ = ["MAX_SESSION_RECORD_BYTES", "SWEEP_BATCH", "Admission", "SessionRecords"]
@@ -233,7 +232,7 @@ class SessionRecords(RedisScripts):
         tag = self.client_tag(client) if client is not None else ""
         keys = [layout.sessions_live(), layout.sessions_owners(), layout.sessions_busy(), layout.sessions_of(tag),
                 layout.session(session_id)]
-        arguments = [session_id, data, _ms(ttl), max_per_client or 2**62, max_sessions or 2**62, tag,
+        arguments = [session_id, data, milliseconds(ttl), max_per_client or 2**62, max_sessions or 2**62, tag,
                      layout.session(""), layout.sessions_of(""), SWEEP_BATCH]
         reply = await self._call(self._script(_CREATE, keys, arguments))
         words = [item.decode() if isinstance(item, bytes) else str(item) for item in reply[1:]]
@@ -246,7 +245,7 @@ class SessionRecords(RedisScripts):
         """The record, its expiry and activity moved ``ttl`` seconds ahead; ``None`` when unknown, expired or deleted."""
         layout = self.layout
         data = await self._call(self._script(_LOAD, [layout.session(session_id), layout.sessions_live()],
-                                             [_ms(ttl), session_id]))
+                                             [milliseconds(ttl), session_id]))
         if data is None:
             return None
         try:
@@ -258,7 +257,7 @@ class SessionRecords(RedisScripts):
     async def save(self, session_id: str, record: dict[str, Any], ttl: float) -> bool:
         """Rewrite a live record; whether it was still there."""
         data = self.encode(record)
-        return bool(await self._call(self._client.set(self.layout.session(session_id), data, px=_ms(ttl),
+        return bool(await self._call(self._client.set(self.layout.session(session_id), data, px=milliseconds(ttl),
                                                       condition=_literal("XX"))))
 
     async def begin(self, session_id: str, ttl: float) -> bool:
@@ -290,11 +289,7 @@ class SessionRecords(RedisScripts):
     async def _activity(self, session_id: str, ttl: float, step: int) -> Any:
         layout = self.layout
         keys = [layout.session(session_id), layout.sessions_live(), layout.sessions_busy()]
-        return await self._call(self._script(_ACTIVITY, keys, [_ms(ttl), session_id, step]))
-
-
-def _ms(ttl: float) -> int:
-    return max(1, math.ceil(ttl * 1000)) if math.isfinite(ttl) else 2**62
+        return await self._call(self._script(_ACTIVITY, keys, [milliseconds(ttl), session_id, step]))
 
 
 def _literal(name: str) -> Any:
