@@ -10,6 +10,7 @@ each candidate's batches, and the spread between batches says how noisy the run 
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import statistics
@@ -88,6 +89,85 @@ def interleave(candidates: Mapping[str, Any], *, pairs: int, batch_s: float) -> 
         for name in turn_order(list(runners), turn):
             samples[name].append(runners[name].batch(sizes[name]))
     return {name: summary(values) for name, values in samples.items()}
+
+
+def drive(coro: Any) -> Any:
+    """Run a coroutine that never suspends (an inline sync handler) without an event loop."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("the coroutine suspended; it needs an event loop")
+
+
+def serve_batches(calls: Mapping[str, Callable[[], Any]]) -> None:
+    """A child process's side of :class:`BatchChild`: name ``calls``, then time batches of one on demand.
+
+    Each call is warmed up first. Then every line read from stdin, ``[name, count]``,
+    runs that call ``count`` times and prints its CPU time per call in seconds. Imports
+    nothing of ``mrtr``, so a child can import it before the copy of ``mrtr`` it times.
+    """
+    for call in calls.values():
+        for _ in range(20):
+            call()
+    print(json.dumps(list(calls)), flush=True)
+    for line in sys.stdin:
+        name, count = json.loads(line)
+        call = calls[name]
+        started = CLOCK()
+        for _ in range(count):
+            call()
+        print(repr((CLOCK() - started) / count), flush=True)
+
+
+class BatchChild:
+    """A child process (``argv`` run in ``cwd``) whose script ends in :func:`serve_batches`: its calls, timed there."""
+
+    def __init__(self, argv: list[str], cwd: Path) -> None:
+        self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=cwd)
+        assert self.process.stdout is not None
+        ready = self.process.stdout.readline()
+        if not ready:
+            stop(self.process)
+            raise RuntimeError(f"the timing child {argv[2:]} did not start")
+        self.calls: list[str] = json.loads(ready)
+
+    def batch(self, name: str, count: int) -> float:
+        """Seconds of CPU per call of ``name`` over ``count`` calls, in the child."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps([name, count]) + "\n")
+        self.process.stdin.flush()
+        return float(self.process.stdout.readline())
+
+    def candidate(self, name: str) -> BatchCandidate:
+        """The call ``name`` as a candidate for :func:`interleave`."""
+        return BatchCandidate(self, name)
+
+    def close(self) -> None:
+        """End the child (its stdin closed, then stopped)."""
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        stop(self.process)
+
+
+class BatchCandidate:
+    """One call of a :class:`BatchChild`, for :func:`interleave`."""
+
+    def __init__(self, child: BatchChild, name: str) -> None:
+        self.child = child
+        self.name = name
+
+    def calibrate(self, target_s: float) -> int:
+        count = 16
+        while True:
+            per_call = self.child.batch(self.name, count)
+            if per_call * count >= target_s / 4 or count >= 1 << 20:
+                return max(1, int(target_s / max(per_call, 1e-9)))
+            count *= 4
+
+    def batch(self, count: int) -> float:
+        return self.child.batch(self.name, count)
 
 
 def turn_order(names: list[str], turn: int) -> list[str]:

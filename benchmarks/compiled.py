@@ -39,7 +39,7 @@ from typing import Any
 
 import mrtr
 
-from .common import ROOT, interleave, log, stop
+from .common import ROOT, BatchChild, interleave, log
 
 PACKAGE = Path(mrtr.__file__).resolve().parent
 """The package copied and compiled: the one imported, the checkout's or an installed copy."""
@@ -150,7 +150,7 @@ def build(where: Path) -> tuple[Path, Path]:
 
 
 _CHILD = r'''
-import json, sys, time
+import json, sys
 sys.path.insert(0, sys.argv[1])
 sys.path.insert(1, sys.argv[2])
 import mrtr
@@ -173,7 +173,8 @@ for module in modules:
             assert not [b for b in cls.__mro__[1:] if b.__module__ in native], cls
 
 from mrtr import Server
-from benchmarks.replay_overhead import MrtrRounds, drive
+from benchmarks.common import drive, serve_batches
+from benchmarks.replay_overhead import MrtrRounds
 
 MESSAGE = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
     "name": "echo", "arguments": {"text": "ok"},
@@ -193,72 +194,22 @@ for k in json.loads(sys.argv[5]):
     rounds = MrtrRounds(k)
     calls[f"round k={k}"] = lambda r=rounds: r.wire_round(r.params)
     calls[f"full dispatch k={k}"] = rounds.full_round
-for call in calls.values():
-    for _ in range(20):
-        call()
-print(json.dumps(list(calls)), flush=True)
-for line in sys.stdin:
-    name, count = json.loads(line)
-    call = calls[name]
-    started = time.thread_time()
-    for _ in range(count):
-        call()
-    print(repr((time.thread_time() - started) / count), flush=True)
+serve_batches(calls)
 '''
 
 
-class _Child:
+def _child(copy: Path, compiled: bool, ks: list[int]) -> BatchChild:
     """One copy of ``mrtr`` in a child process, timing batches of one call on demand."""
-
-    def __init__(self, copy: Path, compiled: bool, ks: list[int]) -> None:
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", _CHILD, str(copy), str(ROOT), "compiled" if compiled else "pure",
-             json.dumps(MODULES), json.dumps(ks)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=copy)
-        assert self.process.stdout is not None
-        ready = self.process.stdout.readline()
-        if not ready:
-            stop(self.process)
-            raise RuntimeError(f"the child for {copy} did not start")
-        self.calls: list[str] = json.loads(ready)
-
-    def batch(self, name: str, count: int) -> float:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(json.dumps([name, count]) + "\n")
-        self.process.stdin.flush()
-        return float(self.process.stdout.readline())
-
-    def close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        stop(self.process)
-
-
-class _Candidate:
-    """One call of one child, for :func:`benchmarks.common.interleave`."""
-
-    def __init__(self, child: _Child, name: str) -> None:
-        self.child = child
-        self.name = name
-
-    def calibrate(self, target_s: float) -> int:
-        count = 16
-        while True:
-            per_call = self.child.batch(self.name, count)
-            if per_call * count >= target_s / 4 or count >= 1 << 20:
-                return max(1, int(target_s / max(per_call, 1e-9)))
-            count *= 4
-
-    def batch(self, count: int) -> float:
-        return self.child.batch(self.name, count)
+    return BatchChild([sys.executable, "-c", _CHILD, str(copy), str(ROOT), "compiled" if compiled else "pure",
+                       json.dumps(MODULES), json.dumps(ks)], copy)
 
 
 def measure(pure: Path, compiled: Path, *, ks: list[int], pairs: int, batch_s: float) -> dict[str, Any]:
     """Per call: each copy's median, spread and samples, and the ratio pure / compiled."""
-    children = {"pure": _Child(pure, False, ks), "compiled": _Child(compiled, True, ks)}
+    children = {"pure": _child(pure, False, ks), "compiled": _child(compiled, True, ks)}
     try:
         names = children["pure"].calls
-        candidates = {f"{name} | {copy}": _Candidate(child, name) for name in names
+        candidates = {f"{name} | {copy}": child.candidate(name) for name in names
                       for copy, child in children.items()}
         timings = interleave(candidates, pairs=pairs, batch_s=batch_s)
     finally:

@@ -40,20 +40,22 @@ from pathlib import Path
 from typing import Any
 
 from . import wrk
-from .common import (ROOT, children, clean_env, free_port, log, sdk_missing, sdk_python, stop, summary, turn_order,
-                     wait_for_port)
+from .common import (ROOT, BatchChild, children, clean_env, free_port, log, sdk_missing, sdk_python, stop, summary,
+                     turn_order, wait_for_port)
 
 NONE, ONE, FIVE, BEFORE = "no middleware", "one pass-through", "five pass-through", "no middleware, before"
 STAGES = {NONE: 0, ONE: 1, FIVE: 5}
 SDK_NONE, SDK_FIVE = "SDK 2.3.0, no middleware", "SDK 2.3.0, five pass-through"
 
 _CHILD = r'''
-import sys, time
+import sys
+sys.path.insert(0, sys.argv[2])
+from benchmarks.common import drive, serve_batches  # first: the checkout timed may hold other benchmarks
 sys.path.insert(0, sys.argv[1])
-import trio
+import mrtr
+assert mrtr.__file__.startswith(sys.argv[1]), mrtr.__file__
 from mrtr import Server
 
-STAGES = {int(n) for n in sys.argv[2].split(",")}
 MESSAGE = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
     "name": "echo", "arguments": {"text": "ok"},
     "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -75,85 +77,30 @@ def build(stages):
     return server
 
 
-def drive(coroutine):
-    try:
-        coroutine.send(None)
-    except StopIteration as done:
-        return done.value
-    raise RuntimeError("the request suspended")
-
-
-async def main():
-    servers = {stages: build(stages) for stages in STAGES}
-    for server in servers.values():
-        answer = drive(server.handle(MESSAGE))
-        assert answer["result"]["content"][0]["text"] == "ok", answer
-    print("ready", flush=True)
-    for line in sys.stdin:
-        stages, count = (int(part) for part in line.split())
-        server = servers[stages]
-        started = time.thread_time()
-        for _ in range(count):
-            drive(server.handle(MESSAGE))
-        print(repr((time.thread_time() - started) / count), flush=True)
-
-
-trio.run(main)
+calls = {}
+for stages in sys.argv[3].split(","):
+    server = build(int(stages))
+    answer = drive(server.handle(MESSAGE))
+    assert answer["result"]["content"][0]["text"] == "ok", answer
+    calls[stages] = lambda server=server: drive(server.handle(MESSAGE))
+serve_batches(calls)
 '''
 
 
-class _Child:
-    """One checkout's child process, timing batches of requests on demand."""
-
-    def __init__(self, checkout: Path, stages: list[int]) -> None:
-        self.process = subprocess.Popen([sys.executable, "-c", _CHILD, str(checkout), ",".join(map(str, stages))],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-        assert self.process.stdout is not None
-        ready = self.process.stdout.readline().strip()
-        if ready != "ready":
-            stop(self.process)
-            raise RuntimeError(f"the child for {checkout} did not start: {ready!r}")
-
-    def batch(self, stages: int, count: int) -> float:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(f"{stages} {count}\n")
-        self.process.stdin.flush()
-        return float(self.process.stdout.readline())
-
-    def close(self) -> None:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        stop(self.process)
-
-
-class _Candidate:
-    """A candidate for :func:`benchmarks.common.interleave`'s protocol: a number of stages in a child."""
-
-    def __init__(self, child: _Child, stages: int) -> None:
-        self.child = child
-        self.stages = stages
-
-    def calibrate(self, target_s: float) -> int:
-        count = 64
-        while True:
-            per_call = self.child.batch(self.stages, count)
-            if per_call * count >= target_s / 4 or count >= 1 << 20:
-                return max(1, int(target_s / max(per_call, 1e-9)))
-            count *= 4
-
-    def batch(self, count: int) -> float:
-        return self.child.batch(self.stages, count)
+def _child(checkout: Path, stages: list[int]) -> BatchChild:
+    """One checkout's child process, timing batches of requests through ``stages`` middleware on demand."""
+    return BatchChild([sys.executable, "-c", _CHILD, str(checkout), str(ROOT), ",".join(map(str, stages))], ROOT)
 
 
 def _in_process(*, pairs: int, batch_s: float, before: Path | None) -> dict[str, Any]:
     from .common import interleave
 
-    now = _Child(ROOT, list(STAGES.values()))
-    earlier = _Child(before, [0]) if before is not None else None
+    now = _child(ROOT, list(STAGES.values()))
+    earlier = _child(before, [0]) if before is not None else None
     try:
-        candidates: dict[str, Any] = {name: _Candidate(now, stages) for name, stages in STAGES.items()}
+        candidates: dict[str, Any] = {name: now.candidate(str(stages)) for name, stages in STAGES.items()}
         if earlier is not None:
-            candidates[BEFORE] = _Candidate(earlier, 0)
+            candidates[BEFORE] = earlier.candidate("0")
         timings = interleave(candidates, pairs=pairs, batch_s=batch_s)
     finally:
         now.close()

@@ -53,7 +53,7 @@ from mrtr.core.ledger import Ledger, merge_answers
 from mrtr.core.replay import replay
 from mrtr.core.codec import RequestStateCodec, arguments_digest
 
-from .common import ROOT, clean_env, interleave, log, sdk_missing, sdk_python
+from .common import ROOT, clean_env, drive, interleave, log, sdk_missing, sdk_python
 from .seed_replayer import SeedContext, SeedReplayer
 
 SCHEMA = Form().string("email", format="email")
@@ -267,16 +267,6 @@ def start_sdk(install: bool) -> tuple[subprocess.Popen[str] | None, str | None]:
 
 
 # -- the mrtr candidates ---------------------------------------------------------------------
-
-
-def drive(coro: Any) -> Any:
-    """Run a coroutine that never suspends (an inline sync handler) without an event loop."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return done.value
-    coro.close()
-    raise RuntimeError("the coroutine suspended; it needs an event loop")
 
 
 class MrtrRounds:
