@@ -17,7 +17,7 @@ import enum
 import inspect
 import itertools
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -124,6 +124,12 @@ def _state_unreadable(error: ClientError) -> bool:
     if isinstance(data, dict) and "reason" in data:
         return data["reason"] == STATE_UNREADABLE
     return _STATE_LOST in error.message
+
+
+async def _held_in(scope: trio.CancelScope, run: Callable[..., Awaitable[Any]], *args: Any) -> None:
+    """``run(*args)`` inside ``scope``, so that whoever holds the scope can end it alone."""
+    with scope:
+        await run(*args)
 
 
 def _checked_item(item: Any, shape: type[Any], where: str) -> None:
@@ -283,6 +289,7 @@ class Client:
         # A new 2025 session's standalone GET: the event set once the server answered it, and the
         # trio time until which requests wait for that (see _initialize).
         self._standalone_wait: tuple[trio.Event, float] | None = None
+        self._standalone_scope: trio.CancelScope | None = None  # the 2025 session's standalone stream
         self._era_cached = False  # the era came from another client's probe of the same endpoint
         self._discovered: dict[str, Any] | None = None
         self._notes: trio.MemorySendChannel[dict[str, Any]] | None = None
@@ -512,7 +519,10 @@ class Client:
             stream_answered = trio.Event()
             wait = STANDALONE_WAIT if self.deadline is None else min(STANDALONE_WAIT, self.deadline)
             self._standalone_wait = (stream_answered, trio.current_time() + wait)
-            self._nursery.start_soon(listen, stream_answered)
+            if self._standalone_scope is not None:
+                self._standalone_scope.cancel()  # the stream of a session the server forgot: this one has its own
+            self._standalone_scope = trio.CancelScope()
+            self._nursery.start_soon(_held_in, self._standalone_scope, listen, stream_answered)
             await self._standalone_answered()
         if self.on_log is not None and "logging" in answered.capabilities:
             await self.call_once("logging/setLevel", {"level": self.log_level})

@@ -4,7 +4,8 @@ A 2025 server may ask a question outside any request's stream, on the standalone
 stream, and drops it while that stream is not open (the TypeScript SDK's server does).
 These loopback servers answer the GET late or never; every call of the session must
 wait for the GET's answer, and no call may wait longer than a second or the client's
-deadline. Everything the client sends is validated against the 2025-11-25 schema.
+deadline. A session started again, because the server forgot the last one, closes the
+last one's stream. Everything the client sends is validated against the 2025-11-25 schema.
 """
 
 from __future__ import annotations
@@ -147,3 +148,62 @@ async def test_a_get_never_answered_holds_the_session_no_longer_than_its_bound(
     if deadline is None:
         assert waited >= wait
     server.validate()
+
+
+class Forgetful:
+    """A 2025 server that forgets the session its first ``tools/call`` names (404) and keeps every GET stream open.
+
+    ``open_gets`` counts the standalone streams the client holds open now, ``gets`` all it opened.
+    """
+
+    def __init__(self) -> None:
+        self.sessions = 0
+        self.calls = 0
+        self.gets = 0
+        self.open_gets = 0
+        self.sent: list[tuple[dict[str, Any], str | None]] = []
+
+    async def respond(self, message: dict[str, Any], stream: trio.SocketStream) -> None:
+        method = message.get("method") or message.get("_http_method")
+        if method not in ("GET", "DELETE", "server/discover"):
+            self.sent.append((message, None))
+        if method == "server/discover":
+            body = b"Bad Request: Missing session ID"
+            await stream.send_all(head(400, "text/plain", Content_Length=str(len(body))) + body)
+        elif method == "initialize":
+            self.sessions += 1
+            body = json.dumps(result(message, INITIALIZED)).encode()
+            await stream.send_all(head(Content_Length=str(len(body)), Mcp_Session_Id=f"s{self.sessions}") + body)
+        elif method == "GET":
+            self.gets += 1
+            self.open_gets += 1
+            try:
+                await stream.send_all(head(200, "text/event-stream"))
+                while await stream.receive_some(65536):  # open until the client closes it
+                    pass
+            finally:
+                self.open_gets -= 1
+        elif method == "tools/list":
+            await send_json(stream, result(message, {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}))
+        elif method == "tools/call":
+            self.calls += 1
+            if self.calls == 1:  # the session is gone: the client starts another, as the 2025 transport says
+                await stream.send_all(head(404, Content_Length="0"))
+                return
+            await send_json(stream, result(message, {"content": [{"type": "text", "text": "called"}]}))
+        else:  # notifications/initialized, DELETE
+            await stream.send_all(head(202, Content_Length="0"))
+
+
+async def test_a_new_session_closes_the_standalone_stream_of_the_one_the_server_forgot(nursery: trio.Nursery) -> None:
+    # The old session's stream would otherwise stay open beside the new one's, for as long as
+    # the server kept it: one more open connection, and one more listener, per restart.
+    server = Forgetful()
+    url = await serve_http(nursery, server.respond)
+    async with mrtr.Client(url) as client:
+        with trio.fail_after(GUARD):
+            called = await client.call_tool("t")
+        assert called.text == "called" and server.sessions == 2
+        await until(lambda: server.gets == 2 and server.open_gets == 1)
+    for message, answering in server.sent:
+        validate_legacy_message(message, answering)
