@@ -8,7 +8,7 @@ call_next(request)`` runs the rest and returns the result. See ``docs/server.md`
 
 The built-ins, each a middleware to register with ``server.middleware(...)``:
 
-- :class:`RateLimit`: a token bucket per caller (principal, else session, else address),
+- :class:`RateLimit`: a token bucket per caller (principal, else address, else 2025 session),
   in the server's store so every node shares it; a refused request is told when to retry
   (:class:`RateLimited`: HTTP 429 with ``Retry-After``, ``data.retryAfter``);
 - :class:`Timing`: how long each request took below it, on its access line and its span;

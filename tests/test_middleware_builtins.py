@@ -202,13 +202,14 @@ async def test_each_principal_has_its_own_bucket_and_never_one_for_everyone():
         assert "result" in await wire(server, "tools/list", tenant="10.0.0.2")
 
 
-def test_the_default_key_is_principal_then_session_then_address():
+def test_the_default_key_is_principal_then_address_then_session():
     def view(**options: Any) -> Incoming:
         return Incoming("tools/list", {}, auth=None, era="legacy", client_capabilities={}, **options)
 
     assert caller_of(view(principal="ada", session_id="s1", client="10.0.0.1")) == "principal:ada"
-    assert caller_of(view(principal=None, session_id="s1", client="10.0.0.1")) == "session:s1"
+    assert caller_of(view(principal=None, session_id="s1", client="10.0.0.1")) == "client:10.0.0.1"
     assert caller_of(view(principal=None, client="10.0.0.1")) == "client:10.0.0.1"
+    assert caller_of(view(principal=None, session_id="s1")) == "session:s1"
     assert caller_of(view(principal=None)) == "local"
 
 
@@ -344,9 +345,29 @@ async def test_a_legacy_session_is_refused_with_that_eras_error_and_notification
         assert await session.result("prompts/list", {})
         error = await session.error("tools/list", {})  # status 200: every error of this era
         assert error["code"] == LEGACY_RATE_LIMITED and 99 < error["data"]["retryAfter"] <= 100
-        other = Session(server)  # another session of the same (unauthenticated) client: its own bucket
+        other = Session(server)  # served in this process, no address: each session is its own caller
         await other.open()
         assert await other.result("tools/list", {})
+
+
+async def test_an_unauthenticated_client_opening_another_session_keeps_its_bucket():
+    # initialize is no request of the pipeline's: keyed by session, a client could open one
+    # per request and never be limited. Keyed by the address each was opened from, it cannot.
+    server = build(RateLimit(per_second=0.01, burst=2), principal=None)
+    async with server.running():
+        first = Session(server, client="10.0.0.1")
+        await first.open()
+        assert await first.result("tools/list", {})
+        assert await first.result("tools/list", {})
+        assert (await first.error("tools/list", {}))["code"] == LEGACY_RATE_LIMITED
+        for _ in range(3):
+            again = Session(server, client="10.0.0.1")
+            await again.open()  # opening is never refused for rate, and gives no new bucket
+            error = await again.error("tools/list", {})
+            assert error["code"] == LEGACY_RATE_LIMITED and error["data"]["retryAfter"] > 0
+        elsewhere = Session(server, client="10.0.0.2")  # another address: its own bucket
+        await elsewhere.open()
+        assert await elsewhere.result("tools/list", {})
 
 
 async def test_a_legacy_call_asking_live_is_one_request():

@@ -5,7 +5,8 @@ against the 2026-07-28 schema, the tasks extension's where it applies) and with
 ``mrtr.Client``; over stdio with raw lines; the 2025 era with the official Python SDK 1.x
 client over HTTP and stdio (every message it read validated against the 2025-11-25
 schema); the task carrier through the tasks extension. The server's access lines are
-read from its log; ``mrtr serve --workers`` warns of a rate limit counted in memory.
+read from its log; ``mrtr serve --workers`` warns of a rate limit counted in memory; an
+unauthenticated 2025 client gets no new bucket by opening a new session.
 ``RateLimit`` shared by two nodes on Redis: tests/nodes/test_rate_limit.py.
 """
 
@@ -130,6 +131,40 @@ async def test_a_refused_request_is_429_with_retry_after_and_its_access_line(ser
     assert 0 < wait <= 20 and response.headers["retry-after"] == str(math.ceil(wait))  # 0.05 a second: 20 s a token
     line = (await until(lambda: access_lines(log, "tools/list", "error -31429 429"), bool))[0]
     assert "timing_ms=" in line
+
+
+async def test_an_unauthenticated_2025_client_gets_no_new_bucket_with_a_new_session(server):
+    # No x-tenant: no principal, so the caller is the address each session was opened from.
+    url, _ = server
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    async with httpx.AsyncClient(headers=headers, timeout=30) as http:
+        async def opened() -> str:
+            response = await http.post(url, content=json.dumps({
+                "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
+            validate_server_message(response.json(), "InitializeResult")
+            session = response.headers["mcp-session-id"]
+            await http.post(url, content=json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                            headers={"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"})
+            return session
+
+        async def listed(session: str, number: int) -> dict[str, Any]:
+            response = await http.post(url, content=json.dumps({"jsonrpc": "2.0", "id": number,
+                                                                 "method": "prompts/list"}),
+                                       headers={"Mcp-Session-Id": session, "MCP-Protocol-Version": "2025-11-25"})
+            assert response.status_code == 200  # every error of this era goes with 200
+            answer: dict[str, Any] = response.json()
+            validate_server_message(answer, "ListPromptsResult" if "result" in answer else None)
+            return answer
+
+        first = await opened()
+        answers = [await listed(first, number) for number in range(1, BURST + 2)]
+        fresh = [await listed(await opened(), 100 + number) for number in range(3)]
+    admitted = ["result" in answer for answer in answers]
+    # BURST at most: a probe of the fixture's, from this address too, may have taken one.
+    assert admitted[0] and not admitted[-1] and admitted == sorted(admitted, reverse=True), admitted
+    for refused in [answers[-1], *fresh]:  # the new sessions spend the same, empty, bucket
+        assert refused["error"]["code"] == -32000 and refused["error"]["data"]["retryAfter"] > 0
 
 
 async def test_the_task_carrier_counts_the_call_and_never_its_polls(server):

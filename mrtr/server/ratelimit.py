@@ -9,12 +9,15 @@ in both eras the JSON-RPC error carrying ``data.retryAfter`` (seconds).
 What counts:
 
 - **a caller** is, by default, its principal (the verified token's, or the server's
-  ``principal=`` source); without one, its 2025-era session; without one, the address
-  the transport names (``Incoming.client``: the remote address on HTTP, ``"stdio"`` on
-  stdio); a request with none of them (served in this process without ``client=``)
-  counts against the bucket named ``local``. Never one bucket for everyone. ``key=``
-  chooses otherwise (a tenant header's principal, an address behind a proxy...);
-  returning ``None`` exempts the request;
+  ``principal=`` source); without one, the address the transport names
+  (``Incoming.client``: the remote address on HTTP, the one a 2025-era session was
+  opened from, ``"stdio"`` on stdio); without one, its 2025-era session; a request with
+  none of them (served in this process without ``client=``) counts against the bucket
+  named ``local``. Never one bucket for everyone, and never a new bucket for a new
+  session: ``initialize`` is no request of the pipeline's, so a client could otherwise
+  open a session per request and never be limited. ``key=`` chooses otherwise (a tenant
+  header's principal, an address behind a proxy...); returning ``None`` exempts the
+  request;
 - **a conversation once**: only the first round of a modern conversation counts (its
   later rounds carry the answers of a conversation already admitted, and are never
   refused for rate), and the task methods (``tasks/get``, ``tasks/update``,
@@ -61,18 +64,20 @@ class Buckets(Protocol):
 
 
 def caller_of(request: Incoming) -> str:
-    """The default key of a ``RateLimit``: the principal, else the session, else the client's address.
+    """The default key of a ``RateLimit``: the principal, else the client's address, else the 2025 session.
 
-    Prefixed with what it is (``principal:``, ``session:``, ``client:``), so a principal
+    The address comes before the session: sessions cost a client nothing to open, so
+    keyed by session an unauthenticated client would get a fresh bucket with each.
+    Prefixed with what it is (``principal:``, ``client:``, ``session:``), so a principal
     never shares a bucket with an address spelt the same; ``"local"`` for a request no
     transport named a client for.
     """
     if request.principal is not None:
         return f"principal:{request.principal}"
-    if request.session_id is not None:
-        return f"session:{request.session_id}"
     if request.client is not None:
         return f"client:{request.client}"
+    if request.session_id is not None:
+        return f"session:{request.session_id}"
     return LOCAL
 
 

@@ -31,8 +31,9 @@ class Session:
     """One session of a legacy client, in process."""
 
     def __init__(self, server: Server, version: str = "2025-11-25", capabilities: dict[str, Any] | None = None,
-                 principal_headers: dict[str, str] | None = None) -> None:
+                 principal_headers: dict[str, str] | None = None, client: str | None = None) -> None:
         self.server = server
+        self.client = client  # the address a transport would name (None: served in this process)
         self.version = version
         self.capabilities = EVERYTHING if capabilities is None else capabilities
         self.headers = principal_headers or {}
@@ -55,7 +56,7 @@ class Session:
                    "params": {"protocolVersion": self.version, "capabilities": self.capabilities,
                               "clientInfo": {"name": "test", "version": "1"}, **params}}
         response, self.id = await self.server.legacy.initialize(message, outlet=self._note(self.outlet),
-                                                                headers=self.headers)
+                                                                headers=self.headers, client=self.client)
         validate_server_message(response.message, "InitializeResult" if self.id else None)
         await self.server.legacy.notification(self.id, {"jsonrpc": "2.0", "method": "notifications/initialized"},
                                               headers=self.headers)
