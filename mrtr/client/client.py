@@ -487,6 +487,7 @@ class Client:
 
     async def _initialize(self) -> None:
         """The 2025 lifecycle: ``initialize``, version check, ``notifications/initialized``, the standalone stream."""
+        self._end_standalone()
         self.target.era = LEGACY  # type: ignore[attr-defined]
         params = {"protocolVersion": LATEST_LEGACY_VERSION, "capabilities": self._legacy_capabilities(),
                   "clientInfo": self.client_info}
@@ -519,8 +520,6 @@ class Client:
             stream_answered = trio.Event()
             wait = STANDALONE_WAIT if self.deadline is None else min(STANDALONE_WAIT, self.deadline)
             self._standalone_wait = (stream_answered, trio.current_time() + wait)
-            if self._standalone_scope is not None:
-                self._standalone_scope.cancel()  # the stream of a session the server forgot: this one has its own
             self._standalone_scope = trio.CancelScope()
             self._nursery.start_soon(_held_in, self._standalone_scope, listen, stream_answered)
             await self._standalone_answered()
@@ -529,6 +528,23 @@ class Client:
         if self._subscribed and self._nursery is not None:
             # A session started again (the server forgot the last one): its subscriptions went with it.
             self._nursery.start_soon(self._subscribe_again)
+
+    def _end_standalone(self) -> None:
+        """Close the standalone stream of the session this client held, if it has one."""
+        if self._standalone_scope is not None:
+            self._standalone_scope.cancel()
+            self._standalone_scope = None
+
+    def _drop_session(self) -> None:
+        """Forget the 2025 session the server no longer knows, before another opens.
+
+        Its standalone stream ends now: left open, it would reconnect naming the next
+        session's id and hold that session's one stream itself.
+        """
+        self._end_standalone()
+        self.server = None
+        if hasattr(self.target, "session_id"):
+            self.target.session_id = None
 
     async def _standalone_answered(self) -> None:
         """Wait until the server answered the legacy session's standalone GET, or the wait's end."""
@@ -752,7 +768,8 @@ class Client:
                     # The era this process remembered for the endpoint no longer holds: probe again.
                     self._era_cached = False
                     self.eras.forget(getattr(self.target, "url", ""))
-                    self._era, self.server = None, None
+                    self._drop_session()
+                    self._era = None
                     self.target.era = MODERN  # type: ignore[attr-defined]
                     await self._settle_era()
                     parameters = await self._parameters(method, params)
@@ -766,8 +783,7 @@ class Client:
                 elif self._era == LEGACY:
                     # The session is gone (404): a new one, as the 2025 transport says, then once more.
                     log.info("%s ended the session; starting a new one", self._where())
-                    self.server = None
-                    self.target.session_id = None  # type: ignore[attr-defined]
+                    self._drop_session()
                     await self._settle_era()
         raise AssertionError("unreachable")
 

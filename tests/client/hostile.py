@@ -48,17 +48,20 @@ async def _read_request(stream: trio.SocketStream) -> dict[str, Any] | None:
         received += chunk
     head, _, body = received.partition(b"\r\n\r\n")
     length = 0
+    session = None
     for line in head.split(b"\r\n")[1:]:
         name, _, value = line.partition(b":")
         if name.strip().lower() == b"content-length":
             length = int(value)
+        elif name.strip().lower() == b"mcp-session-id":
+            session = value.strip().decode()
     while len(body) < length:
         chunk = await stream.receive_some(65536)
         if not chunk:
             return None
         body += chunk
-    if length == 0:  # a GET (a 2025 client's standalone stream) or a DELETE: no message, just the method
-        return {"_http_method": head.split(b" ", 1)[0].decode()}
+    if length == 0:  # a GET (a 2025 client's standalone stream) or a DELETE: no message, the method and session
+        return {"_http_method": head.split(b" ", 1)[0].decode(), "_session": session}
     message: dict[str, Any] = json.loads(body[:length])
     return message
 

@@ -153,14 +153,15 @@ async def test_a_get_never_answered_holds_the_session_no_longer_than_its_bound(
 class Forgetful:
     """A 2025 server that forgets the session its first ``tools/call`` names (404) and keeps every GET stream open.
 
-    ``open_gets`` counts the standalone streams the client holds open now, ``gets`` all it opened.
+    ``open_gets`` names the session of each standalone stream the client holds open now,
+    ``gets`` those of all it opened.
     """
 
     def __init__(self) -> None:
         self.sessions = 0
         self.calls = 0
-        self.gets = 0
-        self.open_gets = 0
+        self.gets: list[str | None] = []
+        self.open_gets: list[str | None] = []
         self.sent: list[tuple[dict[str, Any], str | None]] = []
 
     async def respond(self, message: dict[str, Any], stream: trio.SocketStream) -> None:
@@ -175,14 +176,15 @@ class Forgetful:
             body = json.dumps(result(message, INITIALIZED)).encode()
             await stream.send_all(head(Content_Length=str(len(body)), Mcp_Session_Id=f"s{self.sessions}") + body)
         elif method == "GET":
-            self.gets += 1
-            self.open_gets += 1
+            session = message["_session"]
+            self.gets.append(session)
+            self.open_gets.append(session)
             try:
                 await stream.send_all(head(200, "text/event-stream"))
                 while await stream.receive_some(65536):  # open until the client closes it
                     pass
             finally:
-                self.open_gets -= 1
+                self.open_gets.remove(session)
         elif method == "tools/list":
             await send_json(stream, result(message, {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}))
         elif method == "tools/call":
@@ -195,15 +197,21 @@ class Forgetful:
             await stream.send_all(head(202, Content_Length="0"))
 
 
-async def test_a_new_session_closes_the_standalone_stream_of_the_one_the_server_forgot(nursery: trio.Nursery) -> None:
+@pytest.mark.parametrize("remembered", [False, True], ids=["probed", "era remembered"])
+async def test_a_new_session_closes_the_standalone_stream_of_the_one_the_server_forgot(
+        nursery: trio.Nursery, remembered: bool) -> None:
     # The old session's stream would otherwise stay open beside the new one's, for as long as
-    # the server kept it: one more open connection, and one more listener, per restart.
+    # the server kept it: one more open connection, and one more listener, per restart. With
+    # the era remembered, the 404 makes the client probe the era again before the new session.
     server = Forgetful()
     url = await serve_http(nursery, server.respond)
-    async with mrtr.Client(url) as client:
+    eras = mrtr.client.EraMemory()
+    if remembered:
+        eras.remember(url, LEGACY)
+    async with mrtr.Client(url, eras=eras) as client:
         with trio.fail_after(GUARD):
             called = await client.call_tool("t")
         assert called.text == "called" and server.sessions == 2
-        await until(lambda: server.gets == 2 and server.open_gets == 1)
+        await until(lambda: server.gets == ["s1", "s2"] and server.open_gets == ["s2"])
     for message, answering in server.sent:
         validate_legacy_message(message, answering)
