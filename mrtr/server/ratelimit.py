@@ -11,7 +11,8 @@ What counts:
 - **a caller** is, by default, its principal (the verified token's, or the server's
   ``principal=`` source); without one, the address the transport names
   (``Incoming.client``: the remote address on HTTP, the one a 2025-era session was
-  opened from, ``"stdio"`` on stdio); without one, its 2025-era session; a request with
+  opened from, ``"stdio"`` for a modern request on stdio); without one, its 2025-era
+  session (over stdio, the one session of its process); a request with
   none of them (served in this process without ``client=``) counts against the bucket
   named ``local``. Never one bucket for everyone, and never a new bucket for a new
   session: ``initialize`` is no request of the pipeline's, so a client could otherwise
@@ -92,7 +93,7 @@ class RateLimit:
 
     ``per_second`` tokens a second refill a caller's bucket, which holds at most
     ``burst`` (default: one second's worth, at least 1). ``key`` says whose bucket a
-    request takes from (default :func:`caller_of`: principal, session, address); it may
+    request takes from (default :func:`caller_of`: principal, address, 2025 session); it may
     be async, and ``None`` exempts the request. ``methods`` limits the requests of those
     methods alone (default: every request; task methods and notifications never count,
     nor a conversation's later rounds). ``name`` names the
