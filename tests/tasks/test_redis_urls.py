@@ -133,8 +133,20 @@ def test_any_url_parses_or_is_refused_with_a_value_error_that_keeps_the_password
 
 
 @pytest.mark.parametrize(("seconds", "expected"), [(0.0, 1), (0.0001, 1), (0.25, 250), (1.0001, 1001), (2.9999, 3000),
-                                                    (float("inf"), 2**62)])
+                                                    (2.007, 2007), (0.3, 300), (float("inf"), 2**62)])
 def test_a_redis_expiry_is_whole_milliseconds_rounded_up_and_never_zero(seconds, expected):
     # Sessions, recorded calls and their leases all use this one rounding: truncating would let
-    # a lease of 1.0001 s lapse a fraction of a millisecond before its holder expects.
+    # a lease of 1.0001 s lapse a fraction of a millisecond before its holder expects, and a
+    # float's last bit (2.007 * 1000 is 2007.0000000000002) must not add a millisecond.
     assert milliseconds(seconds) == expected
+
+
+@given(st.integers(min_value=1, max_value=10**9))
+@settings(max_examples=examples(200))
+def test_a_whole_number_of_milliseconds_is_kept_exactly(count):
+    assert milliseconds(count / 1000) == count
+
+
+def test_a_nan_expiry_is_refused():
+    with pytest.raises(ValueError):
+        milliseconds(float("nan"))

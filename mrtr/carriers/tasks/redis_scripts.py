@@ -18,8 +18,14 @@ __all__ = ["RedisScripts", "milliseconds"]
 
 def milliseconds(seconds: float) -> int:
     """``seconds`` as the whole milliseconds a Redis expiry takes: rounded up, so nothing expires early, and at
-    least 1 (Redis refuses 0); an infinite time is as long as Redis allows."""
-    return max(1, math.ceil(seconds * 1000)) if math.isfinite(seconds) else 2**62
+    least 1 (Redis refuses 0); ``math.inf`` is as long as Redis allows (NaN raises ``ValueError``).
+
+    The product is rounded to the nanosecond first: ``2.007 * 1000`` is ``2007.0000000000002``
+    in floating point, which is 2,007 milliseconds, not 2,008.
+    """
+    if seconds == math.inf:
+        return 2**62
+    return max(1, math.ceil(round(seconds * 1000, 6)))
 
 
 class RedisScripts:
