@@ -33,15 +33,21 @@ CLOCK = time.thread_time
 
 def calibrate(fn: Callable[[], Any], target_s: float) -> int:
     """How many calls of ``fn`` take about ``target_s`` seconds of CPU (at least one)."""
-    calls = 1
+    return sized(Local(fn).batch, target_s)
+
+
+def sized(per_call: Callable[[int], float], target_s: float, *, first: int = 1, most: int = 1 << 22) -> int:
+    """How many calls make a batch of about ``target_s`` seconds, ``per_call(count)`` timing ``count`` of them.
+
+    Batches grow fourfold from ``first`` calls until one takes a quarter of the target (or
+    holds ``most``): timing that batch is the estimate.
+    """
+    count = first
     while True:
-        start = CLOCK()
-        for _ in range(calls):
-            fn()
-        elapsed = CLOCK() - start
-        if elapsed >= target_s / 4 or calls >= 1 << 22:
-            return max(1, int(calls * target_s / max(elapsed, 1e-9)))
-        calls *= 4
+        seconds = per_call(count)
+        if seconds * count >= target_s / 4 or count >= most:
+            return max(1, int(target_s / max(seconds, 1e-9)))
+        count *= 4
 
 
 def summary(samples: list[float]) -> dict[str, float]:
@@ -63,9 +69,11 @@ class Local:
         self.fn = fn
 
     def calibrate(self, target_s: float) -> int:
-        return calibrate(self.fn, target_s)
+        """How many calls make a batch of about ``target_s`` seconds of CPU."""
+        return sized(self.batch, target_s)
 
     def batch(self, n: int) -> float:
+        """Seconds of CPU per call over ``n`` calls."""
         fn = self.fn
         start = CLOCK()
         for _ in range(n):
@@ -124,13 +132,13 @@ def serve_batches(calls: Mapping[str, Callable[[], Any]]) -> None:
 class BatchChild:
     """A child process (``argv`` run in ``cwd``) whose script ends in :func:`serve_batches`: its calls, timed there."""
 
-    def __init__(self, argv: list[str], cwd: Path) -> None:
+    def __init__(self, argv: list[str], cwd: Path, label: str) -> None:
         self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=cwd)
         assert self.process.stdout is not None
         ready = self.process.stdout.readline()
         if not ready:
             stop(self.process)
-            raise RuntimeError(f"the timing child {argv[2:]} did not start")
+            raise RuntimeError(f"the timing child for {label} did not start")
         self.calls: list[str] = json.loads(ready)
 
     def batch(self, name: str, count: int) -> float:
@@ -159,14 +167,11 @@ class BatchCandidate:
         self.name = name
 
     def calibrate(self, target_s: float) -> int:
-        count = 16
-        while True:
-            per_call = self.child.batch(self.name, count)
-            if per_call * count >= target_s / 4 or count >= 1 << 20:
-                return max(1, int(target_s / max(per_call, 1e-9)))
-            count *= 4
+        """How many calls make a batch of about ``target_s`` seconds of the child's CPU."""
+        return sized(self.batch, target_s, first=16, most=1 << 20)
 
     def batch(self, count: int) -> float:
+        """Seconds of the child's CPU per call over ``count`` calls."""
         return self.child.batch(self.name, count)
 
 

@@ -201,7 +201,7 @@ serve_batches(calls)
 def _child(copy: Path, compiled: bool, ks: list[int]) -> BatchChild:
     """One copy of ``mrtr`` in a child process, timing batches of one call on demand."""
     return BatchChild([sys.executable, "-c", _CHILD, str(copy), str(ROOT), "compiled" if compiled else "pure",
-                       json.dumps(MODULES), json.dumps(ks)], copy)
+                       json.dumps(MODULES), json.dumps(ks)], copy, f"the {'compiled' if compiled else 'pure'} copy")
 
 
 def measure(pure: Path, compiled: Path, *, ks: list[int], pairs: int, batch_s: float) -> dict[str, Any]:

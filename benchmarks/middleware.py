@@ -89,7 +89,8 @@ serve_batches(calls)
 
 def _child(checkout: Path, stages: list[int]) -> BatchChild:
     """One checkout's child process, timing batches of requests through ``stages`` middleware on demand."""
-    return BatchChild([sys.executable, "-c", _CHILD, str(checkout), str(ROOT), ",".join(map(str, stages))], ROOT)
+    return BatchChild([sys.executable, "-c", _CHILD, str(checkout), str(ROOT), ",".join(map(str, stages))], ROOT,
+                      str(checkout))
 
 
 def _in_process(*, pairs: int, batch_s: float, before: Path | None) -> dict[str, Any]:

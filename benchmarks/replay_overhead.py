@@ -53,7 +53,7 @@ from mrtr.core.ledger import Ledger, merge_answers
 from mrtr.core.replay import replay
 from mrtr.core.codec import RequestStateCodec, arguments_digest
 
-from .common import ROOT, clean_env, drive, interleave, log, sdk_missing, sdk_python
+from .common import ROOT, clean_env, drive, interleave, log, sdk_missing, sdk_python, sized
 from .seed_replayer import SeedContext, SeedReplayer
 
 SCHEMA = Form().string("email", format="email")
@@ -245,9 +245,11 @@ class SdkRounds:
         return json.loads(line)
 
     def calibrate(self, target_s: float) -> int:
-        return self._ask({"cmd": "calibrate", "k": self.k, "target": target_s})["n"]
+        """How many rounds make a batch of about ``target_s`` seconds of the SDK process's CPU."""
+        return sized(self.batch, target_s, most=1 << 20)
 
     def batch(self, n: int) -> float:
+        """Seconds of the SDK process's CPU per round over ``n`` rounds."""
         return self._ask({"cmd": "run", "k": self.k, "n": n})["seconds"]
 
 

@@ -163,21 +163,11 @@ def inproc() -> None:
             await call(params)
         return (time.thread_time() - start) / n
 
-    async def calibrate(k: int, target: float) -> int:
-        n = 1
-        while True:
-            elapsed = await batch(k, n) * n
-            if elapsed >= target / 4 or n >= 1 << 20:
-                return max(1, int(n * target / max(elapsed, 1e-9)))
-            n *= 4
-
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         command = json.loads(line)
         if command["cmd"] == "prepare":
             reply: Any = anyio.run(prepare, command["k"])
-        elif command["cmd"] == "calibrate":
-            reply = {"n": anyio.run(calibrate, command["k"], command["target"])}
         elif command["cmd"] == "run":
             reply = {"seconds": anyio.run(batch, command["k"], command["n"])}
         else:
