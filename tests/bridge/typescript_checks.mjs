@@ -49,9 +49,13 @@ try {
     deliver(message, extra);
   };
   const progress = [];
-  const counted = await client.callTool({ name: "count", arguments: { steps: 3 } }, undefined,
-                                        { onprogress: (note) => progress.push(note.progress) });
-  transport.onmessage = deliver;
+  let counted;
+  try {
+    counted = await client.callTool({ name: "count", arguments: { steps: 3 } }, undefined,
+                                    { onprogress: (note) => progress.push(note.progress) });
+  } finally {
+    transport.onmessage = deliver;
+  }
   out({ check: "progress", text: text(counted), progress, wire });
   const abort = new AbortController();
   answers = [];
