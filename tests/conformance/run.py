@@ -431,6 +431,7 @@ def _describe(label: str) -> str:
     how = {
         "native": "`mrtr serve` (the trio + httptools server)",
         "asgi-hypercorn": "`mrtr.http.asgi_app(server)` under hypercorn's trio worker",
+        "proxy": "`mrtr proxy` (its own trio + httptools server) in front of `mrtr serve` of the fixtures",
     }.get(transport, transport)
     return f"{how}, `answers=\"{policy}\"`" if policy else how
 

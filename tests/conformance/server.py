@@ -214,8 +214,13 @@ def make_server(answers: Literal["strict", "lenient"] = "strict") -> Server:
 
     @server.tool
     async def test_reconnection() -> str:
-        """Runs for a second; a server that polls 2025-11-25 streams (sse_poll_after) closes the stream meanwhile."""
-        await trio.sleep(1.0)
+        """Runs 0.8 s; a server that polls 2025-11-25 streams (sse_poll_after) closes the stream meanwhile.
+
+        Past the 0.5 s after which the runs close a stream for polling, and short of the 0.5 s
+        the suite waits for the result once it has reconnected (at about 0.5 s): at a whole
+        second the result came 2 ms before that wait ended, and a proxy's hop missed it.
+        """
+        await trio.sleep(0.8)
         return "Reconnection test completed."
 
     # -- Multi Round-Trip Requests ------------------------------------------------------------
