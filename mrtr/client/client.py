@@ -759,6 +759,7 @@ class Client:
             request_id = next(self._ids)
             meta = self._meta(request_id)
             message = request(request_id, method, {**params, "_meta": meta} if meta else params)
+            session = getattr(self.target, "session_id", None)  # the 2025 session it goes out in, if any
             try:
                 result = await self._exchange(message, parameters, seconds)
                 self._era_cached = False
@@ -774,22 +775,29 @@ class Client:
                     await self._settle_era()
                     parameters = await self._parameters(method, params)
                     continue
-                if attempt == 2 or not self._worth_retrying(error):
+                if attempt == 2 or not self._worth_retrying(error, session):
                     raise
-                if error.code == HEADER_MISMATCH:
+                if session is not None:
+                    # The session is gone (404): a new one, as the 2025 transport says, then once more.
+                    # Calls in flight in it read the same 404: the first starts the next session, and
+                    # the others go on in that one (dropping it would end its standalone stream).
+                    if getattr(self.target, "session_id", None) == session:
+                        log.info("%s ended the session; starting a new one", self._where())
+                        self._drop_session()
+                    await self._settle_era()
+                    parameters = await self._parameters(method, params)
+                elif error.code == HEADER_MISMATCH:
                     # A tool's header annotations may have changed since tools/list: refetch.
                     self._tools = None
                     parameters = await self._parameters(method, params)
-                elif self._era == LEGACY:
-                    # The session is gone (404): a new one, as the 2025 transport says, then once more.
-                    log.info("%s ended the session; starting a new one", self._where())
-                    self._drop_session()
-                    await self._settle_era()
         raise AssertionError("unreachable")
 
-    def _worth_retrying(self, error: ClientError) -> bool:
+    def _worth_retrying(self, error: ClientError, session: str | None) -> bool:
+        """Whether ``error`` is worth one more try; ``session`` is the 2025 session the request went out in."""
+        if session is not None:
+            return error.status == 404
         if self._era == LEGACY:
-            return error.status == 404 and getattr(self.target, "session_id", None) is not None
+            return False
         if error.code == HEADER_MISMATCH:
             return self.target.mirrors_headers
         if error.code == UNSUPPORTED_PROTOCOL_VERSION:

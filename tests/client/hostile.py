@@ -39,7 +39,8 @@ def listing(member: str, items: list[Any]) -> dict[str, Any]:
 DEFAULTS["tools/list"] = {"result": listing("tools", [])}
 
 
-async def _read_request(stream: trio.SocketStream) -> dict[str, Any] | None:
+async def _read_request(stream: trio.SocketStream) -> tuple[dict[str, Any], str | None] | None:
+    """The request's JSON-RPC message (a GET's or DELETE's method, for a body-less one) and its Mcp-Session-Id."""
     received = b""
     while b"\r\n\r\n" not in received:
         chunk = await stream.receive_some(65536)
@@ -61,24 +62,30 @@ async def _read_request(stream: trio.SocketStream) -> dict[str, Any] | None:
             return None
         body += chunk
     if length == 0:  # a GET (a 2025 client's standalone stream) or a DELETE: no message, the method and session
-        return {"_http_method": head.split(b" ", 1)[0].decode(), "_session": session}
+        return {"_http_method": head.split(b" ", 1)[0].decode(), "_session": session}, session
     message: dict[str, Any] = json.loads(body[:length])
-    return message
+    return message, session
 
 
-async def _connection(respond: Respond, stream: trio.SocketStream) -> None:
+async def _connection(respond: Respond, stream: trio.SocketStream, *, with_session: bool = False) -> None:
     async with stream:
         try:
-            message = await _read_request(stream)
-            if message is not None:
-                await respond(message, stream)
+            read = await _read_request(stream)
+            if read is not None:
+                message, session = read
+                await (respond(message, stream, session) if with_session else respond(message, stream))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass  # the client gave up: what these servers are for
 
 
-async def serve_http(nursery: trio.Nursery, respond: Respond) -> str:
-    """Serve ``respond`` on a loopback port in ``nursery``; return the endpoint URL."""
-    listeners = await nursery.start(partial(trio.serve_tcp, partial(_connection, respond), 0, host="127.0.0.1"))
+async def serve_http(nursery: trio.Nursery, respond: Callable[..., Awaitable[None]], *,
+                     with_session: bool = False) -> str:
+    """Serve ``respond`` on a loopback port in ``nursery``; return the endpoint URL.
+
+    With ``with_session``, ``respond`` is also given the request's ``Mcp-Session-Id`` (or ``None``).
+    """
+    handler = partial(_connection, respond, with_session=with_session)
+    listeners = await nursery.start(partial(trio.serve_tcp, handler, 0, host="127.0.0.1"))
     return f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}/mcp"
 
 

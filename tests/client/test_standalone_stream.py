@@ -215,3 +215,83 @@ async def test_a_new_session_closes_the_standalone_stream_of_the_one_the_server_
         await until(lambda: server.gets == ["s1", "s2"] and server.open_gets == ["s2"])
     for message, answering in server.sent:
         validate_legacy_message(message, answering)
+
+
+
+class Restarted:
+    """A 2025 server that forgets session ``s1`` while the client has ``together`` calls in flight in it.
+
+    Each ``tools/call`` naming ``s1`` is answered 404 once all ``together`` have come, so the
+    client reads their 404s at once; the last ``held`` of them wait further, until a call names
+    the session the client opened next. A call of a live session answers with the session's
+    id. ``open_gets`` names the session of each standalone stream the client holds open now.
+    """
+
+    def __init__(self, together: int, held: int = 0) -> None:
+        self.together = together
+        self.held = held
+        self.sessions = 0
+        self.stale = 0
+        self.came = trio.Event()  # ``together`` calls named s1
+        self.renewed = trio.Event()  # a call named a session after s1
+        self.open_gets: list[str | None] = []
+        self.sent: list[tuple[dict[str, Any], str | None]] = []
+
+    async def respond(self, message: dict[str, Any], stream: trio.SocketStream, session: str | None) -> None:
+        method = message.get("method") or message.get("_http_method")
+        if method not in ("GET", "DELETE"):
+            self.sent.append((message, "tools/list" if method is None and "result" in message else None))
+        if method == "initialize":
+            self.sessions += 1
+            body = json.dumps(result(message, INITIALIZED)).encode()
+            await stream.send_all(head(Content_Length=str(len(body)), Mcp_Session_Id=f"s{self.sessions}") + body)
+        elif method == "GET":
+            self.open_gets.append(session)
+            try:
+                await stream.send_all(head(200, "text/event-stream"))
+                while await stream.receive_some(65536):  # open until the client closes it
+                    pass
+            finally:
+                self.open_gets.remove(session)
+        elif method == "tools/list":
+            await send_json(stream, result(message, {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}))
+        elif method == "tools/call" and session == "s1":
+            self.stale += 1
+            place = self.stale
+            if place == self.together:
+                self.came.set()
+            await self.came.wait()
+            if place > self.together - self.held:
+                await self.renewed.wait()
+            await stream.send_all(head(404, Content_Length="0"))
+        elif method == "tools/call":
+            self.renewed.set()
+            await send_json(stream, result(message, {"content": [{"type": "text", "text": str(session)}]}))
+        else:  # notifications/initialized
+            await stream.send_all(head(202, Content_Length="0"))
+
+
+@pytest.mark.parametrize(("together", "held"), [(3, 0), (2, 1)],
+                         ids=["404s read together", "a 404 read once the next session is up"])
+async def test_calls_that_meet_a_forgotten_session_together_go_on_in_one_new_session(
+        nursery: trio.Nursery, together: int, held: int) -> None:
+    # Calls in flight when the server forgets the session all read 404. One of them starts the
+    # next session and the others go on in it: none fails with the 404, and none starts one of
+    # its own, ending the standalone stream of the session the others went on in.
+    server = Restarted(together, held)
+    url = await serve_http(nursery, server.respond, with_session=True)
+    answered: list[str] = []
+
+    async def call(client: mrtr.Client) -> None:
+        answered.append((await client.call_tool("t")).text)
+
+    async with mrtr.Client(url, era="legacy") as client:
+        with trio.fail_after(GUARD):
+            await client.list_tools()  # the session s1 opens, its stream with it
+            async with trio.open_nursery() as calls:
+                for _ in range(server.together):
+                    calls.start_soon(call, client)
+        assert answered == ["s2"] * server.together and server.sessions == 2
+        await until(lambda: server.open_gets == ["s2"])
+    for message, answering in server.sent:
+        validate_legacy_message(message, answering)
