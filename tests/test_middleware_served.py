@@ -6,7 +6,8 @@ against the 2026-07-28 schema, the tasks extension's where it applies) and with
 client over HTTP and stdio (every message it read validated against the 2025-11-25
 schema); the task carrier through the tasks extension. The server's access lines are
 read from its log; ``mrtr serve --workers`` warns of a rate limit counted in memory; an
-unauthenticated 2025 client gets no new bucket by opening a new session.
+unauthenticated 2025 client gets no new bucket by opening a new session, and takes nothing
+from another address's.
 ``RateLimit`` shared by two nodes on Redis: tests/nodes/test_rate_limit.py.
 """
 
@@ -160,11 +161,16 @@ async def test_an_unauthenticated_2025_client_gets_no_new_bucket_with_a_new_sess
         first = await opened()
         answers = [await listed(first, number) for number in range(1, BURST + 2)]
         fresh = [await listed(await opened(), 100 + number) for number in range(3)]
+    # Another address (127.0.0.2, loopback too) keeps a bucket of its own, whatever this one spent.
+    elsewhere = httpx.AsyncHTTPTransport(local_address="127.0.0.2")
+    async with httpx.AsyncClient(headers=headers, timeout=30, transport=elsewhere) as http:
+        others = [await listed(await opened(), 200 + number) for number in range(BURST)]
     admitted = ["result" in answer for answer in answers]
     # BURST at most: a probe of the fixture's, from this address too, may have taken one.
     assert admitted[0] and not admitted[-1] and admitted == sorted(admitted, reverse=True), admitted
     for refused in [answers[-1], *fresh]:  # the new sessions spend the same, empty, bucket
         assert refused["error"]["code"] == -32000 and refused["error"]["data"]["retryAfter"] > 0
+    assert all("result" in answer for answer in others), others
 
 
 async def test_the_task_carrier_counts_the_call_and_never_its_polls(server):
