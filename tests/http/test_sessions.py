@@ -19,10 +19,12 @@ import pytest
 import trio
 
 from mrtr import Elicit, Form
+from mrtr.core.errors import LEGACY_RATE_LIMITED, RATE_LIMITED
+from mrtr.middleware import RateLimit
 from mrtr.server import Server
 from mrtr.server.sessions import SessionRegistry
 
-from ..conftest import until
+from ..conftest import meta, until
 from ..legacy.app import server as legacy_server
 from ..wire_schema import validate_message
 from .conftest import start_front_end
@@ -522,3 +524,45 @@ async def test_a_client_that_vanishes_mid_question_and_never_returns_is_ended_by
         await until(lambda: ran["gone"], lambda seen: seen == ["asked", "finally"])
         assert registry.suspended == 0 and len(registry) == 1
         assert (await session.call(2, "ping"))["result"] == {}
+
+
+@pytest.mark.parametrize("kind", ["native", "asgi"])
+async def test_an_unauthenticated_address_spends_one_bucket_whatever_sessions_it_opens(nursery, kind):
+    # initialize is no request of the pipeline's: the sessions an address opens, ends and opens
+    # again all spend that address's bucket, as does a modern request naming one of them; another
+    # address (127.0.0.2, loopback too) has a bucket of its own. Both front ends name the address.
+    limited = Server("limited", "1.0.0")
+    limited.middleware(RateLimit(per_second=0.01, burst=2))
+
+    @limited.tool
+    def ping() -> str:
+        """Pong."""
+        return "pong"
+
+    port = await start_front_end(kind, nursery, limited)
+
+    def http(address: str) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10.0,
+                                 transport=httpx.AsyncHTTPTransport(local_address=address))
+
+    async def refused(session: Session, id: int) -> None:
+        error = (await session.call(id, "tools/list"))["error"]
+        assert error["code"] == LEGACY_RATE_LIMITED and error["data"]["retryAfter"] > 0, error
+
+    async with http("127.0.0.1") as here, http("127.0.0.2") as there:
+        first = await Session(here).open()
+        assert "result" in await first.call(1, "tools/list")
+        assert "result" in await first.call(2, "tools/list")
+        await refused(first, 3)
+        await refused(await Session(here).open(), 4)  # a new session: the same, empty, bucket
+        assert (await first.delete()).status_code in (200, 202, 204)
+        await refused(await Session(here).open(), 5)  # after DELETE too
+        modern = await here.post("/mcp", content=json.dumps(
+            {"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": {"_meta": meta()}}), headers={
+            "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list", "Mcp-Session-Id": first.id or ""})
+        assert modern.status_code == 429 and validate_message(modern.json()) is None
+        assert modern.json()["error"]["code"] == RATE_LIMITED
+        elsewhere = await Session(there).open()
+        assert "result" in await elsewhere.call(7, "tools/list")
+        assert "result" in await elsewhere.call(8, "tools/list")
