@@ -5,7 +5,8 @@ stream, and drops it while that stream is not open (the TypeScript SDK's server 
 These loopback servers answer the GET late or never; every call of the session must
 wait for the GET's answer, and no call may wait longer than a second or the client's
 deadline. A session started again, because the server forgot the last one, closes the
-last one's stream. Everything the client sends is validated against the 2025-11-25 schema.
+last one's stream, and calls in flight together in the forgotten session go on in one new
+session. Everything the client sends is validated against the 2025-11-25 schema.
 """
 
 from __future__ import annotations
@@ -215,7 +216,6 @@ async def test_a_new_session_closes_the_standalone_stream_of_the_one_the_server_
         await until(lambda: server.gets == ["s1", "s2"] and server.open_gets == ["s2"])
     for message, answering in server.sent:
         validate_legacy_message(message, answering)
-
 
 
 class Restarted:
