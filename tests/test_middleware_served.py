@@ -200,10 +200,11 @@ async def test_the_task_carrier_counts_the_call_and_never_its_polls(server):
 # -- the modern era over stdio -------------------------------------------------------------------
 
 
-def test_over_stdio_the_process_at_the_other_end_is_the_caller(tmp_path: Path):
+def _over_stdio(tmp_path: Path, store: str, log: str) -> list[dict[str, Any]]:
+    """Four requests to one ``mrtr serve --stdio`` of the app (3 tokens a caller), its answers in order."""
     env = {**clean_env(), "MW_BURST": "3", "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen([_mrtr_command(), "serve", APP, "--stdio"], cwd=ROOT, env=env, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, stderr=(tmp_path / "stderr").open("wb"))
+    process = subprocess.Popen([_mrtr_command(), "serve", APP, "--stdio", "--store", store], cwd=ROOT, env=env,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=(tmp_path / log).open("wb"))
     assert process.stdin is not None and process.stdout is not None
     answers = []
     try:
@@ -221,13 +222,21 @@ def test_over_stdio_the_process_at_the_other_end_is_the_caller(tmp_path: Path):
     finally:
         process.stdin.close()
         process.wait(timeout=20)
-    listed, forbidden, cached, refused = answers  # three tokens: a refused call took one too
-    assert "admin_reset" not in {tool["name"] for tool in listed["result"]["tools"]}
-    assert forbidden["result"]["content"][0]["text"] == 'Tool "admin_reset" is not available'
-    assert cached["result"]["content"][0]["text"] == "JPY run 1"
-    assert refused["error"]["code"] == -31429 and refused["error"]["data"]["retryAfter"] > 0
-    stderr = (tmp_path / "stderr").read_text()
-    assert 'tools/call "rates" complete' in stderr and "cache=miss" in stderr and "timing_ms=" in stderr
+    return answers
+
+
+def test_over_stdio_the_process_at_the_other_end_is_the_caller(tmp_path: Path):
+    # Two processes in turn, keeping their buckets in one store (as the SQLite file a server with
+    # task tools uses by default): each serves its own client, with a bucket of its own.
+    store = f"sqlite:///{tmp_path / 'store.sqlite3'}"
+    for log in ("first.stderr", "second.stderr"):
+        listed, forbidden, cached, refused = _over_stdio(tmp_path, store, log)  # a refused call took a token too
+        assert "admin_reset" not in {tool["name"] for tool in listed["result"]["tools"]}, log
+        assert forbidden["result"]["content"][0]["text"] == 'Tool "admin_reset" is not available'
+        assert cached["result"]["content"][0]["text"] == "JPY run 1"
+        assert refused["error"]["code"] == -31429 and refused["error"]["data"]["retryAfter"] > 0
+        stderr = (tmp_path / log).read_text()
+        assert 'tools/call "rates" complete' in stderr and "cache=miss" in stderr and "timing_ms=" in stderr
 
 
 # -- the 2025 era: the official SDK 1.x client -------------------------------------------------------

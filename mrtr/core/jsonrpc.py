@@ -346,7 +346,8 @@ class Dispatcher(Protocol):
 
         ``auth`` is the caller's verified token (``mrtr.auth.AccessToken``) when the
         transport authenticated the request; ``client`` the transport's name for the peer
-        (its remote address on HTTP, ``"stdio"`` on stdio), when it has one.
+        (its remote address on HTTP, ``"stdio:<pid>"`` on stdio, the serving process's id),
+        when it has one.
         """
         ...
 

@@ -616,9 +616,9 @@ class Server(Registry):
         gives them); an unexpected failure becomes ``-32603`` (logged with its
         traceback, never sent to the client). ``auth`` is the caller's verified token; a
         protected server refuses a request without one. ``client`` is the transport's name
-        for the peer (its remote address on HTTP, ``"stdio"`` on stdio), which middleware
-        reads as :attr:`~mrtr.server.pipeline.Incoming.client` (a rate limit's key without
-        authentication). The modern era serves it (:mod:`mrtr.server.modern`).
+        for the peer (its remote address on HTTP, ``"stdio:<pid>"`` on stdio, the serving
+        process's id), which middleware reads as :attr:`~mrtr.server.pipeline.Incoming.client`
+        (a rate limit's key without authentication). The modern era serves it (:mod:`mrtr.server.modern`).
         """
         return await self._modern.respond(message, headers=headers, notify=notify, run_sync=run_sync, auth=auth,
                                           client=client)

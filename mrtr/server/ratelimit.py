@@ -11,8 +11,8 @@ What counts:
 - **a caller** is, by default, its principal (the verified token's, or the server's
   ``principal=`` source); without one, the address the transport names
   (``Incoming.client``: the remote address on HTTP, the one a 2025-era session was
-  opened from, ``"stdio"`` for a modern request on stdio); without one, its 2025-era
-  session (over stdio, the one session of its process); a request with
+  opened from, ``"stdio:<pid>"`` on stdio, the serving process's own client); without
+  one, its 2025-era session; a request with
   none of them (served in this process without ``client=``) counts against the bucket
   named ``local``. Never one bucket for everyone, and never a new bucket for a new
   session: ``initialize`` is no request of the pipeline's, so a client could otherwise

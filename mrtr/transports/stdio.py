@@ -94,8 +94,13 @@ DEFAULT_MAX_IN_FLIGHT = 64
 DEFAULT_NOTIFICATION_BUFFER = 10_000
 """Notifications queued behind a slow stdout before further ones are dropped."""
 
-STDIO_CLIENT = "stdio"
-"""What stdio tells the dispatcher its peer is (``client=``): the one process at the other end of the pipes."""
+STDIO_CLIENT = f"stdio:{os.getpid()}"
+"""What stdio tells the dispatcher its peer is (``client=``): the one process at the other end of the pipes.
+
+``stdio:`` and this process's id: every stdio process serves its own client, and two of
+them keeping state in one store (a rate limit's buckets in the SQLite file a server with
+task tools uses by default) must not count as one client.
+"""
 
 _READ_CHUNK = 64 * 1024
 
@@ -490,7 +495,8 @@ class _Session:
     async def initialize(self, message: Mapping[str, Any], slot: _Slot) -> None:
         assert self.legacy is not None
         outlet = from_any_thread(self.outlet)
-        response, session_id = await self.legacy.initialize(message, outlet=outlet, lasting=True)
+        response, session_id = await self.legacy.initialize(message, outlet=outlet, lasting=True,
+                                                            client=STDIO_CLIENT)
         if session_id is not None:
             self.session_id = session_id
             self.version = response.message["result"]["protocolVersion"]
