@@ -213,6 +213,21 @@ def test_the_default_key_is_principal_then_address_then_session():
     assert caller_of(view(principal=None)) == "local"
 
 
+@pytest.mark.parametrize(("client", "key"), [
+    ("2001:db8::1", "client:2001:db8::/64"),
+    ("2001:db8::ffff:2", "client:2001:db8::/64"),  # the same host's /64: the same bucket
+    ("2001:db8:0:1::1", "client:2001:db8:0:1::/64"),  # the next /64: another
+    ("fe80::1%eth0", "client:fe80::/64"),
+    ("::ffff:10.0.0.1", "client:10.0.0.1"),  # IPv4 mapped into IPv6 is that IPv4 address
+    ("10.0.0.1", "client:10.0.0.1"),
+    ("stdio:4242", "client:stdio:4242"),  # no IP address: as the transport named it
+])
+def test_an_ipv6_client_counts_by_its_64_which_one_host_holds_whole(client, key):
+    # Keyed by the exact address, a host given a /64 could send each request from a new one.
+    view = Incoming("tools/list", {}, principal=None, auth=None, era="modern", client_capabilities={}, client=client)
+    assert caller_of(view) == key
+
+
 async def test_only_the_first_round_of_a_conversation_counts():
     server = build(RateLimit(per_second=0.01, burst=1))
     params = {"name": "signup", "arguments": {"plan": "pro"}}

@@ -11,8 +11,8 @@ What counts:
 - **a caller** is, by default, its principal (the verified token's, or the server's
   ``principal=`` source); without one, the address the transport names
   (``Incoming.client``: the remote address on HTTP, the one a 2025-era session was
-  opened from, ``"stdio:<pid>"`` on stdio, the serving process's own client); without
-  one, its 2025-era session; a request with
+  opened from, an IPv6 one by its /64; ``"stdio:<pid>"`` on stdio, the serving process's
+  own client); without one, its 2025-era session; a request with
   none of them (served in this process without ``client=``) counts against the bucket
   named ``local``. Never one bucket for everyone, and never a new bucket for a new
   session: ``initialize`` is no request of the pipeline's, so a client could otherwise
@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import ipaddress
 import math
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Protocol
@@ -68,7 +69,8 @@ def caller_of(request: Incoming) -> str:
     """The default key of a ``RateLimit``: the principal, else the client's address, else the 2025 session.
 
     The address comes before the session: sessions cost a client nothing to open, so
-    keyed by session an unauthenticated client would get a fresh bucket with each.
+    keyed by session an unauthenticated client would get a fresh bucket with each. An
+    IPv6 address counts by its /64, which one host holds whole.
     Prefixed with what it is (``principal:``, ``client:``, ``session:``), so a principal
     never shares a bucket with an address spelt the same; ``"local"`` for a request no
     transport named a client for.
@@ -76,10 +78,28 @@ def caller_of(request: Incoming) -> str:
     if request.principal is not None:
         return f"principal:{request.principal}"
     if request.client is not None:
-        return f"client:{request.client}"
+        return f"client:{_address(request.client)}"
     if request.session_id is not None:
         return f"session:{request.session_id}"
     return LOCAL
+
+
+def _address(client: str) -> str:
+    """The part of a client's address that names one client: an IPv6 address's /64, else all of it.
+
+    One host is given a whole IPv6 /64 and may send from any address in it, so keyed by
+    the exact address it would have 2**64 buckets. An IPv4 address mapped into IPv6 is
+    its IPv4 address; anything that is no IP address (``stdio:<pid>``) is kept as it is.
+    """
+    try:
+        address = ipaddress.ip_address(client)
+    except ValueError:
+        return client
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.IPv6Network((int(address) >> 64 << 64, 64)))
+    return client
 
 
 def _positive(name: str, value: Any) -> float:
