@@ -487,7 +487,6 @@ class Client:
 
     async def _initialize(self) -> None:
         """The 2025 lifecycle: ``initialize``, version check, ``notifications/initialized``, the standalone stream."""
-        self._end_standalone()
         self.target.era = LEGACY  # type: ignore[attr-defined]
         params = {"protocolVersion": LATEST_LEGACY_VERSION, "capabilities": self._legacy_capabilities(),
                   "clientInfo": self.client_info}
@@ -529,19 +528,15 @@ class Client:
             # A session started again (the server forgot the last one): its subscriptions went with it.
             self._nursery.start_soon(self._subscribe_again)
 
-    def _end_standalone(self) -> None:
-        """Close the standalone stream of the session this client held, if it has one."""
-        if self._standalone_scope is not None:
-            self._standalone_scope.cancel()
-            self._standalone_scope = None
-
     def _drop_session(self) -> None:
         """Forget the 2025 session the server no longer knows, before another opens.
 
         Its standalone stream ends now: left open, it would reconnect naming the next
         session's id and hold that session's one stream itself.
         """
-        self._end_standalone()
+        if self._standalone_scope is not None:
+            self._standalone_scope.cancel()
+            self._standalone_scope = None
         self.server = None
         if hasattr(self.target, "session_id"):
             self.target.session_id = None

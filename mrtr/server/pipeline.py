@@ -136,8 +136,9 @@ class Incoming:
     reaches a task; ``client_capabilities`` and ``client_info``, from the request's
     ``_meta`` (modern) or the session (legacy); ``session_id`` (legacy); ``client``, the
     transport's name for the peer (its remote address on HTTP, ``"stdio:<pid>"`` on stdio,
-    the serving process's id) when it gives one; ``version``, the protocol version the request speaks (the session's
-    negotiated one in a legacy session); ``request_id``; ``is_notification``.
+    the serving process's id) when it gives one; ``version``, the protocol version the
+    request speaks (the session's negotiated one in a legacy session); ``request_id``;
+    ``is_notification``.
     :attr:`component` is what the request names as registered, :attr:`carries_answers` whether
     the client's answers are part of it, and :meth:`note` adds a field to its access line.
     """

@@ -61,8 +61,8 @@ async def _read_request(stream: trio.SocketStream) -> tuple[dict[str, Any], str 
         if not chunk:
             return None
         body += chunk
-    if length == 0:  # a GET (a 2025 client's standalone stream) or a DELETE: no message, the method and session
-        return {"_http_method": head.split(b" ", 1)[0].decode(), "_session": session}, session
+    if length == 0:  # a GET (a 2025 client's standalone stream) or a DELETE: no message, just the method
+        return {"_http_method": head.split(b" ", 1)[0].decode()}, session
     message: dict[str, Any] = json.loads(body[:length])
     return message, session
 

@@ -28,6 +28,30 @@ from .hostile import head, result, send_json, serve_http
 GUARD = 20
 INITIALIZED = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
                "serverInfo": {"name": "slow-get", "version": "1"}}
+TOOLS = {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}
+
+
+async def refuse_discover(stream: trio.SocketStream) -> None:
+    """Answer the era probe as a 2025 server does."""
+    body = b"Bad Request: Missing session ID"
+    await stream.send_all(head(400, "text/plain", Content_Length=str(len(body))) + body)
+
+
+async def open_session(message: dict[str, Any], stream: trio.SocketStream, session: str) -> None:
+    """Answer ``initialize``, opening ``session``."""
+    body = json.dumps(result(message, INITIALIZED)).encode()
+    await stream.send_all(head(Content_Length=str(len(body)), Mcp_Session_Id=session) + body)
+
+
+async def hold_open(stream: trio.SocketStream, session: str | None, open_gets: list[str | None]) -> None:
+    """Answer a standalone GET and keep it open until the client closes it, its session in ``open_gets`` meanwhile."""
+    open_gets.append(session)
+    try:
+        await stream.send_all(head(200, "text/event-stream"))
+        while await stream.receive_some(65536):
+            pass
+    finally:
+        open_gets.remove(session)
 
 
 class SlowGet:
@@ -50,11 +74,9 @@ class SlowGet:
             answering = "elicitation/create" if "id" in message and method is None else None
             self.sent.append((message, answering))
         if method == "server/discover":
-            body = b"Bad Request: Missing session ID"
-            await stream.send_all(head(400, "text/plain", Content_Length=str(len(body))) + body)
+            await refuse_discover(stream)
         elif method == "initialize":
-            body = json.dumps(result(message, INITIALIZED)).encode()
-            await stream.send_all(head(Content_Length=str(len(body)), Mcp_Session_Id="s1") + body)
+            await open_session(message, stream, "s1")
         elif method == "GET":
             if self.get_delay is None:
                 await trio.sleep_forever()
@@ -63,7 +85,7 @@ class SlowGet:
             self.stream = stream
             await trio.sleep_forever()
         elif method == "tools/list":
-            await send_json(stream, result(message, {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}))
+            await send_json(stream, result(message, TOOLS))
         elif method == "tools/call":
             if self.stream is None:
                 await send_json(stream, result(message, {"content": [{"type": "text", "text": "dropped"}]}))
@@ -165,29 +187,20 @@ class Forgetful:
         self.open_gets: list[str | None] = []
         self.sent: list[tuple[dict[str, Any], str | None]] = []
 
-    async def respond(self, message: dict[str, Any], stream: trio.SocketStream) -> None:
+    async def respond(self, message: dict[str, Any], stream: trio.SocketStream, session: str | None) -> None:
         method = message.get("method") or message.get("_http_method")
         if method not in ("GET", "DELETE", "server/discover"):
             self.sent.append((message, None))
         if method == "server/discover":
-            body = b"Bad Request: Missing session ID"
-            await stream.send_all(head(400, "text/plain", Content_Length=str(len(body))) + body)
+            await refuse_discover(stream)
         elif method == "initialize":
             self.sessions += 1
-            body = json.dumps(result(message, INITIALIZED)).encode()
-            await stream.send_all(head(Content_Length=str(len(body)), Mcp_Session_Id=f"s{self.sessions}") + body)
+            await open_session(message, stream, f"s{self.sessions}")
         elif method == "GET":
-            session = message["_session"]
             self.gets.append(session)
-            self.open_gets.append(session)
-            try:
-                await stream.send_all(head(200, "text/event-stream"))
-                while await stream.receive_some(65536):  # open until the client closes it
-                    pass
-            finally:
-                self.open_gets.remove(session)
+            await hold_open(stream, session, self.open_gets)
         elif method == "tools/list":
-            await send_json(stream, result(message, {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}))
+            await send_json(stream, result(message, TOOLS))
         elif method == "tools/call":
             self.calls += 1
             if self.calls == 1:  # the session is gone: the client starts another, as the 2025 transport says
@@ -205,7 +218,7 @@ async def test_a_new_session_closes_the_standalone_stream_of_the_one_the_server_
     # the server kept it: one more open connection, and one more listener, per restart. With
     # the era remembered, the 404 makes the client probe the era again before the new session.
     server = Forgetful()
-    url = await serve_http(nursery, server.respond)
+    url = await serve_http(nursery, server.respond, with_session=True)
     eras = mrtr.client.EraMemory()
     if remembered:
         eras.remember(url, LEGACY)
@@ -243,18 +256,11 @@ class Restarted:
             self.sent.append((message, "tools/list" if method is None and "result" in message else None))
         if method == "initialize":
             self.sessions += 1
-            body = json.dumps(result(message, INITIALIZED)).encode()
-            await stream.send_all(head(Content_Length=str(len(body)), Mcp_Session_Id=f"s{self.sessions}") + body)
+            await open_session(message, stream, f"s{self.sessions}")
         elif method == "GET":
-            self.open_gets.append(session)
-            try:
-                await stream.send_all(head(200, "text/event-stream"))
-                while await stream.receive_some(65536):  # open until the client closes it
-                    pass
-            finally:
-                self.open_gets.remove(session)
+            await hold_open(stream, session, self.open_gets)
         elif method == "tools/list":
-            await send_json(stream, result(message, {"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}))
+            await send_json(stream, result(message, TOOLS))
         elif method == "tools/call" and session == "s1":
             self.stale += 1
             place = self.stale
